@@ -1,0 +1,1 @@
+//! The election-port codec.
