@@ -1,1 +1,26 @@
-//! The election-port codec.
+//! The election-port codec: pure, no I/O, and the only place in zkfle that knows byte layouts.
+//!
+//! - [`initial`]: the initial message a connection's initiator sends (legacy, -65536, -65535).
+//! - [`notification`]: notifications of every historical size (28, 36, 40, 44+N bytes).
+//! - [`frame`]: length-prefixed framing and the incremental [`StreamDecoder`].
+//! - [`config`]: the config text notifications carry, typed, printed back as Java prints it.
+//! - [`addr`]: `host:port` election addresses as Java parses and writes them.
+//!
+//! Limits are Java's: frames of 1..=512 KiB, address text of 1..=2048 bytes, ports 0..=65535.
+//! Decoders never allocate more than those limits and never panic; every rejection is a
+//! [`WireError`] naming the field and byte offset.
+
+pub mod addr;
+pub mod config;
+mod cursor;
+pub mod error;
+pub mod frame;
+pub mod initial;
+pub mod notification;
+
+pub use addr::ElectionAddress;
+pub use config::{QuorumConfig, Role, ServerLine};
+pub use error::{ErrorKind, WireError};
+pub use frame::{Direction, StreamDecoder, StreamItem, encode_frame};
+pub use initial::{InitialMessage, ProtocolVersion};
+pub use notification::{JavaView, Notification, ServerState};

@@ -1,0 +1,257 @@
+//! Framing (reference A.3) and an incremental decoder for one direction of a connection.
+//!
+//! After the initial message, both directions carry frames: a 4-byte big-endian length in
+//! 1..=512 KiB, then that many bytes. [`StreamDecoder`] takes bytes in whatever pieces TCP
+//! delivers them and hands out whole items; it consumes from the caller's slice only what the
+//! current item needs, so it never buffers more than one item (at most 4 + 512 KiB).
+
+use super::error::{ErrorKind, WireError};
+use super::initial::{InitialMessage, Probe};
+
+/// `QuorumCnxManager.PACKETMAXSIZE`: the largest frame payload Java accepts.
+pub const MAX_FRAME_BYTES: usize = 512 * 1024;
+/// Size of the length prefix.
+pub const LENGTH_BYTES: usize = 4;
+
+/// The frame for `payload`: length prefix, then the bytes. Fails when the length is outside
+/// what a Java receiver accepts.
+pub fn encode_frame(payload: &[u8]) -> Result<Vec<u8>, WireError> {
+    check_frame_len(payload.len() as i64, 0)?;
+    let mut out = Vec::with_capacity(LENGTH_BYTES + payload.len());
+    out.extend_from_slice(&(payload.len() as i32).to_be_bytes());
+    out.extend_from_slice(payload);
+    Ok(out)
+}
+
+fn check_frame_len(len: i64, offset: u64) -> Result<usize, WireError> {
+    if len <= 0 || len > MAX_FRAME_BYTES as i64 {
+        return Err(WireError::new(
+            "frame length",
+            0,
+            ErrorKind::OutOfRange {
+                value: len,
+                min: 1,
+                max: MAX_FRAME_BYTES as i64,
+            },
+        )
+        .at(offset));
+    }
+    Ok(len as usize)
+}
+
+/// Which direction of a connection a decoder reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// From the side that connected: an initial message, then frames.
+    FromInitiator,
+    /// From the side that accepted: frames only.
+    FromAcceptor,
+}
+
+/// One item of a direction's stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamItem {
+    /// The initial message, and the stream offset where it started.
+    Initial {
+        offset: u64,
+        message: InitialMessage,
+    },
+    /// A frame's payload (decode it with `Notification::decode`), and the stream offset of its
+    /// length prefix; the payload starts 4 bytes later.
+    Frame { offset: u64, payload: Vec<u8> },
+}
+
+/// Incremental decoder for one direction of an election connection.
+///
+/// Feed it with [`StreamDecoder::decode`] until that returns `Ok(None)`, then feed more bytes.
+/// After an error the stream cannot be trusted (Java closes the connection); the decoder keeps
+/// returning that error until [`StreamDecoder::resync`] is called.
+#[derive(Debug)]
+pub struct StreamDecoder {
+    expect_initial: bool,
+    /// Bytes of the item being assembled (never more than that item's size).
+    pending: Vec<u8>,
+    /// Stream offset of `pending[0]`.
+    offset: u64,
+    failed: Option<WireError>,
+}
+
+impl StreamDecoder {
+    /// A decoder for a direction read from its first byte.
+    pub fn new(direction: Direction) -> Self {
+        StreamDecoder {
+            expect_initial: direction == Direction::FromInitiator,
+            pending: Vec::new(),
+            offset: 0,
+            failed: None,
+        }
+    }
+
+    /// A decoder that starts on a frame boundary at `offset`, for a stream picked up after its
+    /// start (the initial message, if any, is not expected).
+    pub fn at_frame_boundary(offset: u64) -> Self {
+        StreamDecoder {
+            expect_initial: false,
+            pending: Vec::new(),
+            offset,
+            failed: None,
+        }
+    }
+
+    /// Stream offset of the next byte the decoder will consume.
+    pub fn position(&self) -> u64 {
+        self.offset + self.pending.len() as u64
+    }
+
+    /// Bytes held for an incomplete item.
+    pub fn buffered(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Forgets the partial item and any error, and continues at a frame boundary at `offset`
+    /// (after a gap in a capture, for example).
+    pub fn resync(&mut self, offset: u64) {
+        *self = StreamDecoder::at_frame_boundary(offset);
+    }
+
+    /// Consumes bytes from `input` (advancing it) until one item is complete, and returns it;
+    /// `Ok(None)` when `input` is used up first.
+    pub fn decode(&mut self, input: &mut &[u8]) -> Result<Option<StreamItem>, WireError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let result = self.decode_inner(input);
+        if let Err(e) = &result {
+            self.failed = Some(e.clone());
+        }
+        result
+    }
+
+    fn decode_inner(&mut self, input: &mut &[u8]) -> Result<Option<StreamItem>, WireError> {
+        loop {
+            let need = self.needed()?;
+            if self.pending.len() >= need {
+                return Ok(Some(self.take_item(need)?));
+            }
+            if input.is_empty() {
+                return Ok(None);
+            }
+            let n = (need - self.pending.len()).min(input.len());
+            self.pending.extend_from_slice(&input[..n]);
+            *input = &input[n..];
+        }
+    }
+
+    /// Total bytes the current item needs, as far as the pending bytes tell.
+    fn needed(&self) -> Result<usize, WireError> {
+        if self.expect_initial {
+            return match InitialMessage::probe(&self.pending).map_err(|e| e.at(self.offset))? {
+                Probe::Complete(n) | Probe::NeedAtLeast(n) => Ok(n),
+            };
+        }
+        if self.pending.len() < LENGTH_BYTES {
+            return Ok(LENGTH_BYTES);
+        }
+        let len = i32::from_be_bytes([
+            self.pending[0],
+            self.pending[1],
+            self.pending[2],
+            self.pending[3],
+        ]);
+        Ok(LENGTH_BYTES + check_frame_len(i64::from(len), self.offset)?)
+    }
+
+    fn take_item(&mut self, size: usize) -> Result<StreamItem, WireError> {
+        let offset = self.offset;
+        let item = if self.expect_initial {
+            let message =
+                InitialMessage::decode(&self.pending[..size]).map_err(|e| e.at(offset))?;
+            self.expect_initial = false;
+            StreamItem::Initial { offset, message }
+        } else {
+            StreamItem::Frame {
+                offset,
+                payload: self.pending[LENGTH_BYTES..size].to_vec(),
+            }
+        };
+        self.pending.clear();
+        self.offset += size as u64;
+        Ok(item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::initial::ProtocolVersion;
+
+    fn stream() -> Vec<u8> {
+        let mut s = InitialMessage::versioned(
+            ProtocolVersion::V1,
+            3,
+            vec![crate::wire::ElectionAddress::parse("127.0.0.3:3888", 0).unwrap()],
+        )
+        .encode()
+        .unwrap();
+        s.extend(encode_frame(&[1u8; 40]).unwrap());
+        s.extend(encode_frame(&[2u8; 28]).unwrap());
+        s
+    }
+
+    fn decode_in_pieces(bytes: &[u8], piece: usize) -> Vec<StreamItem> {
+        let mut d = StreamDecoder::new(Direction::FromInitiator);
+        let mut out = Vec::new();
+        for chunk in bytes.chunks(piece) {
+            let mut input = chunk;
+            while let Some(item) = d.decode(&mut input).unwrap() {
+                out.push(item);
+            }
+            assert!(input.is_empty());
+            assert!(d.buffered() <= 4 + MAX_FRAME_BYTES);
+        }
+        out
+    }
+
+    #[test]
+    fn any_split_gives_the_same_items() {
+        let s = stream();
+        let whole = decode_in_pieces(&s, s.len());
+        assert_eq!(whole.len(), 3);
+        assert!(
+            matches!(&whole[2], StreamItem::Frame { offset, payload } if *offset == 34 + 44 && payload.len() == 28)
+        );
+        for piece in 1..s.len() {
+            assert_eq!(decode_in_pieces(&s, piece), whole, "piece {piece}");
+        }
+    }
+
+    #[test]
+    fn frame_length_limits() {
+        for bad in [0i32, -20, 524_289] {
+            let mut d = StreamDecoder::at_frame_boundary(100);
+            let bytes = bad.to_be_bytes();
+            let e = d.decode(&mut &bytes[..]).unwrap_err();
+            assert_eq!((e.field, e.offset), ("frame length", 100));
+            // The error sticks until resync.
+            assert!(d.decode(&mut &[0u8; 4][..]).is_err());
+            d.resync(104);
+            assert_eq!(d.position(), 104);
+        }
+        let max = vec![0u8; MAX_FRAME_BYTES];
+        assert!(encode_frame(&max).is_ok());
+        assert!(encode_frame(&[0u8; MAX_FRAME_BYTES + 1]).is_err());
+        assert!(encode_frame(&[]).is_err());
+    }
+
+    #[test]
+    fn never_consumes_past_the_item() {
+        let s = stream();
+        let mut d = StreamDecoder::new(Direction::FromInitiator);
+        let mut input = &s[..];
+        assert!(matches!(
+            d.decode(&mut input).unwrap(),
+            Some(StreamItem::Initial { .. })
+        ));
+        assert_eq!(input.len(), s.len() - 34);
+    }
+}
