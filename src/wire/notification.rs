@@ -264,18 +264,18 @@ impl Notification {
             }
             _ => {}
         }
-        if let Some(config) = &self.config {
-            if config.len() > super::frame::MAX_FRAME_BYTES {
-                return Err(WireError::new(
-                    "config length",
-                    WITH_VERSION_BYTES,
-                    ErrorKind::OutOfRange {
-                        value: config.len() as i64,
-                        min: 0,
-                        max: super::frame::MAX_FRAME_BYTES as i64,
-                    },
-                ));
-            }
+        if let Some(config) = &self.config
+            && config.len() > super::frame::MAX_FRAME_BYTES
+        {
+            return Err(WireError::new(
+                "config length",
+                WITH_VERSION_BYTES,
+                ErrorKind::OutOfRange {
+                    value: config.len() as i64,
+                    min: 0,
+                    max: super::frame::MAX_FRAME_BYTES as i64,
+                },
+            ));
         }
         Ok(())
     }
