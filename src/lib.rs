@@ -7,7 +7,10 @@
 //!   No I/O, no clocks; every rejection is a typed error naming the field and byte offset.
 //! - [`capture`]: reading pcap/pcapng captures and reassembling their TCP streams, per direction.
 //!   Knows packets and streams, not ZooKeeper.
+//! - [`json`]: the JSON forms of messages, a contract for scripts (`jq`), read back by
+//!   `zkfle wire encode`.
 //! - [`cli`]: the `zkfle` command line; `main.rs` only calls [`cli::run`].
 pub mod capture;
 pub mod cli;
+pub mod json;
 pub mod wire;

@@ -1,6 +1,68 @@
-//! The `zkfle` command line.
+//! The `zkfle` command line: parsing with clap, one submodule a command, errors printed as one
+//! line on stderr (`zkfle: <what>: <why>`) with exit status 2 for bad input and 1 for failures
+//! of the operation itself.
+
+mod wire_cmd;
+
+use clap::{Parser, Subcommand};
+
+/// A ZooKeeper leader-election protocol toolkit.
+#[derive(Debug, Parser)]
+#[command(name = "zkfle", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Decode and encode single election-port messages.
+    #[command(subcommand)]
+    Wire(wire_cmd::WireCommand),
+}
+
+/// An error for the user: printed as one line, then the process exits with `status`.
+#[derive(Debug)]
+pub struct CliError {
+    pub status: i32,
+    pub message: String,
+}
+
+impl CliError {
+    /// Bad input from the user (exit status 2).
+    pub fn input(message: impl Into<String>) -> Self {
+        CliError {
+            status: 2,
+            message: message.into(),
+        }
+    }
+
+    /// The operation failed (exit status 1).
+    pub fn failure(message: impl Into<String>) -> Self {
+        CliError {
+            status: 1,
+            message: message.into(),
+        }
+    }
+}
 
 /// Runs the command line and returns the process exit status.
 pub fn run() -> i32 {
-    0
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let result = match cli.command {
+        Command::Wire(cmd) => wire_cmd::run(cmd),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("zkfle: {}", e.message);
+            e.status
+        }
+    }
 }

@@ -1,0 +1,82 @@
+//! `zkfle wire decode|encode`: one message between hex and JSON.
+
+use std::io::Read;
+
+use clap::{Subcommand, ValueEnum};
+
+use super::CliError;
+use crate::json::{Message, message_from_json, message_to_json};
+use crate::wire::{InitialMessage, Notification};
+
+#[derive(Debug, Subcommand)]
+pub enum WireCommand {
+    /// Print a message given as hex as one JSON object.
+    Decode {
+        /// What the bytes are.
+        #[arg(long, value_enum, default_value_t = Kind::Notification)]
+        kind: Kind,
+        /// The message bytes in hex (a notification without its 4-byte frame length).
+        hex: String,
+    },
+    /// Read a message's JSON object on stdin and print the hex of its exact bytes.
+    Encode,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Kind {
+    Notification,
+    Initial,
+}
+
+pub fn run(cmd: WireCommand) -> Result<(), CliError> {
+    match cmd {
+        WireCommand::Decode { kind, hex } => {
+            let bytes = parse_hex(&hex)?;
+            let msg = match kind {
+                Kind::Notification => Notification::decode(&bytes).map(Message::Notification),
+                Kind::Initial => InitialMessage::decode(&bytes).map(Message::Initial),
+            }
+            .map_err(|e| CliError::input(format!("wire decode: {e}")))?;
+            println!("{}", serde_json::Value::Object(message_to_json(&msg)));
+            Ok(())
+        }
+        WireCommand::Encode => {
+            let mut input = String::new();
+            std::io::stdin()
+                .read_to_string(&mut input)
+                .map_err(|e| CliError::failure(format!("wire encode: reading stdin: {e}")))?;
+            let value: serde_json::Value = serde_json::from_str(&input).map_err(|e| {
+                CliError::input(format!(
+                    "wire encode: stdin line {} column {}: {e}",
+                    e.line(),
+                    e.column()
+                ))
+            })?;
+            let msg = message_from_json(&value)
+                .map_err(|e| CliError::input(format!("wire encode: {e}")))?;
+            let bytes = msg
+                .encode()
+                .map_err(|e| CliError::input(format!("wire encode: {e}")))?;
+            println!("{}", hex::encode(bytes));
+            Ok(())
+        }
+    }
+}
+
+/// Hex digits, optionally with a `0x` prefix and whitespace between bytes.
+fn parse_hex(text: &str) -> Result<Vec<u8>, CliError> {
+    let text = text.trim();
+    let text = text.strip_prefix("0x").unwrap_or(text);
+    let digits: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    hex::decode(&digits).map_err(|e| {
+        CliError::input(match e {
+            hex::FromHexError::InvalidHexCharacter { c, index } => {
+                format!("hex: invalid character {c:?} at digit {index}")
+            }
+            hex::FromHexError::OddLength => {
+                format!("hex: odd number of digits ({})", digits.len())
+            }
+            other => format!("hex: {other}"),
+        })
+    })
+}
