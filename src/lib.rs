@@ -9,8 +9,13 @@
 //!   Knows packets and streams, not ZooKeeper.
 //! - [`json`]: the JSON forms of messages, a contract for scripts (`jq`), read back by
 //!   `zkfle wire encode`.
+//! - [`decode`]: a capture's election traffic as messages with their senders' and receivers'
+//!   sids (who is who), and a summary of each election with its anomalies.
+//! - [`zoocfg`]: reading a server's `zoo.cfg`.
 //! - [`cli`]: the `zkfle` command line; `main.rs` only calls [`cli::run`].
 pub mod capture;
 pub mod cli;
+pub mod decode;
 pub mod json;
 pub mod wire;
+pub mod zoocfg;

@@ -2,6 +2,7 @@
 //! line on stderr (`zkfle: <what>: <why>`) with exit status 2 for bad input and 1 for failures
 //! of the operation itself.
 
+mod decode_cmd;
 mod wire_cmd;
 
 use clap::{Parser, Subcommand};
@@ -16,6 +17,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Decode the election traffic in a pcap/pcapng capture.
+    Decode(decode_cmd::DecodeArgs),
     /// Decode and encode single election-port messages.
     #[command(subcommand)]
     Wire(wire_cmd::WireCommand),
@@ -56,6 +59,7 @@ pub fn run() -> i32 {
         }
     };
     let result = match cli.command {
+        Command::Decode(args) => decode_cmd::run(args),
         Command::Wire(cmd) => wire_cmd::run(cmd),
     };
     match result {

@@ -1,0 +1,263 @@
+//! `zkfle decode`: a capture's election traffic as a timeline, JSON lines, or a summary.
+
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use serde_json::{Map, Value, json};
+
+use super::CliError;
+use crate::capture::{self, Timestamp};
+use crate::decode::summary::Summarizer;
+use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, ProblemKind, Record, Severity};
+use crate::json::{initial_to_json, notification_to_json};
+use crate::wire::{ElectionAddress, Notification};
+use crate::zoocfg::ZooCfg;
+
+#[derive(Debug, Args)]
+pub struct DecodeArgs {
+    /// A pcap or pcapng file, or `-` for standard input.
+    pub capture: String,
+    /// Election port to decode (repeatable); replaces the default 3888. Connections on other
+    /// ports are decoded too when they open with a valid initial message.
+    #[arg(long = "port", value_name = "PORT")]
+    pub ports: Vec<u16>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Print a summary of each election instead of every message.
+    #[arg(long)]
+    pub summary: bool,
+    /// A zoo.cfg naming the members' election addresses (for captures that carry none, 3.4).
+    #[arg(long, value_name = "ZOO_CFG")]
+    pub config: Option<PathBuf>,
+    /// Who listens where: `ADDR=SID`, e.g. `127.0.0.1:3888=1` (repeatable).
+    #[arg(long = "sid-map", value_name = "ADDR=SID")]
+    pub sid_map: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Jsonl,
+}
+
+pub fn run(args: DecodeArgs) -> Result<(), CliError> {
+    let mut book = AddressBook::default();
+    let mut members = std::collections::HashMap::new();
+    if let Some(path) = &args.config {
+        let cfg = ZooCfg::read(path).map_err(|e| CliError::input(format!("--config {e}")))?;
+        book.learn_config(&cfg.quorum);
+        members.extend(book.members().iter().map(|(k, v)| (*k, *v)));
+    }
+    for entry in &args.sid_map {
+        let (addr, sid) = entry
+            .rsplit_once('=')
+            .ok_or_else(|| CliError::input(format!("--sid-map {entry:?}: expected ADDR=SID")))?;
+        let sid: i64 = sid
+            .parse()
+            .map_err(|_| CliError::input(format!("--sid-map {entry:?}: bad sid {sid:?}")))?;
+        let addr = ElectionAddress::parse(addr, 0)
+            .map_err(|e| CliError::input(format!("--sid-map {entry:?}: {}", e.kind)))?;
+        book.learn(sid, &addr);
+    }
+    let segments = open_with_progress(&args.capture)?;
+    let options = DecodeOptions {
+        ports: args.ports.clone(),
+        book,
+        ..DecodeOptions::default()
+    };
+    let decoder = Decoder::new(segments, options);
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut summarizer = Summarizer::new(members);
+    let mut t0: Option<f64> = None;
+    let mut errors = 0u64;
+    let mut first_error = None;
+    let write = |out: &mut BufWriter<_>, line: &str| -> Result<(), CliError> {
+        writeln!(out, "{line}").map_err(|e| broken_pipe_or(e))
+    };
+    for record in decoder {
+        let time = seconds(record.time);
+        let start = *t0.get_or_insert(time);
+        if let Body::Problem(p) = &record.body
+            && p.severity == Severity::Error
+        {
+            errors += 1;
+            first_error.get_or_insert_with(|| p.message.clone());
+        }
+        if args.summary {
+            summarizer.add(&record);
+            continue;
+        }
+        match args.format {
+            Format::Jsonl => write(&mut out, &Value::Object(record_json(&record)).to_string())?,
+            Format::Text => write(&mut out, &record_text(&record, start))?,
+        }
+    }
+    if args.summary {
+        let summary = summarizer.finish();
+        match args.format {
+            Format::Jsonl => write(&mut out, &summary.to_json().to_string())?,
+            Format::Text => out
+                .write_all(summary.to_text(t0.unwrap_or(0.0)).as_bytes())
+                .map_err(broken_pipe_or)?,
+        }
+    }
+    out.flush().map_err(broken_pipe_or)?;
+    if errors > 0 {
+        return Err(CliError::failure(format!(
+            "{}: {errors} error(s) in the capture; first: {}",
+            args.capture,
+            first_error.unwrap_or_default()
+        )));
+    }
+    Ok(())
+}
+
+/// A closed pipe (`zkfle decode x | head`) ends the output quietly.
+fn broken_pipe_or(e: std::io::Error) -> CliError {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    CliError::failure(format!("writing output: {e}"))
+}
+
+fn open_with_progress(path: &str) -> Result<capture::TcpSegments, CliError> {
+    let open_err = |e: capture::CaptureError| CliError::input(format!("{path}: {e}"));
+    if path == "-" {
+        return capture::open(path).map_err(open_err);
+    }
+    let file = std::fs::File::open(path).map_err(|e| CliError::input(format!("{path}: {e}")))?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    // A progress bar only for people watching a large file.
+    if std::io::stderr().is_terminal() && len > 64 << 20 {
+        let bar = indicatif::ProgressBar::new(len);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        return capture::TcpSegments::from_reader(bar.wrap_read(file)).map_err(open_err);
+    }
+    capture::TcpSegments::from_reader(file).map_err(open_err)
+}
+
+fn seconds(t: Timestamp) -> f64 {
+    t.secs as f64 + f64::from(t.nanos) * 1e-9
+}
+
+/// One JSON line: the envelope (`type`, `time`, `src`, `dst`, `from_sid`, `to_sid`, `connection`,
+/// `offset`), then the message's own fields.
+pub fn record_json(r: &Record) -> Map<String, Value> {
+    let mut m = Map::new();
+    let body = match &r.body {
+        Body::Initial(msg) => initial_to_json(msg),
+        Body::Notification(n) => notification_to_json(n),
+        Body::Problem(p) => {
+            let mut e = Map::new();
+            e.insert("type".into(), json!("error"));
+            e.insert(
+                "severity".into(),
+                json!(match p.severity {
+                    Severity::Error => "error",
+                    Severity::Warning => "warning",
+                }),
+            );
+            let (kind, extra) = match &p.kind {
+                ProblemKind::Malformed(w) => ("malformed", json!({"field": w.field, "field_offset": w.offset})),
+                ProblemKind::Gap { missing } => ("gap", json!({"missing": missing})),
+                ProblemKind::Resynced { skipped } => ("resynced", json!({"skipped": skipped})),
+                ProblemKind::MidStream => ("mid_stream", json!({})),
+                ProblemKind::Capture => ("capture", json!({})),
+            };
+            e.insert("kind".into(), json!(kind));
+            if let Value::Object(extra) = extra {
+                e.extend(extra);
+            }
+            e.insert("what".into(), json!(p.message));
+            e
+        }
+    };
+    m.insert("type".into(), body["type"].clone());
+    m.insert("time".into(), json!(seconds(r.time)));
+    m.insert("src".into(), json!(r.src.map(|a| a.to_string())));
+    m.insert("dst".into(), json!(r.dst.map(|a| a.to_string())));
+    m.insert("from_sid".into(), json!(r.from_sid));
+    m.insert("to_sid".into(), json!(r.to_sid));
+    m.insert("connection".into(), json!(r.conn.map(|c| c.0)));
+    m.insert("offset".into(), json!(r.offset));
+    for (k, v) in body {
+        if k != "type" {
+            m.insert(k, v);
+        }
+    }
+    m
+}
+
+fn sid(s: Option<i64>) -> String {
+    s.map_or_else(|| "?".to_string(), |s| s.to_string())
+}
+
+/// One timeline line, in the words ZooKeeper's own logs use.
+pub fn record_text(r: &Record, t0: f64) -> String {
+    let addrs = match (r.src, r.dst) {
+        (Some(s), Some(d)) => format!("{s} -> {d}"),
+        _ => "-".to_string(),
+    };
+    let what = match &r.body {
+        Body::Initial(m) => format!(
+            "initial message: protocol {}, sid {}{}",
+            m.protocol
+                .code()
+                .map_or_else(|| "legacy".to_string(), |c| c.to_string()),
+            m.sid,
+            if m.address_text.is_empty() {
+                String::new()
+            } else {
+                format!(", address {}", m.address_text)
+            }
+        ),
+        Body::Notification(n) => notification_words(n),
+        Body::Problem(p) => format!(
+            "{}: {}",
+            match p.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+            },
+            p.message
+        ),
+    };
+    format!(
+        "{:>+12.6}  {:<44} {:>3} -> {:<3} {}",
+        seconds(r.time) - t0,
+        addrs,
+        sid(r.from_sid),
+        sid(r.to_sid),
+        what
+    )
+}
+
+/// A notification as ZooKeeper 3.5+ logs it on receipt (`Notification: ...`).
+pub fn notification_words(n: &Notification) -> String {
+    let mut s = format!(
+        "Notification: n.state:{}, n.leader:{}, n.round:{:#x}, n.peerEpoch:{:#x}, n.zxid:{:#x}",
+        n.state.name(),
+        n.leader,
+        n.election_epoch,
+        n.effective_peer_epoch(),
+        n.zxid
+    );
+    if let crate::wire::JavaView::Accepted { version, .. } = n.java_view() {
+        s.push_str(&format!(", message format version:{version:#x}"));
+    }
+    match n.config_version() {
+        Some(v) => s.push_str(&format!(", n.config version:{v:#x}")),
+        None => s.push_str(&format!(" ({} bytes, no config)", n.size())),
+    }
+    if let crate::wire::JavaView::Dropped(why) = n.java_view() {
+        s.push_str(&format!("  [{why}]"));
+    }
+    s
+}

@@ -1,0 +1,663 @@
+//! Decoding a capture's election traffic: from TCP segments to messages with who sent them.
+//!
+//! [`Decoder`] is a streaming iterator: segments go through [`Reassembler`], each direction of
+//! each election connection through a [`StreamDecoder`], and out come [`Record`]s (initial
+//! messages, notifications, problems) in capture order, each with its sender's and receiver's
+//! sid where they can be known ([`identity`]). Memory is bounded by the open connections.
+//!
+//! Which connections: those whose acceptor listens on an election port (3888 unless told
+//! otherwise), and any other connection whose initiator opens with a valid initial message
+//! followed by a plausible notification. Connections picked up mid-stream, and directions
+//! after a gap, are resynchronised on the first plausible frame boundary, and a warning says
+//! how many bytes were skipped.
+
+pub mod identity;
+pub mod summary;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+
+use crate::capture::{
+    CaptureError, ConnId, Direction as CapDir, Reassembler, ReassemblyConfig, StreamEvent,
+    TcpSegment, Timestamp,
+};
+use crate::wire::frame::{LENGTH_BYTES, MAX_FRAME_BYTES};
+use crate::wire::initial::Probe;
+use crate::wire::{
+    Direction, InitialMessage, Notification, ProtocolVersion, QuorumConfig, ServerState,
+    StreamDecoder, StreamItem, WireError,
+};
+
+pub use identity::AddressBook;
+
+/// The default election port.
+pub const DEFAULT_ELECTION_PORT: u16 = 3888;
+
+/// Bytes held while looking for a frame boundary in a stream joined mid-way; a frame can be
+/// 512 KiB, so twice that always contains one whole frame after any start.
+const MAX_HUNT_BYTES: usize = 2 * (LENGTH_BYTES + MAX_FRAME_BYTES);
+
+/// A first frame larger than this does not count as evidence that an unknown port carries
+/// election traffic (real notifications are a few hundred bytes).
+const MAX_RECOGNITION_FRAME: usize = 64 * 1024;
+
+/// What to decode and what is known beforehand.
+#[derive(Debug, Clone)]
+pub struct DecodeOptions {
+    /// Election ports; connections to them are decoded from their first byte.
+    pub ports: Vec<u16>,
+    /// Addresses known before reading (from `--config`, `--sid-map`).
+    pub book: AddressBook,
+    /// Reassembly limits.
+    pub reassembly: ReassemblyConfig,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            ports: vec![DEFAULT_ELECTION_PORT],
+            book: AddressBook::default(),
+            reassembly: ReassemblyConfig::default(),
+        }
+    }
+}
+
+/// One decoded thing, in capture order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// Capture time of the segment that completed it.
+    pub time: Timestamp,
+    /// The connection; `None` for problems with the file itself.
+    pub conn: Option<ConnId>,
+    /// Sender's socket address.
+    pub src: Option<SocketAddr>,
+    /// Receiver's socket address.
+    pub dst: Option<SocketAddr>,
+    /// Sender's sid, when known.
+    pub from_sid: Option<i64>,
+    /// Receiver's sid, when known.
+    pub to_sid: Option<i64>,
+    /// Offset in the sender's byte stream of this connection (in the file, for file problems).
+    pub offset: Option<u64>,
+    /// What it is.
+    pub body: Body,
+}
+
+/// The content of a [`Record`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    Initial(InitialMessage),
+    Notification(Notification),
+    Problem(Problem),
+}
+
+/// Something that could not be decoded, or a caveat about what follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub severity: Severity,
+    pub kind: ProblemKind,
+    /// One line for people.
+    pub message: String,
+}
+
+/// How bad a [`Problem`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// Bytes that could not be decoded, or a damaged file.
+    Error,
+    /// A caveat: decoding went on (a connection joined mid-way, a resynchronisation).
+    Warning,
+}
+
+/// The kinds of [`Problem`], for programs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// A message Java rejects; `error` names field and offset within the message.
+    Malformed(WireError),
+    /// Bytes missing from the capture.
+    Gap { missing: u64 },
+    /// Joined a stream at a frame boundary after skipping bytes.
+    Resynced { skipped: u64 },
+    /// The connection started before the capture.
+    MidStream,
+    /// The capture file itself is damaged.
+    Capture,
+}
+
+/// Streaming decoder over TCP segments.
+pub struct Decoder<I> {
+    segments: I,
+    reassembler: Reassembler,
+    ports: Vec<u16>,
+    book: AddressBook,
+    conns: HashMap<ConnId, Conn>,
+    events: Vec<StreamEvent>,
+    out: VecDeque<Record>,
+    finished: bool,
+}
+
+struct Conn {
+    initiator: SocketAddr,
+    acceptor: SocketAddr,
+    /// Still deciding whether a connection on another port is election traffic.
+    recognising: Option<Vec<u8>>,
+    initiator_sid: Option<i64>,
+    dirs: [DirState; 2],
+}
+
+struct DirState {
+    decoder: StreamDecoder,
+    /// `Some` while looking for a frame boundary: the bytes held and the offset of the first.
+    hunt: Option<(Vec<u8>, u64)>,
+}
+
+impl DirState {
+    fn new(dir: Direction, mid_stream: bool) -> Self {
+        DirState {
+            decoder: StreamDecoder::new(dir),
+            hunt: mid_stream.then(|| (Vec::new(), 0)),
+        }
+    }
+}
+
+fn index(dir: CapDir) -> usize {
+    match dir {
+        CapDir::FromInitiator => 0,
+        CapDir::FromAcceptor => 1,
+    }
+}
+
+impl<I> Decoder<I>
+where
+    I: Iterator<Item = Result<TcpSegment, CaptureError>>,
+{
+    /// A decoder over `segments` (e.g. [`crate::capture::open`]).
+    pub fn new(segments: I, mut options: DecodeOptions) -> Self {
+        if options.ports.is_empty() {
+            options.ports.push(DEFAULT_ELECTION_PORT);
+        }
+        Decoder {
+            segments,
+            reassembler: Reassembler::new(options.reassembly),
+            ports: options.ports,
+            book: options.book,
+            conns: HashMap::new(),
+            events: Vec::new(),
+            out: VecDeque::new(),
+            finished: false,
+        }
+    }
+
+    /// What has been learned about addresses so far.
+    pub fn address_book(&self) -> &AddressBook {
+        &self.book
+    }
+
+    /// The segment source (for its statistics).
+    pub fn segments(&self) -> &I {
+        &self.segments
+    }
+
+    fn step(&mut self) {
+        match self.segments.next() {
+            Some(Ok(seg)) => {
+                let mut events = std::mem::take(&mut self.events);
+                self.reassembler.push(seg, &mut events);
+                for e in events.drain(..) {
+                    self.handle(e);
+                }
+                self.events = events;
+            }
+            Some(Err(e)) => {
+                let time = self.out.back().map(|r| r.time).unwrap_or_default();
+                self.out.push_back(Record {
+                    time,
+                    conn: None,
+                    src: None,
+                    dst: None,
+                    from_sid: None,
+                    to_sid: None,
+                    offset: e.file_offset(),
+                    body: Body::Problem(Problem {
+                        severity: Severity::Error,
+                        kind: ProblemKind::Capture,
+                        message: e.to_string(),
+                    }),
+                });
+                self.finish();
+            }
+            None => self.finish(),
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let mut events = Vec::new();
+        self.reassembler.finish(&mut events);
+        for e in events {
+            self.handle(e);
+        }
+    }
+
+    fn handle(&mut self, event: StreamEvent) {
+        match event {
+            StreamEvent::Opened {
+                conn,
+                initiator,
+                acceptor,
+                time,
+                mid_stream,
+            } => {
+                let on_port = self.ports.contains(&acceptor.port())
+                    || (mid_stream && self.ports.contains(&initiator.port()));
+                // A mid-stream guess of who initiated can be wrong; the election port decides.
+                let (initiator, acceptor) = if mid_stream && self.ports.contains(&initiator.port()) && !self.ports.contains(&acceptor.port()) {
+                    (acceptor, initiator)
+                } else {
+                    (initiator, acceptor)
+                };
+                if !on_port && mid_stream {
+                    self.reassembler.ignore(conn);
+                    return;
+                }
+                self.conns.insert(
+                    conn,
+                    Conn {
+                        initiator,
+                        acceptor,
+                        recognising: (!on_port).then(Vec::new),
+                        initiator_sid: None,
+                        dirs: [
+                            DirState::new(Direction::FromInitiator, mid_stream),
+                            DirState::new(Direction::FromAcceptor, mid_stream),
+                        ],
+                    },
+                );
+                if mid_stream {
+                    let r = self.problem(
+                        conn,
+                        CapDir::FromInitiator,
+                        time,
+                        0,
+                        Severity::Warning,
+                        ProblemKind::MidStream,
+                        format!(
+                            "connection {initiator} -> {acceptor} started before the capture; joining it at the first frame boundary"
+                        ),
+                    );
+                    self.out.push_back(r);
+                }
+            }
+            StreamEvent::Data {
+                conn,
+                dir,
+                time,
+                offset,
+                bytes,
+            } => self.data(conn, dir, time, offset, &bytes),
+            StreamEvent::Gap {
+                conn,
+                dir,
+                time,
+                offset,
+                missing,
+            } => {
+                let Some(c) = self.conns.get_mut(&conn) else {
+                    return;
+                };
+                if c.recognising.is_some() {
+                    self.conns.remove(&conn);
+                    self.reassembler.ignore(conn);
+                    return;
+                }
+                let d = &mut c.dirs[index(dir)];
+                d.hunt = Some((Vec::new(), offset + missing));
+                let r = self.problem(
+                    conn,
+                    dir,
+                    time,
+                    offset,
+                    Severity::Error,
+                    ProblemKind::Gap { missing },
+                    format!("{missing} bytes missing from the capture; resynchronising"),
+                );
+                self.out.push_back(r);
+            }
+            StreamEvent::Closed { conn, .. } => {
+                self.conns.remove(&conn);
+            }
+        }
+    }
+
+    fn data(&mut self, conn: ConnId, dir: CapDir, time: Timestamp, offset: u64, bytes: &[u8]) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if let Some(held) = &mut c.recognising {
+            if dir == CapDir::FromAcceptor {
+                // The acceptor of an election connection speaks only after the initial message.
+                if held.is_empty() {
+                    self.conns.remove(&conn);
+                    self.reassembler.ignore(conn);
+                }
+                return;
+            }
+            held.extend_from_slice(bytes);
+            match recognise(held) {
+                Recognition::Wait => return,
+                Recognition::No => {
+                    self.conns.remove(&conn);
+                    self.reassembler.ignore(conn);
+                    return;
+                }
+                Recognition::Yes => {
+                    let held = c.recognising.take().unwrap_or_default();
+                    return self.data(conn, dir, time, 0, &held);
+                }
+            }
+        }
+        let first = self.out.len();
+        let mut items = Vec::new();
+        let mut problems = Vec::new();
+        {
+            let d = &mut c.dirs[index(dir)];
+            let mut input = bytes;
+            if d.hunt.is_some() {
+                input = &[];
+                hunt(d, bytes, &mut items, &mut problems);
+            }
+            decode_all(d, input, &mut items, &mut problems);
+        }
+        for (at, severity, kind, message) in problems {
+            let r = self.problem(conn, dir, time, at, severity, kind, message);
+            self.out.push_back(r);
+        }
+        for (at, item) in items {
+            let body = match item {
+                StreamItem::Initial { message, .. } => {
+                    self.book.learn_initial(&message);
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.initiator_sid = Some(message.sid);
+                    }
+                    Body::Initial(message)
+                }
+                StreamItem::Frame { payload, .. } => match Notification::decode(&payload) {
+                    Ok(n) => {
+                        if let Some(text) = n.config_text()
+                            && let Ok(cfg) = QuorumConfig::parse(&text)
+                        {
+                            self.book.learn_config(&cfg);
+                        }
+                        Body::Notification(n)
+                    }
+                    Err(e) => {
+                        let e = e.at(at + LENGTH_BYTES as u64);
+                        Body::Problem(Problem {
+                            severity: Severity::Error,
+                            message: format!(
+                                "malformed notification ({} bytes), Java drops it: {e}",
+                                payload.len()
+                            ),
+                            kind: ProblemKind::Malformed(e),
+                        })
+                    }
+                },
+            };
+            let r = self.record(conn, dir, time, Some(at), body);
+            self.out.push_back(r);
+        }
+        // Sids learned from this batch (a config right behind the initial message, typically)
+        // apply to the whole batch.
+        let (from, to) = self.sids(conn, dir);
+        for r in self.out.range_mut(first..) {
+            r.from_sid = r.from_sid.or(from);
+            r.to_sid = r.to_sid.or(to);
+        }
+    }
+
+    fn sids(&self, conn: ConnId, dir: CapDir) -> (Option<i64>, Option<i64>) {
+        let Some(c) = self.conns.get(&conn) else {
+            return (None, None);
+        };
+        let acceptor = self.book.sid_of(c.acceptor);
+        match dir {
+            CapDir::FromInitiator => (c.initiator_sid, acceptor),
+            CapDir::FromAcceptor => (acceptor, c.initiator_sid),
+        }
+    }
+
+    fn record(
+        &self,
+        conn: ConnId,
+        dir: CapDir,
+        time: Timestamp,
+        offset: Option<u64>,
+        body: Body,
+    ) -> Record {
+        let (src, dst) = match self.conns.get(&conn) {
+            Some(c) if dir == CapDir::FromInitiator => (Some(c.initiator), Some(c.acceptor)),
+            Some(c) => (Some(c.acceptor), Some(c.initiator)),
+            None => (None, None),
+        };
+        let (from_sid, to_sid) = self.sids(conn, dir);
+        Record {
+            time,
+            conn: Some(conn),
+            src,
+            dst,
+            from_sid,
+            to_sid,
+            offset,
+            body,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn problem(
+        &self,
+        conn: ConnId,
+        dir: CapDir,
+        time: Timestamp,
+        offset: u64,
+        severity: Severity,
+        kind: ProblemKind,
+        message: String,
+    ) -> Record {
+        let body = Body::Problem(Problem {
+            severity,
+            kind,
+            message,
+        });
+        self.record(conn, dir, time, Some(offset), body)
+    }
+}
+
+/// Adds `input` to a direction that is looking for a frame boundary; once one is found, decodes
+/// from there on.
+fn hunt(
+    d: &mut DirState,
+    input: &[u8],
+    items: &mut Vec<(u64, StreamItem)>,
+    problems: &mut Vec<(u64, Severity, ProblemKind, String)>,
+) {
+    let Some((held, start)) = &mut d.hunt else {
+        return;
+    };
+    held.extend_from_slice(input);
+    match find_frame_start(held) {
+        FrameSearch::Found(at) => {
+            let resume = *start + at as u64;
+            let rest = held.split_off(at);
+            if at > 0 {
+                problems.push((
+                    *start,
+                    Severity::Warning,
+                    ProblemKind::Resynced { skipped: at as u64 },
+                    format!("skipped {at} bytes to the next frame boundary"),
+                ));
+            }
+            d.hunt = None;
+            d.decoder.resync(resume);
+            decode_all(d, &rest, items, problems);
+        }
+        FrameSearch::NotBefore(at) => {
+            // Offsets before `at` cannot start a frame: forget them, which also keeps the
+            // buffer within one frame's size.
+            let at = at.max(held.len().saturating_sub(MAX_HUNT_BYTES));
+            held.drain(..at);
+            *start += at as u64;
+        }
+    }
+}
+
+fn decode_all(
+    d: &mut DirState,
+    mut input: &[u8],
+    items: &mut Vec<(u64, StreamItem)>,
+    problems: &mut Vec<(u64, Severity, ProblemKind, String)>,
+) {
+    loop {
+        let at = d.decoder.position();
+        match d.decoder.decode(&mut input) {
+            Ok(Some(item)) => items.push((at, item)),
+            Ok(None) => return,
+            Err(e) => {
+                problems.push((
+                    e.offset,
+                    Severity::Error,
+                    ProblemKind::Malformed(e.clone()),
+                    format!("{e}; Java closes the connection here; resynchronising"),
+                ));
+                // What follows in this piece is hunted through like any resync.
+                d.hunt = Some((Vec::new(), d.decoder.position()));
+                return hunt(d, input, items, problems);
+            }
+        }
+    }
+}
+
+enum Recognition {
+    Wait,
+    Yes,
+    No,
+}
+
+/// Whether the start of a stream on a non-election port is election traffic: a V1/V2 initial
+/// message is specific enough alone; a legacy one (any non-negative long) needs a plausible
+/// notification behind it.
+fn recognise(held: &[u8]) -> Recognition {
+    let size = match InitialMessage::probe(held) {
+        Err(_) => return Recognition::No,
+        Ok(Probe::NeedAtLeast(_)) => return Recognition::Wait,
+        Ok(Probe::Complete(n)) => n,
+    };
+    let Ok(initial) = InitialMessage::decode(&held[..size]) else {
+        return Recognition::No;
+    };
+    if initial.protocol != ProtocolVersion::Legacy {
+        return Recognition::Yes;
+    }
+    let rest = &held[size..];
+    if rest.len() < LENGTH_BYTES {
+        return Recognition::Wait;
+    }
+    let len = i32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
+    if len <= 0 || len as usize > MAX_RECOGNITION_FRAME {
+        return Recognition::No;
+    }
+    if rest.len() < LENGTH_BYTES + len as usize {
+        return Recognition::Wait;
+    }
+    if plausible_notification(&rest[LENGTH_BYTES..LENGTH_BYTES + len as usize]) {
+        Recognition::Yes
+    } else {
+        Recognition::No
+    }
+}
+
+/// A payload that is a notification as some real server sent one: a known state, and exactly
+/// one of the historical sizes (or a config filling the rest).
+fn plausible_notification(payload: &[u8]) -> bool {
+    match Notification::decode(payload) {
+        Ok(n) => {
+            !matches!(n.state, ServerState::Unknown(_))
+                && n.trailing.is_empty()
+                && (n.config.is_some() || matches!(payload.len(), 28 | 36 | 40))
+        }
+        Err(_) => false,
+    }
+}
+
+/// Whether the first bytes of a payload of `len` bytes can still be a plausible notification
+/// (so that a random length prefix does not hold up the search until its end arrives).
+fn can_start_frame(head: &[u8], len: usize) -> bool {
+    let int = |at: usize| {
+        head.get(at..at + 4)
+            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    if int(0).is_some_and(|state| !(0..=3).contains(&state)) {
+        return false;
+    }
+    if matches!(len, 28 | 36 | 40) {
+        return true;
+    }
+    if len < 44 {
+        return false;
+    }
+    match (int(36), int(40)) {
+        (Some(version), _) if version < 2 => false,
+        (_, Some(config_len)) => config_len >= 0 && config_len as usize == len - 44,
+        _ => true,
+    }
+}
+
+enum FrameSearch {
+    /// A whole plausible frame starts here.
+    Found(usize),
+    /// No frame starts before this offset; later ones need more bytes to tell.
+    NotBefore(usize),
+}
+
+/// Looks for the first offset in `buf` where a whole plausible frame starts.
+fn find_frame_start(buf: &[u8]) -> FrameSearch {
+    let mut undecided = None;
+    for i in 0..buf.len().saturating_sub(LENGTH_BYTES - 1) {
+        let len = i32::from_be_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
+        if !(28..=MAX_FRAME_BYTES as i32).contains(&len) {
+            continue;
+        }
+        let end = i + LENGTH_BYTES + len as usize;
+        if end > buf.len() {
+            if can_start_frame(&buf[i + LENGTH_BYTES..], len as usize) {
+                undecided.get_or_insert(i);
+            }
+            continue;
+        }
+        if undecided.is_none() && plausible_notification(&buf[i + LENGTH_BYTES..end]) {
+            return FrameSearch::Found(i);
+        }
+    }
+    FrameSearch::NotBefore(undecided.unwrap_or(buf.len().saturating_sub(LENGTH_BYTES - 1)))
+}
+
+impl<I> Iterator for Decoder<I>
+where
+    I: Iterator<Item = Result<TcpSegment, CaptureError>>,
+{
+    type Item = Record;
+
+    fn next(&mut self) -> Option<Record> {
+        loop {
+            if let Some(r) = self.out.pop_front() {
+                return Some(r);
+            }
+            if self.finished {
+                return None;
+            }
+            self.step();
+        }
+    }
+}
