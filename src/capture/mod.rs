@@ -1,1 +1,120 @@
 //! pcap/pcapng reading and TCP reassembly.
+//!
+//! This module knows packets and TCP streams, not ZooKeeper. Three layers, each usable alone:
+//!
+//! 1. [`CaptureReader`] streams [`Packet`]s out of a legacy pcap or pcapng capture read from
+//!    any [`std::io::Read`] (a file, stdin). It never holds more than one block in memory.
+//! 2. [`decode_tcp`] turns a packet into a [`TcpSegment`] (Ethernet with VLAN tags, Linux
+//!    cooked v1/v2, BSD loopback, raw IP); everything else is counted in [`CaptureStats`],
+//!    not treated as an error. [`TcpSegments`] (and [`open`]) chains the two.
+//! 3. [`Reassembler`] turns segments into [`StreamEvent`]s: connections opened and closed, and
+//!    each direction's bytes in order, with explicit gaps where bytes are missing.
+//!
+//! # Why per direction
+//!
+//! A TCP connection is two independent byte streams, one per direction, each with its own
+//! sequence numbers, its own losses and its own FIN. Protocol decoders (such as ZooKeeper's
+//! election codec) parse each direction separately, so reassembly hands out
+//! `(connection, direction, offset, bytes)` and never interleaves the two streams' bytes.
+//!
+//! # Why bounded
+//!
+//! Captures are untrusted input and can be huge. The reader buffers at most one block
+//! ([`reader::MAX_BLOCK`]); reassembly buffers at most a configured number of out-of-order
+//! bytes per direction and a configured number of open connections
+//! ([`ReassemblyConfig`]). When a bound is hit, data is given up explicitly: the first hole
+//! becomes a [`StreamEvent::Gap`], or the least recently used connection is closed with
+//! [`CloseKind::Evicted`]. Nothing panics, nothing grows without limit, and every input is
+//! consumed in one pass.
+//!
+//! # Mid-stream connections
+//!
+//! If no SYN (nor SYN-ACK) of a connection is in the capture, the connection started before
+//! the capture did. It is reported with `mid_stream: true`: each direction's stream starts
+//! at the first byte seen in that direction (offset 0), so a decoder must expect to join a
+//! protocol in the middle of a message, and the initiator is only a guess (the side with
+//! the higher port, normally the ephemeral one; the sender of the first segment on a tie).
+//!
+//! # Gaps
+//!
+//! A gap is declared when data lies beyond a hole and either the out-of-order buffer is
+//! full, or the connection closes, or the capture ends; also immediately for payload bytes
+//! the capture did not record (snap length). Delivery then continues after the hole.
+
+pub mod packet;
+pub mod reader;
+pub mod reassembly;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod testutil;
+
+pub use packet::{CaptureStats, Skip, TcpSegment, Timestamp, decode_tcp, linktype};
+pub use reader::{CaptureError, CaptureReader, Packet};
+pub use reassembly::{
+    CloseKind, ConnId, ConnInfo, Direction, Reassembler, ReassemblyConfig, ReassemblyStats,
+    StreamEvent, StreamInfo,
+};
+
+/// The TCP segments of a capture, in file order: [`CaptureReader`] plus [`decode_tcp`].
+///
+/// Packets that are not TCP are counted in [`TcpSegments::stats`] and skipped. A read error
+/// is yielded once and ends the iteration.
+pub struct TcpSegments {
+    reader: CaptureReader,
+}
+
+impl TcpSegments {
+    /// Decodes the packets of `reader`.
+    pub fn new(reader: CaptureReader) -> TcpSegments {
+        TcpSegments { reader }
+    }
+
+    /// Reads a capture from any input.
+    pub fn from_reader<R: std::io::Read + Send + 'static>(
+        input: R,
+    ) -> Result<TcpSegments, CaptureError> {
+        CaptureReader::new(input).map(TcpSegments::new)
+    }
+
+    /// Counters of everything read and skipped so far.
+    pub fn stats(&self) -> &CaptureStats {
+        self.reader.stats()
+    }
+}
+
+impl Iterator for TcpSegments {
+    type Item = Result<TcpSegment, CaptureError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            match self.reader.next()? {
+                Err(e) => return Some(Err(e)),
+                Ok(packet) => match decode_tcp(&packet) {
+                    Ok(seg) => {
+                        let stats = self.reader.stats_mut();
+                        stats.tcp += 1;
+                        if seg.missing > 0 {
+                            stats.truncated_tcp += 1;
+                        }
+                        return Some(Ok(seg));
+                    }
+                    Err(skip) => self.reader.stats_mut().note(skip),
+                },
+            }
+        }
+    }
+}
+
+/// Opens a capture file (`-` for stdin) and iterates over its TCP segments.
+pub fn open(path: &str) -> Result<TcpSegments, CaptureError> {
+    if path == "-" {
+        return TcpSegments::from_reader(std::io::stdin());
+    }
+    let file = std::fs::File::open(path).map_err(|source| CaptureError::Open {
+        path: path.to_string(),
+        source,
+    })?;
+    TcpSegments::from_reader(file)
+}

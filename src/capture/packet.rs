@@ -1,0 +1,293 @@
+//! Link-layer decoding: from one captured packet to (at most) one TCP segment.
+//!
+//! Header parsing is done by etherparse's *lax* slicer, so that packets cut short by the
+//! capture's snap length still yield the bytes that were recorded. The only hand-written
+//! parsing is the fixed-size pseudo-headers etherparse does not accept (see [`decode_tcp`]).
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TransportSlice, ip_number};
+use serde::{Deserialize, Serialize};
+
+use super::reader::Packet;
+
+/// A capture timestamp: seconds and nanoseconds since the Unix epoch (UTC).
+///
+/// Ordered by time, so it can be compared and used to keep events in time order.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Timestamp {
+    /// Whole seconds since the epoch.
+    pub secs: i64,
+    /// Nanoseconds within the second, always `< 1_000_000_000`.
+    pub nanos: u32,
+}
+
+impl Timestamp {
+    /// Builds a timestamp from seconds and a sub-second count of `units_per_sec` units,
+    /// normalising an out-of-range fraction (malformed captures) into the seconds.
+    pub fn from_fraction(secs: i64, frac: u64, units_per_sec: u64) -> Timestamp {
+        let units = units_per_sec.max(1);
+        let secs = secs.saturating_add(i64::try_from(frac / units).unwrap_or(i64::MAX));
+        // u128 so that `frac * 1e9` cannot overflow for any resolution up to 2^64.
+        let nanos = (u128::from(frac % units) * 1_000_000_000 / u128::from(units)) as u32;
+        Timestamp { secs, nanos }
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{:09}", self.secs, self.nanos)
+    }
+}
+
+/// Link types (the `network` field of a pcap header, `LinkType` of a pcapng interface) that
+/// [`decode_tcp`] understands. Numbers are from <https://www.tcpdump.org/linktypes.html>.
+pub mod linktype {
+    /// BSD loopback: 4-byte address family in the *capturing host's* byte order.
+    pub const NULL: u16 = 0;
+    /// Ethernet II, optionally with 802.1Q / QinQ VLAN tags.
+    pub const ETHERNET: u16 = 1;
+    /// Raw IP on some BSDs (DLT_RAW's historical value 12 written to files).
+    pub const RAW_BSD12: u16 = 12;
+    /// Raw IP on BSD/OS (DLT_RAW's historical value 14 written to files).
+    pub const RAW_BSD14: u16 = 14;
+    /// Raw IPv4 or IPv6, version taken from the first nibble.
+    pub const RAW: u16 = 101;
+    /// OpenBSD loopback: like [`NULL`] but the family is always in network byte order.
+    pub const LOOP: u16 = 108;
+    /// Linux cooked capture v1 (`tcpdump -i any` before libpcap 1.10).
+    pub const LINUX_SLL: u16 = 113;
+    /// Raw IPv4.
+    pub const IPV4: u16 = 228;
+    /// Raw IPv6.
+    pub const IPV6: u16 = 229;
+    /// Linux cooked capture v2 (`tcpdump -i any` with libpcap >= 1.10).
+    pub const LINUX_SLL2: u16 = 276;
+}
+
+/// One TCP segment taken from a captured packet: addressing, sequencing, flags and payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpSegment {
+    /// When the packet was captured.
+    pub time: Timestamp,
+    /// Sender address and port.
+    pub src: SocketAddr,
+    /// Receiver address and port.
+    pub dst: SocketAddr,
+    /// Sequence number of the first byte (or of the SYN/FIN flag when there is no payload).
+    pub seq: u32,
+    /// Acknowledgement number, present exactly when the ACK flag is set.
+    pub ack: Option<u32>,
+    /// SYN flag: the segment opens a direction and consumes one sequence number.
+    pub syn: bool,
+    /// FIN flag: the sender has finished; consumes one sequence number after the payload.
+    pub fin: bool,
+    /// RST flag: the connection is aborted.
+    pub rst: bool,
+    /// The payload bytes that were captured.
+    pub payload: Vec<u8>,
+    /// Payload bytes the sender sent but the capture did not record (snap length shorter than
+    /// the packet). They follow `payload` in sequence space; reassembly reports them as a gap.
+    pub missing: u32,
+    /// 1-based number of the packet record in the capture file (as Wireshark numbers frames).
+    pub record: u64,
+}
+
+/// Why a packet produced no [`TcpSegment`]. Not an error: captures hold all kinds of traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skip {
+    /// The link type is not one [`decode_tcp`] knows.
+    UnsupportedLinkType(u16),
+    /// Not IPv4/IPv6 (ARP, LLDP, an unknown loopback family, ...).
+    NotIp,
+    /// IP, but not TCP.
+    NotTcp,
+    /// An IP fragment; ZooKeeper election traffic is not fragmented, so no defragmentation.
+    Fragment,
+    /// Headers too short or inconsistent to find a TCP header.
+    Malformed,
+}
+
+/// Counters of what a capture contained, kept by the reader and by [`super::TcpSegments`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaptureStats {
+    /// Packet records read (pcap records, pcapng enhanced/simple packet blocks).
+    pub packets: u64,
+    /// Packets that yielded a TCP segment.
+    pub tcp: u64,
+    /// Of those, segments whose payload was cut short by the snap length.
+    pub truncated_tcp: u64,
+    /// Packets with a link type [`decode_tcp`] does not know.
+    pub unsupported_link_type: u64,
+    /// Non-IP packets.
+    pub not_ip: u64,
+    /// IP packets that are not TCP.
+    pub not_tcp: u64,
+    /// IP fragments, skipped.
+    pub fragments: u64,
+    /// Packets whose headers could not be parsed.
+    pub malformed: u64,
+    /// pcapng packet blocks naming an interface that was never described; skipped.
+    pub unknown_interface: u64,
+    /// pcapng interfaces with an unusable `if_tsresol`, read as microseconds instead.
+    pub bad_ts_resolution: u64,
+    /// pcapng blocks that carry no packet (statistics, name resolution, custom, ...).
+    pub other_blocks: u64,
+}
+
+impl CaptureStats {
+    /// Counts a packet that [`decode_tcp`] skipped.
+    pub fn note(&mut self, skip: Skip) {
+        match skip {
+            Skip::UnsupportedLinkType(_) => self.unsupported_link_type += 1,
+            Skip::NotIp => self.not_ip += 1,
+            Skip::NotTcp => self.not_tcp += 1,
+            Skip::Fragment => self.fragments += 1,
+            Skip::Malformed => self.malformed += 1,
+        }
+    }
+}
+
+/// BSD `AF_INET` and the various `AF_INET6` values (Linux, Net/OpenBSD, FreeBSD, Darwin).
+fn is_ip_family(family: u32) -> bool {
+    matches!(family, 2 | 10 | 24 | 28 | 30)
+}
+
+/// Decodes the packet's link layer and returns its TCP segment, or why there is none.
+///
+/// etherparse does all header parsing except two fixed pseudo-headers:
+/// - Linux cooked v1 (16 bytes) is read by hand because etherparse's `LinuxSllSlice` rejects
+///   every ARPHRD type but a handful, including `ARPHRD_LOOPBACK` (772), which is exactly what
+///   `tcpdump -i any` records for the loopback interface; and it has no SLL2 at all. Both
+///   headers just end in an EtherType, which is then handed to etherparse.
+/// - The 4-byte loopback family word (NULL/LOOP) is not a header etherparse knows.
+pub fn decode_tcp(packet: &Packet) -> Result<TcpSegment, Skip> {
+    let data = packet.data.as_slice();
+    let sliced = match packet.linktype {
+        linktype::ETHERNET => LaxSlicedPacket::from_ethernet(data).map_err(|_| Skip::Malformed)?,
+        linktype::LINUX_SLL => {
+            // pkttype(2) hatype(2) halen(2) addr(8) protocol(2)
+            let proto = be16(data, 14).ok_or(Skip::Malformed)?;
+            LaxSlicedPacket::from_ether_type(EtherType(proto), &data[16..])
+        }
+        linktype::LINUX_SLL2 => {
+            // protocol(2) reserved(2) ifindex(4) hatype(2) pkttype(1) halen(1) addr(8)
+            if data.len() < 20 {
+                return Err(Skip::Malformed);
+            }
+            let proto = be16(data, 0).ok_or(Skip::Malformed)?;
+            LaxSlicedPacket::from_ether_type(EtherType(proto), &data[20..])
+        }
+        linktype::NULL | linktype::LOOP => {
+            let word: [u8; 4] = data
+                .get(..4)
+                .and_then(|w| w.try_into().ok())
+                .ok_or(Skip::Malformed)?;
+            // NULL is in the writer's host order, which the file does not record: accept
+            // either order. The IP version nibble then decides v4 vs v6.
+            let ip = if packet.linktype == linktype::LOOP {
+                is_ip_family(u32::from_be_bytes(word))
+            } else {
+                is_ip_family(u32::from_le_bytes(word)) || is_ip_family(u32::from_be_bytes(word))
+            };
+            if !ip {
+                return Err(Skip::NotIp);
+            }
+            LaxSlicedPacket::from_ip(&data[4..]).map_err(|_| Skip::Malformed)?
+        }
+        linktype::RAW
+        | linktype::IPV4
+        | linktype::IPV6
+        | linktype::RAW_BSD12
+        | linktype::RAW_BSD14 => LaxSlicedPacket::from_ip(data).map_err(|_| Skip::Malformed)?,
+        other => return Err(Skip::UnsupportedLinkType(other)),
+    };
+    segment_from(packet, &sliced)
+}
+
+fn be16(data: &[u8], at: usize) -> Option<u16> {
+    let b = data.get(at..at.checked_add(2)?)?;
+    Some(u16::from_be_bytes([b[0], b[1]]))
+}
+
+fn segment_from(packet: &Packet, sliced: &LaxSlicedPacket<'_>) -> Result<TcpSegment, Skip> {
+    let net = match &sliced.net {
+        Some(net @ (LaxNetSlice::Ipv4(_) | LaxNetSlice::Ipv6(_))) => net,
+        Some(LaxNetSlice::Arp(_)) => return Err(Skip::NotIp),
+        None => {
+            // An error while slicing the IP header means IP that is broken, otherwise the
+            // link layer simply carried something else.
+            return Err(if sliced.stop_err.is_some() {
+                Skip::Malformed
+            } else {
+                Skip::NotIp
+            });
+        }
+    };
+    let (src_ip, dst_ip, ip_payload, declared_payload) = match net {
+        LaxNetSlice::Ipv4(v4) => {
+            let h = v4.header();
+            let p = v4.payload();
+            // Bytes from the start of the IP header to the payload (header, options, AH).
+            let hdrs = ptr_distance(h.slice(), p.payload);
+            let declared = usize::from(h.total_len()).saturating_sub(hdrs);
+            (
+                IpAddr::V4(h.source_addr()),
+                IpAddr::V4(h.destination_addr()),
+                p,
+                declared,
+            )
+        }
+        LaxNetSlice::Ipv6(v6) => {
+            let h = v6.header();
+            let p = v6.payload();
+            let hdrs = ptr_distance(h.slice(), p.payload);
+            let declared = (40 + usize::from(h.payload_length())).saturating_sub(hdrs);
+            (
+                IpAddr::V6(h.source_addr()),
+                IpAddr::V6(h.destination_addr()),
+                p,
+                declared,
+            )
+        }
+        LaxNetSlice::Arp(_) => return Err(Skip::NotIp),
+    };
+    if ip_payload.fragmented {
+        return Err(Skip::Fragment);
+    }
+    if ip_payload.ip_number != ip_number::TCP {
+        return Err(Skip::NotTcp);
+    }
+    let Some(TransportSlice::Tcp(tcp)) = &sliced.transport else {
+        return Err(Skip::Malformed);
+    };
+    let payload = tcp.payload();
+    let missing = if ip_payload.incomplete {
+        let tcp_declared = declared_payload.saturating_sub(tcp.header_slice().len());
+        u32::try_from(tcp_declared.saturating_sub(payload.len())).unwrap_or(u32::MAX)
+    } else {
+        0
+    };
+    Ok(TcpSegment {
+        time: packet.time,
+        src: SocketAddr::new(src_ip, tcp.source_port()),
+        dst: SocketAddr::new(dst_ip, tcp.destination_port()),
+        seq: tcp.sequence_number(),
+        ack: tcp.ack().then(|| tcp.acknowledgment_number()),
+        syn: tcp.syn(),
+        fin: tcp.fin(),
+        rst: tcp.rst(),
+        payload: payload.to_vec(),
+        missing,
+        record: packet.record,
+    })
+}
+
+/// Distance in bytes from the start of `outer` to the start of `inner`, a sub-slice of the
+/// same packet buffer (etherparse hands out sub-slices, not offsets).
+fn ptr_distance(outer: &[u8], inner: &[u8]) -> usize {
+    (inner.as_ptr() as usize).saturating_sub(outer.as_ptr() as usize)
+}

@@ -1,0 +1,580 @@
+//! Streaming reader for legacy pcap and pcapng captures.
+//!
+//! Built on pcap-parser's circular-buffer readers: memory is one buffer (64 KiB, grown on
+//! demand for big blocks up to [`MAX_BLOCK`]), whatever the file size. The input is any
+//! [`Read`], so stdin works as well as a file.
+
+use std::io::{self, Read};
+use std::sync::{Arc, Mutex};
+
+use pcap_parser::traits::{PcapNGPacketBlock, PcapReaderIterator};
+use pcap_parser::{Block, LegacyPcapReader, PcapBlockOwned, PcapError, PcapNGReader};
+
+use super::packet::{CaptureStats, Timestamp};
+
+/// Initial size of the read buffer.
+pub const INITIAL_BUFFER: usize = 64 * 1024;
+/// Largest block (pcap record or pcapng block) the reader accepts; a bigger one ends the
+/// capture with [`CaptureError::TooLarge`]. Bounds memory on hostile length fields.
+pub const MAX_BLOCK: usize = 16 * 1024 * 1024;
+/// Most pcapng interfaces remembered per section; packets on later ones are counted as
+/// `unknown_interface`. Bounds memory on files made of interface blocks.
+pub const MAX_INTERFACES: usize = 4096;
+
+/// Why reading a capture failed. Every error ends the packet stream.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// The capture file could not be opened.
+    #[error("cannot open {path}: {source}")]
+    Open {
+        /// The path as given.
+        path: String,
+        /// The operating system's reason.
+        #[source]
+        source: io::Error,
+    },
+    /// Reading the input failed.
+    #[error("read error at byte offset {offset}: {source}")]
+    Read {
+        /// Bytes of the input consumed before the failure.
+        offset: u64,
+        /// The operating system's reason.
+        #[source]
+        source: io::Error,
+    },
+    /// The input is empty.
+    #[error("empty input: not a pcap or pcapng capture")]
+    Empty,
+    /// The input does not start with a pcap or pcapng magic number.
+    #[error("not a pcap or pcapng capture (starts with {magic:02x?})")]
+    NotACapture {
+        /// The first (up to four) bytes.
+        magic: Vec<u8>,
+    },
+    /// A block or record could not be parsed; the rest of the file cannot be trusted.
+    #[error("malformed capture at byte offset {offset} (after packet record {record}): {detail}")]
+    Malformed {
+        /// Byte offset of the block that failed.
+        offset: u64,
+        /// Number of packet records read before it.
+        record: u64,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The input ends in the middle of a block (a capture cut short while being written).
+    #[error(
+        "capture truncated: incomplete block at byte offset {offset} (after packet record {record})"
+    )]
+    Truncated {
+        /// Byte offset of the incomplete block.
+        offset: u64,
+        /// Number of complete packet records read.
+        record: u64,
+    },
+    /// A block is larger than [`MAX_BLOCK`].
+    #[error("block at byte offset {offset} (after packet record {record}) exceeds {limit} bytes")]
+    TooLarge {
+        /// Byte offset of the block.
+        offset: u64,
+        /// Number of packet records read before it.
+        record: u64,
+        /// The limit, [`MAX_BLOCK`].
+        limit: usize,
+    },
+}
+
+/// One captured packet: raw link-layer bytes plus where and when it was captured.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Packet {
+    /// 1-based packet number in the file.
+    pub record: u64,
+    /// Byte offset of the record (pcap record header / pcapng block) in the file.
+    pub offset: u64,
+    /// Capture time.
+    pub time: Timestamp,
+    /// Link type of the interface it was captured on (see [`super::linktype`]).
+    pub linktype: u16,
+    /// The captured bytes (possibly fewer than `orig_len`).
+    pub data: Vec<u8>,
+    /// Length of the packet on the wire.
+    pub orig_len: u32,
+}
+
+/// The capture format, once the file header has been read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Unknown,
+    Legacy {
+        linktype: u16,
+        nanos: bool,
+        be: bool,
+    },
+    Ng {
+        be: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Interface {
+    linktype: u16,
+    /// Timestamp units per second.
+    units: u64,
+    /// `if_tsoffset`: seconds added to every timestamp.
+    offset_secs: i64,
+    snaplen: u32,
+}
+
+/// Reader state other than pcap-parser's reader, split off so a block borrowed from the
+/// reader can be handled while this is mutated.
+struct State {
+    format: Format,
+    interfaces: Vec<Interface>,
+    records: u64,
+    last_time: Timestamp,
+    stats: CaptureStats,
+}
+
+/// Streaming reader yielding the packets of a pcap or pcapng capture in file order.
+///
+/// Legacy pcap: both byte orders, micro- and nanosecond timestamps (and the "modified"
+/// Kuznetzov format). pcapng: any number of sections and interfaces, each with its own link
+/// type, `if_tsresol` and `if_tsoffset`; simple packet blocks (which carry no timestamp) get
+/// the previous packet's time.
+///
+/// End of input: a clean end after the last complete block ends the iteration (`None`). An
+/// input that stops in the middle of a block yields one final [`CaptureError::Truncated`] (the
+/// packets before it have all been delivered), so that a cut-off capture is never mistaken
+/// for a complete one. After any error the iterator is finished.
+pub struct CaptureReader {
+    inner: Box<dyn PcapReaderIterator + Send>,
+    state: State,
+    capacity: usize,
+    io_error: Arc<Mutex<Option<io::Error>>>,
+    done: bool,
+}
+
+impl CaptureReader {
+    /// Probes the input's magic number and prepares the matching pcap-parser reader.
+    pub fn new<R: Read + Send + 'static>(mut input: R) -> Result<CaptureReader, CaptureError> {
+        let mut magic = Vec::with_capacity(4);
+        read_up_to(&mut input, &mut magic, 4)
+            .map_err(|source| CaptureError::Read { offset: 0, source })?;
+        if magic.is_empty() {
+            return Err(CaptureError::Empty);
+        }
+        let io_error = Arc::new(Mutex::new(None));
+        let src = Greedy {
+            inner: io::Cursor::new(magic.clone()).chain(input),
+            greedy_left: INITIAL_BUFFER,
+            error: Arc::clone(&io_error),
+        };
+        let built = match magic.as_slice() {
+            [0x0a, 0x0d, 0x0d, 0x0a] => PcapNGReader::new(INITIAL_BUFFER, src)
+                .map(|r| Box::new(r) as Box<dyn PcapReaderIterator + Send>),
+            [0xd4, 0xc3, 0xb2, 0xa1]
+            | [0xa1, 0xb2, 0xc3, 0xd4]
+            | [0x4d, 0x3c, 0xb2, 0xa1]
+            | [0xa1, 0xb2, 0x3c, 0x4d]
+            | [0x34, 0xcd, 0xb2, 0xa1] => LegacyPcapReader::new(INITIAL_BUFFER, src)
+                .map(|r| Box::new(r) as Box<dyn PcapReaderIterator + Send>),
+            _ => return Err(CaptureError::NotACapture { magic }),
+        };
+        let inner = built.map_err(|e| match e {
+            PcapError::Incomplete(_) | PcapError::UnexpectedEof | PcapError::Eof => {
+                CaptureError::Truncated {
+                    offset: 0,
+                    record: 0,
+                }
+            }
+            PcapError::ReadError => CaptureError::Read {
+                offset: 0,
+                source: take_io_error(&io_error),
+            },
+            other => CaptureError::Malformed {
+                offset: 0,
+                record: 0,
+                detail: describe(&other),
+            },
+        })?;
+        Ok(CaptureReader {
+            inner,
+            state: State {
+                format: Format::Unknown,
+                interfaces: Vec::new(),
+                records: 0,
+                last_time: Timestamp::default(),
+                stats: CaptureStats::default(),
+            },
+            capacity: INITIAL_BUFFER,
+            io_error,
+            done: false,
+        })
+    }
+
+    /// What has been read so far (and, via [`super::TcpSegments`], decoded).
+    pub fn stats(&self) -> &CaptureStats {
+        &self.state.stats
+    }
+
+    /// Mutable access to the counters, for decoders layered on top of this reader.
+    pub fn stats_mut(&mut self) -> &mut CaptureStats {
+        &mut self.state.stats
+    }
+
+    /// Bytes of the input consumed so far.
+    pub fn offset(&self) -> u64 {
+        self.inner.consumed() as u64
+    }
+
+    fn fail(&mut self, err: CaptureError) -> Option<Result<Packet, CaptureError>> {
+        self.done = true;
+        Some(Err(err))
+    }
+
+    fn read_next(&mut self) -> Option<Result<Packet, CaptureError>> {
+        if self.done {
+            return None;
+        }
+        loop {
+            let offset = self.inner.consumed() as u64;
+            let record = self.state.records;
+            let step = match self.inner.next() {
+                Ok((len, block)) => Step::Block(len, handle_block(&mut self.state, block, offset)),
+                Err(PcapError::Eof) => Step::End,
+                Err(PcapError::Incomplete(_)) => Step::Refill,
+                Err(PcapError::BufferTooSmall) => Step::Grow,
+                // pcap-parser reports this also when the buffer is merely empty at the end
+                // of input (its EOF test requires the buffer to be shifted), so check.
+                Err(PcapError::UnexpectedEof) => {
+                    if self.inner.data().is_empty() {
+                        Step::End
+                    } else {
+                        Step::Fail(CaptureError::Truncated { offset, record })
+                    }
+                }
+                Err(PcapError::ReadError) => Step::Fail(CaptureError::Read {
+                    offset,
+                    source: take_io_error(&self.io_error),
+                }),
+                Err(other) => Step::Fail(CaptureError::Malformed {
+                    offset,
+                    record,
+                    detail: describe(&other),
+                }),
+            };
+            match step {
+                Step::Block(len, packet) => {
+                    self.inner.consume(len);
+                    if let Some(p) = packet {
+                        return Some(Ok(p));
+                    }
+                }
+                Step::End => {
+                    self.done = true;
+                    return None;
+                }
+                Step::Fail(e) => return self.fail(e),
+                Step::Refill => {
+                    let before = self.inner.data().len();
+                    if self.inner.refill().is_err() {
+                        let source = take_io_error(&self.io_error);
+                        return self.fail(CaptureError::Read { offset, source });
+                    }
+                    // A refill into a full buffer reads nothing; without growing we would
+                    // ask pcap-parser the same question forever.
+                    if self.inner.data().len() == before
+                        && !self.inner.reader_exhausted()
+                        && !self.grow_for_block()
+                    {
+                        return self.fail(CaptureError::TooLarge {
+                            offset,
+                            record,
+                            limit: MAX_BLOCK,
+                        });
+                    }
+                }
+                Step::Grow => {
+                    if !self.grow_for_block() {
+                        return self.fail(CaptureError::TooLarge {
+                            offset,
+                            record,
+                            limit: MAX_BLOCK,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Grows the buffer so the pending block fits, reading its declared length rather than
+    /// doubling blindly: a hostile length is refused at once instead of after allocating
+    /// [`MAX_BLOCK`]. Returns false when the block may not be buffered.
+    fn grow_for_block(&mut self) -> bool {
+        let needed = match declared_len(self.state.format, self.inner.data()) {
+            Some(n) if n > MAX_BLOCK => return false,
+            Some(n) => n,
+            // Header not even buffered yet (cannot happen with a 64 KiB buffer): double.
+            None => self.capacity.saturating_mul(2),
+        };
+        // pcap-parser wants strictly more room than the block needs.
+        let new = needed
+            .saturating_add(1)
+            .max(self.capacity.saturating_mul(2));
+        let new = new.min(MAX_BLOCK + 1);
+        if new <= self.capacity {
+            return false;
+        }
+        self.inner.grow(new);
+        self.capacity = new;
+        true
+    }
+}
+
+impl Iterator for CaptureReader {
+    type Item = Result<Packet, CaptureError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.read_next()
+    }
+}
+
+enum Step {
+    Block(usize, Option<Packet>),
+    End,
+    Refill,
+    Grow,
+    Fail(CaptureError),
+}
+
+/// Interprets one block; returns a packet for packet records.
+fn handle_block(st: &mut State, block: PcapBlockOwned<'_>, offset: u64) -> Option<Packet> {
+    match block {
+        PcapBlockOwned::LegacyHeader(h) => {
+            st.format = Format::Legacy {
+                // Upper bits of the field carry FCS information, not the link type.
+                linktype: (h.network.0 as u32 & 0xffff) as u16,
+                nanos: h.is_nanosecond_precision(),
+                be: h.is_bigendian(),
+            };
+            None
+        }
+        PcapBlockOwned::Legacy(b) => {
+            let (linktype, nanos) = match st.format {
+                Format::Legacy {
+                    linktype, nanos, ..
+                } => (linktype, nanos),
+                // pcap-parser always yields the header first; be defensive anyway.
+                _ => (0, false),
+            };
+            st.records += 1;
+            st.stats.packets += 1;
+            let units = if nanos { 1_000_000_000 } else { 1_000_000 };
+            let time = Timestamp::from_fraction(i64::from(b.ts_sec), u64::from(b.ts_usec), units);
+            st.last_time = time;
+            Some(Packet {
+                record: st.records,
+                offset,
+                time,
+                linktype,
+                data: b.data.to_vec(),
+                orig_len: b.origlen,
+            })
+        }
+        PcapBlockOwned::NG(block) => handle_ng(st, block, offset),
+    }
+}
+
+fn handle_ng(st: &mut State, block: Block<'_>, offset: u64) -> Option<Packet> {
+    match block {
+        Block::SectionHeader(shb) => {
+            st.format = Format::Ng {
+                be: shb.big_endian(),
+            };
+            // Interface ids are per section.
+            st.interfaces.clear();
+            None
+        }
+        Block::InterfaceDescription(idb) => {
+            if st.interfaces.len() < MAX_INTERFACES {
+                let units = ts_units(idb.if_tsresol).unwrap_or_else(|| {
+                    st.stats.bad_ts_resolution += 1;
+                    1_000_000
+                });
+                st.interfaces.push(Interface {
+                    linktype: (idb.linktype.0 as u32 & 0xffff) as u16,
+                    units,
+                    offset_secs: idb.if_tsoffset,
+                    snaplen: idb.snaplen,
+                });
+            }
+            None
+        }
+        Block::EnhancedPacket(epb) => {
+            st.records += 1;
+            st.stats.packets += 1;
+            let Some(iface) = usize::try_from(epb.if_id)
+                .ok()
+                .and_then(|i| st.interfaces.get(i))
+            else {
+                st.stats.unknown_interface += 1;
+                return None;
+            };
+            let ts = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+            let secs = i64::try_from(ts / iface.units)
+                .unwrap_or(i64::MAX)
+                .saturating_add(iface.offset_secs);
+            let time = Timestamp::from_fraction(secs, ts % iface.units, iface.units);
+            st.last_time = time;
+            Some(Packet {
+                record: st.records,
+                offset,
+                time,
+                linktype: iface.linktype,
+                data: epb.packet_data().to_vec(),
+                orig_len: epb.origlen,
+            })
+        }
+        Block::SimplePacket(spb) => {
+            st.records += 1;
+            st.stats.packets += 1;
+            let Some(iface) = st.interfaces.first() else {
+                st.stats.unknown_interface += 1;
+                return None;
+            };
+            let mut data = spb.packet_data();
+            if iface.snaplen != 0 {
+                let snap = usize::try_from(iface.snaplen).unwrap_or(usize::MAX);
+                data = &data[..data.len().min(snap)];
+            }
+            Some(Packet {
+                record: st.records,
+                offset,
+                time: st.last_time,
+                linktype: iface.linktype,
+                data: data.to_vec(),
+                orig_len: spb.origlen,
+            })
+        }
+        _ => {
+            st.stats.other_blocks += 1;
+            None
+        }
+    }
+}
+
+/// Total length the block at the start of `data` declares, from its header.
+fn declared_len(format: Format, data: &[u8]) -> Option<usize> {
+    let word = |at: usize, be: bool| -> Option<usize> {
+        let b: [u8; 4] = data.get(at..at + 4)?.try_into().ok()?;
+        let v = if be {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        };
+        usize::try_from(v).ok()
+    };
+    let shb_magic = data.get(..4) == Some(&[0x0a, 0x0d, 0x0d, 0x0a][..]);
+    match format {
+        // Record header: ts_sec ts_frac caplen origlen, then caplen bytes. (The rare
+        // "modified" format has 8 more header bytes; the slack covers them.)
+        Format::Legacy { be, .. } => word(8, be)?.checked_add(24),
+        Format::Ng { be } if !shb_magic => word(4, be),
+        // A section header block: its byte-order magic decides how to read its length.
+        _ => {
+            let be = data.get(8..12)? == [0x1a, 0x2b, 0x3c, 0x4d];
+            word(4, be)
+        }
+    }
+}
+
+/// Timestamp units per second for a pcapng `if_tsresol` value: `10^v`, or `2^(v & 0x7f)` when
+/// the top bit is set. pcap-parser's own `build_ts_resolution` rejects every binary
+/// resolution, hence this.
+fn ts_units(tsresol: u8) -> Option<u64> {
+    if tsresol & 0x80 == 0 {
+        10u64.checked_pow(u32::from(tsresol))
+    } else {
+        1u64.checked_shl(u32::from(tsresol & 0x7f))
+    }
+}
+
+/// Renders a pcap-parser error without its input bytes (which can be a whole buffer).
+fn describe<I>(e: &PcapError<I>) -> String {
+    match e {
+        PcapError::NomError(_, kind) | PcapError::OwnedNomError(_, kind) => {
+            format!("unparseable block ({kind:?})")
+        }
+        PcapError::HeaderNotRecognized => "header not recognised".to_string(),
+        PcapError::Eof | PcapError::UnexpectedEof | PcapError::Incomplete(_) => {
+            "unexpected end of input".to_string()
+        }
+        PcapError::BufferTooSmall => "block too large".to_string(),
+        PcapError::ReadError => "read error".to_string(),
+    }
+}
+
+fn take_io_error(slot: &Mutex<Option<io::Error>>) -> io::Error {
+    slot.lock()
+        .ok()
+        .and_then(|mut s| s.take())
+        .unwrap_or_else(|| io::Error::other("read failed"))
+}
+
+/// Reads until `buf` holds `want` bytes or the input ends.
+fn read_up_to<R: Read>(input: &mut R, buf: &mut Vec<u8>, want: usize) -> io::Result<()> {
+    let mut chunk = [0u8; 64];
+    while buf.len() < want {
+        let n = want.saturating_sub(buf.len()).min(chunk.len());
+        match input.read(&mut chunk[..n]) {
+            Ok(0) => break,
+            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Read adapter between the input and pcap-parser.
+///
+/// pcap-parser parses the file header (for pcapng a whole section header block, options
+/// included) from the result of a *single* `read`, so a pipe returning a few bytes at a time
+/// would fail. The first [`INITIAL_BUFFER`] bytes are therefore read greedily (until the
+/// caller's buffer is full or the input ends); after that, reads pass straight through so that
+/// a live pipe (`tcpdump -w - | zkfle ... -`) is not held back. pcap-parser also reduces I/O
+/// errors to a bare `ReadError`; the real error is kept here for [`CaptureError::Read`].
+struct Greedy<R> {
+    inner: R,
+    greedy_left: usize,
+    error: Arc<Mutex<Option<io::Error>>>,
+}
+
+impl<R: Read> Read for Greedy<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut filled = 0;
+        loop {
+            match self.inner.read(&mut buf[filled..]) {
+                Ok(0) => return Ok(filled),
+                Ok(n) => {
+                    filled += n;
+                    self.greedy_left = self.greedy_left.saturating_sub(n);
+                    if self.greedy_left == 0 || filled == buf.len() {
+                        return Ok(filled);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    if filled > 0 {
+                        // Deliver what we have; the error will recur on the next read.
+                        return Ok(filled);
+                    }
+                    let kind = e.kind();
+                    if let Ok(mut slot) = self.error.lock() {
+                        *slot = Some(e);
+                    }
+                    return Err(io::Error::from(kind));
+                }
+            }
+        }
+    }
+}

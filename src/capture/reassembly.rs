@@ -1,0 +1,794 @@
+//! Per-connection, per-direction TCP stream reassembly.
+//!
+//! Each direction of a connection is an independent byte stream with its own sequence space.
+//! Sequence numbers are mapped to 64-bit stream offsets (offset 0 = the byte after the SYN, or
+//! the first byte seen for a connection picked up mid-stream) by taking the 32-bit difference
+//! to the next expected byte as a signed number, so wrap-around past `u32::MAX` is invisible.
+//!
+//! Out-of-order data is held in a per-direction map of non-overlapping chunks keyed by stream
+//! offset. Overlaps are resolved **first-seen wins**: a retransmission only contributes bytes
+//! not already buffered or delivered (delivered bytes can never change anyway, and holding to
+//! one rule keeps buffered and delivered data consistent).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::packet::{TcpSegment, Timestamp};
+
+/// Identifies one connection for the lifetime of a [`Reassembler`]. Ids are never reused,
+/// even when a 4-tuple is (port reuse gives the new connection a new id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ConnId(pub u64);
+
+/// Which way bytes flow within a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Direction {
+    /// From the side that connected (sent the SYN) to the side that accepted.
+    FromInitiator,
+    /// From the accepting side back to the initiator.
+    FromAcceptor,
+}
+
+impl Direction {
+    fn index(self) -> usize {
+        match self {
+            Direction::FromInitiator => 0,
+            Direction::FromAcceptor => 1,
+        }
+    }
+
+    /// The other direction.
+    pub fn reverse(self) -> Direction {
+        match self {
+            Direction::FromInitiator => Direction::FromAcceptor,
+            Direction::FromAcceptor => Direction::FromInitiator,
+        }
+    }
+}
+
+/// How a connection ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CloseKind {
+    /// Both sides sent FIN (the connection is closed once both streams reach their FIN, or at
+    /// capture end if holes remained before a FIN).
+    Fin,
+    /// A RST was seen from either side.
+    Rst,
+    /// The capture ended while the connection was open (possibly half-closed by one FIN).
+    CaptureEnd,
+    /// Dropped to stay within [`ReassemblyConfig::max_connections`] (least recently used).
+    Evicted,
+    /// A SYN with a new initial sequence number arrived on the same 4-tuple: the old
+    /// connection ends here and a new one (with a new id) starts.
+    Reused,
+}
+
+/// What reassembly reports, in an order consistent with capture time.
+///
+/// Every `Opened` is followed, eventually, by exactly one `Closed` for the same connection
+/// (even for [ignored](Reassembler::ignore) connections), the last time `finish` is called at
+/// the latest. Between them, per direction, `Data` and `Gap` events tile the stream: each
+/// starts at the offset where the previous one ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StreamEvent {
+    /// A new connection.
+    Opened {
+        /// Its id.
+        conn: ConnId,
+        /// The side that sent the SYN (or our guess, see `mid_stream`).
+        initiator: SocketAddr,
+        /// The other side.
+        acceptor: SocketAddr,
+        /// Time of the first segment seen.
+        time: Timestamp,
+        /// No SYN was seen: the connection started before the capture. The initiator is then
+        /// guessed to be the side with the higher port (the ephemeral one) and each direction
+        /// starts at the first byte seen, so earlier bytes are absent without a `Gap`.
+        mid_stream: bool,
+    },
+    /// In-order bytes of one direction.
+    Data {
+        /// The connection.
+        conn: ConnId,
+        /// Which direction.
+        dir: Direction,
+        /// Time of the segment that made these bytes contiguous.
+        time: Timestamp,
+        /// Stream offset of `bytes[0]` in this direction.
+        offset: u64,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// Bytes of one direction that will never be delivered (lost from the capture, beyond the
+    /// snap length, or given up on because the out-of-order buffer filled).
+    Gap {
+        /// The connection.
+        conn: ConnId,
+        /// Which direction.
+        dir: Direction,
+        /// When the gap was declared.
+        time: Timestamp,
+        /// Stream offset where the gap starts.
+        offset: u64,
+        /// Number of missing bytes.
+        missing: u64,
+    },
+    /// The connection ended; its id will not appear again.
+    Closed {
+        /// The connection.
+        conn: ConnId,
+        /// When.
+        time: Timestamp,
+        /// Why.
+        how: CloseKind,
+    },
+}
+
+/// Limits for a [`Reassembler`]. Memory use is about
+/// `max_connections * 2 * max_buffered_bytes` in the worst case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReassemblyConfig {
+    /// Out-of-order bytes held per direction before the first hole is declared a gap.
+    pub max_buffered_bytes: usize,
+    /// Out-of-order chunks held per direction (bounds bookkeeping for tiny segments).
+    pub max_buffered_chunks: usize,
+    /// Open connections; opening one more evicts the least recently used.
+    pub max_connections: usize,
+    /// Recently closed 4-tuples remembered, so late retransmissions and the final ACKs of a
+    /// closed connection do not open phantom mid-stream connections.
+    pub max_closed_remembered: usize,
+}
+
+impl Default for ReassemblyConfig {
+    fn default() -> Self {
+        ReassemblyConfig {
+            max_buffered_bytes: 1024 * 1024,
+            max_buffered_chunks: 4096,
+            max_connections: 65536,
+            max_closed_remembered: 65536,
+        }
+    }
+}
+
+/// Per-direction counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamInfo {
+    /// Bytes delivered as `Data`.
+    pub delivered: u64,
+    /// Number of `Gap` events.
+    pub gaps: u64,
+    /// Bytes reported missing by `Gap` events.
+    pub missing: u64,
+    /// A FIN was seen in this direction.
+    pub fin: bool,
+}
+
+/// What is known about an open connection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnInfo {
+    /// Its id.
+    pub id: ConnId,
+    /// The side that sent the SYN (or the guess, see [`StreamEvent::Opened`]).
+    pub initiator: SocketAddr,
+    /// The other side.
+    pub acceptor: SocketAddr,
+    /// Time of the first segment.
+    pub opened: Timestamp,
+    /// Time of the latest segment.
+    pub last_seen: Timestamp,
+    /// No SYN was seen; see [`StreamEvent::Opened`].
+    pub mid_stream: bool,
+    /// The caller asked to [`ignore`](Reassembler::ignore) it.
+    pub ignored: bool,
+    /// Counters, indexed by [`ConnInfo::stream`].
+    streams: [StreamInfo; 2],
+}
+
+impl ConnInfo {
+    /// Counters of one direction.
+    pub fn stream(&self, dir: Direction) -> &StreamInfo {
+        &self.streams[dir.index()]
+    }
+}
+
+/// Reassembler-wide counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReassemblyStats {
+    /// Segments pushed.
+    pub segments: u64,
+    /// Connections opened.
+    pub connections: u64,
+    /// Segments that brought nothing new (duplicates, retransmissions of delivered bytes).
+    pub duplicates: u64,
+    /// Segments without payload or SYN on an unknown 4-tuple (e.g. a lone ACK); dropped.
+    pub stray: u64,
+    /// Segments on a recently closed 4-tuple without SYN; dropped.
+    pub after_close: u64,
+    /// SYNs that made no sense for the connection's state (e.g. a SYN-ACK with a new ISN
+    /// from the side that sent the SYN); dropped.
+    pub odd_syn: u64,
+    /// Connections evicted to respect `max_connections`.
+    pub evicted: u64,
+}
+
+/// A connection's 4-tuple, normalised so both directions map to the same key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Key(SocketAddr, SocketAddr);
+
+impl Key {
+    fn new(a: SocketAddr, b: SocketAddr) -> Key {
+        if a <= b { Key(a, b) } else { Key(b, a) }
+    }
+}
+
+/// An out-of-order range of one direction: bytes, or bytes known to be lost (snap length).
+#[derive(Debug)]
+enum Chunk {
+    Data(Vec<u8>),
+    Missing(u64),
+}
+
+impl Chunk {
+    fn len(&self) -> u64 {
+        match self {
+            Chunk::Data(d) => d.len() as u64,
+            Chunk::Missing(n) => *n,
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Chunk::Data(d) => d.len(),
+            Chunk::Missing(_) => 0,
+        }
+    }
+}
+
+/// Output of draining a direction, before it becomes events.
+enum Piece {
+    Data(u64, Vec<u8>),
+    Gap(u64, u64),
+}
+
+/// One direction of a connection.
+#[derive(Default)]
+struct Half {
+    /// Sequence number of stream offset 0; `None` until the direction is first seen.
+    base: Option<u32>,
+    /// Sequence number of the SYN, when seen.
+    isn: Option<u32>,
+    /// Offset of the next byte to deliver.
+    offset: u64,
+    /// Out-of-order chunks, all starting at or after `offset`, non-overlapping.
+    pending: BTreeMap<u64, Chunk>,
+    pending_bytes: usize,
+    /// Stream offset of the FIN, once seen.
+    fin_at: Option<u64>,
+}
+
+impl Half {
+    /// Maps a sequence number to a stream offset, taking the signed 32-bit distance to the
+    /// next expected byte (so anything up to 2 GiB behind counts as old, not as far ahead).
+    fn locate(&self, base: u32, seq: u32) -> i64 {
+        let expected = base.wrapping_add(self.offset as u32);
+        self.offset as i64 + i64::from(seq.wrapping_sub(expected) as i32)
+    }
+
+    fn fin_reached(&self) -> bool {
+        self.fin_at.is_some_and(|f| self.offset >= f)
+    }
+
+    /// Buffers `[start, end)` where not already covered; first-seen bytes win.
+    fn insert(&mut self, start: u64, end: u64, mut make: impl FnMut(u64, u64) -> Chunk) {
+        let end = match self.fin_at {
+            // Nothing exists past the FIN; anything claiming to is bogus.
+            Some(f) => end.min(f),
+            None => end,
+        };
+        let mut cur = start.max(self.offset);
+        if let Some((&s, c)) = self.pending.range(..cur).next_back() {
+            cur = cur.max(s + c.len());
+        }
+        if cur >= end {
+            return;
+        }
+        let mut pieces = Vec::new();
+        for (&s, c) in self.pending.range(cur..end) {
+            if s > cur {
+                pieces.push((cur, s));
+            }
+            cur = cur.max(s + c.len());
+        }
+        if cur < end {
+            pieces.push((cur, end));
+        }
+        for (s, e) in pieces {
+            let chunk = make(s, e);
+            self.pending_bytes += chunk.bytes();
+            self.pending.insert(s, chunk);
+        }
+    }
+
+    /// Delivers contiguous chunks from `offset`. With `force`, holes become gaps and the
+    /// whole buffer is delivered, up to the FIN if one was seen.
+    fn drain(&mut self, force: bool, out: &mut Vec<Piece>) {
+        while let Some(entry) = self.pending.first_entry() {
+            let s = *entry.key();
+            if s > self.offset {
+                if !force {
+                    break;
+                }
+                out.push(Piece::Gap(self.offset, s - self.offset));
+                self.offset = s;
+            }
+            let chunk = entry.remove();
+            self.pending_bytes -= chunk.bytes();
+            self.emit(s, chunk, out);
+        }
+        if force && let Some(f) = self.fin_at.filter(|&f| f > self.offset) {
+            out.push(Piece::Gap(self.offset, f - self.offset));
+            self.offset = f;
+        }
+    }
+
+    /// Declares the first hole a gap and delivers what follows it.
+    fn skip_hole(&mut self, out: &mut Vec<Piece>) {
+        if let Some((&s, _)) = self.pending.first_key_value()
+            && s > self.offset
+        {
+            out.push(Piece::Gap(self.offset, s - self.offset));
+            self.offset = s;
+        }
+        self.drain(false, out);
+    }
+
+    fn emit(&mut self, s: u64, chunk: Chunk, out: &mut Vec<Piece>) {
+        let e = s + chunk.len();
+        if e <= self.offset {
+            return;
+        }
+        let skip = (self.offset - s) as usize;
+        match chunk {
+            Chunk::Data(mut d) => {
+                let bytes = if skip == 0 { d } else { d.split_off(skip) };
+                // Coalesce with the previous piece when contiguous: one Data event per push.
+                match out.last_mut() {
+                    Some(Piece::Data(o, prev)) if *o + prev.len() as u64 == self.offset => {
+                        prev.extend_from_slice(&bytes)
+                    }
+                    _ => out.push(Piece::Data(self.offset, bytes)),
+                }
+            }
+            Chunk::Missing(_) => out.push(Piece::Gap(self.offset, e - self.offset)),
+        }
+        self.offset = e;
+    }
+
+    fn clear(&mut self) {
+        self.pending.clear();
+        self.pending_bytes = 0;
+    }
+}
+
+struct Conn {
+    info: ConnInfo,
+    halves: [Half; 2],
+    /// Position in the LRU order.
+    tick: u64,
+}
+
+impl Conn {
+    fn dir_of(&self, src: SocketAddr) -> Direction {
+        if src == self.info.initiator {
+            Direction::FromInitiator
+        } else {
+            Direction::FromAcceptor
+        }
+    }
+}
+
+/// Turns [`TcpSegment`]s, in capture order, into per-direction byte streams.
+///
+/// See the [module documentation](super) for the model. Bounded: at most
+/// `max_connections` open connections, each buffering at most `max_buffered_bytes` and
+/// `max_buffered_chunks` out-of-order data per direction (plus one segment transiently).
+pub struct Reassembler {
+    config: ReassemblyConfig,
+    conns: HashMap<Key, Conn>,
+    ids: HashMap<ConnId, Key>,
+    lru: BTreeMap<u64, Key>,
+    clock: u64,
+    next_id: u64,
+    /// Recently closed tuples, with a generation so stale queue entries can be recognised.
+    closed: HashMap<Key, u64>,
+    closed_order: VecDeque<(Key, u64)>,
+    closed_gen: u64,
+    /// Latest capture time seen; the time of events produced by `finish`.
+    now: Timestamp,
+    stats: ReassemblyStats,
+}
+
+impl Reassembler {
+    /// A reassembler with the given limits.
+    pub fn new(config: ReassemblyConfig) -> Reassembler {
+        Reassembler {
+            config,
+            conns: HashMap::new(),
+            ids: HashMap::new(),
+            lru: BTreeMap::new(),
+            clock: 0,
+            next_id: 1,
+            closed: HashMap::new(),
+            closed_order: VecDeque::new(),
+            closed_gen: 0,
+            now: Timestamp::default(),
+            stats: ReassemblyStats::default(),
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &ReassemblyStats {
+        &self.stats
+    }
+
+    /// What is known about an open connection; `None` once it has closed.
+    pub fn info(&self, conn: ConnId) -> Option<&ConnInfo> {
+        self.ids
+            .get(&conn)
+            .and_then(|k| self.conns.get(k))
+            .map(|c| &c.info)
+    }
+
+    /// Number of open connections.
+    pub fn open_connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Stops delivering a connection the caller has no interest in: its buffers are dropped
+    /// and its later segments produce no `Data`/`Gap`, but it is still tracked so that its
+    /// end (and any reuse of its 4-tuple) is recognised; its `Closed` event is still emitted.
+    pub fn ignore(&mut self, conn: ConnId) {
+        if let Some(c) = self.ids.get(&conn).and_then(|k| self.conns.get_mut(k)) {
+            c.info.ignored = true;
+            for h in &mut c.halves {
+                h.clear();
+            }
+        }
+    }
+
+    /// Feeds one segment; events it causes are appended to `out`.
+    pub fn push(&mut self, seg: TcpSegment, out: &mut Vec<StreamEvent>) {
+        self.stats.segments += 1;
+        self.now = self.now.max(seg.time);
+        let key = Key::new(seg.src, seg.dst);
+        if let Some(conn) = self.conns.get(&key) {
+            if !(seg.syn && self.starts_new(conn, &seg)) {
+                self.touch(key);
+                self.handle(key, seg, out);
+                return;
+            }
+            self.close(key, CloseKind::Reused, seg.time, out);
+        }
+        if self.closed.contains_key(&key) {
+            if !seg.syn {
+                self.stats.after_close += 1;
+                return;
+            }
+            self.closed.remove(&key);
+        }
+        if seg.syn || !seg.payload.is_empty() || seg.missing > 0 {
+            self.open(key, &seg, out);
+            self.handle(key, seg, out);
+        } else {
+            self.stats.stray += 1;
+        }
+    }
+
+    /// Ends the capture: flushes every open connection (holes become gaps) and closes it with
+    /// [`CloseKind::CaptureEnd`] (or [`CloseKind::Fin`] if both FINs were seen), in order of
+    /// connection id.
+    pub fn finish(&mut self, out: &mut Vec<StreamEvent>) {
+        let mut open: Vec<(ConnId, Key)> = self.ids.iter().map(|(&i, &k)| (i, k)).collect();
+        open.sort();
+        for (_, key) in open {
+            let both_fin = self
+                .conns
+                .get(&key)
+                .is_some_and(|c| c.info.streams.iter().all(|s| s.fin));
+            let how = if both_fin {
+                CloseKind::Fin
+            } else {
+                CloseKind::CaptureEnd
+            };
+            self.close(key, how, self.now, out);
+        }
+        self.closed.clear();
+        self.closed_order.clear();
+    }
+
+    /// Whether a SYN on an open tuple starts a new connection (port reuse) rather than being
+    /// a retransmission: it does when it carries an initial sequence number different from
+    /// the one recorded for that side, or when that side was already sending without a SYN.
+    fn starts_new(&self, conn: &Conn, seg: &TcpSegment) -> bool {
+        let dir = conn.dir_of(seg.src);
+        let half = &conn.halves[dir.index()];
+        if half.isn == Some(seg.seq) {
+            return false;
+        }
+        if half.isn.is_none() && half.base == Some(seg.seq.wrapping_add(1)) {
+            // This side's own SYN, seen after the peer's SYN-ACK acknowledged it.
+            return false;
+        }
+        if seg.ack.is_none() {
+            // A bare SYN only ever opens a connection.
+            return true;
+        }
+        // SYN-ACK: normal if this side has not been seen yet, otherwise a new connection
+        // whose SYN we missed — unless it comes from the side that sent this connection's
+        // SYN, which no reuse explains; `handle` drops it.
+        half.base.is_some() && !(dir == Direction::FromInitiator && half.isn.is_some())
+    }
+
+    fn open(&mut self, key: Key, seg: &TcpSegment, out: &mut Vec<StreamEvent>) {
+        if self.conns.len() >= self.config.max_connections.max(1)
+            && let Some((_, victim)) = self.lru.pop_first()
+        {
+            self.stats.evicted += 1;
+            self.close(victim, CloseKind::Evicted, seg.time, out);
+        }
+        let (initiator, acceptor, mid_stream) = if seg.syn {
+            if seg.ack.is_none() {
+                (seg.src, seg.dst, false)
+            } else {
+                // A SYN-ACK comes from the acceptor; the SYN itself was missed but its
+                // acknowledgement tells where the initiator's stream starts.
+                (seg.dst, seg.src, false)
+            }
+        } else if seg.dst.port() > seg.src.port() {
+            // Mid-stream guess: the higher port is the ephemeral one, i.e. the initiator's.
+            (seg.dst, seg.src, true)
+        } else {
+            (seg.src, seg.dst, true)
+        };
+        let id = ConnId(self.next_id);
+        self.next_id += 1;
+        self.stats.connections += 1;
+        let mut halves = [Half::default(), Half::default()];
+        if seg.syn
+            && let Some(ack) = seg.ack
+        {
+            halves[Direction::FromInitiator.index()].base = Some(ack);
+        }
+        self.clock += 1;
+        let tick = self.clock;
+        self.lru.insert(tick, key);
+        self.ids.insert(id, key);
+        self.conns.insert(
+            key,
+            Conn {
+                info: ConnInfo {
+                    id,
+                    initiator,
+                    acceptor,
+                    opened: seg.time,
+                    last_seen: seg.time,
+                    mid_stream,
+                    ignored: false,
+                    streams: Default::default(),
+                },
+                halves,
+                tick,
+            },
+        );
+        out.push(StreamEvent::Opened {
+            conn: id,
+            initiator,
+            acceptor,
+            time: seg.time,
+            mid_stream,
+        });
+    }
+
+    fn touch(&mut self, key: Key) {
+        if let Some(c) = self.conns.get_mut(&key) {
+            self.lru.remove(&c.tick);
+            self.clock += 1;
+            c.tick = self.clock;
+            self.lru.insert(c.tick, key);
+        }
+    }
+
+    fn handle(&mut self, key: Key, seg: TcpSegment, out: &mut Vec<StreamEvent>) {
+        let Some(conn) = self.conns.get_mut(&key) else {
+            return;
+        };
+        conn.info.last_seen = seg.time;
+        let dir = conn.dir_of(seg.src);
+        let d = dir.index();
+        if seg.rst {
+            self.close(key, CloseKind::Rst, seg.time, out);
+            return;
+        }
+        if seg.fin {
+            conn.info.streams[d].fin = true;
+        }
+        if conn.info.ignored {
+            if conn.info.streams.iter().all(|s| s.fin) {
+                self.close(key, CloseKind::Fin, seg.time, out);
+            }
+            return;
+        }
+        if seg.syn {
+            let half = &mut conn.halves[d];
+            match (half.isn, half.base) {
+                (None, None) => {
+                    half.isn = Some(seg.seq);
+                    half.base = Some(seg.seq.wrapping_add(1));
+                }
+                // The other side's SYN-ACK told us where this side starts; now its SYN agrees.
+                (None, Some(b)) if b == seg.seq.wrapping_add(1) => {
+                    half.isn = Some(seg.seq);
+                }
+                (Some(isn), _) if isn == seg.seq => {}
+                _ => {
+                    self.stats.odd_syn += 1;
+                    return;
+                }
+            }
+            if let Some(ack) = seg.ack {
+                let other = &mut conn.halves[1 - d];
+                if other.base.is_none() {
+                    other.base = Some(ack);
+                }
+            }
+        }
+        let data_seq = if seg.syn {
+            seg.seq.wrapping_add(1)
+        } else {
+            seg.seq
+        };
+        let len = seg.payload.len() as u64;
+        let seq_len = len + u64::from(seg.missing);
+        let half = &mut conn.halves[d];
+        let base = match half.base {
+            Some(b) => b,
+            None if seq_len > 0 || seg.fin => {
+                // First sight of this direction mid-stream: its stream starts here.
+                half.base = Some(data_seq);
+                data_seq
+            }
+            None => return,
+        };
+        let start = half.locate(base, data_seq);
+        let end = start + seq_len as i64;
+        let mut pieces = Vec::new();
+        if end <= half.offset as i64 && !(seg.fin && half.fin_at.is_none()) {
+            if seq_len > 0 || seg.fin {
+                self.stats.duplicates += 1;
+            }
+        } else {
+            let s = start.max(0) as u64;
+            let data_end = (start + len as i64).max(0) as u64;
+            let payload = &seg.payload;
+            half.insert(s, data_end, |a, b| {
+                let from = (a as i64 - start) as usize;
+                let to = (b as i64 - start) as usize;
+                Chunk::Data(payload[from..to].to_vec())
+            });
+            if seg.missing > 0 {
+                half.insert(data_end, end.max(0) as u64, |a, b| Chunk::Missing(b - a));
+            }
+            if seg.fin && half.fin_at.is_none() {
+                half.fin_at = Some(end.max(0) as u64);
+            }
+            half.drain(false, &mut pieces);
+            while half.pending_bytes > self.config.max_buffered_bytes
+                || half.pending.len() > self.config.max_buffered_chunks
+            {
+                half.skip_hole(&mut pieces);
+            }
+        }
+        let id = conn.info.id;
+        push_pieces(&mut conn.info.streams[d], id, dir, seg.time, pieces, out);
+        if conn.halves.iter().all(Half::fin_reached) {
+            self.close(key, CloseKind::Fin, seg.time, out);
+        }
+    }
+
+    /// Removes a connection: flushes its buffers as data and gaps, emits `Closed`, and
+    /// remembers the tuple when the close was a real one.
+    fn close(&mut self, key: Key, how: CloseKind, time: Timestamp, out: &mut Vec<StreamEvent>) {
+        let Some(mut conn) = self.conns.remove(&key) else {
+            return;
+        };
+        self.ids.remove(&conn.info.id);
+        self.lru.remove(&conn.tick);
+        let id = conn.info.id;
+        if !conn.info.ignored {
+            for dir in [Direction::FromInitiator, Direction::FromAcceptor] {
+                let d = dir.index();
+                let half = &mut conn.halves[d];
+                if half.base.is_none() {
+                    continue;
+                }
+                let mut pieces = Vec::new();
+                half.drain(true, &mut pieces);
+                push_pieces(&mut conn.info.streams[d], id, dir, time, pieces, out);
+            }
+        }
+        out.push(StreamEvent::Closed {
+            conn: id,
+            time,
+            how,
+        });
+        if matches!(how, CloseKind::Fin | CloseKind::Rst) {
+            self.remember_closed(key);
+        }
+    }
+
+    fn remember_closed(&mut self, key: Key) {
+        let cap = self.config.max_closed_remembered;
+        if cap == 0 {
+            return;
+        }
+        self.closed_gen += 1;
+        self.closed.insert(key, self.closed_gen);
+        self.closed_order.push_back((key, self.closed_gen));
+        while self.closed_order.len() > cap {
+            if let Some((k, generation)) = self.closed_order.pop_front()
+                && self.closed.get(&k) == Some(&generation)
+            {
+                self.closed.remove(&k);
+            }
+        }
+    }
+}
+
+impl Default for Reassembler {
+    fn default() -> Self {
+        Reassembler::new(ReassemblyConfig::default())
+    }
+}
+
+fn push_pieces(
+    info: &mut StreamInfo,
+    conn: ConnId,
+    dir: Direction,
+    time: Timestamp,
+    pieces: Vec<Piece>,
+    out: &mut Vec<StreamEvent>,
+) {
+    for p in pieces {
+        match p {
+            Piece::Data(offset, bytes) => {
+                if bytes.is_empty() {
+                    continue;
+                }
+                info.delivered += bytes.len() as u64;
+                out.push(StreamEvent::Data {
+                    conn,
+                    dir,
+                    time,
+                    offset,
+                    bytes,
+                });
+            }
+            Piece::Gap(offset, missing) => {
+                if missing == 0 {
+                    continue;
+                }
+                info.gaps += 1;
+                info.missing += missing;
+                out.push(StreamEvent::Gap {
+                    conn,
+                    dir,
+                    time,
+                    offset,
+                    missing,
+                });
+            }
+        }
+    }
+}

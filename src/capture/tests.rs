@@ -1,0 +1,907 @@
+//! Tests for the capture module: reader, link decoding, reassembly.
+
+use std::io::{self, Read};
+
+use proptest::prelude::*;
+
+use super::testutil::*;
+use super::*;
+
+const A: &str = "10.0.0.1:40000";
+const B: &str = "10.0.0.2:3888";
+
+fn segs_of(bytes: Vec<u8>) -> (Vec<Result<TcpSegment, CaptureError>>, CaptureStats) {
+    let mut it = TcpSegments::from_reader(io::Cursor::new(bytes)).expect("capture opens");
+    let v: Vec<_> = it.by_ref().collect();
+    (v, *it.stats())
+}
+
+fn ok_segs(bytes: Vec<u8>) -> Vec<TcpSegment> {
+    segs_of(bytes)
+        .0
+        .into_iter()
+        .map(|r| r.expect("no error"))
+        .collect()
+}
+
+fn sample(src: &str, dst: &str) -> TcpSegment {
+    let mut s = seg(src, dst, 0x1234_5678, b"hello zookeeper");
+    s.ack = Some(42);
+    s.fin = true;
+    s
+}
+
+// ---------------------------------------------------------------- reader & link layers
+
+#[test]
+fn every_link_type_yields_the_segment() {
+    let v4 = sample(A, B);
+    let v6 = sample("[fd00::1]:40000", "[fd00::2]:3888");
+    let cases = [
+        (Link::Ethernet, &v4),
+        (Link::Ethernet, &v6),
+        (Link::Vlan(7), &v4),
+        (Link::Vlan(4000), &v6),
+        (Link::Sll, &v4),
+        (Link::Sll, &v6),
+        (Link::Sll2, &v4),
+        (Link::Sll2, &v6),
+        (Link::NullLe, &v4),
+        (Link::NullBe, &v4),
+        (Link::NullLe, &v6),
+        (Link::Loop, &v4),
+        (Link::Loop, &v6),
+        (Link::Raw(linktype::RAW), &v4),
+        (Link::Raw(linktype::RAW), &v6),
+        (Link::Raw(linktype::IPV4), &v4),
+        (Link::Raw(linktype::IPV6), &v6),
+        (Link::Raw(linktype::RAW_BSD12), &v4),
+        (Link::Raw(linktype::RAW_BSD14), &v6),
+    ];
+    for (link, s) in cases {
+        let (lt, data) = frame(link, s);
+        let got = ok_segs(pcap(
+            false,
+            false,
+            lt,
+            &[Rec::new(1_700_000_000, 250_000, data)],
+        ));
+        assert_eq!(got.len(), 1, "{link:?}");
+        let g = &got[0];
+        assert_eq!(g.src, s.src, "{link:?}");
+        assert_eq!(g.dst, s.dst, "{link:?}");
+        assert_eq!(g.seq, s.seq);
+        assert_eq!(g.ack, Some(42));
+        assert!(g.fin && !g.syn && !g.rst);
+        assert_eq!(g.payload, s.payload, "{link:?}");
+        assert_eq!(g.missing, 0);
+        assert_eq!(g.record, 1);
+        assert_eq!(
+            g.time,
+            Timestamp {
+                secs: 1_700_000_000,
+                nanos: 250_000_000
+            }
+        );
+    }
+}
+
+#[test]
+fn pcap_big_endian_and_nanoseconds() {
+    let s = sample(A, B);
+    for (be, nanos) in [(false, false), (false, true), (true, false), (true, true)] {
+        let (lt, data) = frame(Link::Ethernet, &s);
+        let recs = [Rec::new(10, 5, data.clone()), Rec::new(11, 999_999, data)];
+        let got = ok_segs(pcap(be, nanos, lt, &recs));
+        assert_eq!(got.len(), 2);
+        let unit = if nanos { 1 } else { 1000 };
+        assert_eq!(
+            got[0].time,
+            Timestamp {
+                secs: 10,
+                nanos: 5 * unit
+            }
+        );
+        assert_eq!(
+            got[1].time,
+            Timestamp {
+                secs: 11,
+                nanos: 999_999 * unit
+            }
+        );
+        assert_eq!(got[1].record, 2);
+    }
+}
+
+#[test]
+fn pcapng_interfaces_with_own_link_types_and_resolutions() {
+    let s = sample(A, B);
+    let (lt0, eth) = frame(Link::Ethernet, &s);
+    let (lt1, sll2) = frame(Link::Sll2, &s);
+    let (lt2, raw) = frame(Link::Raw(linktype::RAW), &s);
+    for be in [false, true] {
+        let file = pcapng(
+            be,
+            &[
+                Iface {
+                    linktype: lt0,
+                    tsresol: None,
+                }, // microseconds
+                Iface {
+                    linktype: lt1,
+                    tsresol: Some(9),
+                }, // nanoseconds
+                Iface {
+                    linktype: lt2,
+                    tsresol: Some(0x80 | 10),
+                }, // 1/1024 s
+            ],
+            &[
+                Epb::new(0, 1_700_000_000_123_456, eth.clone()),
+                Epb::new(1, 1_700_000_000_123_456_789, sll2.clone()),
+                Epb::new(2, 5 * 1024 + 512, raw.clone()),
+                Epb::new(7, 0, eth.clone()), // no such interface
+            ],
+        );
+        let (got, stats) = segs_of(file);
+        let got: Vec<_> = got.into_iter().map(Result::unwrap).collect();
+        assert_eq!(got.len(), 3);
+        assert_eq!(
+            got[0].time,
+            Timestamp {
+                secs: 1_700_000_000,
+                nanos: 123_456_000
+            }
+        );
+        assert_eq!(
+            got[1].time,
+            Timestamp {
+                secs: 1_700_000_000,
+                nanos: 123_456_789
+            }
+        );
+        assert_eq!(
+            got[2].time,
+            Timestamp {
+                secs: 5,
+                nanos: 500_000_000
+            }
+        );
+        assert_eq!([got[0].record, got[1].record, got[2].record], [1, 2, 3]);
+        assert!(got.iter().all(|g| g.payload == s.payload));
+        assert_eq!(stats.unknown_interface, 1);
+        assert_eq!(stats.packets, 4);
+    }
+}
+
+#[test]
+fn pcapng_new_section_resets_interfaces() {
+    let s = sample(A, B);
+    let (_, eth) = frame(Link::Ethernet, &s);
+    let (_, raw) = frame(Link::Raw(linktype::RAW), &s);
+    let mut v = Vec::new();
+    shb(&mut v, false);
+    idb(
+        &mut v,
+        false,
+        &Iface {
+            linktype: linktype::ETHERNET,
+            tsresol: None,
+        },
+    );
+    epb(&mut v, false, &Epb::new(0, 1, eth));
+    // Second section, big-endian, whose interface 0 is raw IP.
+    shb(&mut v, true);
+    idb(
+        &mut v,
+        true,
+        &Iface {
+            linktype: linktype::RAW,
+            tsresol: None,
+        },
+    );
+    epb(&mut v, true, &Epb::new(0, 2, raw));
+    let got = ok_segs(v);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[1].record, 2);
+    assert_eq!(got[1].payload, s.payload);
+}
+
+/// Hands out input one byte per `read`, like a slow pipe.
+struct Trickle(io::Cursor<Vec<u8>>);
+impl Read for Trickle {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = buf.len().min(1);
+        self.0.read(&mut buf[..n])
+    }
+}
+
+#[test]
+fn short_reads_are_fine() {
+    let s = sample(A, B);
+    let (lt, data) = frame(Link::Ethernet, &s);
+    let ng = pcapng(
+        false,
+        &[Iface {
+            linktype: lt,
+            tsresol: None,
+        }],
+        &(0..50)
+            .map(|i| Epb::new(0, i, data.clone()))
+            .collect::<Vec<_>>(),
+    );
+    let legacy = pcap(
+        false,
+        false,
+        lt,
+        &(0..50)
+            .map(|i| Rec::new(i, 0, data.clone()))
+            .collect::<Vec<_>>(),
+    );
+    for file in [ng, legacy] {
+        let it = TcpSegments::from_reader(Trickle(io::Cursor::new(file))).unwrap();
+        let got: Vec<_> = it.map(Result::unwrap).collect();
+        assert_eq!(got.len(), 50);
+    }
+}
+
+#[test]
+fn large_records_grow_the_buffer() {
+    let mut s = sample(A, B);
+    s.payload = vec![7; 60_000];
+    let (lt, data) = frame(Link::Raw(linktype::RAW), &s);
+    let file = pcapng(
+        false,
+        &[Iface {
+            linktype: lt,
+            tsresol: None,
+        }],
+        &(0..5)
+            .map(|i| Epb::new(0, i, data.clone()))
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(ok_segs(file).len(), 5);
+    // A legacy record claiming 4 GiB stops at the block limit, without reading it all.
+    let mut file = pcap(false, false, lt, &[Rec::new(0, 0, data)]);
+    file.extend_from_slice(&[
+        0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    ]);
+    file.extend_from_slice(&[0; 100]);
+    let (got, _) = segs_of(file);
+    assert_eq!(got.len(), 2);
+    assert!(
+        matches!(got[1], Err(CaptureError::TooLarge { record: 1, .. })),
+        "{:?}",
+        got[1]
+    );
+}
+
+#[test]
+fn truncated_final_record_is_an_error_after_the_good_ones() {
+    let s = sample(A, B);
+    let (lt, data) = frame(Link::Ethernet, &s);
+    let mut legacy = pcap(
+        false,
+        false,
+        lt,
+        &[Rec::new(1, 0, data.clone()), Rec::new(2, 0, data.clone())],
+    );
+    legacy.truncate(legacy.len() - 5);
+    let mut ng = pcapng(
+        false,
+        &[Iface {
+            linktype: lt,
+            tsresol: None,
+        }],
+        &[Epb::new(0, 1, data.clone()), Epb::new(0, 2, data)],
+    );
+    ng.truncate(ng.len() - 5);
+    for file in [legacy, ng] {
+        let (got, _) = segs_of(file);
+        assert_eq!(got.len(), 2);
+        assert!(got[0].is_ok());
+        match &got[1] {
+            Err(e @ CaptureError::Truncated { record: 1, offset }) => {
+                assert!(*offset > 0);
+                assert!(e.to_string().contains("truncated"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn header_only_and_bad_magic() {
+    let file = pcap(false, false, 1, &[]);
+    assert!(ok_segs(file).is_empty());
+    assert!(matches!(
+        TcpSegments::from_reader(io::empty()),
+        Err(CaptureError::Empty)
+    ));
+    assert!(matches!(
+        TcpSegments::from_reader(io::Cursor::new(b"GET / HTTP/1.1".to_vec())),
+        Err(CaptureError::NotACapture { .. })
+    ));
+    let mut short = pcap(false, false, 1, &[]);
+    short.truncate(10);
+    assert!(matches!(
+        TcpSegments::from_reader(io::Cursor::new(short)),
+        Err(CaptureError::Truncated { offset: 0, .. })
+    ));
+    assert!(matches!(
+        open("/nonexistent/x.pcap"),
+        Err(CaptureError::Open { .. })
+    ));
+}
+
+#[test]
+fn snaplen_truncation_marks_missing_payload() {
+    let mut s = sample(A, B);
+    s.payload = (0..100).collect();
+    let (lt, mut data) = frame(Link::Ethernet, &s);
+    let full = data.len() as u32;
+    data.truncate(data.len() - 30);
+    let got = ok_segs(pcap(
+        false,
+        false,
+        lt,
+        &[Rec {
+            secs: 0,
+            frac: 0,
+            data,
+            orig_len: full,
+        }],
+    ));
+    assert_eq!(got[0].payload, s.payload[..70]);
+    assert_eq!(got[0].missing, 30);
+}
+
+#[test]
+fn non_tcp_is_counted_not_an_error() {
+    let s = sample(A, B);
+    let mut recs = Vec::new();
+    // UDP
+    let mut udp = Vec::new();
+    PacketBuilder_udp(&mut udp);
+    recs.push(Rec::new(0, 0, udp));
+    // ARP-ish EtherType
+    let (_, mut eth) = frame(Link::Ethernet, &s);
+    eth[12] = 0x08;
+    eth[13] = 0x06;
+    recs.push(Rec::new(0, 0, eth));
+    // IPv4 fragment: set "more fragments"
+    let (_, mut frag) = frame(Link::Ethernet, &s);
+    frag[14 + 6] |= 0x20;
+    recs.push(Rec::new(0, 0, frag));
+    // Ethernet header cut short
+    recs.push(Rec::new(0, 0, vec![1, 2, 3]));
+    // and a good one
+    recs.push(Rec::new(0, 0, frame(Link::Ethernet, &s).1));
+    let (got, stats) = segs_of(pcap(false, false, linktype::ETHERNET, &recs));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].as_ref().unwrap().record, 5);
+    assert_eq!(stats.packets, 5);
+    assert_eq!(stats.tcp, 1);
+    assert_eq!(stats.not_tcp, 1);
+    assert_eq!(stats.not_ip, 1);
+    assert_eq!(stats.fragments, 1);
+    assert_eq!(stats.malformed, 1);
+    let (got, stats) = segs_of(pcap(false, false, 147, &[Rec::new(0, 0, vec![0; 40])]));
+    assert!(got.is_empty());
+    assert_eq!(stats.unsupported_link_type, 1);
+}
+
+#[allow(non_snake_case)]
+fn PacketBuilder_udp(out: &mut Vec<u8>) {
+    etherparse::PacketBuilder::ethernet2([1; 6], [2; 6])
+        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        .udp(1, 2)
+        .write(out, b"x")
+        .unwrap();
+}
+
+proptest! {
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        if let Ok(it) = TcpSegments::from_reader(io::Cursor::new(bytes.clone())) {
+            for _ in it {}
+        }
+        // Also behind valid file headers, so the block parsers see the noise.
+        let mut legacy = pcap(false, false, 1, &[]);
+        legacy.extend_from_slice(&bytes);
+        let mut ng = pcapng(false, &[Iface { linktype: 1, tsresol: Some(0xff) }], &[]);
+        ng.extend_from_slice(&bytes);
+        for file in [legacy, ng] {
+            if let Ok(it) = TcpSegments::from_reader(io::Cursor::new(file)) {
+                for _ in it {}
+            }
+        }
+    }
+
+    #[test]
+    fn mutated_captures_never_panic(flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8), ng in any::<bool>(), lt in 0usize..8) {
+        let links = [Link::Ethernet, Link::Vlan(3), Link::Sll, Link::Sll2, Link::NullLe, Link::Loop, Link::Raw(101), Link::Raw(229)];
+        let s = if lt == 7 { sample("[::1]:1", "[::1]:2") } else { sample(A, B) };
+        let (l, data) = frame(links[lt], &s);
+        let mut file = if ng {
+            pcapng(false, &[Iface { linktype: l, tsresol: Some(9) }], &[Epb::new(0, 1, data.clone()), Epb::new(0, 2, data)])
+        } else {
+            pcap(false, false, l, &[Rec::new(1, 0, data.clone()), Rec::new(2, 0, data)])
+        };
+        for (at, x) in flips {
+            let i = at % file.len();
+            file[i] ^= x;
+        }
+        if let Ok(it) = TcpSegments::from_reader(io::Cursor::new(file)) {
+            let mut r = Reassembler::default();
+            let mut out = Vec::new();
+            for s in it.flatten() {
+                r.push(s, &mut out);
+            }
+            r.finish(&mut out);
+        }
+    }
+}
+
+#[test]
+fn real_fixture_captures_if_present() {
+    // Not a dependency: fixtures are recorded elsewhere and may not exist yet.
+    let Ok(dirs) = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures")) else {
+        return;
+    };
+    for d in dirs.flatten() {
+        let path = d.path().join("capture.pcap");
+        if !path.exists() {
+            continue;
+        }
+        let segs: Vec<_> = open(path.to_str().unwrap())
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            segs.iter()
+                .any(|s| s.src.port() == 3888 || s.dst.port() == 3888),
+            "{path:?} has no election-port traffic"
+        );
+    }
+}
+
+// ---------------------------------------------------------------- reassembly
+
+fn t(ms: i64) -> Timestamp {
+    Timestamp {
+        secs: ms / 1000,
+        nanos: (ms % 1000) as u32 * 1_000_000,
+    }
+}
+
+fn syn(src: &str, dst: &str, isn: u32) -> TcpSegment {
+    let mut s = seg(src, dst, isn, b"");
+    s.syn = true;
+    s.ack = None;
+    s
+}
+
+fn synack(src: &str, dst: &str, isn: u32, ack: u32) -> TcpSegment {
+    let mut s = seg(src, dst, isn, b"");
+    s.syn = true;
+    s.ack = Some(ack);
+    s
+}
+
+fn fin(src: &str, dst: &str, seq: u32) -> TcpSegment {
+    let mut s = seg(src, dst, seq, b"");
+    s.fin = true;
+    s
+}
+
+fn run(segs: Vec<TcpSegment>) -> Vec<StreamEvent> {
+    run_with(ReassemblyConfig::default(), segs)
+}
+
+fn run_with(cfg: ReassemblyConfig, segs: Vec<TcpSegment>) -> Vec<StreamEvent> {
+    let mut r = Reassembler::new(cfg);
+    let mut out = Vec::new();
+    for (i, mut s) in segs.into_iter().enumerate() {
+        if s.time == Timestamp::default() {
+            s.time = t(i as i64 + 1);
+        }
+        r.push(s, &mut out);
+    }
+    r.finish(&mut out);
+    assert_eq!(r.open_connections(), 0);
+    out
+}
+
+fn closes(ev: &[StreamEvent]) -> Vec<(ConnId, CloseKind)> {
+    ev.iter()
+        .filter_map(|e| match e {
+            StreamEvent::Closed { conn, how, .. } => Some((*conn, *how)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn opens(ev: &[StreamEvent]) -> Vec<(ConnId, std::net::SocketAddr, bool)> {
+    ev.iter()
+        .filter_map(|e| match e {
+            StreamEvent::Opened {
+                conn,
+                initiator,
+                mid_stream,
+                ..
+            } => Some((*conn, *initiator, *mid_stream)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn stream(ev: &[StreamEvent], conn: u64, dir: Direction) -> (Vec<u8>, u64) {
+    streams(ev).remove(&(ConnId(conn), dir)).unwrap_or_default()
+}
+
+const I: Direction = Direction::FromInitiator;
+const R: Direction = Direction::FromAcceptor;
+
+fn handshake(isn_a: u32, isn_b: u32) -> Vec<TcpSegment> {
+    vec![syn(A, B, isn_a), synack(B, A, isn_b, isn_a.wrapping_add(1))]
+}
+
+#[test]
+fn in_order_conversation() {
+    let mut v = handshake(100, 500);
+    v.push(seg(A, B, 101, b"hello "));
+    v.push(seg(B, A, 501, b"hi"));
+    v.push(seg(A, B, 107, b"world"));
+    v.push(fin(A, B, 112));
+    v.push(fin(B, A, 503));
+    v.push(seg(A, B, 113, b"")); // final ACK after close: no phantom connection
+    let ev = run(v);
+    assert_eq!(opens(&ev), vec![(ConnId(1), addr(A), false)]);
+    assert_eq!(stream(&ev, 1, I), (b"hello world".to_vec(), 0));
+    assert_eq!(stream(&ev, 1, R), (b"hi".to_vec(), 0));
+    assert_eq!(closes(&ev), vec![(ConnId(1), CloseKind::Fin)]);
+    // Closed at the second FIN, i.e. before finish.
+    assert!(matches!(ev.last(), Some(StreamEvent::Closed { time, .. }) if *time == t(7)));
+    // Data time is that of the segment that completed it; offsets per direction.
+    assert!(ev.contains(&StreamEvent::Data {
+        conn: ConnId(1),
+        dir: I,
+        time: t(5),
+        offset: 6,
+        bytes: b"world".to_vec()
+    }));
+}
+
+#[test]
+fn reversed_order_is_delivered_when_the_hole_fills() {
+    let mut v = handshake(1000, 1);
+    let data: Vec<u8> = (0..50).collect();
+    let mut chunks: Vec<TcpSegment> = data
+        .chunks(10)
+        .enumerate()
+        .map(|(i, c)| seg(A, B, 1001 + 10 * i as u32, c))
+        .collect();
+    chunks.reverse();
+    v.extend(chunks);
+    let ev = run(v);
+    assert_eq!(stream(&ev, 1, I), (data, 0));
+    let datas: Vec<_> = ev
+        .iter()
+        .filter(|e| matches!(e, StreamEvent::Data { .. }))
+        .collect();
+    assert_eq!(
+        datas.len(),
+        1,
+        "one coalesced delivery when the first chunk arrives"
+    );
+    assert!(matches!(datas[0], StreamEvent::Data { time, .. } if *time == t(7)));
+    assert_eq!(closes(&ev), vec![(ConnId(1), CloseKind::CaptureEnd)]);
+}
+
+#[test]
+fn duplicates_and_overlaps_first_seen_wins() {
+    let mut v = handshake(0, 0);
+    v.push(seg(A, B, 1, b"abcd"));
+    v.push(seg(A, B, 1, b"abcd")); // duplicate
+    v.push(seg(A, B, 9, b"ijkl")); // out of order
+    v.push(seg(A, B, 11, b"KLMN")); // overlaps buffered "kl": keeps "kl", adds "mn"
+    v.push(seg(A, B, 3, b"CDEFGHIJ")); // overlaps delivered "cd" and buffered "ij"
+    let mut r = Reassembler::default();
+    let mut out = Vec::new();
+    for s in v {
+        r.push(s, &mut out);
+    }
+    assert_eq!(r.stats().duplicates, 1);
+    r.finish(&mut out);
+    assert_eq!(stream(&out, 1, I), (b"abcdEFGHijklMN".to_vec(), 0));
+}
+
+#[test]
+fn sequence_wrap_around() {
+    let isn = u32::MAX - 5;
+    let mut v = handshake(isn, 7);
+    let data: Vec<u8> = (0..40).collect();
+    let mut chunks: Vec<TcpSegment> = data
+        .chunks(8)
+        .enumerate()
+        .map(|(i, c)| seg(A, B, isn.wrapping_add(1 + 8 * i as u32), c))
+        .collect();
+    chunks.swap(0, 3);
+    v.extend(chunks);
+    v.push(fin(A, B, isn.wrapping_add(41)));
+    v.push(fin(B, A, 8));
+    let ev = run(v);
+    assert_eq!(stream(&ev, 1, I), (data, 0));
+    assert_eq!(closes(&ev), vec![(ConnId(1), CloseKind::Fin)]);
+}
+
+#[test]
+fn mid_stream_start_guesses_initiator_by_port() {
+    // First segment seen goes from the well-known port to the ephemeral one.
+    let v = vec![
+        seg(B, A, 9000, b"from server"),
+        seg(A, B, 7000, b"from client"),
+        seg(B, A, 9011, b"!"),
+    ];
+    let ev = run(v);
+    assert_eq!(opens(&ev), vec![(ConnId(1), addr(A), true)]);
+    assert_eq!(stream(&ev, 1, I).0, b"from client");
+    assert_eq!(stream(&ev, 1, R).0, b"from server!");
+    // A lone ACK on an unknown tuple opens nothing.
+    let ev = run(vec![seg(A, B, 5, b"")]);
+    assert!(ev.is_empty());
+}
+
+#[test]
+fn syn_ack_without_syn_is_not_mid_stream() {
+    let v = vec![
+        synack(B, A, 50, 11),
+        seg(A, B, 11, b"req"),
+        seg(B, A, 51, b"resp"),
+    ];
+    let ev = run(v);
+    assert_eq!(opens(&ev), vec![(ConnId(1), addr(A), false)]);
+    assert_eq!(stream(&ev, 1, I).0, b"req");
+    assert_eq!(stream(&ev, 1, R).0, b"resp");
+}
+
+#[test]
+fn gap_then_resync_at_capture_end() {
+    let mut v = handshake(0, 0);
+    v.push(seg(A, B, 1, b"aaaa"));
+    v.push(seg(A, B, 9, b"cccc")); // bytes 5..9 never captured
+    v.push(seg(A, B, 13, b"dd"));
+    let ev = run(v);
+    let gaps: Vec<_> = ev
+        .iter()
+        .filter(|e| matches!(e, StreamEvent::Gap { .. }))
+        .cloned()
+        .collect();
+    assert_eq!(
+        gaps,
+        vec![StreamEvent::Gap {
+            conn: ConnId(1),
+            dir: I,
+            time: t(5),
+            offset: 4,
+            missing: 4
+        }]
+    );
+    assert_eq!(stream(&ev, 1, I), (b"aaaaccccdd".to_vec(), 4));
+}
+
+#[test]
+fn buffer_cap_declares_gap() {
+    let cfg = ReassemblyConfig {
+        max_buffered_bytes: 10,
+        ..Default::default()
+    };
+    let mut v = handshake(0, 0);
+    v.push(seg(A, B, 1, b"a"));
+    v.push(seg(A, B, 3, b"cccccc")); // hole at offset 1
+    v.push(seg(A, B, 9, b"dddddd")); // 12 bytes buffered > 10: give up on the hole
+    v.push(seg(A, B, 2, b"b")); // too late, already skipped
+    v.push(seg(A, B, 15, b"e"));
+    let ev = run_with(cfg, v.clone());
+    assert_eq!(stream(&ev, 1, I), (b"accccccdddddde".to_vec(), 1));
+    assert!(ev.contains(&StreamEvent::Gap {
+        conn: ConnId(1),
+        dir: I,
+        time: t(5),
+        offset: 1,
+        missing: 1
+    }));
+    let cfg = ReassemblyConfig {
+        max_buffered_chunks: 1,
+        ..Default::default()
+    };
+    let ev = run_with(cfg, v);
+    assert_eq!(stream(&ev, 1, I).1, 1);
+}
+
+#[test]
+fn fin_one_side_other_side_continues_then_rst() {
+    let mut v = handshake(0, 0);
+    v.push(seg(A, B, 1, b"bye"));
+    v.push(fin(A, B, 4));
+    v.push(seg(B, A, 1, b"still talking"));
+    v.push(seg(B, A, 30, b"after a hole"));
+    let mut rst = seg(A, B, 5, b"");
+    rst.rst = true;
+    v.push(rst);
+    v.push(seg(B, A, 14, b"late")); // after RST: swallowed, no phantom
+    let ev = run(v);
+    assert_eq!(stream(&ev, 1, I).0, b"bye");
+    assert_eq!(
+        stream(&ev, 1, R),
+        (b"still talkingafter a hole".to_vec(), 16)
+    );
+    assert_eq!(closes(&ev), vec![(ConnId(1), CloseKind::Rst)]);
+    assert_eq!(opens(&ev).len(), 1);
+}
+
+#[test]
+fn port_reuse_after_close_and_on_open_tuple() {
+    let mut v = handshake(10, 20);
+    v.push(seg(A, B, 11, b"one"));
+    v.push(fin(A, B, 14));
+    v.push(fin(B, A, 21));
+    v.extend(handshake(5000, 6000)); // same tuple, after FIN/FIN
+    v.push(seg(A, B, 5001, b"two"));
+    v.push(syn(A, B, 5000)); // retransmitted SYN: same connection
+    v.push(syn(A, B, 900_000)); // new ISN on an open tuple
+    v.push(seg(A, B, 900_001, b"three"));
+    let ev = run(v);
+    assert_eq!(
+        opens(&ev).iter().map(|o| o.0).collect::<Vec<_>>(),
+        vec![ConnId(1), ConnId(2), ConnId(3)]
+    );
+    assert_eq!(
+        closes(&ev),
+        vec![
+            (ConnId(1), CloseKind::Fin),
+            (ConnId(2), CloseKind::Reused),
+            (ConnId(3), CloseKind::CaptureEnd)
+        ]
+    );
+    assert_eq!(stream(&ev, 1, I).0, b"one");
+    assert_eq!(stream(&ev, 2, I).0, b"two");
+    assert_eq!(stream(&ev, 3, I).0, b"three");
+}
+
+#[test]
+fn syn_seen_after_syn_ack_is_the_same_connection() {
+    let v = vec![synack(B, A, 50, 11), syn(A, B, 10), seg(A, B, 11, b"x")];
+    let ev = run(v);
+    assert_eq!(opens(&ev).len(), 1);
+    assert_eq!(stream(&ev, 1, I).0, b"x");
+}
+
+#[test]
+fn truncated_payload_becomes_an_immediate_gap() {
+    let mut v = handshake(0, 0);
+    let mut s = seg(A, B, 1, b"abc");
+    s.missing = 7;
+    v.push(s);
+    v.push(seg(A, B, 11, b"k"));
+    let mut r = Reassembler::default();
+    let mut out = Vec::new();
+    for s in v {
+        r.push(s, &mut out);
+    }
+    // Delivered without waiting for the capture end.
+    assert_eq!(stream(&out, 1, I), (b"abck".to_vec(), 7));
+}
+
+#[test]
+fn ignore_swallows_until_close_and_still_reports_close() {
+    let mut r = Reassembler::default();
+    let mut out = Vec::new();
+    for s in handshake(0, 0) {
+        r.push(s, &mut out);
+    }
+    r.push(seg(A, B, 1, b"first"), &mut out);
+    r.push(seg(A, B, 20, b"buffered"), &mut out);
+    let info = r.info(ConnId(1)).unwrap();
+    assert_eq!(info.stream(I).delivered, 5);
+    assert_eq!(info.initiator, addr(A));
+    r.ignore(ConnId(1));
+    assert!(r.info(ConnId(1)).unwrap().ignored);
+    let before = out.len();
+    r.push(seg(A, B, 6, b"more"), &mut out);
+    r.push(fin(A, B, 28), &mut out);
+    assert_eq!(out.len(), before);
+    r.push(fin(B, A, 1), &mut out);
+    assert_eq!(
+        out[before..],
+        [StreamEvent::Closed {
+            conn: ConnId(1),
+            time: Timestamp::default(),
+            how: CloseKind::Fin
+        }]
+    );
+    assert!(r.info(ConnId(1)).is_none());
+}
+
+#[test]
+fn eviction_keeps_connection_count_bounded() {
+    let cfg = ReassemblyConfig {
+        max_connections: 2,
+        ..Default::default()
+    };
+    let v = vec![
+        seg("10.0.0.1:41001", B, 1, b"a"),
+        seg("10.0.0.1:41002", B, 1, b"b"),
+        seg("10.0.0.1:41001", B, 2, b"a"), // 41001 now more recent than 41002
+        seg("10.0.0.1:41003", B, 1, b"c"),
+    ];
+    let ev = run_with(cfg, v);
+    assert_eq!(closes(&ev)[0], (ConnId(2), CloseKind::Evicted));
+    assert_eq!(stream(&ev, 1, I).0, b"aa");
+}
+
+#[test]
+fn events_are_in_time_order() {
+    let mut v = handshake(0, 0);
+    v.push(seg(A, B, 5, b"later"));
+    v.push(seg(B, A, 1, b"x"));
+    v.push(seg(A, B, 1, b"abcd"));
+    let ev = run(v);
+    let times: Vec<Timestamp> = ev
+        .iter()
+        .map(|e| match e {
+            StreamEvent::Opened { time, .. }
+            | StreamEvent::Data { time, .. }
+            | StreamEvent::Gap { time, .. }
+            | StreamEvent::Closed { time, .. } => *time,
+        })
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+}
+
+proptest! {
+    /// Any permutation (with duplicates and overlapping retransmissions) of a stream's
+    /// segments, after the handshake, reassembles to the original bytes when nothing is lost.
+    #[test]
+    fn permutations_reassemble(
+        data in proptest::collection::vec(any::<u8>(), 1..3000),
+        isn in any::<u32>(),
+        cuts in proptest::collection::vec(1usize..400, 1..40),
+        extra in proptest::collection::vec((any::<usize>(), 1usize..300), 0..10),
+        order in proptest::collection::vec(any::<u64>(), 60),
+        with_fin in any::<bool>(),
+    ) {
+        let base = isn.wrapping_add(1);
+        let mut segs = Vec::new();
+        let mut at = 0;
+        for c in cuts.iter().cycle() {
+            if at >= data.len() { break; }
+            let end = (at + c).min(data.len());
+            segs.push(seg(A, B, base.wrapping_add(at as u32), &data[at..end]));
+            at = end;
+        }
+        for (start, len) in extra {
+            let s = start % data.len();
+            let e = (s + len).min(data.len());
+            segs.push(seg(A, B, base.wrapping_add(s as u32), &data[s..e]));
+        }
+        if with_fin {
+            segs.push(fin(A, B, base.wrapping_add(data.len() as u32)));
+            segs.push(fin(B, A, 1));
+        }
+        // Shuffle by sorting on random keys.
+        let mut keyed: Vec<_> = segs.into_iter().enumerate().map(|(i, s)| (order[i % order.len()].wrapping_mul(i as u64 + 1), s)).collect();
+        keyed.sort_by_key(|(k, _)| *k);
+        let mut v = vec![syn(A, B, isn), synack(B, A, 0, base)];
+        v.extend(keyed.into_iter().map(|(_, s)| s));
+        let ev = run(v);
+        let (got, gaps) = stream(&ev, 1, I);
+        prop_assert_eq!(gaps, 0);
+        prop_assert_eq!(got, data);
+        prop_assert_eq!(closes(&ev).len(), 1);
+        if with_fin {
+            prop_assert_eq!(closes(&ev)[0].1, CloseKind::Fin);
+        }
+    }
+}
