@@ -443,29 +443,6 @@ proptest! {
     }
 }
 
-#[test]
-fn real_fixture_captures_if_present() {
-    // Not a dependency: fixtures are recorded elsewhere and may not exist yet.
-    let Ok(dirs) = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures")) else {
-        return;
-    };
-    for d in dirs.flatten() {
-        let path = d.path().join("capture.pcap");
-        if !path.exists() {
-            continue;
-        }
-        let segs: Vec<_> = open(path.to_str().unwrap())
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        assert!(
-            segs.iter()
-                .any(|s| s.src.port() == 3888 || s.dst.port() == 3888),
-            "{path:?} has no election-port traffic"
-        );
-    }
-}
-
 // ---------------------------------------------------------------- reassembly
 
 fn t(ms: i64) -> Timestamp {
@@ -903,5 +880,76 @@ proptest! {
         if with_fin {
             prop_assert_eq!(closes(&ev)[0].1, CloseKind::Fin);
         }
+    }
+}
+
+/// Election ports named by a fixture's zoo.cfg (`server.N=host:quorum:election[:role]`,
+/// several addresses separated by `|`); 3888 when there is none.
+fn election_ports(cfg: Option<String>) -> Vec<u16> {
+    let mut ports = Vec::new();
+    for line in cfg.unwrap_or_default().lines() {
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
+        if !k.trim().starts_with("server.") {
+            continue;
+        }
+        for a in v.split('|') {
+            let rest = match a.trim().strip_prefix('[') {
+                Some(r) => r.split_once("]:").map(|x| x.1),
+                None => a.split_once(':').map(|x| x.1),
+            };
+            if let Some(p) = rest
+                .and_then(|r| r.split(':').nth(1))
+                .and_then(|p| p.parse().ok())
+            {
+                ports.push(p);
+            }
+        }
+    }
+    if ports.is_empty() {
+        ports.push(3888);
+    }
+    ports
+}
+
+/// Real captures, when some exist (they are recorded elsewhere; the test does not need them):
+/// `fixtures/*/capture.pcap`, or under `$ZKFLE_FIXTURES`.
+#[test]
+fn real_fixture_captures_if_present() {
+    let dir = std::env::var("ZKFLE_FIXTURES")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures").to_string());
+    let Ok(dirs) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for d in dirs.flatten() {
+        let path = d.path().join("capture.pcap");
+        if !path.exists() {
+            continue;
+        }
+        let ports = election_ports(std::fs::read_to_string(d.path().join("zoo.cfg")).ok());
+        let mut it = open(path.to_str().unwrap()).unwrap();
+        let segs: Vec<_> = it.by_ref().collect::<Result<_, _>>().unwrap();
+        assert!(
+            segs.iter()
+                .any(|s| ports.contains(&s.src.port()) || ports.contains(&s.dst.port())),
+            "{path:?}: no traffic on election ports {ports:?}"
+        );
+        let mut r = Reassembler::default();
+        let mut ev = Vec::new();
+        for s in segs.iter().cloned() {
+            r.push(s, &mut ev);
+        }
+        r.finish(&mut ev);
+        let gaps: u64 = streams(&ev).values().map(|(_, g)| *g).sum();
+        assert_eq!(gaps, 0, "{path:?}: loopback captures lose nothing");
+        assert_eq!(opens(&ev).len(), closes(&ev).len());
+        eprintln!(
+            "{path:?}: {} segments, {} connections, {:?}, {:?}",
+            segs.len(),
+            opens(&ev).len(),
+            it.stats(),
+            r.stats()
+        );
     }
 }
