@@ -24,6 +24,7 @@
 #                       -Dzookeeper.multiAddress.enabled=true (initial message V2)
 #   --ipv6              every server on [::1] (ports differ per server, see below)
 #   --tick MS           tickTime (2000)    --init-limit N (10)    --sync-limit N (5)
+#   --no-start          write the configs only; start servers later with start-node
 #
 # Layout (server N):
 #   default          127.0.0.N   quorum 2888  election 3888  client 127.0.0.N:2181
@@ -247,7 +248,7 @@ stop_node() {
 cmd_start() {
   local dir=$1
   shift
-  local servers="1:participant,2:participant,3:participant" mode=ipv4 tick=2000 init=10 sync=5
+  local servers="1:participant,2:participant,3:participant" mode=ipv4 tick=2000 init=10 sync=5 nostart=0
   local extras=()
   while [ $# -gt 0 ]; do
     case "$1" in
@@ -258,6 +259,7 @@ cmd_start() {
       --tick) tick=${2:?}; shift 2 ;;
       --init-limit) init=${2:?}; shift 2 ;;
       --sync-limit) sync=${2:?}; shift 2 ;;
+      --no-start) nostart=1; shift ;;
       -h|--help) usage; exit 0 ;;
       *) die "start: unknown option '$1' (see -h)" ;;
     esac
@@ -351,6 +353,10 @@ cmd_start() {
   done <<<"$members"
 
   echo "ZooKeeper $ZK_VERSION ($ZK_SOURCE, logging: $ZK_LOG_BACKEND), $mode layout, in $dir"
+  if [ $nostart = 1 ]; then
+    echo "configs written; start servers with: $0 start-node $dir N"
+    return 0
+  fi
   # Check every port first, so a clash starts nothing.
   while read -r sid type flag host; do
     [ -n "$sid" ] && [ "$flag" = 1 ] || continue
