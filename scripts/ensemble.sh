@@ -193,7 +193,9 @@ await_started() {
   while [ ${#pending[@]} -gt 0 ]; do
     local still=()
     for sid in "${pending[@]}"; do
-      if ! node_pid "$dir" "$sid" >/dev/null; then
+      # kill -0 rather than node_pid: just after the fork, before exec, the
+      # child's cmdline is still this script's.
+      if ! kill -0 "$(cat "$dir/$sid/pid")" 2>/dev/null; then
         log_tail "$dir" "$sid"
         die "server $sid exited during start-up (logs above)"
       fi
