@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# record-fixture.sh: record a real Java ZooKeeper election on loopback as a fixture.
+#
+# Usage:
+#   scripts/record-fixture.sh NAME SCENARIO     write fixtures/NAME/ (replacing it)
+#   scripts/record-fixture.sh -h
+#
+# Scenarios (each: start, wait stable, client writes, kill -9 the leader, wait for
+# the re-election, writes, restart the old leader, wait stable, stop):
+#   basic3       3 participants
+#   observer     3 participants + observer sid 4
+#   multiaddr    3 participants, --multi-address (initial message version -65535,
+#                addresses joined by '|')
+#   ipv6         3 participants on [::1] (election ports 3881-3883)
+#   staggered5   5 participants started one at a time, STAGGER_SECS (4) apart
+#
+# fixtures/NAME/ gets: capture.pcap (tcpdump -i lo, snaplen 0, election ports
+# only), server.N.log (each server's log trimmed to FastLeaderElection,
+# QuorumCnxManager, QuorumPeer and Leader/Learner lines), zoo.cfg (the shared
+# part of the config) and README.md (version, date, timeline, who led each round,
+# checks). Needs root for tcpdump. Honours ZK_HOME / ZK_JARS (see zk-env.sh);
+# KEEP_WORKDIR=1 keeps the ensemble directory (full logs) for inspection.
+
+set -euo pipefail
+trap 'echo "error: ${BASH_SOURCE[0]##*/}:$LINENO: \"$BASH_COMMAND\" failed" >&2' ERR
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=scripts/zk-env.sh
+. "$HERE/zk-env.sh"
+ENS="$HERE/ensemble.sh"
+
+usage() { sed -n '2,/^$/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+die() { zk_die "$@"; }
+
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+esac
+[ $# -eq 2 ] || { usage >&2; exit 2; }
+NAME=$1
+SCENARIO=$2
+[[ "$NAME" =~ ^[A-Za-z0-9._-]+$ ]] || die "NAME must be a plain directory name, got '$NAME'"
+STAGGER_SECS=${STAGGER_SECS:-4}
+
+ENS_OPTS=()
+SIDS="1 2 3"
+case "$SCENARIO" in
+  basic3) ENS_OPTS=(--servers "1:participant,2:participant,3:participant") ;;
+  observer) ENS_OPTS=(--servers "1:participant,2:participant,3:participant,4:observer"); SIDS="1 2 3 4" ;;
+  multiaddr) ENS_OPTS=(--multi-address --servers "1:participant,2:participant,3:participant") ;;
+  ipv6) ENS_OPTS=(--ipv6 --servers "1:participant,2:participant,3:participant") ;;
+  staggered5)
+    ENS_OPTS=(--servers "1:participant,2:participant,3:participant,4:participant,5:participant")
+    SIDS="1 2 3 4 5" ;;
+  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5)" ;;
+esac
+if [ "$SCENARIO" = ipv6 ]; then
+  PCAP_FILTER="tcp portrange 3881-3889"
+else
+  PCAP_FILTER="tcp port 3888 or tcp port 3889"
+fi
+
+[ "$(id -u)" = 0 ] || die "tcpdump on lo needs root"
+command -v tcpdump >/dev/null 2>&1 || zk_apt_install tcpdump
+zk_env_resolve
+
+OUT="$ROOT/fixtures/$NAME"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-rec-$NAME.XXXXXX")
+TCPDUMP_PID=""
+TIMELINE=""
+ROUNDS=""
+WRITE_FAILS=0
+
+now() { date +%H:%M:%S.%3N; }
+event() {
+  echo "[$(now)] $*"
+  TIMELINE+="| $(now) | $* |"$'\n'
+}
+
+cleanup() {
+  local rc=$?
+  if [ -f "$WORK/ensemble.env" ]; then "$ENS" stop "$WORK" >/dev/null 2>&1 || true; fi
+  if [ -n "$TCPDUMP_PID" ] && kill -0 "$TCPDUMP_PID" 2>/dev/null; then
+    kill -INT "$TCPDUMP_PID" 2>/dev/null || true
+    wait "$TCPDUMP_PID" 2>/dev/null || true
+  fi
+  if [ $rc -ne 0 ] || [ "${KEEP_WORKDIR:-0}" = 1 ]; then
+    echo "ensemble directory kept: $WORK" >&2
+  else
+    rm -rf "$WORK"
+  fi
+}
+trap cleanup EXIT
+
+leader_of() { "$ENS" status "$WORK" | awk '$5 == "LEADING" { print $1 }'; }
+
+# The round (electionEpoch) in which LEADER won: the n.round of the last
+# notification it received from itself before its last LEADING line.
+round_of() {
+  local l=$1 log="$WORK/$1/server.log" line
+  line=$(grep -nE ':QuorumPeer@[0-9]+\] - LEADING$' "$log" | tail -n 1 | cut -d: -f1)
+  head -n "${line:-0}" "$log" | grep -E "Notification: my state:LOOKING; n\.sid:$l, " | tail -n 1 |
+    sed -n 's/.*n\.round:\(0x[0-9a-f]*\).*/\1/p'
+}
+
+wait_stable() {
+  local what=$1 l r states
+  "$ENS" wait-stable "$WORK" --timeout 90 >/dev/null
+  l=$(leader_of)
+  r=$(round_of "$l")
+  states=$("$ENS" status "$WORK" | awk 'NR > 1 { printf "%s%s:%s", sep, $1, ($3 == "-" ? "down" : $5); sep = " " }')
+  event "stable after $what: leader $l (round $r); $states"
+  ROUNDS+="| $what | $l | $r | $states |"$'\n'
+}
+
+writes() {
+  local tag=$1 sid addr
+  while read -r sid addr; do
+    if zk_cli "$addr" create "/zkfle-$tag-$sid" "written via server $sid" 2>&1 | grep -q "^Created"; then
+      :
+    else
+      WRITE_FAILS=$((WRITE_FAILS + 1))
+      echo "warning: write /zkfle-$tag-$sid via $addr failed" >&2
+    fi
+  done < <("$ENS" status "$WORK" | awk 'NR > 1 && $3 != "-" { print $1, $4 }')
+  event "client writes /zkfle-$tag-N through every running server"
+}
+
+# ---------------------------------------------------------------- record
+
+echo "recording $SCENARIO into fixtures/$NAME (ZooKeeper $ZK_VERSION, work dir $WORK)"
+# Configs only: the servers start once tcpdump listens.
+"$ENS" start "$WORK" --no-start "${ENS_OPTS[@]}" >/dev/null
+
+tcpdump -i lo -s 0 -U -n -w "$WORK/capture.pcap" "$PCAP_FILTER" 2>"$WORK/tcpdump.err" &
+TCPDUMP_PID=$!
+for _ in $(seq 50); do
+  grep -q "listening on" "$WORK/tcpdump.err" 2>/dev/null && break
+  kill -0 "$TCPDUMP_PID" 2>/dev/null || { cat "$WORK/tcpdump.err" >&2; die "tcpdump exited"; }
+  sleep 0.1
+done
+event "tcpdump started: -i lo -s 0 '$PCAP_FILTER'"
+
+if [ "$SCENARIO" = staggered5 ]; then
+  for sid in $SIDS; do
+    "$ENS" start-node "$WORK" "$sid" >/dev/null
+    event "started server $sid"
+    sleep "$STAGGER_SECS"
+  done
+else
+  pids=()
+  for sid in $SIDS; do
+    "$ENS" start-node "$WORK" "$sid" >/dev/null &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || die "a server failed to start (see above)"; done
+  event "started servers $SIDS together"
+fi
+wait_stable "start"
+writes a
+
+old=$(leader_of)
+"$ENS" stop-node "$WORK" "$old" --kill >/dev/null
+event "kill -9 leader $old"
+sleep 1
+wait_stable "leader $old killed"
+writes b
+
+"$ENS" start-node "$WORK" "$old" >/dev/null
+event "restarted server $old"
+wait_stable "server $old restarted"
+sleep 2
+"$ENS" stop "$WORK" >/dev/null
+event "stopped all servers (SIGTERM)"
+sleep 1
+kill -INT "$TCPDUMP_PID"
+wait "$TCPDUMP_PID" || true
+TCPDUMP_PID=""
+
+# ---------------------------------------------------------------- store
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+cp "$WORK/capture.pcap" "$OUT/capture.pcap"
+grep -v '^#' "$WORK/zoo.cfg" >"$OUT/zoo.cfg"
+KEEP_RE=':(FastLeaderElection|QuorumCnxManager|QuorumPeer|Leader|Follower|Observer|Learner)(\$[A-Za-z]+)*@[0-9]+\] - '
+notif_total=0
+for sid in $SIDS; do
+  grep -E "$KEEP_RE" "$WORK/$sid/server.log" >"$OUT/server.$sid.log" || true
+  n=$(grep -c 'Notification: my state' "$OUT/server.$sid.log" || true)
+  notif_total=$((notif_total + n))
+  [ "$n" -gt 0 ] || die "server $sid logged no 'Notification:' line (logging backend $ZK_LOG_BACKEND)"
+done
+
+# Checks on the capture: packets, V1/V2 initial-message prefixes.
+hexdump_of() { od -An -tx1 -v "$1" | tr -d ' \n'; }
+packets=$(tcpdump -r "$OUT/capture.pcap" -nn 2>/dev/null | wc -l)
+hex=$(hexdump_of "$OUT/capture.pcap")
+v1=$(grep -o ffffffffffff0000 <<<"$hex" | wc -l || true)
+v2=$(grep -o ffffffffffff0001 <<<"$hex" | wc -l || true)
+unset hex
+case "$SCENARIO" in
+  multiaddr) [ "$v2" -gt 0 ] || die "capture has no V2 initial message (ffffffffffff0001)" ;;
+  *) [ "$v1" -gt 0 ] || die "capture has no V1 initial message (ffffffffffff0000)" ;;
+esac
+[ "$packets" -gt 0 ] || die "capture is empty"
+size=$(wc -c <"$OUT/capture.pcap")
+
+{
+  echo "# Fixture \`$NAME\`: scenario \`$SCENARIO\`"
+  echo
+  echo "Recorded $(date -u +%Y-%m-%dT%H:%MZ) by \`scripts/record-fixture.sh $NAME $SCENARIO\`"
+  echo "against Java ZooKeeper **$ZK_VERSION** ($ZK_SOURCE, $(basename "$(readlink -f "$ZK_JAR")"),"
+  echo "$("$JAVA" -version 2>&1 | head -n1), logging: $ZK_LOG_BACKEND)."
+  echo
+  echo "## Files"
+  echo
+  echo "- \`capture.pcap\`: \`tcpdump -i lo -s 0 -U -w\` with filter \`$PCAP_FILTER\`"
+  echo "  (election ports only), $packets packets, $size bytes. Times are the tcpdump host's clock, as are the logs'."
+  echo "- \`server.N.log\`: each server's log, trimmed to FastLeaderElection, QuorumCnxManager,"
+  echo "  QuorumPeer and Leader/Follower/Observer/Learner lines (stack traces dropped)."
+  echo "  FastLeaderElection and QuorumCnxManager logged at DEBUG (\`Sending Notification:\`,"
+  echo "  \`Initial message parsed\`), the rest at INFO. $notif_total \`Notification:\` lines in all."
+  echo "- \`zoo.cfg\`: the shared part of every server's config. Each server N also had"
+  echo "  \`dataDir\`, \`clientPort\`, \`clientPortAddress\` (its own address)$([ "$SCENARIO" = observer ] && echo ', and sid 4 had `peerType=observer`')."
+  [ "$SCENARIO" = multiaddr ] && echo "  The JVMs ran with \`-Dzookeeper.multiAddress.enabled=true\`."
+  echo
+  echo "## Layout"
+  echo
+  echo '```'
+  "$ENS" status "$WORK" | awk '{ printf "%-4s %-12s %s\n", $1, $2, $4 }'
+  echo '```'
+  echo
+  echo "Election addresses: see \`zoo.cfg\` (\`server.N=host:quorumPort:electionPort:type\`)."
+  echo
+  echo "## Who led"
+  echo
+  echo "Round = the leader's election round (logicalclock, \`n.round\` in its own last notification)."
+  echo
+  echo "| after | leader | round | states |"
+  echo "|---|---|---|---|"
+  printf '%s' "$ROUNDS"
+  echo
+  echo "## Timeline"
+  echo
+  echo "| time | event |"
+  echo "|---|---|"
+  printf '%s' "$TIMELINE"
+  echo
+  echo "## Checks"
+  echo
+  echo "- initial messages with prefix \`ffffffffffff0000\` (V1, -65536): $v1"
+  echo "- initial messages with prefix \`ffffffffffff0001\` (V2, -65535): $v2"
+  echo "- \`Notification:\` log lines: $notif_total"
+  echo "- failed client writes: $WRITE_FAILS"
+} >"$OUT/README.md"
+
+echo "fixtures/$NAME: capture.pcap $size bytes, $packets packets, V1 $v1, V2 $v2, $notif_total Notification: lines"
