@@ -69,7 +69,11 @@ impl ZooCfg {
                 return Err(bad(format!("expected key=value, got {line:?}")));
             };
             let (key, value) = (key.trim(), value.trim());
-            if key.starts_with("server.") || key.starts_with("group.") || key.starts_with("weight.") || key == "version" {
+            if key.starts_with("server.")
+                || key.starts_with("group.")
+                || key.starts_with("weight.")
+                || key == "version"
+            {
                 let parsed = QuorumConfig::parse(&format!("{key}={value}"))
                     .map_err(|e| bad(e.kind.to_string()))?;
                 self.quorum.lines.extend(parsed.lines);

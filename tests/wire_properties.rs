@@ -28,51 +28,75 @@ fn notification() -> impl Strategy<Value = Notification> {
         proptest::collection::vec(any::<u8>(), 0..64),
         proptest::collection::vec(any::<u8>(), 0..8),
     )
-        .prop_map(|(state, leader, zxid, ee, pe, form, version, config, trailing)| {
-            let base = Notification {
-                state,
-                leader,
-                zxid,
-                election_epoch: ee,
-                peer_epoch: Some(pe),
-                version: Some(version),
-                config: None,
-                trailing: Vec::new(),
-            };
-            match form {
-                0 => Notification { peer_epoch: None, version: None, ..base },
-                1 => Notification { version: None, ..base },
-                2 => base,
-                3 => Notification { version: Some(version.min(1)), trailing, ..base },
-                4 => Notification {
-                    version: Some(version.max(2)),
-                    config: Some(config),
-                    trailing,
-                    ..base
-                },
-                _ => Notification::current(state, leader, zxid, ee, pe, config),
-            }
-        })
+        .prop_map(
+            |(state, leader, zxid, ee, pe, form, version, config, trailing)| {
+                let base = Notification {
+                    state,
+                    leader,
+                    zxid,
+                    election_epoch: ee,
+                    peer_epoch: Some(pe),
+                    version: Some(version),
+                    config: None,
+                    trailing: Vec::new(),
+                };
+                match form {
+                    0 => Notification {
+                        peer_epoch: None,
+                        version: None,
+                        ..base
+                    },
+                    1 => Notification {
+                        version: None,
+                        ..base
+                    },
+                    2 => base,
+                    3 => Notification {
+                        version: Some(version.min(1)),
+                        trailing,
+                        ..base
+                    },
+                    4 => Notification {
+                        version: Some(version.max(2)),
+                        config: Some(config),
+                        trailing,
+                        ..base
+                    },
+                    _ => Notification::current(state, leader, zxid, ee, pe, config),
+                }
+            },
+        )
 }
 
 fn address() -> impl Strategy<Value = ElectionAddress> {
-    (any::<[u8; 4]>(), any::<[u16; 8]>(), any::<u16>(), any::<bool>()).prop_map(
-        |(v4, v6, port, six)| {
+    (
+        any::<[u8; 4]>(),
+        any::<[u16; 8]>(),
+        any::<u16>(),
+        any::<bool>(),
+    )
+        .prop_map(|(v4, v6, port, six)| {
             let ip: std::net::IpAddr = if six { v6.into() } else { v4.into() };
             ElectionAddress::from_socket_addr((ip, port).into())
-        },
-    )
+        })
 }
 
 fn initial() -> impl Strategy<Value = InitialMessage> {
     prop_oneof![
         (0i64..=i64::MAX).prop_map(InitialMessage::legacy),
-        (any::<i64>(), proptest::collection::vec(address(), 1..4), any::<bool>()).prop_map(
-            |(sid, addrs, v2)| {
-                let p = if v2 { ProtocolVersion::V2 } else { ProtocolVersion::V1 };
+        (
+            any::<i64>(),
+            proptest::collection::vec(address(), 1..4),
+            any::<bool>()
+        )
+            .prop_map(|(sid, addrs, v2)| {
+                let p = if v2 {
+                    ProtocolVersion::V2
+                } else {
+                    ProtocolVersion::V1
+                };
                 InitialMessage::versioned(p, sid, addrs)
-            }
-        ),
+            }),
     ]
 }
 

@@ -166,7 +166,10 @@ pub fn record_json(r: &Record) -> Map<String, Value> {
                 }),
             );
             let (kind, extra) = match &p.kind {
-                ProblemKind::Malformed(w) => ("malformed", json!({"field": w.field, "field_offset": w.offset})),
+                ProblemKind::Malformed(w) => (
+                    "malformed",
+                    json!({"field": w.field, "field_offset": w.offset}),
+                ),
                 ProblemKind::Gap { missing } => ("gap", json!({"missing": missing})),
                 ProblemKind::Resynced { skipped } => ("resynced", json!({"skipped": skipped})),
                 ProblemKind::MidStream => ("mid_stream", json!({})),

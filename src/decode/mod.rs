@@ -79,6 +79,8 @@ pub struct Record {
     pub to_sid: Option<i64>,
     /// Offset in the sender's byte stream of this connection (in the file, for file problems).
     pub offset: Option<u64>,
+    /// The message's exact bytes (a notification's frame payload); empty for problems.
+    pub raw: Vec<u8>,
     /// What it is.
     pub body: Body,
 }
@@ -132,9 +134,24 @@ pub struct Decoder<I> {
     book: AddressBook,
     conns: HashMap<ConnId, Conn>,
     events: Vec<StreamEvent>,
-    out: VecDeque<Record>,
+    out: VecDeque<Pending>,
     finished: bool,
 }
+
+/// A record waiting for its sids: the acceptor's sid is often learned a little later (from the
+/// config in the next notification, or the acceptor's own initial message elsewhere), so
+/// records wait up to [`RESOLVE_WINDOW_SECS`] of capture time (and at most
+/// [`RESOLVE_WINDOW_RECORDS`]) before they are handed out.
+struct Pending {
+    record: Record,
+    /// The acceptor's address, and whether the record was sent by the initiator.
+    acceptor: Option<(SocketAddr, bool)>,
+}
+
+/// How long, in capture time, a record waits for its sids to become known.
+const RESOLVE_WINDOW_SECS: i64 = 2;
+/// How many records may wait at once.
+const RESOLVE_WINDOW_RECORDS: usize = 4096;
 
 struct Conn {
     initiator: SocketAddr,
@@ -209,15 +226,16 @@ where
                 self.events = events;
             }
             Some(Err(e)) => {
-                let time = self.out.back().map(|r| r.time).unwrap_or_default();
-                self.out.push_back(Record {
+                let time = self.out.back().map(|p| p.record.time).unwrap_or_default();
+                self.push(Record {
                     time,
                     conn: None,
                     src: None,
                     dst: None,
                     from_sid: None,
                     to_sid: None,
-                    offset: e.file_offset(),
+                    offset: file_offset(&e),
+                    raw: Vec::new(),
                     body: Body::Problem(Problem {
                         severity: Severity::Error,
                         kind: ProblemKind::Capture,
@@ -254,7 +272,10 @@ where
                 let on_port = self.ports.contains(&acceptor.port())
                     || (mid_stream && self.ports.contains(&initiator.port()));
                 // A mid-stream guess of who initiated can be wrong; the election port decides.
-                let (initiator, acceptor) = if mid_stream && self.ports.contains(&initiator.port()) && !self.ports.contains(&acceptor.port()) {
+                let (initiator, acceptor) = if mid_stream
+                    && self.ports.contains(&initiator.port())
+                    && !self.ports.contains(&acceptor.port())
+                {
                     (acceptor, initiator)
                 } else {
                     (initiator, acceptor)
@@ -288,16 +309,16 @@ where
                             "connection {initiator} -> {acceptor} started before the capture; joining it at the first frame boundary"
                         ),
                     );
-                    self.out.push_back(r);
+                    self.push(r);
                 }
             }
             StreamEvent::Data {
                 conn,
                 dir,
                 time,
-                offset,
                 bytes,
-            } => self.data(conn, dir, time, offset, &bytes),
+                ..
+            } => self.data(conn, dir, time, &bytes),
             StreamEvent::Gap {
                 conn,
                 dir,
@@ -324,7 +345,7 @@ where
                     ProblemKind::Gap { missing },
                     format!("{missing} bytes missing from the capture; resynchronising"),
                 );
-                self.out.push_back(r);
+                self.push(r);
             }
             StreamEvent::Closed { conn, .. } => {
                 self.conns.remove(&conn);
@@ -332,7 +353,7 @@ where
         }
     }
 
-    fn data(&mut self, conn: ConnId, dir: CapDir, time: Timestamp, offset: u64, bytes: &[u8]) {
+    fn data(&mut self, conn: ConnId, dir: CapDir, time: Timestamp, bytes: &[u8]) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -355,11 +376,10 @@ where
                 }
                 Recognition::Yes => {
                     let held = c.recognising.take().unwrap_or_default();
-                    return self.data(conn, dir, time, 0, &held);
+                    return self.data(conn, dir, time, &held);
                 }
             }
         }
-        let first = self.out.len();
         let mut items = Vec::new();
         let mut problems = Vec::new();
         {
@@ -373,49 +393,81 @@ where
         }
         for (at, severity, kind, message) in problems {
             let r = self.problem(conn, dir, time, at, severity, kind, message);
-            self.out.push_back(r);
+            self.push(r);
         }
         for (at, item) in items {
-            let body = match item {
-                StreamItem::Initial { message, .. } => {
+            let (body, raw) = match item {
+                StreamItem::Initial { message, raw, .. } => {
                     self.book.learn_initial(&message);
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.initiator_sid = Some(message.sid);
                     }
-                    Body::Initial(message)
+                    (Body::Initial(message), raw)
                 }
-                StreamItem::Frame { payload, .. } => match Notification::decode(&payload) {
-                    Ok(n) => {
-                        if let Some(text) = n.config_text()
-                            && let Ok(cfg) = QuorumConfig::parse(&text)
-                        {
-                            self.book.learn_config(&cfg);
+                StreamItem::Frame { payload, .. } => {
+                    let body = match Notification::decode(&payload) {
+                        Ok(n) => {
+                            if let Some(text) = n.config_text()
+                                && let Ok(cfg) = QuorumConfig::parse(&text)
+                            {
+                                self.book.learn_config(&cfg);
+                            }
+                            Body::Notification(n)
                         }
-                        Body::Notification(n)
-                    }
-                    Err(e) => {
-                        let e = e.at(at + LENGTH_BYTES as u64);
-                        Body::Problem(Problem {
-                            severity: Severity::Error,
-                            message: format!(
-                                "malformed notification ({} bytes), Java drops it: {e}",
-                                payload.len()
-                            ),
-                            kind: ProblemKind::Malformed(e),
-                        })
-                    }
-                },
+                        Err(e) => {
+                            let e = e.at(at + LENGTH_BYTES as u64);
+                            Body::Problem(Problem {
+                                severity: Severity::Error,
+                                message: format!(
+                                    "malformed notification ({} bytes), Java drops it: {e}",
+                                    payload.len()
+                                ),
+                                kind: ProblemKind::Malformed(e),
+                            })
+                        }
+                    };
+                    (body, payload)
+                }
             };
-            let r = self.record(conn, dir, time, Some(at), body);
-            self.out.push_back(r);
+            let mut r = self.record(conn, dir, time, Some(at), body);
+            r.raw = raw;
+            self.push(r);
         }
-        // Sids learned from this batch (a config right behind the initial message, typically)
-        // apply to the whole batch.
-        let (from, to) = self.sids(conn, dir);
-        for r in self.out.range_mut(first..) {
-            r.from_sid = r.from_sid.or(from);
-            r.to_sid = r.to_sid.or(to);
+    }
+
+    fn push(&mut self, record: Record) {
+        let acceptor = record.conn.and_then(|c| self.conns.get(&c)).map(|c| {
+            let from_initiator = record.src == Some(c.initiator);
+            (c.acceptor, from_initiator)
+        });
+        self.out.push_back(Pending { record, acceptor });
+    }
+
+    /// The oldest record, once its wait for sids is over.
+    fn pop_ready(&mut self) -> Option<Record> {
+        let newest = self.out.back()?.record.time;
+        let oldest = &self.out.front()?.record;
+        let ready = self.finished
+            || self.out.len() > RESOLVE_WINDOW_RECORDS
+            || newest.secs - oldest.time.secs > RESOLVE_WINDOW_SECS;
+        if !ready {
+            return None;
         }
+        let Pending {
+            mut record,
+            acceptor,
+        } = self.out.pop_front()?;
+        if let Some((addr, from_initiator)) = acceptor
+            && let Some(sid) = self.book.sid_of(addr)
+        {
+            let slot = if from_initiator {
+                &mut record.to_sid
+            } else {
+                &mut record.from_sid
+            };
+            slot.get_or_insert(sid);
+        }
+        Some(record)
     }
 
     fn sids(&self, conn: ConnId, dir: CapDir) -> (Option<i64>, Option<i64>) {
@@ -451,6 +503,7 @@ where
             from_sid,
             to_sid,
             offset,
+            raw: Vec::new(),
             body,
         }
     }
@@ -536,6 +589,18 @@ fn decode_all(
                 return hunt(d, input, items, problems);
             }
         }
+    }
+}
+
+/// Where in the file a read error happened, when it says.
+fn file_offset(e: &CaptureError) -> Option<u64> {
+    match e {
+        CaptureError::Read { offset, .. }
+        | CaptureError::Malformed { offset, .. }
+        | CaptureError::Truncated { offset, .. }
+        | CaptureError::TooLarge { offset, .. } => Some(*offset),
+        CaptureError::NotACapture { .. } | CaptureError::Empty => Some(0),
+        CaptureError::Open { .. } => None,
     }
 }
 
@@ -651,7 +716,7 @@ where
 
     fn next(&mut self) -> Option<Record> {
         loop {
-            if let Some(r) = self.out.pop_front() {
+            if let Some(r) = self.pop_ready() {
                 return Some(r);
             }
             if self.finished {

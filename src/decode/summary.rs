@@ -133,7 +133,11 @@ impl Summarizer {
             .values()
             .filter(|r| **r == Role::Participant)
             .count();
-        let n = if voters > 0 { voters } else { participants.len() };
+        let n = if voters > 0 {
+            voters
+        } else {
+            participants.len()
+        };
         n / 2 + 1
     }
 
@@ -301,9 +305,12 @@ impl Summarizer {
         for d in &r.decisions {
             *leaders.entry(d.leader).or_default() += 1;
         }
-        r.winner = agreed
-            .map(|v| v.leader)
-            .or_else(|| leaders.into_iter().max_by_key(|(l, c)| (*c, *l)).map(|(l, _)| l));
+        r.winner = agreed.map(|v| v.leader).or_else(|| {
+            leaders
+                .into_iter()
+                .max_by_key(|(l, c)| (*c, *l))
+                .map(|(l, _)| l)
+        });
         r.duration = r.decisions.last().map(|d| d.time - r.started);
         if !r.settled && r.decisions.is_empty() {
             self.anomalies.push(Anomaly {
@@ -452,7 +459,11 @@ impl Summary {
                     d.sid,
                     d.state.name(),
                     d.leader,
-                    if d.observed { "" } else { "  [inferred: not visible on the election port]" }
+                    if d.observed {
+                        ""
+                    } else {
+                        "  [inferred: not visible on the election port]"
+                    }
                 ));
             }
             match (r.winner, r.duration) {

@@ -51,10 +51,11 @@ pub enum Direction {
 /// One item of a direction's stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamItem {
-    /// The initial message, and the stream offset where it started.
+    /// The initial message, its exact bytes, and the stream offset where it started.
     Initial {
         offset: u64,
         message: InitialMessage,
+        raw: Vec<u8>,
     },
     /// A frame's payload (decode it with `Notification::decode`), and the stream offset of its
     /// length prefix; the payload starts 4 bytes later.
@@ -164,10 +165,14 @@ impl StreamDecoder {
     fn take_item(&mut self, size: usize) -> Result<StreamItem, WireError> {
         let offset = self.offset;
         let item = if self.expect_initial {
-            let message =
-                InitialMessage::decode(&self.pending[..size]).map_err(|e| e.at(offset))?;
+            let raw = self.pending[..size].to_vec();
+            let message = InitialMessage::decode(&raw).map_err(|e| e.at(offset))?;
             self.expect_initial = false;
-            StreamItem::Initial { offset, message }
+            StreamItem::Initial {
+                offset,
+                message,
+                raw,
+            }
         } else {
             StreamItem::Frame {
                 offset,
