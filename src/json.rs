@@ -1,11 +1,14 @@
 //! The JSON forms of election messages: a contract that scripts rely on (the README documents
 //! every field). `zkfle wire decode` prints them, `zkfle wire encode` reads them back, and
-//! `zkfle decode --format jsonl` adds its envelope (time, addresses, sids) around them.
+//! `zkfle decode --format jsonl` adds its envelope (time, addresses, sids) around them
+//! ([`record_to_json`]).
 //!
 //! Conversions from JSON are written by hand rather than derived so that an error names the
 //! field that was wrong.
 
 use serde_json::{Map, Value, json};
+
+use crate::decode::{Body, ProblemKind, Record, Severity};
 
 use crate::wire::{InitialMessage, JavaView, Notification, ProtocolVersion, ServerState};
 
@@ -274,6 +277,57 @@ pub fn initial_from_json(obj: &Map<String, Value>) -> Result<InitialMessage, Jso
     bytes.extend_from_slice(&(text.len().min(i32::MAX as usize) as i32).to_be_bytes());
     bytes.extend_from_slice(text.as_bytes());
     InitialMessage::decode(&bytes).map_err(|e| err("addresses", e.to_string()))
+}
+
+/// One JSON line: the envelope (`type`, `time`, `src`, `dst`, `from_sid`, `to_sid`, `connection`,
+/// `offset`), then the message's own fields.
+pub fn record_to_json(r: &Record) -> Map<String, Value> {
+    let mut m = Map::new();
+    let body = match &r.body {
+        Body::Initial(msg) => initial_to_json(msg),
+        Body::Notification(n) => notification_to_json(n),
+        Body::Problem(p) => {
+            let mut e = Map::new();
+            e.insert("type".into(), json!("error"));
+            e.insert(
+                "severity".into(),
+                json!(match p.severity {
+                    Severity::Error => "error",
+                    Severity::Warning => "warning",
+                }),
+            );
+            let (kind, extra) = match &p.kind {
+                ProblemKind::Malformed(w) => (
+                    "malformed",
+                    json!({"field": w.field, "field_offset": w.offset}),
+                ),
+                ProblemKind::Gap { missing } => ("gap", json!({"missing": missing})),
+                ProblemKind::Resynced { skipped } => ("resynced", json!({"skipped": skipped})),
+                ProblemKind::MidStream => ("mid_stream", json!({})),
+                ProblemKind::Capture => ("capture", json!({})),
+            };
+            e.insert("kind".into(), json!(kind));
+            if let Value::Object(extra) = extra {
+                e.extend(extra);
+            }
+            e.insert("what".into(), json!(p.message));
+            e
+        }
+    };
+    m.insert("type".into(), body["type"].clone());
+    m.insert("time".into(), json!(r.time.as_secs_f64()));
+    m.insert("src".into(), json!(r.src.map(|a| a.to_string())));
+    m.insert("dst".into(), json!(r.dst.map(|a| a.to_string())));
+    m.insert("from_sid".into(), json!(r.from_sid));
+    m.insert("to_sid".into(), json!(r.to_sid));
+    m.insert("connection".into(), json!(r.conn.map(|c| c.0)));
+    m.insert("offset".into(), json!(r.offset));
+    for (k, v) in body {
+        if k != "type" {
+            m.insert(k, v);
+        }
+    }
+    m
 }
 
 #[cfg(test)]

@@ -26,6 +26,11 @@ pub struct Timestamp {
 }
 
 impl Timestamp {
+    /// Seconds since the epoch as a float (microsecond precision survives for current dates).
+    pub fn as_secs_f64(self) -> f64 {
+        self.secs as f64 + f64::from(self.nanos) * 1e-9
+    }
+
     /// Builds a timestamp from seconds and a sub-second count of `units_per_sec` units,
     /// normalising an out-of-range fraction (malformed captures) into the seconds.
     pub fn from_fraction(secs: i64, frac: u64, units_per_sec: u64) -> Timestamp {

@@ -4,13 +4,13 @@ use std::io::{BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use super::CliError;
-use crate::capture::{self, Timestamp};
+use crate::capture;
 use crate::decode::summary::Summarizer;
-use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, ProblemKind, Record, Severity};
-use crate::json::{initial_to_json, notification_to_json};
+use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity};
+use crate::json::record_to_json;
 use crate::wire::{ElectionAddress, Notification};
 use crate::zoocfg::ZooCfg;
 
@@ -75,10 +75,10 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let mut errors = 0u64;
     let mut first_error = None;
     let write = |out: &mut BufWriter<_>, line: &str| -> Result<(), CliError> {
-        writeln!(out, "{line}").map_err(|e| broken_pipe_or(e))
+        writeln!(out, "{line}").map_err(broken_pipe_or)
     };
     for record in decoder {
-        let time = seconds(record.time);
+        let time = record.time.as_secs_f64();
         let start = *t0.get_or_insert(time);
         if let Body::Problem(p) = &record.body
             && p.severity == Severity::Error
@@ -91,7 +91,10 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
             continue;
         }
         match args.format {
-            Format::Jsonl => write(&mut out, &Value::Object(record_json(&record)).to_string())?,
+            Format::Jsonl => write(
+                &mut out,
+                &Value::Object(record_to_json(&record)).to_string(),
+            )?,
             Format::Text => write(&mut out, &record_text(&record, start))?,
         }
     }
@@ -144,61 +147,6 @@ fn open_with_progress(path: &str) -> Result<capture::TcpSegments, CliError> {
     capture::TcpSegments::from_reader(file).map_err(open_err)
 }
 
-fn seconds(t: Timestamp) -> f64 {
-    t.secs as f64 + f64::from(t.nanos) * 1e-9
-}
-
-/// One JSON line: the envelope (`type`, `time`, `src`, `dst`, `from_sid`, `to_sid`, `connection`,
-/// `offset`), then the message's own fields.
-pub fn record_json(r: &Record) -> Map<String, Value> {
-    let mut m = Map::new();
-    let body = match &r.body {
-        Body::Initial(msg) => initial_to_json(msg),
-        Body::Notification(n) => notification_to_json(n),
-        Body::Problem(p) => {
-            let mut e = Map::new();
-            e.insert("type".into(), json!("error"));
-            e.insert(
-                "severity".into(),
-                json!(match p.severity {
-                    Severity::Error => "error",
-                    Severity::Warning => "warning",
-                }),
-            );
-            let (kind, extra) = match &p.kind {
-                ProblemKind::Malformed(w) => (
-                    "malformed",
-                    json!({"field": w.field, "field_offset": w.offset}),
-                ),
-                ProblemKind::Gap { missing } => ("gap", json!({"missing": missing})),
-                ProblemKind::Resynced { skipped } => ("resynced", json!({"skipped": skipped})),
-                ProblemKind::MidStream => ("mid_stream", json!({})),
-                ProblemKind::Capture => ("capture", json!({})),
-            };
-            e.insert("kind".into(), json!(kind));
-            if let Value::Object(extra) = extra {
-                e.extend(extra);
-            }
-            e.insert("what".into(), json!(p.message));
-            e
-        }
-    };
-    m.insert("type".into(), body["type"].clone());
-    m.insert("time".into(), json!(seconds(r.time)));
-    m.insert("src".into(), json!(r.src.map(|a| a.to_string())));
-    m.insert("dst".into(), json!(r.dst.map(|a| a.to_string())));
-    m.insert("from_sid".into(), json!(r.from_sid));
-    m.insert("to_sid".into(), json!(r.to_sid));
-    m.insert("connection".into(), json!(r.conn.map(|c| c.0)));
-    m.insert("offset".into(), json!(r.offset));
-    for (k, v) in body {
-        if k != "type" {
-            m.insert(k, v);
-        }
-    }
-    m
-}
-
 fn sid(s: Option<i64>) -> String {
     s.map_or_else(|| "?".to_string(), |s| s.to_string())
 }
@@ -234,7 +182,7 @@ pub fn record_text(r: &Record, t0: f64) -> String {
     };
     format!(
         "{:>+12.6}  {:<44} {:>3} -> {:<3} {}",
-        seconds(r.time) - t0,
+        r.time.as_secs_f64() - t0,
         addrs,
         sid(r.from_sid),
         sid(r.to_sid),

@@ -50,16 +50,39 @@ pub struct VoteChange {
     pub vote: VoteKey,
 }
 
+/// What shows that a server decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evidence {
+    /// It sent a FOLLOWING/LEADING/OBSERVING notification (the time is that message's).
+    OwnNotification,
+    /// A quorum answered it FOLLOWING/LEADING for one leader, that leader among them as
+    /// LEADING: Java's out-of-election rule decides then (the time of the completing answer).
+    QuorumReplies,
+    /// A quorum's LOOKING votes agreed; decided no earlier than its last vote change plus
+    /// finalizeWait.
+    ConvergedVotes,
+}
+
+impl Evidence {
+    /// The name used in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Evidence::OwnNotification => "own_notification",
+            Evidence::QuorumReplies => "quorum_replies",
+            Evidence::ConvergedVotes => "converged_votes",
+        }
+    }
+}
+
 /// How a server left LOOKING.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     pub sid: i64,
     pub state: ServerState,
     pub leader: i64,
-    /// When: the first FOLLOWING/LEADING/OBSERVING notification it sent (observed), or its last
-    /// vote change plus finalizeWait (inferred).
+    /// When, as far as the evidence tells.
     pub time: f64,
-    pub observed: bool,
+    pub evidence: Evidence,
 }
 
 /// One election.
@@ -105,6 +128,11 @@ pub struct Summarizer {
     /// (from, to) -> (vote, times) of consecutive identical LOOKING notifications.
     repeats: HashMap<(i64, i64), (VoteKey, Vec<f64>)>,
     tie_breaks: BTreeMap<(i64, i64), u32>,
+    /// Each server's last decided round and the vote it decided on.
+    decided: HashMap<i64, (i64, VoteKey)>,
+    /// Each server's last LOOKING vote.
+    last_vote: HashMap<i64, VoteKey>,
+    resent: u64,
     malformed: BTreeMap<String, u32>,
     unknown_sids: u64,
 }
@@ -116,6 +144,8 @@ struct Open {
     latest: BTreeMap<i64, (VoteKey, f64)>,
     last_change: f64,
     decided: BTreeSet<i64>,
+    /// Non-LOOKING answers each participant received: sender -> (leader, state).
+    told: HashMap<i64, HashMap<i64, (i64, ServerState)>>,
 }
 
 impl Summarizer {
@@ -143,7 +173,7 @@ impl Summarizer {
 
     /// Feeds one record.
     pub fn add(&mut self, r: &Record) {
-        let time = r.time.secs as f64 + f64::from(r.time.nanos) * 1e-9;
+        let time = r.time.as_secs_f64();
         match &r.body {
             Body::Initial(m) => {
                 if let (Some(from), Some(to)) = (r.from_sid, r.to_sid)
@@ -198,6 +228,19 @@ impl Summarizer {
         match n.state {
             ServerState::Looking => {
                 let vote = VoteKey::of(n);
+                // A decided server's queue re-sends its last message on every new connection
+                // (QuorumCnxManager): a LOOKING vote from a round it already left is that
+                // echo, not a new election.
+                if self
+                    .decided
+                    .get(&from)
+                    .is_some_and(|(round, _)| vote.round <= *round)
+                    && self.last_vote.get(&from) == Some(&vote)
+                {
+                    self.resent += 1;
+                    return;
+                }
+                self.last_vote.insert(from, vote);
                 if let Some(to) = to {
                     let e = self.repeats.entry((from, to)).or_insert((vote, Vec::new()));
                     if e.0 != vote {
@@ -208,21 +251,98 @@ impl Summarizer {
                 self.looking(time, from, vote);
             }
             ServerState::Following | ServerState::Leading | ServerState::Observing => {
-                if let Some(open) = &mut self.open
-                    && open.round.participants.contains(&from)
-                    && !open.decided.contains(&from)
-                {
-                    open.decided.insert(from);
-                    open.round.decisions.push(Decision {
-                        sid: from,
-                        state: n.state,
-                        leader: n.leader,
-                        time,
-                        observed: true,
-                    });
+                self.decide(
+                    from,
+                    n.state,
+                    n.leader,
+                    n.election_epoch,
+                    time,
+                    Evidence::OwnNotification,
+                );
+                if let Some(to) = to {
+                    self.told(time, from, to, n);
                 }
             }
             ServerState::Unknown(_) => {}
+        }
+    }
+
+    fn decide(
+        &mut self,
+        sid: i64,
+        state: ServerState,
+        leader: i64,
+        round: i64,
+        time: f64,
+        evidence: Evidence,
+    ) {
+        let Some(open) = &mut self.open else {
+            return;
+        };
+        if !open.round.participants.contains(&sid) || open.decided.contains(&sid) {
+            return;
+        }
+        open.decided.insert(sid);
+        let vote = open.latest.get(&sid).map(|v| v.0);
+        self.decided.insert(
+            sid,
+            (
+                round,
+                vote.unwrap_or(VoteKey {
+                    leader,
+                    zxid: 0,
+                    round,
+                    peer_epoch: 0,
+                }),
+            ),
+        );
+        open.round.decisions.push(Decision {
+            sid,
+            state,
+            leader,
+            time,
+            evidence,
+        });
+        if open
+            .round
+            .participants
+            .iter()
+            .all(|p| open.decided.contains(p))
+        {
+            self.close();
+        }
+    }
+
+    /// Java's out-of-election rule, seen from outside: a LOOKING server that hears
+    /// FOLLOWING/LEADING for one leader from a quorum, the leader itself LEADING, follows it.
+    fn told(&mut self, time: f64, from: i64, to: i64, n: &Notification) {
+        let need = match &self.open {
+            Some(open) => self.quorum(&open.round.participants),
+            None => return,
+        };
+        let Some(open) = &mut self.open else {
+            return;
+        };
+        if !open.round.participants.contains(&to) || open.decided.contains(&to) {
+            return;
+        }
+        let told = open.told.entry(to).or_default();
+        told.insert(from, (n.leader, n.state));
+        let backers = told.values().filter(|(l, _)| *l == n.leader).count();
+        let leader_says = told.get(&n.leader).map(|(_, s)| *s);
+        if backers >= need && leader_says == Some(ServerState::Leading) {
+            let state = match self.members.get(&to) {
+                Some(Role::Observer) => ServerState::Observing,
+                _ => ServerState::Following,
+            };
+            self.decide(
+                to,
+                state,
+                n.leader,
+                n.election_epoch,
+                time,
+                Evidence::QuorumReplies,
+            );
         }
     }
 
@@ -246,6 +366,7 @@ impl Summarizer {
             latest: BTreeMap::new(),
             last_change: time,
             decided: BTreeSet::new(),
+            told: HashMap::new(),
         });
         open.round.participants.insert(from);
         open.round.election_epoch = open.round.election_epoch.max(vote.round);
@@ -284,6 +405,7 @@ impl Summarizer {
             open.round.settled = true;
             for (sid, (v, at)) in &open.latest {
                 if *v == vote && !open.decided.contains(sid) {
+                    self.decided.insert(*sid, (v.round, *v));
                     let state = match self.members.get(sid) {
                         Some(Role::Observer) => ServerState::Observing,
                         _ if *sid == vote.leader => ServerState::Leading,
@@ -294,7 +416,7 @@ impl Summarizer {
                         state,
                         leader: vote.leader,
                         time: at + FINALIZE_WAIT_SECS,
-                        observed: false,
+                        evidence: Evidence::ConvergedVotes,
                     });
                 }
             }
@@ -317,8 +439,8 @@ impl Summarizer {
                 kind: "no_quorum",
                 time: Some(r.started),
                 message: format!(
-                    "election from {:.3}s (round {:#x}) never reached a quorum in the capture",
-                    r.started, r.election_epoch
+                    "election in round {:#x} never reached a quorum in the capture",
+                    r.election_epoch
                 ),
             });
         }
@@ -372,6 +494,16 @@ impl Summarizer {
                 });
             }
         }
+        if self.resent > 0 {
+            self.anomalies.push(Anomaly {
+                kind: "resent_last_message",
+                time: None,
+                message: format!(
+                    "{} LOOKING notification(s) from already-decided servers were their last message re-sent on a new connection (not new elections)",
+                    self.resent
+                ),
+            });
+        }
         if self.unknown_sids > 0 {
             self.anomalies.push(Anomaly {
                 kind: "unknown_sender",
@@ -413,7 +545,7 @@ impl Summary {
                     })).collect::<Vec<_>>(),
                     "decisions": r.decisions.iter().map(|d| json!({
                         "sid": d.sid, "state": d.state.name(), "leader": d.leader, "time": d.time,
-                        "observed": d.observed,
+                        "evidence": d.evidence.name(),
                     })).collect::<Vec<_>>(),
                     "winner": r.winner,
                     "duration": r.duration,
@@ -459,10 +591,11 @@ impl Summary {
                     d.sid,
                     d.state.name(),
                     d.leader,
-                    if d.observed {
-                        ""
-                    } else {
-                        "  [inferred: not visible on the election port]"
+                    match d.evidence {
+                        Evidence::OwnNotification => "",
+                        Evidence::QuorumReplies => "  [a quorum answered it FOLLOWING/LEADING]",
+                        Evidence::ConvergedVotes =>
+                            "  [votes converged; the decision itself is not on the election port]",
                     }
                 ));
             }
