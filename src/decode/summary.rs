@@ -80,6 +80,8 @@ pub struct Decision {
     pub sid: i64,
     pub state: ServerState,
     pub leader: i64,
+    /// The round it decided in.
+    pub election_epoch: i64,
     /// When, as far as the evidence tells.
     pub time: f64,
     pub evidence: Evidence,
@@ -300,17 +302,10 @@ impl Summarizer {
             sid,
             state,
             leader,
+            election_epoch: round,
             time,
             evidence,
         });
-        if open
-            .round
-            .participants
-            .iter()
-            .all(|p| open.decided.contains(p))
-        {
-            self.close();
-        }
     }
 
     /// Java's out-of-election rule, seen from outside: a LOOKING server that hears
@@ -347,15 +342,28 @@ impl Summarizer {
     }
 
     fn looking(&mut self, time: f64, from: i64, vote: VoteKey) {
-        let settled = self
-            .open
-            .as_ref()
-            .is_some_and(|o| time - o.last_change >= SETTLE_SECS && self.agreement(o).is_some());
+        // A decision read from others' answers is tentative: Java processes its queue in order,
+        // and a LOOKING vote from that server in a round up to the decided one shows it was
+        // still looking. Take the decision back; the election goes on.
+        if let Some(open) = &mut self.open
+            && let Some(at) = open.round.decisions.iter().position(|d| {
+                d.sid == from && d.evidence != Evidence::OwnNotification && vote.round <= d.election_epoch
+            })
+        {
+            open.round.decisions.remove(at);
+            open.decided.remove(&from);
+            self.decided.remove(&from);
+        }
         let changed = self
             .open
             .as_ref()
             .is_none_or(|o| o.latest.get(&from).map(|l| l.0) != Some(vote));
-        if settled && changed {
+        let over = self.open.as_ref().is_some_and(|o| {
+            let complete = o.round.participants.iter().all(|p| o.decided.contains(p));
+            let settled = time - o.last_change >= SETTLE_SECS && self.agreement(o).is_some();
+            complete || settled
+        });
+        if over && changed {
             self.close();
         }
         let open = self.open.get_or_insert_with(|| Open {
@@ -378,7 +386,6 @@ impl Summarizer {
                 sid: from,
                 vote,
             });
-            open.decided.remove(&from);
         }
     }
 
@@ -415,6 +422,7 @@ impl Summarizer {
                         sid: *sid,
                         state,
                         leader: vote.leader,
+                        election_epoch: vote.round,
                         time: at + FINALIZE_WAIT_SECS,
                         evidence: Evidence::ConvergedVotes,
                     });
@@ -544,7 +552,8 @@ impl Summary {
                         "election_epoch": c.vote.round, "peer_epoch": c.vote.peer_epoch,
                     })).collect::<Vec<_>>(),
                     "decisions": r.decisions.iter().map(|d| json!({
-                        "sid": d.sid, "state": d.state.name(), "leader": d.leader, "time": d.time,
+                        "sid": d.sid, "state": d.state.name(), "leader": d.leader,
+                        "election_epoch": d.election_epoch, "time": d.time,
                         "evidence": d.evidence.name(),
                     })).collect::<Vec<_>>(),
                     "winner": r.winner,

@@ -1,0 +1,191 @@
+//! Helpers shared by the integration tests: the recorded fixtures, their servers' logs, and a
+//! pcap writer for re-segmented captures.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use zkfle::capture::{self, TcpSegment};
+use zkfle::decode::{AddressBook, Body, DecodeOptions, Decoder, Record};
+use zkfle::zoocfg::ZooCfg;
+
+/// Every recorded fixture directory (those with a capture and logs).
+pub fn fixtures() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("fixtures/ exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| capture_file(p).is_some() && p.join("zoo.cfg").exists())
+        .collect();
+    dirs.sort();
+    assert!(!dirs.is_empty(), "no fixtures under {}", root.display());
+    dirs
+}
+
+/// The capture in a fixture directory (pcap or pcapng).
+pub fn capture_file(dir: &Path) -> Option<PathBuf> {
+    ["capture.pcap", "capture.pcapng"]
+        .iter()
+        .map(|f| dir.join(f))
+        .find(|p| p.exists())
+}
+
+/// The fixture's zoo.cfg.
+pub fn zoo_cfg(dir: &Path) -> ZooCfg {
+    ZooCfg::read(&dir.join("zoo.cfg")).expect("fixture zoo.cfg parses")
+}
+
+/// Election ports named in the fixture's zoo.cfg.
+pub fn election_ports(dir: &Path) -> Vec<u16> {
+    let ports: BTreeSet<u16> = zoo_cfg(dir)
+        .servers()
+        .flat_map(|s| s.addresses.iter().map(|a| a.election_port))
+        .collect();
+    ports.into_iter().collect()
+}
+
+/// Decoding options for a fixture: its election ports, nothing known beforehand.
+pub fn options(dir: &Path) -> DecodeOptions {
+    DecodeOptions {
+        ports: election_ports(dir),
+        book: AddressBook::default(),
+        ..DecodeOptions::default()
+    }
+}
+
+/// Decodes a list of segments.
+pub fn decode_segments(segments: Vec<TcpSegment>, options: DecodeOptions) -> Vec<Record> {
+    Decoder::new(segments.into_iter().map(Ok), options).collect()
+}
+
+/// Decodes a fixture's capture file.
+pub fn decode_fixture(dir: &Path) -> Vec<Record> {
+    let path = capture_file(dir).unwrap();
+    let segments = capture::open(path.to_str().unwrap()).expect("capture opens");
+    Decoder::new(segments, options(dir)).collect()
+}
+
+/// The capture's TCP segments.
+pub fn segments(dir: &Path) -> Vec<TcpSegment> {
+    let path = capture_file(dir).unwrap();
+    capture::open(path.to_str().unwrap())
+        .unwrap()
+        .map(|s| s.expect("segment"))
+        .collect()
+}
+
+/// Notifications in records: (from, to, notification).
+pub fn notifications(records: &[Record]) -> Vec<(Option<i64>, Option<i64>, &zkfle::wire::Notification)> {
+    records
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::Notification(n) => Some((r.from_sid, r.to_sid, n)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A `Notification:` line a 3.5+ server logged on receipt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Logged {
+    pub receiver: i64,
+    pub sender: i64,
+    pub state: String,
+    pub leader: i64,
+    pub round: i64,
+    pub peer_epoch: i64,
+    pub zxid: i64,
+    pub version: i64,
+    pub config_version: i64,
+}
+
+fn field<'a>(line: &'a str, key: &str, end: char) -> Option<&'a str> {
+    let at = line.find(key)? + key.len();
+    let rest = &line[at..];
+    Some(rest[..rest.find(end).unwrap_or(rest.len())].trim())
+}
+
+fn hex(s: &str) -> i64 {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).expect("hex field") as i64
+}
+
+/// Parses every `Notification:` receipt line of `server.<receiver>.log`.
+pub fn logged_notifications(dir: &Path, receiver: i64) -> Vec<Logged> {
+    let text = std::fs::read_to_string(dir.join(format!("server.{receiver}.log"))).unwrap_or_default();
+    text.lines()
+        .filter(|l| l.contains("] - Notification: my state:"))
+        .map(|l| Logged {
+            receiver,
+            sender: field(l, "n.sid:", ',').unwrap().parse().unwrap(),
+            state: field(l, "n.state:", ',').unwrap().to_string(),
+            leader: field(l, "n.leader:", ',').unwrap().parse().unwrap(),
+            round: hex(field(l, "n.round:", ',').unwrap()),
+            peer_epoch: hex(field(l, "n.peerEpoch:", ',').unwrap()),
+            zxid: hex(field(l, "n.zxid:", ',').unwrap()),
+            version: hex(field(l, "message format version:", ',').unwrap()),
+            config_version: hex(field(l, "n.config version:", '\n').unwrap()),
+        })
+        .collect()
+}
+
+/// `About to leave FLE instance: leader=L, zxid=Z, my id=M, my state=S` lines: each decision
+/// server `sid` logged, as (state, leader).
+pub fn logged_decisions(dir: &Path, sid: i64) -> Vec<(String, i64)> {
+    let text = std::fs::read_to_string(dir.join(format!("server.{sid}.log"))).unwrap_or_default();
+    text.lines()
+        .filter(|l| l.contains("About to leave FLE instance:"))
+        .map(|l| {
+            (
+                field(l, "my state=", '\n').unwrap().to_string(),
+                field(l, "leader=", ',').unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Writes segments as a pcap file (link type RAW: IPv4 or IPv6 without a link header).
+pub fn write_pcap(path: &Path, segments: &[TcpSegment]) {
+    use etherparse::PacketBuilder;
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xa1b2c3d4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    out.extend_from_slice(&0i32.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&65535u32.to_le_bytes());
+    out.extend_from_slice(&101u32.to_le_bytes());
+    for s in segments {
+        let builder = match (s.src, s.dst) {
+            (std::net::SocketAddr::V4(a), std::net::SocketAddr::V4(b)) => {
+                PacketBuilder::ipv4(a.ip().octets(), b.ip().octets(), 64)
+            }
+            (a, b) => {
+                let (std::net::IpAddr::V6(x), std::net::IpAddr::V6(y)) = (a.ip(), b.ip()) else {
+                    panic!("mixed address families")
+                };
+                PacketBuilder::ipv6(x.octets(), y.octets(), 64)
+            }
+        };
+        let mut tcp = builder.tcp(s.src.port(), s.dst.port(), s.seq, 65535);
+        if s.syn {
+            tcp = tcp.syn();
+        }
+        if s.fin {
+            tcp = tcp.fin();
+        }
+        if s.rst {
+            tcp = tcp.rst();
+        }
+        if let Some(ack) = s.ack {
+            tcp = tcp.ack(ack);
+        }
+        let mut packet = Vec::new();
+        tcp.write(&mut packet, &s.payload).unwrap();
+        out.extend_from_slice(&(s.time.secs as u32).to_le_bytes());
+        out.extend_from_slice(&(s.time.nanos / 1000).to_le_bytes());
+        out.extend_from_slice(&(packet.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(packet.len() as u32).to_le_bytes());
+        out.extend_from_slice(&packet);
+    }
+    std::fs::write(path, out).unwrap();
+}
