@@ -114,13 +114,12 @@ impl Harness {
         }
     }
 
-    fn time(&mut self, t: u64) {
-        assert!(
-            t >= self.now,
-            "time goes backwards: @{t} after @{}",
-            self.now
-        );
+    fn time(&mut self, t: u64) -> Result<(), String> {
+        if t < self.now {
+            return Err(format!("time goes backwards: @{t} after @{}", self.now));
+        }
         self.now = t;
+        Ok(())
     }
 
     fn check_notification(&self, n: &Notification, toks: &[String]) -> Result<(), String> {
@@ -160,6 +159,12 @@ impl Harness {
                 }
             }
             "me" => {
+                // A new machine: a fresh clock; everything of the old one must have been checked.
+                if let Some(o) = self.pending.front() {
+                    return Err(format!("unchecked output of the previous machine: {o:?}"));
+                }
+                self.now = 0;
+                self.last_timer = None;
                 let text = synthetic_text(&self.voters, &self.observers, &self.extra);
                 let q = QuorumVerifier::from_config(&QuorumConfig::parse(&text).unwrap())
                     .map_err(|e| e.to_string())?;
@@ -183,12 +188,12 @@ impl Harness {
                 self.election = Some(Election::new(cfg));
             }
             "start" => {
-                self.time(at(&args[0]));
+                self.time(at(&args[0]))?;
                 let now = self.now;
                 self.e().start(now);
             }
             "timer" => {
-                self.time(at(&args[0]));
+                self.time(at(&args[0]))?;
                 let delivered = args.get(1).map(String::as_str) != Some("undelivered");
                 let now = self.now;
                 self.e().on_timer(now, delivered);
@@ -199,7 +204,7 @@ impl Harness {
             }
             "recv" => {
                 let from = num(&args[0]);
-                self.time(at(&args[1]));
+                self.time(at(&args[1]))?;
                 let fmt = args[2].as_str();
                 let rest = &args[3..];
                 let st = state(&rest[0]);
@@ -239,7 +244,7 @@ impl Harness {
             }
             "recvhex" => {
                 let from = num(&args[0]);
-                self.time(at(&args[1]));
+                self.time(at(&args[1]))?;
                 let bytes = hex::decode(args[2..].concat()).map_err(|e| e.to_string())?;
                 match Notification::decode(&bytes) {
                     Ok(n) => {
@@ -407,4 +412,18 @@ macro_rules! scenarios {
     };
 }
 
-scenarios!(receiver_table,);
+scenarios!(
+    receiver_table,
+    e1_malformed,
+    e2_lost_message,
+    e3_out_of_election,
+    e4_backward_round,
+    e6_new_epoch,
+    e7_restart,
+    e8_join,
+    e9_zero_weight,
+    e12_probes,
+    backoff,
+    finalize_wait,
+    observers_and_zxid,
+);

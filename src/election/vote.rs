@@ -121,4 +121,74 @@ mod tests {
         assert!(l.java_eq(&f(2, 4, 0x2_0000_0001, 2, 2, Following)));
         assert!(!l.java_eq(&f(0, 4, 0x2_0000_0001, 3, 2, Following)));
     }
+
+    /// E.3 FLEOutOfElectionTest: 5 voters {0..4}; does `target` have a quorum of equal votes?
+    #[test]
+    fn fle_out_of_election_rows() {
+        use ServerState::*;
+        use std::collections::{BTreeMap, BTreeSet};
+        let q = QuorumVerifier::majority(&[0, 1, 2, 3, 4], &[]);
+        let quorum = |votes: &[(i64, Vote)], target: Vote| {
+            let votes: BTreeMap<i64, Vote> = votes.iter().copied().collect();
+            let acks: BTreeSet<i64> = votes
+                .iter()
+                .filter(|(s, v)| q.is_voter(**s) && target.java_eq(v))
+                .map(|(s, _)| *s)
+                .collect();
+            q.contains_quorum(&acks)
+        };
+        let v = |version, leader, zxid, ee, pe, state| Vote {
+            leader,
+            zxid,
+            election_epoch: ee,
+            peer_epoch: pe,
+            state,
+            version,
+        };
+        // testIgnoringZxidElectionEpoch
+        let votes = [
+            (0, v(1, 4, 0x1_0000_0001, 1, 2, Following)),
+            (1, v(1, 4, 0x1_0000_0002, 1, 2, Following)),
+            (3, v(1, 4, 0x2_0000_0001, 2, 2, Following)),
+            (4, v(1, 4, 0x2_0000_0001, 2, 2, Leading)),
+        ];
+        assert!(quorum(&votes, v(0, 4, 0x2_0000_0001, 2, 2, Following)));
+        // testElectionWIthDifferentVersion
+        let votes = [
+            (0, v(1, 4, 0x1_0000_0001, 1, 1, Following)),
+            (1, v(1, 4, 0x1_0000_0001, 1, 1, Following)),
+            (3, v(0, 4, 0x2_0000_0001, 2, 2, Following)),
+            (4, v(0, 4, 0x2_0000_0001, 2, 2, Leading)),
+        ];
+        assert!(quorum(&votes, v(0, 4, 0x2_0000_0001, 2, 2, Following)));
+        // testLookingNormal
+        let l = v(0, 4, 0x2_0000_0001, 1, 1, Looking);
+        let votes = [
+            (0, l),
+            (1, l),
+            (3, l),
+            (4, v(0, 4, 0x2_0000_0001, 1, 1, Leading)),
+        ];
+        assert!(quorum(&votes, l));
+        // testLookingDiffRounds
+        let votes = [
+            (0, v(0, 4, 0x1_0000_0001, 1, 1, Looking)),
+            (1, v(0, 4, 0x2_0000_0001, 2, 2, Looking)),
+            (3, v(0, 4, 0x2_0000_0001, 3, 2, Looking)),
+            (4, v(0, 4, 0x2_0000_0001, 3, 2, Leading)),
+        ];
+        assert!(!quorum(&votes, v(0, 4, 0x2_0000_0001, 2, 2, Looking)));
+        // testOutofElection: sid 5 is no member and not counted; {1,2,4} is a quorum.
+        let votes = [
+            (1, v(0, 5, 0xf_0000_0000, 0xa, 0x17, Following)),
+            (2, v(0, 5, 0xf_0000_0000, 0xa, 0x17, Following)),
+            (4, v(1, 5, 0xf_0000_0000, 0xa, 0x18, Following)),
+            (5, v(1, 5, 0xf_0000_0000, 0xa, 0x18, Leading)),
+        ];
+        assert!(quorum(&votes, v(1, 5, 0xf_0000_0000, 0xa, 0x18, Leading)));
+        assert!(!quorum(
+            &votes[2..],
+            v(1, 5, 0xf_0000_0000, 0xa, 0x18, Leading)
+        ));
+    }
 }
