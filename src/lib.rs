@@ -5,6 +5,9 @@
 //! - [`wire`]: the pure codec. The only place that knows byte layouts: the connection's initial
 //!   message, notifications of every historical size, framing and the config text they carry.
 //!   No I/O, no clocks; every rejection is a typed error naming the field and byte offset.
+//! - [`election`]: the FastLeaderElection state machine, sans-I/O: quorum verifiers, votes and
+//!   the total order, the receiver's replies and `lookForLeader`, driven by calls and a clock
+//!   value.
 //! - [`capture`]: reading pcap/pcapng captures and reassembling their TCP streams, per direction.
 //!   Knows packets and streams, not ZooKeeper.
 //! - [`json`]: the JSON forms of messages, a contract for scripts (`jq`), read back by
@@ -16,6 +19,7 @@
 pub mod capture;
 pub mod cli;
 pub mod decode;
+pub mod election;
 pub mod json;
 pub mod wire;
 pub mod zoocfg;

@@ -1,0 +1,626 @@
+//! The FastLeaderElection state machine: Java's `WorkerReceiver` (reference C) and
+//! `lookForLeader` (reference D) over one explicit receive queue, driven by calls.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use tracing::{debug, info, warn};
+
+use crate::wire::{JavaView, Notification, QuorumConfig, Role, ServerState};
+
+use super::java_log_line;
+use super::quorum::QuorumVerifier;
+use super::vote::{Proposal, Vote, total_order_predicate};
+
+/// What a server runs the election with.
+#[derive(Debug, Clone)]
+pub struct ElectionConfig {
+    pub my_id: i64,
+    /// Participant or observer (Java's learner type).
+    pub role: Role,
+    pub quorum: QuorumVerifier,
+    /// The last logged zxid; -1 means an untrusted empty database (ZOOKEEPER-261).
+    pub last_zxid: i64,
+    /// The current (accepted) epoch.
+    pub current_epoch: i64,
+    /// `zookeeper.fastleader.minNotificationInterval`, Java default 200.
+    pub min_notification_interval_ms: u64,
+    /// `zookeeper.fastleader.maxNotificationInterval`, Java default 60000.
+    pub max_notification_interval_ms: u64,
+    /// `finalizeWait`, a constant 200 in Java.
+    pub finalize_wait_ms: u64,
+}
+
+impl ElectionConfig {
+    /// Java's defaults: participant, zxid 0, epoch 0, intervals 200/60000, finalize wait 200.
+    pub fn new(my_id: i64, quorum: QuorumVerifier) -> Self {
+        ElectionConfig {
+            my_id,
+            role: Role::Participant,
+            quorum,
+            last_zxid: 0,
+            current_epoch: 0,
+            min_notification_interval_ms: 200,
+            max_notification_interval_ms: 60000,
+            finalize_wait_ms: 200,
+        }
+    }
+}
+
+/// What the machine asks its driver to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Send this notification to `to` (never to myself: those loop back internally).
+    Send { to: i64, notification: Notification },
+    /// Call [`Election::on_timer`] at this time. One timer: a new one replaces the old.
+    SetTimer { at_ms: u64 },
+    /// `lookForLeader` returned: my state is now `state` (LEADING, FOLLOWING or OBSERVING),
+    /// `vote` is the returned vote (it becomes the current vote) and `lc` my logical clock.
+    Decided {
+        state: ServerState,
+        vote: Vote,
+        lc: i64,
+    },
+}
+
+/// A notification as Java's receiver hands it to `lookForLeader` (FLE's `Notification`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Received {
+    sid: i64,
+    state: ServerState,
+    leader: i64,
+    zxid: i64,
+    election_epoch: i64,
+    peer_epoch: i64,
+    version: i32,
+}
+
+impl Received {
+    fn proposal(&self) -> Proposal {
+        Proposal {
+            leader: self.leader,
+            zxid: self.zxid,
+            peer_epoch: self.peer_epoch,
+        }
+    }
+
+    fn vote(&self) -> Vote {
+        Vote {
+            leader: self.leader,
+            zxid: self.zxid,
+            election_epoch: self.election_epoch,
+            peer_epoch: self.peer_epoch,
+            state: self.state,
+            version: self.version,
+        }
+    }
+}
+
+/// Where `lookForLeader` is waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// `recvqueue.poll(notTimeout)` in the main loop.
+    Polling,
+    /// `recvqueue.poll(finalizeWait)` after a LOOKING quorum.
+    Finalizing,
+}
+
+/// One server's FastLeaderElection. See the module docs of [`crate::election`].
+#[derive(Debug)]
+pub struct Election {
+    cfg: ElectionConfig,
+    config_bytes: Vec<u8>,
+    state: ServerState,
+    /// Whether `lookForLeader` is running (between `start` and a decision).
+    running: bool,
+    lc: i64,
+    proposal: Proposal,
+    current_vote: Vote,
+    recvset: BTreeMap<i64, Vote>,
+    outofelection: BTreeMap<i64, Vote>,
+    /// Java's `recvqueue`.
+    queue: VecDeque<Received>,
+    phase: Phase,
+    not_timeout: u64,
+    deadline: Option<u64>,
+    announced_deadline: Option<u64>,
+    outputs: VecDeque<Output>,
+}
+
+impl Election {
+    /// A LOOKING server whose election has not started: lc = 0, current vote
+    /// `(myid, lastZxid, currentEpoch)` with election epoch -1 (Java's `startLeaderElection`).
+    /// Notifications from voters received before [`Election::start`] are queued, as Java's
+    /// receiver does, and processed after the start broadcast.
+    pub fn new(cfg: ElectionConfig) -> Self {
+        let config_bytes = cfg.quorum.config_text().as_bytes().to_vec();
+        let current_vote = Vote {
+            leader: cfg.my_id,
+            zxid: cfg.last_zxid,
+            election_epoch: -1,
+            peer_epoch: cfg.current_epoch,
+            state: ServerState::Looking,
+            version: 0,
+        };
+        let not_timeout = cfg.min_notification_interval_ms;
+        Election {
+            cfg,
+            config_bytes,
+            state: ServerState::Looking,
+            running: false,
+            lc: 0,
+            // Java's constructor sets proposedLeader = proposedZxid = -1 (epoch 0).
+            proposal: Proposal {
+                leader: -1,
+                zxid: -1,
+                peer_epoch: 0,
+            },
+            current_vote,
+            recvset: BTreeMap::new(),
+            outofelection: BTreeMap::new(),
+            queue: VecDeque::new(),
+            phase: Phase::Polling,
+            not_timeout,
+            deadline: None,
+            announced_deadline: None,
+            outputs: VecDeque::new(),
+        }
+    }
+
+    /// `lookForLeader()`: state LOOKING, lc += 1, fresh vote sets, propose my initial vote and
+    /// broadcast it to every voter (D.1); then process what is queued, my own vote last.
+    pub fn start(&mut self, now_ms: u64) {
+        self.state = ServerState::Looking;
+        self.running = true;
+        self.recvset.clear();
+        self.outofelection.clear();
+        self.not_timeout = self.cfg.min_notification_interval_ms;
+        self.phase = Phase::Polling;
+        self.lc += 1;
+        self.proposal = self.init_proposal();
+        info!(
+            "New election. My id = {}, proposed zxid=0x{:x}",
+            self.cfg.my_id, self.proposal.zxid
+        );
+        self.send_notifications();
+        self.deadline = Some(now_ms + self.not_timeout);
+        self.drain(now_ms);
+        self.announce_timer();
+    }
+
+    /// A notification from `from` (the sid bound to its connection): the receiver's rules
+    /// (reference C) run at once, then, while the election runs, `lookForLeader` processes the
+    /// queue (D.3-D.6).
+    pub fn on_notification(&mut self, now_ms: u64, from: i64, n: &Notification) {
+        self.receive(from, n);
+        if self.running {
+            self.drain(now_ms);
+            self.announce_timer();
+        }
+    }
+
+    /// The timer asked for by the last [`Output::SetTimer`] fired. `have_delivered` is QCM's
+    /// `haveDelivered()`: whether any peer's send queue is empty. On a poll timeout the proposal
+    /// is re-broadcast only if it is true (otherwise the driver should reconnect), and the poll
+    /// interval doubles up to the maximum. On a finalize timeout the election decides.
+    /// Early or stale calls are ignored.
+    pub fn on_timer(&mut self, now_ms: u64, have_delivered: bool) {
+        if !self.running || self.state != ServerState::Looking {
+            return;
+        }
+        match self.deadline {
+            Some(d) if now_ms >= d => {}
+            _ => return,
+        }
+        match self.phase {
+            Phase::Finalizing => {
+                let p = self.proposal;
+                let vote = Vote::looking(p.leader, p.zxid, self.lc, p.peer_epoch);
+                self.decide(vote);
+            }
+            Phase::Polling => {
+                if have_delivered {
+                    self.send_notifications();
+                }
+                self.not_timeout =
+                    (self.not_timeout * 2).min(self.cfg.max_notification_interval_ms);
+                info!("Notification time out: {} ms", self.not_timeout);
+                self.deadline = Some(now_ms + self.not_timeout);
+                self.drain(now_ms);
+            }
+        }
+        self.announce_timer();
+    }
+
+    /// The next thing for the driver to do.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    /// When [`Election::on_timer`] wants to be called, if at all.
+    pub fn next_deadline(&self) -> Option<u64> {
+        if self.running { self.deadline } else { None }
+    }
+
+    /// My state: LOOKING until a decision, then LEADING, FOLLOWING or OBSERVING until
+    /// [`Election::start`] is called again.
+    pub fn state(&self) -> ServerState {
+        self.state
+    }
+
+    /// `QuorumPeer.currentVote`: the last election's result (initially my own vote).
+    pub fn current_vote(&self) -> Vote {
+        self.current_vote
+    }
+
+    /// My logical clock (round).
+    pub fn logical_clock(&self) -> i64 {
+        self.lc
+    }
+
+    /// My current proposal (`getVote()`).
+    pub fn proposal(&self) -> Proposal {
+        self.proposal
+    }
+
+    /// My id.
+    pub fn my_id(&self) -> i64 {
+        self.cfg.my_id
+    }
+
+    /// Zab sets the current vote's peer epoch once the leader is established.
+    pub fn set_peer_epoch(&mut self, epoch: i64) {
+        self.current_vote.peer_epoch = epoch;
+    }
+
+    /// The database state the next election's initial vote uses (Java reads the last logged
+    /// zxid and the current epoch afresh at each `lookForLeader`).
+    pub fn set_log_state(&mut self, last_zxid: i64, current_epoch: i64) {
+        self.cfg.last_zxid = last_zxid;
+        self.cfg.current_epoch = current_epoch;
+    }
+
+    /// The config text carried in every notification we send.
+    pub fn config_text(&self) -> &str {
+        self.cfg.quorum.config_text()
+    }
+
+    // ----- the receiver (reference C) -----
+
+    fn receive(&mut self, from: i64, n: &Notification) {
+        let (peer_epoch, version) = match n.java_view() {
+            JavaView::Dropped(why) => {
+                debug!(
+                    "Skipping the processing of a partial / malformed response message sent by sid={from}: {why}"
+                );
+                return;
+            }
+            JavaView::Accepted {
+                peer_epoch,
+                version,
+                has_config,
+            } => {
+                if has_config {
+                    self.look_at_config(from, n);
+                }
+                (peer_epoch, version)
+            }
+        };
+        if !self.cfg.quorum.is_voter(from) {
+            // Row 1: non-voters get the current vote at once, with ee = lc and my state.
+            let cv = self.current_vote;
+            let reply = self.notification(self.state, cv.leader, cv.zxid, self.lc, cv.peer_epoch);
+            self.send(from, reply);
+            return;
+        }
+        let state = match n.state {
+            ServerState::Unknown(_) => return, // row 2
+            s => s,
+        };
+        info!("{}", java_log_line(self.state, from, n));
+        let r = Received {
+            sid: from,
+            state,
+            leader: n.leader,
+            zxid: n.zxid,
+            election_epoch: n.election_epoch,
+            peer_epoch,
+            version,
+        };
+        if self.state == ServerState::Looking {
+            self.queue.push_back(r);
+            if state == ServerState::Looking && r.election_epoch < self.lc {
+                // Row 3: a lagging LOOKING voter gets my proposal at once.
+                let p = self.proposal;
+                let reply = self.notification(
+                    ServerState::Looking,
+                    p.leader,
+                    p.zxid,
+                    self.lc,
+                    p.peer_epoch,
+                );
+                self.send(from, reply);
+            }
+        } else if state == ServerState::Looking {
+            // Row 6: tell a LOOKING voter what I decided. (A leader would also report the sid
+            // to Zab; that is the driver's business.)
+            let cv = self.current_vote;
+            let reply = self.notification(
+                self.state,
+                cv.leader,
+                cv.zxid,
+                cv.election_epoch,
+                cv.peer_epoch,
+            );
+            self.send(from, reply);
+        }
+        // Row 7: both not LOOKING: ignored.
+    }
+
+    fn look_at_config(&self, from: i64, n: &Notification) {
+        let text = n.config_text().unwrap_or_default();
+        match QuorumConfig::parse(&text) {
+            Err(e) => {
+                warn!("Something went wrong while processing config received from {from}: {e}")
+            }
+            Ok(rqv) if rqv.version() > self.cfg.quorum.version() => {
+                // Java restarts the election here when the membership differs (reference A.2);
+                // reconfiguration is out of scope, so the newer config is only reported.
+                warn!(
+                    "{from} Received version: {:x} my version: {:x}; newer config not acted on (reconfig unsupported)",
+                    rqv.version(),
+                    self.cfg.quorum.version()
+                );
+            }
+            Ok(_) => {}
+        }
+    }
+
+    // ----- lookForLeader (reference D) -----
+
+    fn drain(&mut self, now_ms: u64) {
+        while let Some(r) = self.queue.pop_front() {
+            if !self.running || self.state != ServerState::Looking {
+                self.queue.clear();
+                return;
+            }
+            match self.phase {
+                Phase::Polling => {
+                    self.process(now_ms, r);
+                    if self.running && self.phase == Phase::Polling {
+                        // Each poll that returns restarts the wait; the interval itself keeps
+                        // its backoff.
+                        self.deadline = Some(now_ms + self.not_timeout);
+                    }
+                }
+                Phase::Finalizing => {
+                    if total_order_predicate(&self.cfg.quorum, r.proposal(), self.proposal) {
+                        // A better vote: back at the tail, back to the main loop.
+                        debug!(
+                            "finalizeWait aborted by a better notification from {}",
+                            r.sid
+                        );
+                        self.queue.push_back(r);
+                        self.phase = Phase::Polling;
+                    } else {
+                        self.deadline = Some(now_ms + self.cfg.finalize_wait_ms);
+                    }
+                }
+            }
+        }
+    }
+
+    fn process(&mut self, now_ms: u64, n: Received) {
+        let q = &self.cfg.quorum;
+        if !(q.is_voter(n.sid) && q.is_voter(n.leader)) {
+            if !q.is_voter(n.leader) {
+                warn!(
+                    "Ignoring notification for non-cluster member sid {} from sid {}",
+                    n.leader, n.sid
+                );
+            }
+            if !q.is_voter(n.sid) {
+                warn!(
+                    "Ignoring notification for sid {} from non-quorum member sid {}",
+                    n.leader, n.sid
+                );
+            }
+            return;
+        }
+        match n.state {
+            ServerState::Looking => self.process_looking(now_ms, n),
+            ServerState::Observing => debug!("Notification from observer: {}", n.sid),
+            ServerState::Following | ServerState::Leading => self.process_following(n),
+            ServerState::Unknown(_) => {}
+        }
+    }
+
+    fn process_looking(&mut self, now_ms: u64, n: Received) {
+        if self.init_proposal().zxid == -1 {
+            debug!("Ignoring notification as our zxid is -1");
+            return;
+        }
+        if n.zxid == -1 {
+            debug!("Ignoring notification from member with -1 zxid {}", n.sid);
+            return;
+        }
+        if n.election_epoch > self.lc {
+            self.lc = n.election_epoch;
+            self.recvset.clear();
+            let init = self.init_proposal();
+            self.proposal = if total_order_predicate(&self.cfg.quorum, n.proposal(), init) {
+                n.proposal()
+            } else {
+                init
+            };
+            self.send_notifications();
+        } else if n.election_epoch < self.lc {
+            debug!(
+                "Notification election epoch is smaller than logicalclock. n.electionEpoch = 0x{:x}, logicalclock=0x{:x}",
+                n.election_epoch, self.lc
+            );
+            return;
+        } else if total_order_predicate(&self.cfg.quorum, n.proposal(), self.proposal) {
+            self.proposal = n.proposal();
+            self.send_notifications();
+        }
+        self.recvset.insert(
+            n.sid,
+            Vote::looking(n.leader, n.zxid, n.election_epoch, n.peer_epoch),
+        );
+        let p = self.proposal;
+        let target = Vote::looking(p.leader, p.zxid, self.lc, p.peer_epoch);
+        if self.has_quorum(&self.recvset, &target) {
+            self.phase = Phase::Finalizing;
+            self.deadline = Some(now_ms + self.cfg.finalize_wait_ms);
+        }
+    }
+
+    fn process_following(&mut self, n: Received) {
+        let target = n.vote();
+        let result = Vote::looking(n.leader, n.zxid, n.election_epoch, n.peer_epoch);
+        if n.election_epoch == self.lc {
+            self.recvset.insert(
+                n.sid,
+                Vote {
+                    version: 0,
+                    ..target
+                },
+            );
+            if self.has_quorum(&self.recvset, &target)
+                && self.check_leader(&self.recvset, n.leader, n.election_epoch)
+            {
+                self.decide(result);
+                return;
+            }
+        }
+        self.outofelection.insert(n.sid, target);
+        if self.has_quorum(&self.outofelection, &target)
+            && self.check_leader(&self.outofelection, n.leader, n.election_epoch)
+        {
+            self.lc = n.election_epoch;
+            self.decide(result);
+        }
+    }
+
+    fn has_quorum(&self, votes: &BTreeMap<i64, Vote>, target: &Vote) -> bool {
+        let q = &self.cfg.quorum;
+        let acks: BTreeSet<i64> = votes
+            .iter()
+            .filter(|(sid, v)| q.is_voter(**sid) && target.java_eq(v))
+            .map(|(sid, _)| *sid)
+            .collect();
+        q.contains_quorum(&acks)
+    }
+
+    fn check_leader(&self, votes: &BTreeMap<i64, Vote>, leader: i64, election_epoch: i64) -> bool {
+        if leader != self.cfg.my_id {
+            votes
+                .get(&leader)
+                .is_some_and(|v| v.state == ServerState::Leading)
+        } else {
+            self.lc == election_epoch
+        }
+    }
+
+    fn decide(&mut self, vote: Vote) {
+        self.state = if vote.leader == self.cfg.my_id {
+            ServerState::Leading
+        } else if self.cfg.role == Role::Participant {
+            ServerState::Following
+        } else {
+            ServerState::Observing
+        };
+        info!(
+            "Decided {}: leader={}, zxid=0x{:x}, round=0x{:x}, peerEpoch=0x{:x}",
+            self.state.name(),
+            vote.leader,
+            vote.zxid,
+            vote.election_epoch,
+            vote.peer_epoch
+        );
+        self.current_vote = vote;
+        self.running = false;
+        self.queue.clear();
+        self.phase = Phase::Polling;
+        self.deadline = None;
+        self.outputs.push_back(Output::Decided {
+            state: self.state,
+            vote,
+            lc: self.lc,
+        });
+    }
+
+    fn init_proposal(&self) -> Proposal {
+        let participant = self.cfg.role == Role::Participant;
+        Proposal {
+            leader: if self.cfg.quorum.is_voter(self.cfg.my_id) {
+                self.cfg.my_id
+            } else {
+                i64::MIN
+            },
+            zxid: if participant {
+                self.cfg.last_zxid
+            } else {
+                i64::MIN
+            },
+            peer_epoch: if participant {
+                self.cfg.current_epoch
+            } else {
+                i64::MIN
+            },
+        }
+    }
+
+    /// `sendNotifications()`: my proposal, ee = lc, LOOKING, to every voter; mine loops back
+    /// through the receiver into the tail of the queue, as QCM's `toSend(mySid)` does.
+    fn send_notifications(&mut self) {
+        let p = self.proposal;
+        let n = self.notification(
+            ServerState::Looking,
+            p.leader,
+            p.zxid,
+            self.lc,
+            p.peer_epoch,
+        );
+        let voters: Vec<i64> = self.cfg.quorum.voters().collect();
+        for sid in voters {
+            if sid == self.cfg.my_id {
+                self.receive(sid, &n);
+            } else {
+                self.send(sid, n.clone());
+            }
+        }
+    }
+
+    fn notification(
+        &self,
+        state: ServerState,
+        leader: i64,
+        zxid: i64,
+        election_epoch: i64,
+        peer_epoch: i64,
+    ) -> Notification {
+        Notification::current(
+            state,
+            leader,
+            zxid,
+            election_epoch,
+            peer_epoch,
+            self.config_bytes.clone(),
+        )
+    }
+
+    fn send(&mut self, to: i64, notification: Notification) {
+        self.outputs.push_back(Output::Send { to, notification });
+    }
+
+    fn announce_timer(&mut self) {
+        let d = self.next_deadline();
+        if d != self.announced_deadline {
+            self.announced_deadline = d;
+            if let Some(at_ms) = d {
+                self.outputs.push_back(Output::SetTimer { at_ms });
+            }
+        }
+    }
+}

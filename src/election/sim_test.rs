@@ -1,0 +1,191 @@
+//! Several machines wired through a deterministic virtual network (seeded delays, reordering
+//! and drops, every message through the codec both ways).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use proptest::prelude::*;
+
+use crate::wire::{Notification, Role, ServerState};
+
+use super::{Election, ElectionConfig, Output, QuorumVerifier};
+
+/// (deliver at, sequence, from, to, payload).
+type InFlight = (u64, u64, i64, i64, Vec<u8>);
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // splitmix64
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+}
+
+struct Params {
+    voters: usize,
+    observers: usize,
+    max_delay: u64,
+    drop_percent: u64,
+    start_spread: u64,
+    /// Start the highest voter this late (a joiner), if set.
+    late_start: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Decision {
+    state: ServerState,
+    leader: i64,
+    lc: i64,
+}
+
+fn simulate(seed: u64, p: &Params) -> BTreeMap<i64, Decision> {
+    let mut rng = Rng(seed);
+    let voters: Vec<i64> = (0..p.voters as i64).collect();
+    let observers: Vec<i64> = (0..p.observers as i64).map(|i| 100 + i).collect();
+    let q = QuorumVerifier::majority(&voters, &observers);
+    let mut nodes: BTreeMap<i64, Election> = BTreeMap::new();
+    let mut starts: Vec<(u64, i64)> = Vec::new();
+    for &id in voters.iter().chain(&observers) {
+        let mut cfg = ElectionConfig::new(id, q.clone());
+        if id >= 100 {
+            cfg.role = Role::Observer;
+        }
+        nodes.insert(id, Election::new(cfg));
+        let late = p.late_start.filter(|_| id == p.voters as i64 - 1);
+        starts.push((late.unwrap_or_else(|| rng.below(p.start_spread + 1)), id));
+    }
+    starts.sort();
+    let mut timers: BTreeMap<i64, u64> = BTreeMap::new();
+    // (deliver at, seq) -> (from, to, bytes)
+    let mut net: BinaryHeap<Reverse<InFlight>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut decided: BTreeMap<i64, Decision> = BTreeMap::new();
+    let mut now = 0u64;
+    let mut next_start = 0usize;
+    let limit = 600_000;
+    while decided.len() < nodes.len() && now < limit {
+        // The next event: a start, a delivery or a timer.
+        let t_start = starts.get(next_start).map(|s| s.0);
+        let t_net = net.peek().map(|Reverse(m)| m.0);
+        let t_timer = timers.values().min().copied();
+        let Some(t) = [t_start, t_net, t_timer].into_iter().flatten().min() else {
+            break;
+        };
+        now = t;
+        let mut touched = Vec::new();
+        if t_start == Some(t) {
+            let id = starts[next_start].1;
+            next_start += 1;
+            nodes.get_mut(&id).unwrap().start(now);
+            touched.push(id);
+        } else if t_net == Some(t) {
+            let Reverse((_, _, from, to, bytes)) = net.pop().unwrap();
+            let n = Notification::decode(&bytes).expect("we send decodable notifications");
+            nodes.get_mut(&to).unwrap().on_notification(now, from, &n);
+            touched.push(to);
+        } else {
+            let (&id, _) = timers.iter().find(|(_, d)| **d == t).unwrap();
+            timers.remove(&id);
+            nodes.get_mut(&id).unwrap().on_timer(now, true);
+            touched.push(id);
+        }
+        for id in touched {
+            let node = nodes.get_mut(&id).unwrap();
+            while let Some(o) = node.poll_output() {
+                match o {
+                    Output::Send { to, notification } => {
+                        assert_ne!(to, id, "loopback must stay inside");
+                        if rng.below(100) < p.drop_percent {
+                            continue;
+                        }
+                        let at = now + 1 + rng.below(p.max_delay);
+                        seq += 1;
+                        net.push(Reverse((at, seq, id, to, notification.encode().unwrap())));
+                    }
+                    Output::SetTimer { at_ms } => {
+                        timers.insert(id, at_ms);
+                    }
+                    Output::Decided { state, vote, lc } => {
+                        assert_eq!(state, node.state());
+                        let d = Decision {
+                            state,
+                            leader: vote.leader,
+                            lc,
+                        };
+                        assert!(decided.insert(id, d).is_none(), "{id} decided twice");
+                        timers.remove(&id);
+                    }
+                }
+            }
+        }
+    }
+    decided
+}
+
+fn check_agreement(p: &Params, decided: &BTreeMap<i64, Decision>, expect_leader: Option<i64>) {
+    let total = p.voters + p.observers;
+    assert_eq!(decided.len(), total, "not everyone decided: {decided:?}");
+    let leaders: Vec<i64> = decided
+        .iter()
+        .filter(|(_, d)| d.state == ServerState::Leading)
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(leaders.len(), 1, "exactly one LEADING: {decided:?}");
+    let leader = leaders[0];
+    if let Some(want) = expect_leader {
+        assert_eq!(leader, want, "{decided:?}");
+    }
+    for (id, d) in decided {
+        assert_eq!(d.leader, leader, "{id} disagrees: {decided:?}");
+        let want = if *id == leader {
+            ServerState::Leading
+        } else if *id >= 100 {
+            ServerState::Observing
+        } else {
+            ServerState::Following
+        };
+        assert_eq!(d.state, want, "{id}: {decided:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Delays below finalizeWait, starts within 50 ms, no loss: everyone agrees on the highest
+    /// sid (equal zxids and epochs), exactly one LEADING, observers OBSERVING.
+    #[test]
+    fn prompt_network_elects_the_highest_sid(seed in any::<u64>(), voters in 1usize..=7, observers in 0usize..=2) {
+        let p = Params { voters, observers, max_delay: 150, drop_percent: 0, start_spread: 50, late_start: None };
+        let decided = simulate(seed, &p);
+        check_agreement(&p, &decided, Some(voters as i64 - 1));
+    }
+
+    /// A lossy, slow network: every server still decides (re-broadcasts, replies from decided
+    /// servers), and whoever follows, follows a voter.
+    #[test]
+    fn lossy_network_terminates(seed in any::<u64>(), voters in 3usize..=5) {
+        let p = Params { voters, observers: 1, max_delay: 500, drop_percent: 15, start_spread: 300, late_start: None };
+        let decided = simulate(seed, &p);
+        prop_assert_eq!(decided.len(), voters + 1, "{:?}", decided);
+        for d in decided.values() {
+            prop_assert!((0..voters as i64).contains(&d.leader), "{:?}", decided);
+        }
+    }
+
+    /// testJoin in simulation: the highest sid starts after the others decided; it follows their
+    /// leader and never leads.
+    #[test]
+    fn late_highest_sid_joins_as_follower(seed in any::<u64>(), voters in 3usize..=7) {
+        let p = Params { voters, observers: 0, max_delay: 100, drop_percent: 0, start_spread: 50, late_start: Some(20_000) };
+        let decided = simulate(seed, &p);
+        check_agreement(&p, &decided, Some(voters as i64 - 2));
+    }
+}
