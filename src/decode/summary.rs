@@ -61,6 +61,9 @@ pub enum Evidence {
     /// A quorum's LOOKING votes agreed; decided no earlier than its last vote change plus
     /// finalizeWait.
     ConvergedVotes,
+    /// It started a new round of its own (no peer had shown it that round): it must have
+    /// decided in the round before, on its last vote there, and then lost that leader.
+    NewRound,
 }
 
 impl Evidence {
@@ -70,6 +73,7 @@ impl Evidence {
             Evidence::OwnNotification => "own_notification",
             Evidence::QuorumReplies => "quorum_replies",
             Evidence::ConvergedVotes => "converged_votes",
+            Evidence::NewRound => "new_round",
         }
     }
 }
@@ -148,6 +152,8 @@ struct Open {
     decided: BTreeSet<i64>,
     /// Non-LOOKING answers each participant received: sender -> (leader, state).
     told: HashMap<i64, HashMap<i64, (i64, ServerState)>>,
+    /// The highest round each participant has been sent.
+    heard_round: HashMap<i64, i64>,
 }
 
 impl Summarizer {
@@ -171,6 +177,11 @@ impl Summarizer {
             participants.len()
         };
         n / 2 + 1
+    }
+
+    /// Whether `sid` counts toward a quorum: not an observer (when the members are known).
+    fn votes(&self, sid: i64) -> bool {
+        self.members.get(&sid) != Some(&Role::Observer)
     }
 
     /// Feeds one record.
@@ -210,6 +221,10 @@ impl Summarizer {
             for s in cfg.servers() {
                 self.members.insert(s.id, s.role());
             }
+        }
+        if let (Some(open), Some(to)) = (&mut self.open, to) {
+            let heard = open.heard_round.entry(to).or_insert(i64::MIN);
+            *heard = (*heard).max(n.election_epoch);
         }
         let Some(from) = from else {
             self.unknown_sids += 1;
@@ -323,7 +338,11 @@ impl Summarizer {
         }
         let told = open.told.entry(to).or_default();
         told.insert(from, (n.leader, n.state));
-        let backers = told.values().filter(|(l, _)| *l == n.leader).count();
+        let members = &self.members;
+        let backers = told
+            .iter()
+            .filter(|(sid, (l, _))| *l == n.leader && members.get(sid) != Some(&Role::Observer))
+            .count();
         let leader_says = told.get(&n.leader).map(|(_, s)| *s);
         if backers >= need && leader_says == Some(ServerState::Leading) {
             let state = match self.members.get(&to) {
@@ -347,7 +366,9 @@ impl Summarizer {
         // still looking. Take the decision back; the election goes on.
         if let Some(open) = &mut self.open
             && let Some(at) = open.round.decisions.iter().position(|d| {
-                d.sid == from && d.evidence != Evidence::OwnNotification && vote.round <= d.election_epoch
+                d.sid == from
+                    && d.evidence != Evidence::OwnNotification
+                    && vote.round <= d.election_epoch
             })
         {
             open.round.decisions.remove(at);
@@ -366,6 +387,7 @@ impl Summarizer {
         if over && changed {
             self.close();
         }
+        self.new_round(time, from, vote);
         let open = self.open.get_or_insert_with(|| Open {
             round: Round {
                 started: time,
@@ -375,6 +397,7 @@ impl Summarizer {
             last_change: time,
             decided: BTreeSet::new(),
             told: HashMap::new(),
+            heard_round: HashMap::new(),
         });
         open.round.participants.insert(from);
         open.round.election_epoch = open.round.election_epoch.max(vote.round);
@@ -389,12 +412,47 @@ impl Summarizer {
         }
     }
 
+    /// A server that moves to a round nobody showed it left its previous round decided (Java
+    /// only raises its own round when `lookForLeader` starts again). Records that decision,
+    /// and lets it decide again.
+    fn new_round(&mut self, time: f64, from: i64, vote: VoteKey) {
+        let Some(open) = &mut self.open else {
+            return;
+        };
+        let Some((last, at)) = open.latest.get(&from).copied() else {
+            return;
+        };
+        let heard = open.heard_round.get(&from).copied().unwrap_or(i64::MIN);
+        if vote.round <= last.round || vote.round <= heard {
+            return;
+        }
+        if open.decided.remove(&from) {
+            // Already decided in the last round (seen otherwise): it is looking again.
+            return;
+        }
+        let state = match self.members.get(&from) {
+            Some(Role::Observer) => ServerState::Observing,
+            _ if last.leader == from => ServerState::Leading,
+            _ => ServerState::Following,
+        };
+        open.round.decisions.push(Decision {
+            sid: from,
+            state,
+            leader: last.leader,
+            election_epoch: last.round,
+            time: (at + FINALIZE_WAIT_SECS).min(time),
+            evidence: Evidence::NewRound,
+        });
+    }
+
     /// The vote a quorum of the open election's participants holds, if any.
     fn agreement(&self, open: &Open) -> Option<VoteKey> {
         let need = self.quorum(&open.round.participants);
         let mut counts: HashMap<VoteKey, usize> = HashMap::new();
-        for (vote, _) in open.latest.values() {
-            *counts.entry(*vote).or_default() += 1;
+        for (sid, (vote, _)) in &open.latest {
+            if self.votes(*sid) {
+                *counts.entry(*vote).or_default() += 1;
+            }
         }
         counts
             .into_iter()
@@ -583,6 +641,15 @@ impl Summary {
                 ids.join(", ")
             ));
             for c in &r.changes {
+                if c.vote.leader == i64::MIN {
+                    s.push_str(&format!(
+                        "  +{:.3}s  sid {} proposes no leader (a non-voter), round {:#x}\n",
+                        c.time - t0,
+                        c.sid,
+                        c.vote.round
+                    ));
+                    continue;
+                }
                 s.push_str(&format!(
                     "  +{:.3}s  sid {} votes leader {} (zxid {:#x}, round {:#x}, peerEpoch {:#x})\n",
                     c.time - t0,
@@ -605,6 +672,7 @@ impl Summary {
                         Evidence::QuorumReplies => "  [a quorum answered it FOLLOWING/LEADING]",
                         Evidence::ConvergedVotes =>
                             "  [votes converged; the decision itself is not on the election port]",
+                        Evidence::NewRound => "  [it began a new round of its own afterwards]",
                     }
                 ));
             }

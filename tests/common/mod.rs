@@ -74,20 +74,24 @@ pub fn segments(dir: &Path) -> Vec<TcpSegment> {
         .collect()
 }
 
-/// Notifications in records: (from, to, notification).
-pub fn notifications(records: &[Record]) -> Vec<(Option<i64>, Option<i64>, &zkfle::wire::Notification)> {
+/// Notifications in records: (from, to, notification, capture time).
+pub fn notifications(
+    records: &[Record],
+) -> Vec<(Option<i64>, Option<i64>, &zkfle::wire::Notification, f64)> {
     records
         .iter()
         .filter_map(|r| match &r.body {
-            Body::Notification(n) => Some((r.from_sid, r.to_sid, n)),
+            Body::Notification(n) => Some((r.from_sid, r.to_sid, n, r.time.as_secs_f64())),
             _ => None,
         })
         .collect()
 }
 
 /// A `Notification:` line a 3.5+ server logged on receipt.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Logged {
+    /// When it was logged (seconds since the epoch; the logs are in UTC).
+    pub time: f64,
     pub receiver: i64,
     pub sender: i64,
     pub state: String,
@@ -111,10 +115,12 @@ fn hex(s: &str) -> i64 {
 
 /// Parses every `Notification:` receipt line of `server.<receiver>.log`.
 pub fn logged_notifications(dir: &Path, receiver: i64) -> Vec<Logged> {
-    let text = std::fs::read_to_string(dir.join(format!("server.{receiver}.log"))).unwrap_or_default();
+    let text =
+        std::fs::read_to_string(dir.join(format!("server.{receiver}.log"))).unwrap_or_default();
     text.lines()
         .filter(|l| l.contains("] - Notification: my state:"))
         .map(|l| Logged {
+            time: log_time(l),
             receiver,
             sender: field(l, "n.sid:", ',').unwrap().parse().unwrap(),
             state: field(l, "n.state:", ',').unwrap().to_string(),
@@ -126,6 +132,21 @@ pub fn logged_notifications(dir: &Path, receiver: i64) -> Vec<Logged> {
             config_version: hex(field(l, "n.config version:", '\n').unwrap()),
         })
         .collect()
+}
+
+/// The time at the start of a log4j line, `2026-11-29 17:29:56,430`, read as UTC.
+pub fn log_time(line: &str) -> f64 {
+    let n = |a: usize, b: usize| line[a..b].parse::<i64>().expect("log timestamp");
+    let (y, m, d) = (n(0, 4), n(5, 7), n(8, 10));
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146097 + doe - 719468;
+    let secs = days * 86400 + n(11, 13) * 3600 + n(14, 16) * 60 + n(17, 19);
+    secs as f64 + n(20, 23) as f64 / 1000.0
 }
 
 /// `About to leave FLE instance: leader=L, zxid=Z, my id=M, my state=S` lines: each decision
