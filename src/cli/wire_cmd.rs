@@ -1,6 +1,6 @@
 //! `zkfle wire decode|encode`: one message between hex and JSON.
 
-use std::io::Read;
+use std::io::{Read, Write};
 
 use clap::{Subcommand, ValueEnum};
 
@@ -18,7 +18,8 @@ pub enum WireCommand {
         /// The message bytes in hex (a notification without its 4-byte frame length).
         hex: String,
     },
-    /// Read a message's JSON object on stdin and print the hex of its exact bytes.
+    /// Read messages' JSON objects on stdin (one, or a stream such as `zkfle decode --format
+    /// jsonl` prints) and print the hex of each one's exact bytes, a line each.
     Encode,
 }
 
@@ -45,19 +46,34 @@ pub fn run(cmd: WireCommand) -> Result<(), CliError> {
             std::io::stdin()
                 .read_to_string(&mut input)
                 .map_err(|e| CliError::failure(format!("wire encode: reading stdin: {e}")))?;
-            let value: serde_json::Value = serde_json::from_str(&input).map_err(|e| {
-                CliError::input(format!(
-                    "wire encode: stdin line {} column {}: {e}",
-                    e.line(),
-                    e.column()
-                ))
-            })?;
-            let msg = message_from_json(&value)
-                .map_err(|e| CliError::input(format!("wire encode: {e}")))?;
-            let bytes = msg
-                .encode()
-                .map_err(|e| CliError::input(format!("wire encode: {e}")))?;
-            println!("{}", hex::encode(bytes));
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            let mut count = 0;
+            // One object, or a stream of them (e.g. `zkfle decode --format jsonl` output):
+            // one line of hex each.
+            for (i, value) in serde_json::Deserializer::from_str(&input)
+                .into_iter::<serde_json::Value>()
+                .enumerate()
+            {
+                let value = value.map_err(|e| {
+                    CliError::input(format!(
+                        "wire encode: stdin line {} column {}: {e}",
+                        e.line(),
+                        e.column()
+                    ))
+                })?;
+                let at = |e: &dyn std::fmt::Display| {
+                    CliError::input(format!("wire encode: object {}: {e}", i + 1))
+                };
+                let msg = message_from_json(&value).map_err(|e| at(&e))?;
+                let bytes = msg.encode().map_err(|e| at(&e))?;
+                writeln!(out, "{}", hex::encode(bytes))
+                    .map_err(|e| CliError::failure(format!("wire encode: {e}")))?;
+                count += 1;
+            }
+            if count == 0 {
+                return Err(CliError::input("wire encode: no JSON object on stdin"));
+            }
             Ok(())
         }
     }

@@ -573,9 +573,15 @@ fn decode_all(
     problems: &mut Vec<(u64, Severity, ProblemKind, String)>,
 ) {
     loop {
-        let at = d.decoder.position();
         match d.decoder.decode(&mut input) {
-            Ok(Some(item)) => items.push((at, item)),
+            Ok(Some(item)) => {
+                let at = match &item {
+                    StreamItem::Initial { offset, .. } | StreamItem::Frame { offset, .. } => {
+                        *offset
+                    }
+                };
+                items.push((at, item));
+            }
             Ok(None) => return,
             Err(e) => {
                 problems.push((

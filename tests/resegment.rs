@@ -1,0 +1,113 @@
+//! Re-segmenting a real capture (tiny segments, swapped neighbours, duplicates, overlapping
+//! retransmissions) does not change what is decoded.
+
+mod common;
+
+use common::*;
+use zkfle::capture::{self, TcpSegment};
+use zkfle::decode::{Decoder, Record};
+
+/// What must not change: everything but capture times.
+fn essence(records: &[Record]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| {
+            let what = match &r.body {
+                zkfle::decode::Body::Problem(p) => p.message.clone(),
+                _ => hex::encode(&r.raw),
+            };
+            format!(
+                "{:?} -> {:?} ({:?} -> {:?}) @{:?}: {what}",
+                r.src, r.dst, r.from_sid, r.to_sid, r.offset
+            )
+        })
+        .collect()
+}
+
+/// Splits every payload into pieces of 1..=7 bytes, sends some pieces twice, some as an
+/// overlapping retransmission covering the next piece too, and swaps neighbouring pieces of
+/// the same direction.
+fn mangle(segments: &[TcpSegment]) -> Vec<TcpSegment> {
+    let mut out: Vec<TcpSegment> = Vec::new();
+    let mut k = 0usize;
+    for s in segments {
+        if s.payload.is_empty() {
+            out.push(s.clone());
+            continue;
+        }
+        let mut at = 0;
+        while at < s.payload.len() {
+            k += 1;
+            let n = (1 + k % 7).min(s.payload.len() - at);
+            let piece = |from: usize, len: usize| TcpSegment {
+                seq: s.seq.wrapping_add(from as u32),
+                payload: s.payload[from..from + len].to_vec(),
+                syn: false,
+                fin: false,
+                rst: false,
+                ..s.clone()
+            };
+            out.push(piece(at, n));
+            if k % 5 == 0 {
+                out.push(piece(at, n));
+            }
+            if k % 11 == 0 {
+                let longer = (n + 5).min(s.payload.len() - at);
+                out.push(piece(at, longer));
+            }
+            at += n;
+        }
+        if s.fin || s.rst {
+            out.push(TcpSegment {
+                seq: s.seq.wrapping_add(s.payload.len() as u32),
+                payload: Vec::new(),
+                syn: false,
+                ..s.clone()
+            });
+        }
+    }
+    // Swap neighbours that are both data of the same direction.
+    let mut i = 0;
+    while i + 1 < out.len() {
+        let (a, b) = (&out[i], &out[i + 1]);
+        let data = |s: &TcpSegment| !s.payload.is_empty() && !s.syn && !s.fin && !s.rst;
+        if data(a) && data(b) && a.src == b.src && a.dst == b.dst && i % 3 == 0 {
+            out.swap(i, i + 1);
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn resegmented_captures_decode_the_same() {
+    let tmp = std::env::temp_dir().join(format!("zkfle-resegment-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    for dir in fixtures() {
+        let original = decode_fixture(&dir);
+        let segments = segments(&dir);
+        let mangled = mangle(&segments);
+        assert!(mangled.len() > segments.len() * 3);
+        let path = tmp.join("mangled.pcap");
+        write_pcap(&path, &mangled);
+        let decoded: Vec<Record> = Decoder::new(
+            capture::open(path.to_str().unwrap()).unwrap(),
+            options(&dir),
+        )
+        .collect();
+        let (got, want) = (essence(&decoded), essence(&original));
+        if let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) {
+            panic!(
+                "{}: record {i} differs after re-segmenting ({} vs {} records)\n got: {:?}\nwant: {:?}",
+                dir.display(),
+                got.len(),
+                want.len(),
+                got.get(i),
+                want.get(i)
+            );
+        }
+    }
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
