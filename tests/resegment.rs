@@ -48,10 +48,10 @@ fn mangle(segments: &[TcpSegment]) -> Vec<TcpSegment> {
                 ..s.clone()
             };
             out.push(piece(at, n));
-            if k % 5 == 0 {
+            if k.is_multiple_of(5) {
                 out.push(piece(at, n));
             }
-            if k % 11 == 0 {
+            if k.is_multiple_of(11) {
                 let longer = (n + 5).min(s.payload.len() - at);
                 out.push(piece(at, longer));
             }
@@ -71,7 +71,7 @@ fn mangle(segments: &[TcpSegment]) -> Vec<TcpSegment> {
     while i + 1 < out.len() {
         let (a, b) = (&out[i], &out[i + 1]);
         let data = |s: &TcpSegment| !s.payload.is_empty() && !s.syn && !s.fin && !s.rst;
-        if data(a) && data(b) && a.src == b.src && a.dst == b.dst && i % 3 == 0 {
+        if data(a) && data(b) && a.src == b.src && a.dst == b.dst && i.is_multiple_of(3) {
             out.swap(i, i + 1);
             i += 2;
         } else {
