@@ -1,12 +1,14 @@
 //! The JSON forms of election messages: a contract that scripts rely on (the README documents
 //! every field). `zkfle wire decode` prints them, `zkfle wire encode` reads them back, and
 //! `zkfle decode --format jsonl` adds its envelope (time, addresses, sids) around them
-//! ([`record_to_json`]).
+//! ([`RecordJson`]). The output side is written as `Serialize` impls so that millions of
+//! lines stream straight into the output without building a JSON tree each.
 //!
 //! Conversions from JSON are written by hand rather than derived so that an error names the
 //! field that was wrong.
 
-use serde_json::{Map, Value, json};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Map, Value};
 
 use crate::decode::{Body, ProblemKind, Record, Severity};
 
@@ -44,81 +46,156 @@ fn err(field: &str, problem: impl Into<String>) -> JsonError {
     }
 }
 
-/// The JSON object of a notification.
+/// A notification's JSON object.
 ///
 /// `peer_epoch` is what a current receiver uses (`zxid >> 32` for the 28-byte form, which has
 /// none); `version` is the field on the wire, null when the form has none; `size` is the
 /// payload size, which tells which historical form was sent.
-pub fn notification_to_json(n: &Notification) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("type".into(), json!("notification"));
-    m.insert("state".into(), json!(n.state.name()));
-    m.insert("state_code".into(), json!(n.state.code()));
-    m.insert("leader".into(), json!(n.leader));
-    m.insert("zxid".into(), json!(n.zxid));
-    m.insert("election_epoch".into(), json!(n.election_epoch));
-    m.insert("peer_epoch".into(), json!(n.effective_peer_epoch()));
-    m.insert("version".into(), json!(n.version));
-    let text = n
-        .config
-        .as_deref()
-        .and_then(|c| std::str::from_utf8(c).ok());
-    m.insert("config".into(), json!(n.config_text()));
-    m.insert("config_version".into(), json!(n.config_version()));
-    m.insert("size".into(), json!(n.size()));
-    if let (Some(raw), None) = (&n.config, text) {
-        m.insert("config_hex".into(), json!(hex::encode(raw)));
+pub struct NotificationJson<'a>(pub &'a Notification);
+
+/// An initial message's JSON object. `addresses` are the elements as sent; `address_text`
+/// appears only when the whole text differs from joining them (Java drops trailing empty
+/// elements).
+pub struct InitialJson<'a>(pub &'a InitialMessage);
+
+/// The JSON object of either kind of message.
+pub struct MessageJson<'a>(pub &'a Message);
+
+/// One `zkfle decode --format jsonl` line: the envelope (`type`, `time`, `src`, `dst`,
+/// `from_sid`, `to_sid`, `connection`, `offset`), then the message's own fields, or for
+/// problems `severity`, `kind`, details and `what`.
+pub struct RecordJson<'a>(pub &'a Record);
+
+fn notification_entries<M: SerializeMap>(m: &mut M, n: &Notification) -> Result<(), M::Error> {
+    m.serialize_entry("state", n.state.name())?;
+    m.serialize_entry("state_code", &n.state.code())?;
+    m.serialize_entry("leader", &n.leader)?;
+    m.serialize_entry("zxid", &n.zxid)?;
+    m.serialize_entry("election_epoch", &n.election_epoch)?;
+    m.serialize_entry("peer_epoch", &n.effective_peer_epoch())?;
+    m.serialize_entry("version", &n.version)?;
+    let text = n.config.as_deref().map(std::str::from_utf8);
+    m.serialize_entry("config", &n.config_text())?;
+    m.serialize_entry("config_version", &n.config_version())?;
+    m.serialize_entry("size", &n.size())?;
+    if let (Some(raw), Some(Err(_))) = (&n.config, text) {
+        m.serialize_entry("config_hex", &hex::encode(raw))?;
     }
     if !n.trailing.is_empty() {
-        m.insert("trailing".into(), json!(hex::encode(&n.trailing)));
+        m.serialize_entry("trailing", &hex::encode(&n.trailing))?;
     }
-    let (accepts, note) = match (n.java_view(), n.state) {
-        (JavaView::Dropped(why), _) => (false, Some(why.to_string())),
-        (JavaView::Accepted { .. }, ServerState::Unknown(code)) => (
-            true,
-            Some(format!(
+    let note: Option<std::borrow::Cow<'static, str>> = match (n.java_view(), n.state) {
+        (JavaView::Dropped(why), _) => Some(why.into()),
+        (JavaView::Accepted { .. }, ServerState::Unknown(code)) => Some(
+            format!(
                 "unknown state code {code}: Java drops it from voters, answers it from non-voters"
-            )),
+            )
+            .into(),
         ),
-        (JavaView::Accepted { .. }, _) if n.size() == 40 => (
-            true,
-            Some("40-byte form: current servers ignore its version field".into()),
-        ),
-        (JavaView::Accepted { .. }, _) if n.size() == 28 => (
-            true,
-            Some("28-byte form: current servers take the peer epoch from the zxid".into()),
-        ),
-        _ => (true, None),
+        (JavaView::Accepted { .. }, _) if n.size() == 40 => {
+            Some("40-byte form: current servers ignore its version field".into())
+        }
+        (JavaView::Accepted { .. }, _) if n.size() == 28 => {
+            Some("28-byte form: current servers take the peer epoch from the zxid".into())
+        }
+        _ => None,
     };
-    m.insert("java_accepts".into(), json!(accepts));
+    m.serialize_entry(
+        "java_accepts",
+        &matches!(n.java_view(), JavaView::Accepted { .. }),
+    )?;
     if let Some(note) = note {
-        m.insert("note".into(), json!(note));
+        m.serialize_entry("note", &note)?;
     }
-    m
+    Ok(())
 }
 
-/// The JSON object of an initial message. `addresses` are the elements as sent;
-/// `address_text` is the whole text (it can differ from joining them: Java drops trailing
-/// empty elements).
-pub fn initial_to_json(msg: &InitialMessage) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("type".into(), json!("initial"));
-    m.insert("protocol_version".into(), json!(msg.protocol.code()));
-    m.insert("sid".into(), json!(msg.sid));
+fn initial_entries<M: SerializeMap>(m: &mut M, msg: &InitialMessage) -> Result<(), M::Error> {
+    m.serialize_entry("protocol_version", &msg.protocol.code())?;
+    m.serialize_entry("sid", &msg.sid)?;
     let addrs: Vec<&str> = msg.addresses.iter().map(|a| a.text.as_str()).collect();
-    m.insert("addresses".into(), json!(addrs));
+    m.serialize_entry("addresses", &addrs)?;
     if msg.protocol != ProtocolVersion::Legacy && msg.address_text != addrs.join("|") {
-        m.insert("address_text".into(), json!(msg.address_text));
+        m.serialize_entry("address_text", &msg.address_text)?;
     }
-    m.insert("size".into(), json!(msg.encode().map(|b| b.len()).ok()));
-    m
+    m.serialize_entry("size", &msg.encode().map(|b| b.len()).ok())?;
+    Ok(())
 }
 
-/// The JSON object of either kind.
-pub fn message_to_json(msg: &Message) -> Map<String, Value> {
-    match msg {
-        Message::Initial(m) => initial_to_json(m),
-        Message::Notification(n) => notification_to_json(n),
+impl Serialize for NotificationJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("type", "notification")?;
+        notification_entries(&mut m, self.0)?;
+        m.end()
+    }
+}
+
+impl Serialize for InitialJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("type", "initial")?;
+        initial_entries(&mut m, self.0)?;
+        m.end()
+    }
+}
+
+impl Serialize for MessageJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Message::Initial(m) => InitialJson(m).serialize(s),
+            Message::Notification(n) => NotificationJson(n).serialize(s),
+        }
+    }
+}
+
+impl Serialize for RecordJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let r = self.0;
+        let mut m = s.serialize_map(None)?;
+        let kind = match &r.body {
+            Body::Initial(_) => "initial",
+            Body::Notification(_) => "notification",
+            Body::Problem(_) => "error",
+        };
+        m.serialize_entry("type", kind)?;
+        m.serialize_entry("time", &r.time.as_secs_f64())?;
+        m.serialize_entry("src", &r.src.map(|a| a.to_string()))?;
+        m.serialize_entry("dst", &r.dst.map(|a| a.to_string()))?;
+        m.serialize_entry("from_sid", &r.from_sid)?;
+        m.serialize_entry("to_sid", &r.to_sid)?;
+        m.serialize_entry("connection", &r.conn.map(|c| c.0))?;
+        m.serialize_entry("offset", &r.offset)?;
+        match &r.body {
+            Body::Initial(msg) => initial_entries(&mut m, msg)?,
+            Body::Notification(n) => notification_entries(&mut m, n)?,
+            Body::Problem(p) => {
+                let severity = match p.severity {
+                    Severity::Error => "error",
+                    Severity::Warning => "warning",
+                };
+                m.serialize_entry("severity", severity)?;
+                match &p.kind {
+                    ProblemKind::Malformed(w) => {
+                        m.serialize_entry("kind", "malformed")?;
+                        m.serialize_entry("field", w.field)?;
+                        m.serialize_entry("field_offset", &w.offset)?;
+                    }
+                    ProblemKind::Gap { missing } => {
+                        m.serialize_entry("kind", "gap")?;
+                        m.serialize_entry("missing", missing)?;
+                    }
+                    ProblemKind::Resynced { skipped } => {
+                        m.serialize_entry("kind", "resynced")?;
+                        m.serialize_entry("skipped", skipped)?;
+                    }
+                    ProblemKind::MidStream => m.serialize_entry("kind", "mid_stream")?,
+                    ProblemKind::Capture => m.serialize_entry("kind", "capture")?,
+                }
+                m.serialize_entry("what", &p.message)?;
+            }
+        }
+        m.end()
     }
 }
 
@@ -279,63 +356,12 @@ pub fn initial_from_json(obj: &Map<String, Value>) -> Result<InitialMessage, Jso
     InitialMessage::decode(&bytes).map_err(|e| err("addresses", e.to_string()))
 }
 
-/// One JSON line: the envelope (`type`, `time`, `src`, `dst`, `from_sid`, `to_sid`, `connection`,
-/// `offset`), then the message's own fields.
-pub fn record_to_json(r: &Record) -> Map<String, Value> {
-    let mut m = Map::new();
-    let body = match &r.body {
-        Body::Initial(msg) => initial_to_json(msg),
-        Body::Notification(n) => notification_to_json(n),
-        Body::Problem(p) => {
-            let mut e = Map::new();
-            e.insert("type".into(), json!("error"));
-            e.insert(
-                "severity".into(),
-                json!(match p.severity {
-                    Severity::Error => "error",
-                    Severity::Warning => "warning",
-                }),
-            );
-            let (kind, extra) = match &p.kind {
-                ProblemKind::Malformed(w) => (
-                    "malformed",
-                    json!({"field": w.field, "field_offset": w.offset}),
-                ),
-                ProblemKind::Gap { missing } => ("gap", json!({"missing": missing})),
-                ProblemKind::Resynced { skipped } => ("resynced", json!({"skipped": skipped})),
-                ProblemKind::MidStream => ("mid_stream", json!({})),
-                ProblemKind::Capture => ("capture", json!({})),
-            };
-            e.insert("kind".into(), json!(kind));
-            if let Value::Object(extra) = extra {
-                e.extend(extra);
-            }
-            e.insert("what".into(), json!(p.message));
-            e
-        }
-    };
-    m.insert("type".into(), body["type"].clone());
-    m.insert("time".into(), json!(r.time.as_secs_f64()));
-    m.insert("src".into(), json!(r.src.map(|a| a.to_string())));
-    m.insert("dst".into(), json!(r.dst.map(|a| a.to_string())));
-    m.insert("from_sid".into(), json!(r.from_sid));
-    m.insert("to_sid".into(), json!(r.to_sid));
-    m.insert("connection".into(), json!(r.conn.map(|c| c.0)));
-    m.insert("offset".into(), json!(r.offset));
-    for (k, v) in body {
-        if k != "type" {
-            m.insert(k, v);
-        }
-    }
-    m
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn back(n: &Notification) -> Notification {
-        let v = Value::Object(notification_to_json(n));
+        let v = serde_json::to_value(NotificationJson(n)).unwrap();
         match message_from_json(&v).unwrap() {
             Message::Notification(m) => m,
             other => panic!("{other:?}"),
@@ -404,7 +430,7 @@ mod tests {
         })
         .unwrap();
         for m in [b, InitialMessage::legacy(3)] {
-            let v = Value::Object(initial_to_json(&m));
+            let v = serde_json::to_value(InitialJson(&m)).unwrap();
             assert_eq!(message_from_json(&v).unwrap(), Message::Initial(m));
         }
     }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::wire::ErrorKind;
 use crate::wire::config::{ConfigLine, QuorumConfig, ServerLine};
 
 /// A parsed `zoo.cfg`.
@@ -74,8 +75,12 @@ impl ZooCfg {
                 || key.starts_with("weight.")
                 || key == "version"
             {
-                let parsed = QuorumConfig::parse(&format!("{key}={value}"))
-                    .map_err(|e| bad(e.kind.to_string()))?;
+                let parsed = QuorumConfig::parse(&format!("{key}={value}")).map_err(|e| {
+                    bad(match e.kind {
+                        ErrorKind::BadConfigLine { reason, .. } => reason,
+                        other => other.to_string(),
+                    })
+                })?;
                 self.quorum.lines.extend(parsed.lines);
             } else {
                 self.other.insert(key.to_string(), value.to_string());

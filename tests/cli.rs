@@ -80,15 +80,33 @@ fn wire_decode_encode_round_trip() {
 fn bad_input_exits_2_with_one_line_naming_field_and_offset() {
     let cases: &[(&[&str], &str, &str)] = &[
         (&["wire", "decode", "abc"], "", "odd number of digits"),
-        (&["wire", "decode", "zz"], "", "invalid character 'z' at digit 0"),
-        (&["wire", "decode", "0000"], "", "state at byte 0: truncated"),
         (
-            &["wire", "decode", "00000000000000000000000100000000000000000000000000000001ffff"],
+            &["wire", "decode", "zz"],
+            "",
+            "invalid character 'z' at digit 0",
+        ),
+        (
+            &["wire", "decode", "0000"],
+            "",
+            "state at byte 0: truncated",
+        ),
+        (
+            &[
+                "wire",
+                "decode",
+                "00000000000000000000000100000000000000000000000000000001ffff",
+            ],
             "",
             "peer epoch at byte 28",
         ),
         (
-            &["wire", "decode", "--kind", "initial", "ffffffffffff00000000000000000001000000000000"],
+            &[
+                "wire",
+                "decode",
+                "--kind",
+                "initial",
+                "ffffffffffff00000000000000000001000000000000",
+            ],
             "",
             "address length at byte 16: 0 is outside 1..=2048",
         ),
@@ -98,7 +116,11 @@ fn bad_input_exits_2_with_one_line_naming_field_and_offset() {
             "protocol version at byte 0",
         ),
         (&["wire", "encode"], "{", "stdin line 1"),
-        (&["wire", "encode"], r#"{"type":"notification","state":"LOOKING"}"#, "field `leader`: missing"),
+        (
+            &["wire", "encode"],
+            r#"{"type":"notification","state":"LOOKING"}"#,
+            "field `leader`: missing",
+        ),
         (&["wire", "encode"], "", "no JSON object"),
     ];
     for (args, stdin, want) in cases {
@@ -106,7 +128,10 @@ fn bad_input_exits_2_with_one_line_naming_field_and_offset() {
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-        assert!(err.starts_with("zkfle: ") && err.contains(want), "{args:?}: {err}");
+        assert!(
+            err.starts_with("zkfle: ") && err.contains(want),
+            "{args:?}: {err}"
+        );
         assert!(out.stdout.is_empty());
     }
 }
@@ -121,29 +146,56 @@ fn bad_capture_files_are_reported_with_offsets() {
     std::fs::write(&not_a_capture, b"this is not a capture at all").unwrap();
     let out = zkfle(&["decode", not_a_capture.to_str().unwrap()], b"");
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("not a pcap or pcapng capture"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("not a pcap or pcapng capture"),
+        "{}",
+        text(&out.stderr)
+    );
 
     // Cut in the middle of a record: everything before it decodes, then the error, exit 1.
     let truncated = tmp.join("truncated.pcap");
     std::fs::write(&truncated, &real[..real.len() * 2 / 3]).unwrap();
-    let out = zkfle(&["decode", "--format", "jsonl", truncated.to_str().unwrap()], b"");
+    let out = zkfle(
+        &["decode", "--format", "jsonl", truncated.to_str().unwrap()],
+        b"",
+    );
     assert_eq!(out.status.code(), Some(1));
     let stdout = text(&out.stdout);
-    assert!(stdout.lines().filter(|l| l.contains(r#""type":"notification""#)).count() > 5);
+    assert!(
+        stdout
+            .lines()
+            .filter(|l| l.contains(r#""type":"notification""#))
+            .count()
+            > 5
+    );
     let last = stdout.lines().last().unwrap();
-    assert!(last.contains(r#""kind":"capture""#) && last.contains("truncated"), "{last}");
-    assert!(text(&out.stderr).contains("byte offset"), "{}", text(&out.stderr));
+    assert!(
+        last.contains(r#""kind":"capture""#) && last.contains("truncated"),
+        "{last}"
+    );
+    assert!(
+        text(&out.stderr).contains("byte offset"),
+        "{}",
+        text(&out.stderr)
+    );
 
     // Garbage inside a valid capture: reported as errors, no panic, exit 1. (Java writes a
     // frame's length and its payload separately, so the 4-byte segments are length prefixes;
     // all-0xee payloads alone would still be notifications, of an unknown state.)
     let mut segments = segments(&fixtures()[0]);
-    for s in segments.iter_mut().filter(|s| !s.payload.is_empty()).step_by(3) {
+    for s in segments
+        .iter_mut()
+        .filter(|s| !s.payload.is_empty())
+        .step_by(3)
+    {
         s.payload.fill(0xee);
     }
     let garbled = tmp.join("garbled.pcap");
     write_pcap(&garbled, &segments);
-    let out = zkfle(&["decode", "--format", "jsonl", garbled.to_str().unwrap()], b"");
+    let out = zkfle(
+        &["decode", "--format", "jsonl", garbled.to_str().unwrap()],
+        b"",
+    );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains(r#""type":"error""#));
     std::fs::remove_dir_all(&tmp).unwrap();

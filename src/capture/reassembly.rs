@@ -10,7 +10,12 @@
 //! not already buffered or delivered (delivered bytes can never change anyway, and holding to
 //! one rule keeps buffered and delivered data consistent).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+// Connection tables are looked up for every segment; Fx hashing is several times cheaper
+// than SipHash there, and the keys (addresses from the capture) do not need DoS resistance
+// beyond the table bounds already enforced.
+use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
@@ -415,12 +420,12 @@ impl Reassembler {
     pub fn new(config: ReassemblyConfig) -> Reassembler {
         Reassembler {
             config,
-            conns: HashMap::new(),
-            ids: HashMap::new(),
+            conns: HashMap::default(),
+            ids: HashMap::default(),
             lru: BTreeMap::new(),
             clock: 0,
             next_id: 1,
-            closed: HashMap::new(),
+            closed: HashMap::default(),
             closed_order: VecDeque::new(),
             closed_gen: 0,
             now: Timestamp::default(),

@@ -4,13 +4,12 @@ use std::io::{BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use serde_json::Value;
 
 use super::CliError;
 use crate::capture;
 use crate::decode::summary::Summarizer;
 use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity};
-use crate::json::record_to_json;
+use crate::json::RecordJson;
 use crate::wire::{ElectionAddress, Notification};
 use crate::zoocfg::ZooCfg;
 
@@ -74,9 +73,6 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let mut t0: Option<f64> = None;
     let mut errors = 0u64;
     let mut first_error = None;
-    let write = |out: &mut BufWriter<_>, line: &str| -> Result<(), CliError> {
-        writeln!(out, "{line}").map_err(broken_pipe_or)
-    };
     for record in decoder {
         let time = record.time.as_secs_f64();
         let start = *t0.get_or_insert(time);
@@ -91,21 +87,20 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
             continue;
         }
         match args.format {
-            Format::Jsonl => write(
-                &mut out,
-                &Value::Object(record_to_json(&record)).to_string(),
-            )?,
-            Format::Text => write(&mut out, &record_text(&record, start))?,
+            Format::Jsonl => serde_json::to_writer(&mut out, &RecordJson(&record))
+                .map_err(std::io::Error::from)
+                .and_then(|()| out.write_all(b"\n")),
+            Format::Text => writeln!(out, "{}", record_text(&record, start)),
         }
+        .map_err(broken_pipe_or)?;
     }
     if args.summary {
         let summary = summarizer.finish();
         match args.format {
-            Format::Jsonl => write(&mut out, &summary.to_json().to_string())?,
-            Format::Text => out
-                .write_all(summary.to_text(t0.unwrap_or(0.0)).as_bytes())
-                .map_err(broken_pipe_or)?,
+            Format::Jsonl => writeln!(out, "{}", summary.to_json()),
+            Format::Text => out.write_all(summary.to_text(t0.unwrap_or(0.0)).as_bytes()),
         }
+        .map_err(broken_pipe_or)?;
     }
     out.flush().map_err(broken_pipe_or)?;
     if errors > 0 {

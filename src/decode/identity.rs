@@ -6,7 +6,7 @@
 //! what the user supplies (`--config zoo.cfg`, `--sid-map ADDR=SID`). Addresses are compared as
 //! socket addresses, so Java's `[0:0:0:0:0:0:0:1]:3888` matches a capture's `[::1]:3888`.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
 
 use crate::wire::{ElectionAddress, InitialMessage, QuorumConfig};
@@ -74,6 +74,31 @@ impl AddressBook {
     /// Whether anything is known at all.
     pub fn is_empty(&self) -> bool {
         self.by_socket.is_empty() && self.by_name.is_empty()
+    }
+}
+
+/// The last few distinct config texts seen. Nearly every notification carries the same config,
+/// so this keeps decoding from parsing it again for each one.
+#[derive(Debug, Default, Clone)]
+pub struct ConfigCache {
+    recent: std::collections::VecDeque<Vec<u8>>,
+}
+
+impl ConfigCache {
+    /// How many distinct texts are remembered.
+    const SIZE: usize = 8;
+
+    /// The parsed config when `raw` was not among the recent texts (and parses); `None` when it
+    /// was seen lately or does not parse.
+    pub fn new_config(&mut self, raw: &[u8]) -> Option<QuorumConfig> {
+        if self.recent.iter().any(|r| r.as_slice() == raw) {
+            return None;
+        }
+        if self.recent.len() == Self::SIZE {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(raw.to_vec());
+        QuorumConfig::parse(std::str::from_utf8(raw).ok()?).ok()
     }
 }
 

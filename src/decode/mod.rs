@@ -14,7 +14,9 @@
 pub mod identity;
 pub mod summary;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
 
 use crate::capture::{
@@ -24,8 +26,8 @@ use crate::capture::{
 use crate::wire::frame::{LENGTH_BYTES, MAX_FRAME_BYTES};
 use crate::wire::initial::Probe;
 use crate::wire::{
-    Direction, InitialMessage, Notification, ProtocolVersion, QuorumConfig, ServerState,
-    StreamDecoder, StreamItem, WireError,
+    Direction, InitialMessage, Notification, ProtocolVersion, ServerState, StreamDecoder,
+    StreamItem, WireError,
 };
 
 pub use identity::AddressBook;
@@ -132,6 +134,7 @@ pub struct Decoder<I> {
     reassembler: Reassembler,
     ports: Vec<u16>,
     book: AddressBook,
+    configs: identity::ConfigCache,
     conns: HashMap<ConnId, Conn>,
     events: Vec<StreamEvent>,
     out: VecDeque<Pending>,
@@ -198,7 +201,8 @@ where
             reassembler: Reassembler::new(options.reassembly),
             ports: options.ports,
             book: options.book,
-            conns: HashMap::new(),
+            configs: identity::ConfigCache::default(),
+            conns: HashMap::default(),
             events: Vec::new(),
             out: VecDeque::new(),
             finished: false,
@@ -407,8 +411,8 @@ where
                 StreamItem::Frame { payload, .. } => {
                     let body = match Notification::decode(&payload) {
                         Ok(n) => {
-                            if let Some(text) = n.config_text()
-                                && let Ok(cfg) = QuorumConfig::parse(&text)
+                            if let Some(raw) = &n.config
+                                && let Some(cfg) = self.configs.new_config(raw)
                             {
                                 self.book.learn_config(&cfg);
                             }

@@ -139,6 +139,7 @@ pub struct Summarizer {
     /// Each server's last LOOKING vote.
     last_vote: HashMap<i64, VoteKey>,
     resent: u64,
+    configs: super::identity::ConfigCache,
     malformed: BTreeMap<String, u32>,
     unknown_sids: u64,
 }
@@ -215,8 +216,8 @@ impl Summarizer {
         if let crate::wire::JavaView::Dropped(why) = n.java_view() {
             *self.malformed.entry(why.to_string()).or_default() += 1;
         }
-        if let Some(text) = n.config_text()
-            && let Ok(cfg) = crate::wire::QuorumConfig::parse(&text)
+        if let Some(raw) = &n.config
+            && let Some(cfg) = self.configs.new_config(raw)
         {
             for s in cfg.servers() {
                 self.members.insert(s.id, s.role());
