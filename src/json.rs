@@ -75,7 +75,10 @@ fn notification_entries<M: SerializeMap>(m: &mut M, n: &Notification) -> Result<
     m.serialize_entry("peer_epoch", &n.effective_peer_epoch())?;
     m.serialize_entry("version", &n.version)?;
     let text = n.config.as_deref().map(std::str::from_utf8);
-    m.serialize_entry("config", &n.config_text())?;
+    match &text {
+        Some(Ok(valid)) => m.serialize_entry("config", valid)?,
+        _ => m.serialize_entry("config", &n.config_text())?,
+    }
     m.serialize_entry("config_version", &n.config_version())?;
     m.serialize_entry("size", &n.size())?;
     if let (Some(raw), Some(Err(_))) = (&n.config, text) {

@@ -308,9 +308,15 @@ impl fmt::Display for QuorumConfig {
 
 /// The `version=<hex>` of config text, without parsing the rest.
 pub fn version_of(text: &str) -> Option<u64> {
-    text.split('\n')
-        .filter_map(|l| l.trim().strip_prefix("version="))
-        .find_map(|v| u64::from_str_radix(v.trim(), 16).ok())
+    version_of_bytes(text.as_bytes())
+}
+
+/// [`version_of`] on raw bytes. Java writes the version line last, so the search runs from the
+/// end: this is on the path of every decoded notification.
+pub fn version_of_bytes(text: &[u8]) -> Option<u64> {
+    text.rsplit(|b| *b == b'\n')
+        .filter_map(|l| l.trim_ascii().strip_prefix(b"version="))
+        .find_map(|v| u64::from_str_radix(std::str::from_utf8(v).ok()?.trim(), 16).ok())
 }
 
 #[cfg(test)]

@@ -293,8 +293,7 @@ impl Notification {
 
     /// The `version=<hex>` of the carried config, when it has a readable one.
     pub fn config_version(&self) -> Option<u64> {
-        let text = self.config_text()?;
-        super::config::version_of(&text)
+        super::config::version_of_bytes(self.config.as_deref()?)
     }
 
     /// How a current Java receiver reads this message (reference A.2, "How a current receiver
