@@ -28,7 +28,8 @@ pub struct NetConfig {
     pub my_sid: i64,
     /// Where to listen (port 0 picks one; see [`Manager::local_addrs`]).
     pub listen: Vec<SocketAddr>,
-    /// The addresses announced in our initial message (V1 sends the first only).
+    /// The addresses announced in our initial message (V1 sends the first only); empty: the
+    /// addresses listened on.
     pub announce: Vec<ElectionAddress>,
     /// V2 (all addresses, `|`-joined) instead of V1.
     pub multi_address: bool,
@@ -93,9 +94,6 @@ impl Manager {
         } else {
             ProtocolVersion::V1
         };
-        let initial = InitialMessage::versioned(protocol, cfg.my_sid, cfg.announce.clone())
-            .encode()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let mut bound = Vec::new();
         for addr in &cfg.listen {
             bound.push(bind(*addr).await?);
@@ -104,6 +102,17 @@ impl Manager {
             .iter()
             .map(|l| l.local_addr())
             .collect::<io::Result<Vec<_>>>()?;
+        let announce = if cfg.announce.is_empty() {
+            local
+                .iter()
+                .map(|a| ElectionAddress::from_socket_addr(*a))
+                .collect()
+        } else {
+            cfg.announce.clone()
+        };
+        let initial = InitialMessage::versioned(protocol, cfg.my_sid, announce)
+            .encode()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let (tx, rx) = mpsc::channel(RECV_QUEUE);
         let shared = Arc::new(Shared {
             peers: Mutex::new(cfg.peers.clone()),
