@@ -293,3 +293,72 @@ async fn malformed_peers_are_closed_logged_once_and_the_node_goes_on() {
     assert_eq!(read_frame(&mut ok).await, b"still here");
     drop(stalled);
 }
+
+/// Three native nodes in one process elect the highest sid; after the leader stops, the two
+/// survivors agree on the next highest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_native_ensemble_of_three_elects_and_reelects() {
+    use zkfle::election::{ElectionConfig, QuorumVerifier};
+    use zkfle::net::{NodeConfig, StateEvent, run};
+    use zkfle::wire::QuorumConfig;
+
+    let ports: Vec<SocketAddr> = (0..3)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+        })
+        .collect();
+    let text = ports
+        .iter()
+        .enumerate()
+        .map(|(i, a)| format!("server.{}=127.0.0.1:1:{}:participant\n", i + 1, a.port()))
+        .collect::<String>()
+        + "version=0";
+    let quorum = QuorumVerifier::from_config(&QuorumConfig::parse(&text).unwrap()).unwrap();
+    let mut nodes = Vec::new();
+    let mut events = Vec::new();
+    for sid in 1..=3i64 {
+        let peers: Vec<(i64, SocketAddr)> = (1..=3i64)
+            .filter(|s| *s != sid)
+            .map(|s| (s, ports[s as usize - 1]))
+            .collect();
+        let mut net = cfg(sid, &peers);
+        net.listen = vec![ports[sid as usize - 1]];
+        let node = NodeConfig {
+            election: ElectionConfig::new(sid, quorum.clone()),
+            net,
+            leader_gone_ms: 300,
+            leader_sync_ms: 60_000,
+            once: false,
+        };
+        let (tx, rx) = mpsc::unbounded_channel::<StateEvent>();
+        nodes.push(tokio::spawn(run(node, tx)));
+        events.push(rx);
+    }
+    async fn decision(rx: &mut mpsc::UnboundedReceiver<StateEvent>) -> StateEvent {
+        loop {
+            let e = timeout(T, rx.recv()).await.expect("a decision").unwrap();
+            if e.state != "LOOKING" {
+                return e;
+            }
+        }
+    }
+    for (i, rx) in events.iter_mut().enumerate() {
+        let e = decision(rx).await;
+        assert_eq!(e.leader, 3);
+        assert_eq!(e.state, if i == 2 { "LEADING" } else { "FOLLOWING" });
+    }
+    // The leader stops: its connections close, and 1 and 2 elect 2.
+    nodes[2].abort();
+    let _ = (&mut nodes[2]).await;
+    let e2 = decision(&mut events[1]).await;
+    let e1 = decision(&mut events[0]).await;
+    assert_eq!((e2.leader, e2.state), (2, "LEADING"));
+    assert_eq!((e1.leader, e1.state), (2, "FOLLOWING"));
+    assert!(e1.election_epoch > 1 && e1.election_epoch == e2.election_epoch);
+    for n in &nodes {
+        n.abort();
+    }
+}
