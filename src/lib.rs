@@ -14,6 +14,8 @@
 //!   `zkfle wire encode`.
 //! - [`decode`]: a capture's election traffic as messages with their senders' and receivers'
 //!   sids (who is who), and a summary of each election with its anomalies.
+//! - [`net`]: the connection layer (QuorumCnxManager over tokio, its decisions sans-I/O) and the
+//!   driver that runs an [`election::Election`] on it: `zkfle join`.
 //! - [`zoocfg`]: reading a server's `zoo.cfg`.
 //! - [`cli`]: the `zkfle` command line; `main.rs` only calls [`cli::run`].
 pub mod capture;
@@ -21,5 +23,6 @@ pub mod cli;
 pub mod decode;
 pub mod election;
 pub mod json;
+pub mod net;
 pub mod wire;
 pub mod zoocfg;

@@ -3,6 +3,7 @@
 //! of the operation itself.
 
 mod decode_cmd;
+pub mod join_cmd;
 mod wire_cmd;
 
 use clap::{Parser, Subcommand};
@@ -19,6 +20,8 @@ struct Cli {
 enum Command {
     /// Decode the election traffic in a pcap/pcapng capture.
     Decode(decode_cmd::DecodeArgs),
+    /// Join a real ensemble's leader election as a native voter.
+    Join(join_cmd::JoinArgs),
     /// Decode and encode single election-port messages.
     #[command(subcommand)]
     Wire(wire_cmd::WireCommand),
@@ -60,6 +63,7 @@ pub fn run() -> i32 {
     };
     let result = match cli.command {
         Command::Decode(args) => decode_cmd::run(args),
+        Command::Join(args) => join_cmd::run(args),
         Command::Wire(cmd) => wire_cmd::run(cmd),
     };
     match result {

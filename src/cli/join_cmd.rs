@@ -1,0 +1,231 @@
+//! `zkfle join`: take part in a real ensemble's leader election as a native voter.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::CliError;
+use crate::election::{ElectionConfig, QuorumVerifier};
+use crate::net::{NetConfig, NodeConfig, StateEvent};
+use crate::wire::{ElectionAddress, QuorumConfig};
+use crate::zoocfg::ZooCfg;
+
+#[derive(Debug, Args)]
+pub struct JoinArgs {
+    /// The zoo.cfg a Java server of the ensemble would use.
+    #[arg(long, value_name = "ZOO_CFG")]
+    pub config: PathBuf,
+    /// My server id (default: the number in dataDir/myid).
+    #[arg(long)]
+    pub myid: Option<i64>,
+    /// The last logged zxid my vote brings (decimal or 0x hex; -1 = untrusted empty database).
+    #[arg(long, default_value = "0", value_parser = parse_i64)]
+    pub zxid: i64,
+    /// My current (accepted) epoch.
+    #[arg(long = "peer-epoch", default_value = "0", value_parser = parse_i64)]
+    pub peer_epoch: i64,
+    /// Print the first decision as one JSON object and exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Append every state change as a JSON line to this file (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
+    /// Announce every election address (initial message -65535), as Java does with
+    /// zookeeper.multiAddress.enabled=true.
+    #[arg(long = "multi-address")]
+    pub multi_address: bool,
+    /// zookeeper.fastleader.minNotificationInterval (ms).
+    #[arg(
+        long = "zookeeper.fastleader.minNotificationInterval",
+        visible_alias = "min-notification-interval",
+        default_value_t = 200
+    )]
+    pub min_notification_interval: u64,
+    /// zookeeper.fastleader.maxNotificationInterval (ms).
+    #[arg(
+        long = "zookeeper.fastleader.maxNotificationInterval",
+        visible_alias = "max-notification-interval",
+        default_value_t = 60000
+    )]
+    pub max_notification_interval: u64,
+    /// zookeeper.cnxTimeout: election connect timeout (ms).
+    #[arg(
+        long = "zookeeper.cnxTimeout",
+        visible_alias = "cnx-timeout",
+        default_value_t = 5000
+    )]
+    pub cnx_timeout: u64,
+    /// zookeeper.quorumCnxnTimeoutMs: handshake read timeout (ms; default tickTime*syncLimit).
+    #[arg(long = "zookeeper.quorumCnxnTimeoutMs")]
+    pub quorum_cnxn_timeout: Option<u64>,
+}
+
+fn parse_i64(s: &str) -> Result<i64, String> {
+    let t = s.trim();
+    let (neg, t) = match t.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, t),
+    };
+    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16).map(|v| v as i64),
+        None => t.parse::<i64>(),
+    }
+    .map_err(|e| format!("{s:?}: {e}"))?;
+    Ok(if neg { v.wrapping_neg() } else { v })
+}
+
+/// Everything `join` derives from its arguments and the config file.
+pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
+    let input = |m: String| CliError::input(format!("join: {m}"));
+    let cfg = ZooCfg::read(&args.config).map_err(|e| input(format!("--config {e}")))?;
+    let my_id = match args.myid {
+        Some(id) => id,
+        None => {
+            let dir = cfg
+                .other
+                .get("dataDir")
+                .ok_or_else(|| input("no --myid and no dataDir in the config".into()))?;
+            let path = args
+                .config
+                .parent()
+                .unwrap_or(std::path::Path::new("."))
+                .join(dir)
+                .join("myid");
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| input(format!("no --myid and {}: {e}", path.display())))?;
+            text.trim().parse().map_err(|_| {
+                input(format!(
+                    "{}: not a server id: {:?}",
+                    path.display(),
+                    text.trim()
+                ))
+            })?
+        }
+    };
+    for key in cfg.other.keys() {
+        tracing::debug!("zoo.cfg key {key} ignored by zkfle join");
+    }
+    let quorum_cfg = QuorumConfig::parse(&cfg.quorum_text())
+        .map_err(|e| input(format!("--config {}: {e}", args.config.display())))?;
+    let quorum = QuorumVerifier::from_config(&quorum_cfg)
+        .map_err(|e| input(format!("--config {}: {e}", args.config.display())))?;
+    let me = quorum_cfg.server(my_id).ok_or_else(|| {
+        input(format!(
+            "server id {my_id} is not a member in {}",
+            args.config.display()
+        ))
+    })?;
+    let announce: Vec<ElectionAddress> = me.addresses.iter().map(|a| a.election()).collect();
+    let all_ips = cfg.get::<bool>("quorumListenOnAllIPs").unwrap_or(false);
+    let mut listen = Vec::new();
+    for a in &announce {
+        let sa = resolve(a)
+            .ok_or_else(|| input(format!("my election address {} does not resolve", a.text)))?;
+        listen.push(if all_ips {
+            SocketAddr::new(
+                if sa.is_ipv4() {
+                    std::net::Ipv4Addr::UNSPECIFIED.into()
+                } else {
+                    std::net::Ipv6Addr::UNSPECIFIED.into()
+                },
+                sa.port(),
+            )
+        } else {
+            sa
+        });
+    }
+    let peers = quorum_cfg
+        .servers()
+        .filter(|s| s.id != my_id)
+        .map(|s| (s.id, s.addresses.iter().map(|a| a.election()).collect()))
+        .collect();
+    let tick: u64 = cfg.get("tickTime").unwrap_or(3000);
+    let init_limit: u64 = cfg.get("initLimit").unwrap_or(10);
+    let sync_limit: u64 = cfg.get("syncLimit").unwrap_or(5);
+    if args.min_notification_interval == 0 || args.max_notification_interval == 0 {
+        return Err(input("notification intervals must be > 0".into()));
+    }
+    let mut election = ElectionConfig::new(my_id, quorum);
+    election.role = me.role();
+    election.last_zxid = args.zxid;
+    election.current_epoch = args.peer_epoch;
+    election.min_notification_interval_ms = args.min_notification_interval;
+    election.max_notification_interval_ms = args
+        .max_notification_interval
+        .max(args.min_notification_interval);
+    let socket_timeout = args
+        .quorum_cnxn_timeout
+        .filter(|t| *t > 0)
+        .unwrap_or(tick * sync_limit);
+    Ok(NodeConfig {
+        election,
+        net: NetConfig {
+            my_sid: my_id,
+            listen,
+            announce,
+            multi_address: args.multi_address,
+            peers,
+            cnx_timeout: Duration::from_millis(args.cnx_timeout),
+            socket_timeout: Duration::from_millis(socket_timeout.max(1)),
+        },
+        leader_gone_ms: tick * sync_limit,
+        leader_sync_ms: tick * init_limit,
+        once: args.once,
+    })
+}
+
+fn resolve(a: &ElectionAddress) -> Option<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    a.socket_addr()
+        .or_else(|| (a.host.as_str(), a.port).to_socket_addrs().ok()?.next())
+}
+
+pub fn run(args: JoinArgs) -> Result<(), CliError> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let cfg = node_config(&args)?;
+    let mut events_out: Option<Box<dyn Write + Send>> = match &args.events {
+        None => None,
+        Some(p) if p.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
+        Some(p) => Some(Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| CliError::input(format!("join: --events {}: {e}", p.display())))?,
+        )),
+    };
+    let once = args.once;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failure(format!("join: runtime: {e}")))?;
+    rt.block_on(async move {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StateEvent>();
+        let node = tokio::spawn(crate::net::run(cfg, tx));
+        while let Some(ev) = rx.recv().await {
+            let line = serde_json::to_string(&ev).unwrap_or_default();
+            if let Some(out) = events_out.as_mut() {
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+            if once && ev.state != "LOOKING" {
+                println!("{line}");
+                return Ok(());
+            }
+        }
+        match node.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(CliError::failure(format!("join: {e}"))),
+            Err(e) => Err(CliError::failure(format!("join: {e}"))),
+        }
+    })
+}

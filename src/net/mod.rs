@@ -1,0 +1,19 @@
+//! The connection layer and the driver of `zkfle join`: a native FastLeaderElection
+//! participant on real sockets.
+//!
+//! - [`core`]: QuorumCnxManager's decisions, sans-I/O: the tie-break (the connection initiated
+//!   by the larger sid survives), the dial-back address, and the per-peer send queues of
+//!   capacity 1 with the last message re-sent on every new connection (reference B).
+//! - [`manager`]: [`Manager`], those decisions applied over tokio: listeners, bounded
+//!   handshakes (timeout tickTime * syncLimit), asynchronous connects (5000 ms timeout), one
+//!   reader and one writer task per connection, frames of at most 512 KiB. No election logic.
+//! - [`node`]: the driver task feeding [`crate::election::Election`] with received
+//!   notifications and timer expiries and sending its outputs through the [`Manager`], plus the
+//!   rules for a decided node without Zab (`docs/join.md`).
+
+pub mod core;
+pub mod manager;
+pub mod node;
+
+pub use manager::{Manager, NetConfig, Received};
+pub use node::{NodeConfig, StateEvent, run};

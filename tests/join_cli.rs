@@ -1,0 +1,47 @@
+//! `zkfle join` input errors: one line on stderr, exit status 2.
+
+use std::process::Command;
+
+const ZKFLE: &str = env!("CARGO_BIN_EXE_zkfle");
+
+fn join(args: &[&str]) -> (i32, String) {
+    let out = Command::new(ZKFLE).arg("join").args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let dir = std::env::temp_dir().join(format!("zkfle-join-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        "tickTime=100\ndataDir=data\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n",
+    )
+    .unwrap();
+    let c = cfg.to_str().unwrap();
+    for (args, needle) in [
+        (
+            vec!["--config", "/nonexistent/zoo.cfg", "--myid", "1"],
+            "/nonexistent/zoo.cfg",
+        ),
+        (
+            vec!["--config", c, "--myid", "7"],
+            "server id 7 is not a member",
+        ),
+        (vec!["--config", c], "myid"),
+        (vec!["--config", c, "--myid", "1", "--zxid", "zz"], "zz"),
+    ] {
+        let (code, err) = join(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        // clap's own usage errors keep clap's multi-line format (src/cli/mod.rs).
+        if err.starts_with("zkfle:") {
+            assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

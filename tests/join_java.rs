@@ -1,0 +1,310 @@
+//! `zkfle join` against real Java ZooKeeper 3.8 servers (scripts/ensemble.sh).
+//!
+//! Every test uses servers on 127.0.0.1-3 with the fixed ports, so the tests are serialized
+//! with a file lock (also against other test binaries on this machine using the same lock).
+//! Each ensemble and each zkfle process is stopped by a Drop guard, even on panic.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const ZKFLE: &str = env!("CARGO_BIN_EXE_zkfle");
+
+/// Holds the machine-wide lock for loopback ensembles.
+struct LoopbackLock(#[allow(dead_code)] File);
+
+fn lock_loopback() -> LoopbackLock {
+    let f = File::create(std::env::temp_dir().join("zkfle-loopback-ensemble.lock")).unwrap();
+    f.lock().unwrap();
+    LoopbackLock(f)
+}
+
+/// A Java ensemble in a temp dir, stopped on drop.
+struct Ensemble {
+    dir: PathBuf,
+}
+
+fn script(args: &[&str]) -> std::process::Output {
+    Command::new(Path::new(ROOT).join("scripts/ensemble.sh"))
+        .args(args)
+        .output()
+        .expect("scripts/ensemble.sh runs")
+}
+
+impl Ensemble {
+    fn start(name: &str, servers: &str, extra: &[&str]) -> Ensemble {
+        let dir = std::env::temp_dir().join(format!("zkfle-join-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let e = Ensemble { dir };
+        let d = e.dir.to_str().unwrap().to_string();
+        let mut args = vec!["start", &d, "--servers", servers];
+        args.extend_from_slice(extra);
+        let out = script(&args);
+        assert!(
+            out.status.success(),
+            "ensemble start failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        e
+    }
+
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        let d = self.dir.to_str().unwrap();
+        let mut a = vec![args[0], d];
+        a.extend_from_slice(&args[1..]);
+        script(&a)
+    }
+
+    fn wait_stable(&self) {
+        let out = self.cmd(&["wait-stable", "--timeout", "30"]);
+        assert!(
+            out.status.success(),
+            "not stable: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+
+    fn log(&self, sid: i64) -> String {
+        std::fs::read_to_string(self.dir.join(sid.to_string()).join("server.log"))
+            .unwrap_or_default()
+    }
+
+    /// Lines of Java's `About to leave FLE instance: leader=L, ..., my state=S` after `skip` bytes.
+    fn decisions(&self, sid: i64, skip: usize) -> Vec<(i64, String)> {
+        let log = self.log(sid);
+        log.get(skip..)
+            .unwrap_or("")
+            .lines()
+            .filter_map(|l| {
+                let rest = l.split("About to leave FLE instance: leader=").nth(1)?;
+                let leader = rest.split(',').next()?.parse().ok()?;
+                let state = rest.rsplit("my state=").next()?.trim().to_string();
+                Some((leader, state))
+            })
+            .collect()
+    }
+
+    fn zoo_cfg(&self) -> PathBuf {
+        self.dir.join("zoo.cfg")
+    }
+}
+
+impl Drop for Ensemble {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["stop"]);
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("ensemble kept in {}", self.dir.display());
+        }
+    }
+}
+
+/// A running `zkfle join`, killed on drop.
+struct Native {
+    child: Child,
+    events: PathBuf,
+}
+
+impl Native {
+    fn start(e: &Ensemble, myid: i64, extra: &[&str]) -> Native {
+        let events = e.dir.join(format!("native{myid}.events.jsonl"));
+        let log = File::create(e.dir.join(format!("native{myid}.log"))).unwrap();
+        let child = Command::new(ZKFLE)
+            .args(["join", "--config", e.zoo_cfg().to_str().unwrap()])
+            .args(["--myid", &myid.to_string()])
+            .args(["--events", events.to_str().unwrap()])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        Native { child, events }
+    }
+
+    fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.events)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+impl Drop for Native {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn decided(ev: &Value, state: &str, leader: i64) -> bool {
+    ev["state"] == state && ev["leader"] == leader
+}
+
+/// (a) Java 2 and 3 have elected 3; native 1 joins late and learns the leader from replies.
+#[test]
+fn native_joins_late_and_follows_the_java_leader() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "late",
+        "1:participant:external,2:participant,3:participant",
+        &["--tick", "200"],
+    );
+    e.wait_stable();
+    let out = Command::new("timeout")
+        .args([
+            "20",
+            ZKFLE,
+            "join",
+            "--config",
+            e.zoo_cfg().to_str().unwrap(),
+        ])
+        .args(["--myid", "1", "--once"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "exactly one JSON object: {stdout}");
+    let v: Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(v["leader"], 3);
+    assert_eq!(v["state"], "FOLLOWING");
+    for key in ["election_epoch", "zxid", "peer_epoch", "took_ms"] {
+        assert!(v[key].is_i64() || v[key].is_u64(), "{key} in {v}");
+    }
+}
+
+/// (b) Sid 3 is never started: Java 2 reaches a quorum only with native 1's vote.
+#[test]
+fn java_needs_the_native_vote_to_lead() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "quorum",
+        "1:participant:external,2:participant,3:participant:external",
+        &["--tick", "200"],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(e.decisions(2, 0).is_empty(), "Java 2 cannot decide alone");
+    let n = Native::start(&e, 1, &[]);
+    wait_for("Java 2 LEADING", Duration::from_secs(20), || {
+        e.decisions(2, 0)
+            .iter()
+            .any(|(l, s)| *l == 2 && s == "LEADING")
+            .then_some(())
+    });
+    wait_for("native FOLLOWING 2", Duration::from_secs(10), || {
+        n.events()
+            .iter()
+            .any(|v| decided(v, "FOLLOWING", 2))
+            .then_some(())
+    });
+}
+
+/// (c) Native 3 (the highest sid) and Java 1, 2 start together: the Java servers follow 3;
+/// the native leader steps down after initLimit*tickTime since nobody syncs.
+#[test]
+fn java_follows_the_native_leader() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "lead",
+        "1:participant,2:participant,3:participant:external",
+        &["--tick", "100", "--init-limit", "10", "--no-start"],
+    );
+    let n = Native::start(&e, 3, &[]);
+    for sid in ["1", "2"] {
+        let out = e.cmd(&["start-node", sid]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for sid in [1, 2] {
+        wait_for(
+            &format!("Java {sid} FOLLOWING 3"),
+            Duration::from_secs(20),
+            || {
+                e.decisions(sid, 0)
+                    .iter()
+                    .any(|(l, s)| *l == 3 && s == "FOLLOWING")
+                    .then_some(())
+            },
+        );
+    }
+    let lead_at = wait_for("native LEADING", Duration::from_secs(5), || {
+        n.events().iter().position(|v| decided(v, "LEADING", 3))
+    });
+    // initLimit*tickTime = 1 s: then the native leader looks again.
+    wait_for("native steps down", Duration::from_secs(10), || {
+        n.events()[lead_at + 1..]
+            .iter()
+            .any(|v| v["state"] == "LOOKING")
+            .then_some(())
+    });
+}
+
+/// (d) The Java leader (3) is killed: native 1 takes part in the re-election with Java 2 and
+/// both agree on 2.
+#[test]
+fn native_takes_part_in_reelection_after_leader_dies() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "reelect",
+        "1:participant:external,2:participant,3:participant",
+        &["--tick", "200"],
+    );
+    e.wait_stable();
+    let n = Native::start(&e, 1, &[]);
+    wait_for("native FOLLOWING 3", Duration::from_secs(10), || {
+        n.events()
+            .iter()
+            .any(|v| decided(v, "FOLLOWING", 3))
+            .then_some(())
+    });
+    let before = n.events().len();
+    let log_at = e.log(2).len();
+    let out = e.cmd(&["stop-node", "3", "--kill"]);
+    assert!(out.status.success());
+    wait_for("native FOLLOWING 2", Duration::from_secs(20), || {
+        n.events()[before..]
+            .iter()
+            .any(|v| decided(v, "FOLLOWING", 2))
+            .then_some(())
+    });
+    wait_for("Java 2 LEADING", Duration::from_secs(20), || {
+        e.decisions(2, log_at)
+            .iter()
+            .any(|(l, s)| *l == 2 && s == "LEADING")
+            .then_some(())
+    });
+    // Every decision after the kill, on both sides, names 2.
+    assert!(e.decisions(2, log_at).iter().all(|(l, _)| *l == 2));
+    assert!(
+        n.events()[before..]
+            .iter()
+            .filter(|v| v["state"] != "LOOKING")
+            .all(|v| v["leader"] == 2)
+    );
+}
