@@ -10,6 +10,12 @@ use crate::wire::{Notification, Role, ServerState};
 
 use super::{Election, ElectionConfig, Output, QuorumVerifier};
 
+/// initLimit x tickTime of the simulated ensemble (10 x 2000 ms, Java's usual).
+const INIT_LIMIT_MS: u64 = 20_000;
+
+/// How long a follower tries to reach its leader's quorum port before looking again.
+const FOLLOWER_CONNECT_MS: u64 = 1_000;
+
 /// (deliver at, sequence, from, to, payload).
 type InFlight = (u64, u64, i64, i64, Vec<u8>);
 
@@ -71,17 +77,69 @@ fn simulate(seed: u64, p: &Params) -> BTreeMap<i64, Decision> {
     let mut now = 0u64;
     let mut next_start = 0usize;
     let limit = 600_000;
-    while decided.len() < nodes.len() && now < limit {
-        // The next event: a start, a delivery or a timer.
+    // Zab, reduced to what the election needs: a leader that has not gathered a quorum of
+    // followers within initLimit x tickTime gives up, and its followers with it; all of them
+    // look again in a new round (as QuorumPeer does when Zab fails).
+    let mut zab_checks: BTreeMap<i64, u64> = BTreeMap::new();
+    // And a follower (or observer) whose leader is not leading cannot connect to it, and looks
+    // again soon (Java gives up after a few connection attempts).
+    let mut follow_checks: BTreeMap<i64, u64> = BTreeMap::new();
+    while (decided.len() < nodes.len() || !zab_checks.is_empty() || !follow_checks.is_empty())
+        && now < limit
+    {
+        // The next event: a start, a delivery, a timer or a leader's sync deadline.
         let t_start = starts.get(next_start).map(|s| s.0);
         let t_net = net.peek().map(|Reverse(m)| m.0);
         let t_timer = timers.values().min().copied();
-        let Some(t) = [t_start, t_net, t_timer].into_iter().flatten().min() else {
+        let t_zab = zab_checks.values().min().copied();
+        let t_follow = follow_checks.values().min().copied();
+        let Some(t) = [t_start, t_net, t_timer, t_zab, t_follow]
+            .into_iter()
+            .flatten()
+            .min()
+        else {
             break;
         };
         now = t;
         let mut touched = Vec::new();
-        if t_start == Some(t) {
+        if t_follow == Some(t) {
+            let (&id, _) = follow_checks.iter().find(|(_, d)| **d == t).unwrap();
+            follow_checks.remove(&id);
+            let leader = decided.get(&id).map(|d| d.leader);
+            let leading = leader
+                .and_then(|l| decided.get(&l))
+                .is_some_and(|d| d.state == ServerState::Leading);
+            if leader.is_some() && !leading {
+                decided.remove(&id);
+                nodes.get_mut(&id).unwrap().start(now);
+                touched.push(id);
+            }
+        } else if t_zab == Some(t) {
+            let (&leader, _) = zab_checks.iter().find(|(_, d)| **d == t).unwrap();
+            zab_checks.remove(&leader);
+            let group: Vec<i64> = decided
+                .iter()
+                .filter(|(_, d)| d.leader == leader && d.state != ServerState::Observing)
+                .map(|(id, _)| *id)
+                .collect();
+            let synced = group
+                .iter()
+                .filter(|id| q.is_voter(**id))
+                .copied()
+                .collect();
+            if !q.contains_quorum(&synced) {
+                for id in decided
+                    .iter()
+                    .filter(|(_, d)| d.leader == leader)
+                    .map(|(id, _)| *id)
+                    .collect::<Vec<_>>()
+                {
+                    decided.remove(&id);
+                    nodes.get_mut(&id).unwrap().start(now);
+                    touched.push(id);
+                }
+            }
+        } else if t_start == Some(t) {
             let id = starts[next_start].1;
             next_start += 1;
             nodes.get_mut(&id).unwrap().start(now);
@@ -122,6 +180,11 @@ fn simulate(seed: u64, p: &Params) -> BTreeMap<i64, Decision> {
                         };
                         assert!(decided.insert(id, d).is_none(), "{id} decided twice");
                         timers.remove(&id);
+                        if state == ServerState::Leading {
+                            zab_checks.insert(id, now + INIT_LIMIT_MS);
+                        } else {
+                            follow_checks.insert(id, now + FOLLOWER_CONNECT_MS);
+                        }
                     }
                 }
             }
@@ -168,8 +231,9 @@ proptest! {
         check_agreement(&p, &decided, Some(voters as i64 - 1));
     }
 
-    /// A lossy, slow network: every server still decides (re-broadcasts, replies from decided
-    /// servers), and whoever follows, follows a voter.
+    /// A lossy, slow network: FLE alone can leave a minority behind a leader that lacks a
+    /// quorum (found by this test: seed 7775702969839968049, 4 voters); with Zab's step-down
+    /// modelled, every server ends up deciding, all for the same voter.
     #[test]
     fn lossy_network_terminates(seed in any::<u64>(), voters in 3usize..=5) {
         let p = Params { voters, observers: 1, max_delay: 500, drop_percent: 15, start_spread: 300, late_start: None };
@@ -178,6 +242,7 @@ proptest! {
         for d in decided.values() {
             prop_assert!((0..voters as i64).contains(&d.leader), "{:?}", decided);
         }
+        check_agreement(&p, &decided, None);
     }
 
     /// testJoin in simulation: the highest sid starts after the others decided; it follows their
