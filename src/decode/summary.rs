@@ -541,7 +541,7 @@ impl Summarizer {
                 kind: "tie_break_drop",
                 time: None,
                 message: format!(
-                    "sid {from} connected to larger sid {to} {n} time(s); {to} closes such connections and dials back"
+                    "sid {from} connected to larger sid {to} {n} time(s) and {to} dropped it (the sid tie-break: only connections initiated by the larger sid are kept; {to} dials back)"
                 ),
             });
         }
