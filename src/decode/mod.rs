@@ -159,6 +159,9 @@ const RESOLVE_WINDOW_RECORDS: usize = 4096;
 struct Conn {
     initiator: SocketAddr,
     acceptor: SocketAddr,
+    /// Reassembly guessed the initiator of a mid-stream connection wrong (the election port
+    /// says otherwise): its directions are the other way round.
+    flipped: bool,
     /// Still deciding whether a connection on another port is election traffic.
     recognising: Option<Vec<u8>>,
     initiator_sid: Option<i64>,
@@ -276,10 +279,10 @@ where
                 let on_port = self.ports.contains(&acceptor.port())
                     || (mid_stream && self.ports.contains(&initiator.port()));
                 // A mid-stream guess of who initiated can be wrong; the election port decides.
-                let (initiator, acceptor) = if mid_stream
+                let flipped = mid_stream
                     && self.ports.contains(&initiator.port())
-                    && !self.ports.contains(&acceptor.port())
-                {
+                    && !self.ports.contains(&acceptor.port());
+                let (initiator, acceptor) = if flipped {
                     (acceptor, initiator)
                 } else {
                     (initiator, acceptor)
@@ -293,6 +296,7 @@ where
                     Conn {
                         initiator,
                         acceptor,
+                        flipped,
                         recognising: (!on_port).then(Vec::new),
                         initiator_sid: None,
                         dirs: [
@@ -322,7 +326,10 @@ where
                 time,
                 bytes,
                 ..
-            } => self.data(conn, dir, time, &bytes),
+            } => {
+                let dir = self.our_dir(conn, dir);
+                self.data(conn, dir, time, &bytes)
+            }
             StreamEvent::Gap {
                 conn,
                 dir,
@@ -330,6 +337,7 @@ where
                 offset,
                 missing,
             } => {
+                let dir = self.our_dir(conn, dir);
                 let Some(c) = self.conns.get_mut(&conn) else {
                     return;
                 };
@@ -354,6 +362,14 @@ where
             StreamEvent::Closed { conn, .. } => {
                 self.conns.remove(&conn);
             }
+        }
+    }
+
+    /// A reassembly direction in terms of our initiator and acceptor.
+    fn our_dir(&self, conn: ConnId, dir: CapDir) -> CapDir {
+        match self.conns.get(&conn) {
+            Some(c) if c.flipped => dir.reverse(),
+            _ => dir,
         }
     }
 
