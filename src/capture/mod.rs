@@ -44,6 +44,7 @@
 pub mod packet;
 pub mod reader;
 pub mod reassembly;
+pub mod writer;
 
 #[cfg(test)]
 mod tests;
@@ -52,6 +53,7 @@ mod testutil;
 
 pub use packet::{CaptureStats, Skip, TcpSegment, Timestamp, decode_tcp, linktype};
 pub use reader::{CaptureError, CaptureReader, Packet};
+pub use writer::PcapWriter;
 pub use reassembly::{
     CloseKind, ConnId, ConnInfo, Direction, Reassembler, ReassemblyConfig, ReassemblyStats,
     StreamEvent, StreamInfo,
