@@ -102,6 +102,15 @@ case "$SCENARIO" in
 esac
 zk_env_resolve
 
+# Every ensemble uses the fixed loopback layout, so two at once would talk to each other (and
+# end up in each other's captures): hold the machine-wide lock that the Java tests take too.
+LOCK="${TMPDIR:-/tmp}/zkfle-loopback-ensemble.lock"
+exec 9>>"$LOCK"
+if ! flock -n 9; then
+  echo "waiting for $LOCK (another loopback ensemble is running)" >&2
+  flock 9
+fi
+
 OUT="$ROOT/fixtures/$NAME"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-rec-$NAME.XXXXXX")
 TCPDUMP_PID=""
