@@ -53,11 +53,11 @@ mod testutil;
 
 pub use packet::{CaptureStats, Skip, TcpSegment, Timestamp, decode_tcp, linktype};
 pub use reader::{CaptureError, CaptureReader, Packet};
-pub use writer::PcapWriter;
 pub use reassembly::{
     CloseKind, ConnId, ConnInfo, Direction, Reassembler, ReassemblyConfig, ReassemblyStats,
     StreamEvent, StreamInfo,
 };
+pub use writer::PcapWriter;
 
 /// The TCP segments of a capture, in file order: [`CaptureReader`] plus [`decode_tcp`].
 ///

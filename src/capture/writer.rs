@@ -33,8 +33,12 @@ impl<W: Write> PcapWriter<W> {
     /// addresses are of different families cannot be written and are an error.
     pub fn write(&mut self, s: &TcpSegment) -> io::Result<usize> {
         let builder = match (s.src.ip(), s.dst.ip()) {
-            (IpAddr::V4(a), IpAddr::V4(b)) => etherparse::PacketBuilder::ipv4(a.octets(), b.octets(), 64),
-            (IpAddr::V6(a), IpAddr::V6(b)) => etherparse::PacketBuilder::ipv6(a.octets(), b.octets(), 64),
+            (IpAddr::V4(a), IpAddr::V4(b)) => {
+                etherparse::PacketBuilder::ipv4(a.octets(), b.octets(), 64)
+            }
+            (IpAddr::V6(a), IpAddr::V6(b)) => {
+                etherparse::PacketBuilder::ipv6(a.octets(), b.octets(), 64)
+            }
             _ => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -81,7 +85,10 @@ mod tests {
     #[test]
     fn what_is_written_reads_back() {
         let seg = TcpSegment {
-            time: Timestamp { secs: 1_700_000_000, nanos: 123_000 },
+            time: Timestamp {
+                secs: 1_700_000_000,
+                nanos: 123_000,
+            },
             src: "[::1]:40000".parse().unwrap(),
             dst: "[::1]:3888".parse().unwrap(),
             seq: 7,
