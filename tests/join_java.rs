@@ -118,7 +118,7 @@ impl Native {
         let child = Command::new(ZKFLE)
             .args(["join", "--config", e.zoo_cfg().to_str().unwrap()])
             .args(["--myid", &myid.to_string()])
-            .args(["--events", events.to_str().unwrap()])
+            .args(["--events-file", events.to_str().unwrap()])
             .args(extra)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())

@@ -13,6 +13,13 @@ use crate::net::{NetConfig, NodeConfig, StateEvent};
 use crate::wire::{ElectionAddress, QuorumConfig};
 use crate::zoocfg::ZooCfg;
 
+/// How `--events` writes state changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EventFormat {
+    /// One JSON object a line.
+    Jsonl,
+}
+
 #[derive(Debug, Args)]
 pub struct JoinArgs {
     /// The zoo.cfg a Java server of the ensemble would use.
@@ -30,9 +37,12 @@ pub struct JoinArgs {
     /// Print the first decision as one JSON object and exit.
     #[arg(long)]
     pub once: bool,
-    /// Append every state change as a JSON line to this file (`-` for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub events: Option<PathBuf>,
+    /// Stream every state change to stdout in this format (`jsonl`: one JSON object a line).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub events: Option<EventFormat>,
+    /// Append every state change as a JSON line to this file instead of stdout.
+    #[arg(long = "events-file", value_name = "FILE")]
+    pub events_file: Option<PathBuf>,
     /// Announce every election address (initial message -65535), as Java does with
     /// zookeeper.multiAddress.enabled=true.
     #[arg(long = "multi-address")]
@@ -192,16 +202,18 @@ pub fn run(args: JoinArgs) -> Result<(), CliError> {
         .with_writer(std::io::stderr)
         .try_init();
     let cfg = node_config(&args)?;
-    let mut events_out: Option<Box<dyn Write + Send>> = match &args.events {
-        None => None,
-        Some(p) if p.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
-        Some(p) => Some(Box::new(
+    let mut events_out: Option<Box<dyn Write + Send>> = match (&args.events_file, args.events) {
+        (Some(p), _) => Some(Box::new(
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(p)
-                .map_err(|e| CliError::input(format!("join: --events {}: {e}", p.display())))?,
+                .map_err(|e| {
+                    CliError::input(format!("join: --events-file {}: {e}", p.display()))
+                })?,
         )),
+        (None, Some(EventFormat::Jsonl)) => Some(Box::new(std::io::stdout())),
+        (None, None) => None,
     };
     let once = args.once;
     let rt = tokio::runtime::Builder::new_current_thread()
