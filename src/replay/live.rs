@@ -1,0 +1,1 @@
+//! The live target (not yet written).
