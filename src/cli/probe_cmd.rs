@@ -35,7 +35,9 @@ pub enum Format {
 
 pub fn run(args: ProbeArgs) -> Result<(), CliError> {
     if !(args.timeout > 0.0 && args.timeout.is_finite()) {
-        return Err(CliError::input("--timeout must be a positive number of seconds"));
+        return Err(CliError::input(
+            "--timeout must be a positive number of seconds",
+        ));
     }
     let opts = ProbeOptions {
         sid: args.sid,

@@ -113,8 +113,8 @@ pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
     let addr = *addrs
         .first()
         .ok_or_else(|| ProbeError::Resolve(target.to_string()))?;
-    let mut s = TcpStream::connect_timeout(&addr, opts.timeout)
-        .map_err(|e| io_error(e, "connecting"))?;
+    let mut s =
+        TcpStream::connect_timeout(&addr, opts.timeout).map_err(|e| io_error(e, "connecting"))?;
     let _ = s.set_nodelay(true);
     s.set_read_timeout(Some(opts.timeout))
         .and_then(|()| s.set_write_timeout(Some(opts.timeout)))
@@ -133,9 +133,7 @@ pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
     read_exact(&mut s, &mut payload, start, opts.timeout)?;
     let _ = s.shutdown(std::net::Shutdown::Both);
     let n = Notification::decode(&payload).map_err(|e| ProbeError::BadAnswer(e.to_string()))?;
-    let config = n
-        .config_text()
-        .and_then(|t| QuorumConfig::parse(&t).ok());
+    let config = n.config_text().and_then(|t| QuorumConfig::parse(&t).ok());
     Ok(Answer {
         state: n.state,
         leader: n.leader,
