@@ -24,5 +24,6 @@ pub mod decode;
 pub mod election;
 pub mod json;
 pub mod net;
+pub mod replay;
 pub mod wire;
 pub mod zoocfg;

@@ -10,10 +10,12 @@
 //! - [`node`]: the driver task feeding [`crate::election::Election`] with received
 //!   notifications and timer expiries and sending its outputs through the [`Manager`], plus the
 //!   rules for a decided node without Zab (`docs/join.md`).
+//! - [`probe`]: asking a live server for its state and vote as a non-member (`zkfle probe`).
 
 pub mod core;
 pub mod manager;
 pub mod node;
+pub mod probe;
 
 pub use manager::{Manager, NetConfig, Received};
 pub use node::{NodeConfig, StateEvent, run};

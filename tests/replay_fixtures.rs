@@ -1,0 +1,38 @@
+//! `zkfle replay` into the native target: every participant of every fixture capture makes the
+//! decisions it made in the recording, which are the ones its Java server logged.
+
+mod common;
+
+use common::*;
+use zkfle::replay::{Recording, native};
+
+#[test]
+fn every_fixture_participant_replays_natively() {
+    for dir in fixtures() {
+        let records = decode_fixture(&dir);
+        for server in zoo_cfg(&dir).servers() {
+            let sid = server.id;
+            let rec = Recording::from_records(&records, sid, None).unwrap();
+            let report = native::replay(&rec);
+            let logged = logged_decisions(&dir, sid);
+            let recorded: Vec<(String, i64)> = report
+                .recorded
+                .iter()
+                .map(|d| (d.state.name().to_string(), d.leader))
+                .collect();
+            assert_eq!(
+                recorded,
+                logged,
+                "{}: sid {sid}: recording vs log",
+                dir.display()
+            );
+            assert!(
+                report.matches(),
+                "{}: sid {sid}\nstarts {:?}\n{}",
+                dir.display(),
+                rec.starts,
+                report.to_text()
+            );
+        }
+    }
+}
