@@ -8,6 +8,7 @@ use zkfle::replay::{Recording, native};
 
 #[test]
 fn every_fixture_participant_replays_natively() {
+    let mut failures = Vec::new();
     for dir in fixtures() {
         let records = decode_fixture(&dir);
         for server in zoo_cfg(&dir).servers() {
@@ -26,13 +27,15 @@ fn every_fixture_participant_replays_natively() {
                 "{}: sid {sid}: recording vs log",
                 dir.display()
             );
-            assert!(
-                report.matches(),
-                "{}: sid {sid}\nstarts {:?}\n{}",
-                dir.display(),
-                rec.starts,
-                report.to_text()
-            );
+            if !report.matches() {
+                failures.push(format!(
+                    "{}: sid {sid}\nstarts {:?}\n{}",
+                    dir.display(),
+                    rec.starts,
+                    report.to_text()
+                ));
+            }
         }
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -13,8 +13,12 @@
 //! decided since its last start (it sent FOLLOWING/LEADING/OBSERVING, or the summary has it
 //! deciding in a lower round), or when its round is above any round a peer had shown SID (only SID's own
 //! `lookForLeader` raises its clock that way). A LOOKING vote SID had already sent in the same
-//! process is a queued message or QCM's re-send on a new connection, and never starts one. The initial vote (zxid, peer epoch) is the one
-//! SID proposed for itself in that election, else the previous election's.
+//! process is a queued message or QCM's re-send on a new connection, and never starts one.
+//! An election after a decision began no later than the first LOOKING message from a voter that
+//! SID did not answer after that decision: a FOLLOWING or LEADING server answers those at once,
+//! and Java sets LOOKING (queueing what arrives) a little before `lookForLeader` broadcasts.
+//! The initial vote (zxid, peer epoch) is the one SID proposed for itself in that election,
+//! else the previous election's.
 //!
 //! Targets: [`native::replay`] runs an [`crate::election::Election`] on a virtual clock;
 //! [`live::replay`] impersonates every other recorded peer towards a live server over TCP.
@@ -261,11 +265,30 @@ fn find_starts(
         if is_start {
             // The election began no later than SID's first connection attempt since its
             // previous message.
-            let at_ms = own_initials
+            let mut at_ms = own_initials
                 .iter()
                 .copied()
                 .find(|&i| i > prev_sent_ms && i <= t.at_ms)
                 .unwrap_or(t.at_ms);
+            if prev_round.is_some() && !restart {
+                // A LOOKING voter that SID did not answer: a FOLLOWING or LEADING server
+                // replies at once, so SID was already LOOKING then (it becomes LOOKING a
+                // little before lookForLeader broadcasts, and queues what arrives meanwhile).
+                let decided_ms = decisions
+                    .iter()
+                    .filter(|d| d.at_ms <= t.at_ms)
+                    .map(|d| d.at_ms)
+                    .max()
+                    .unwrap_or(0);
+                let unanswered = inbound
+                    .iter()
+                    .filter(|m| m.at_ms > prev_sent_ms.max(decided_ms) && m.at_ms < at_ms)
+                    .filter(|m| m.notification.state == ServerState::Looking)
+                    .filter(|m| quorum.is_voter(m.from))
+                    .map(|m| m.at_ms)
+                    .min();
+                at_ms = at_ms.min(unanswered.unwrap_or(at_ms));
+            }
             let (last_zxid, current_epoch) = match starts.last() {
                 Some(s) => (s.last_zxid, s.current_epoch),
                 None => (0, 0),
