@@ -29,4 +29,5 @@ pub mod json;
 pub mod net;
 pub mod storage;
 pub mod wire;
+pub mod zab;
 pub mod zoocfg;
