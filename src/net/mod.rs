@@ -12,8 +12,9 @@
 //!   rules for a decided node without Zab (`docs/join.md`).
 
 pub mod core;
+pub mod follow;
 pub mod manager;
 pub mod node;
 
 pub use manager::{Manager, NetConfig, Received};
-pub use node::{NodeConfig, StateEvent, run};
+pub use node::{NodeConfig, StateEvent, ZabConfig, run};

@@ -98,9 +98,12 @@ fn read_i32(r: &mut impl Read) -> io::Result<Option<i32>> {
     }
 }
 
+/// (zxid, offset just past the entry) of a log file's valid entries.
+pub type LogEntries = Vec<(i64, u64)>;
+
 /// Reads a log file's valid entries; the second value is the offset of a torn or corrupt
 /// entry, if the file has one before its padding or end.
-pub fn scan_log(path: &Path) -> io::Result<(Vec<(i64, u64)>, Option<u64>)> {
+pub fn scan_log(path: &Path) -> io::Result<(LogEntries, Option<u64>)> {
     let mut r = BufReader::with_capacity(1 << 16, File::open(path)?);
     let mut hdr = [0u8; FILE_HEADER_LEN];
     if r.read_exact(&mut hdr).is_err() {
