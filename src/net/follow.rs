@@ -79,7 +79,11 @@ async fn connect(cfg: &FollowConfig, limit: Duration) -> std::io::Result<TcpStre
 }
 
 /// Carries out a Ready's persists durably; true when something was appended.
-fn persist(storage: &mut Storage, actions: Vec<Persist>) -> std::io::Result<bool> {
+fn persist(
+    storage: &mut Storage,
+    actions: Vec<Persist>,
+    snapshot_max_zxid: i64,
+) -> std::io::Result<bool> {
     let mut appended = false;
     for a in actions {
         match a {
@@ -93,8 +97,11 @@ fn persist(storage: &mut Storage, actions: Vec<Persist>) -> std::io::Result<bool
                 storage.truncate(z)?
             }
             Persist::InstallSnapshot(z) => {
-                storage.finish_snapshot()?;
-                info!("installed snapshot.{z:x}");
+                storage.finish_snapshot(snapshot_max_zxid)?;
+                info!(
+                    "installed the snapshot of 0x{z:x} as of zxid 0x{:x}",
+                    storage.last_zxid()
+                );
             }
             Persist::Append { zxid, txn } => {
                 storage.append(zxid, &txn)?;
@@ -114,12 +121,13 @@ async fn flush(
     learner: &mut Learner,
     storage: &mut Storage,
     stream: &mut TcpStream,
+    snapshot_max_zxid: i64,
 ) -> Result<usize, String> {
     if !learner.has_ready() {
         return Ok(0);
     }
     let ready = learner.ready();
-    persist(storage, ready.persist).map_err(|e| format!("storage: {e}"))?;
+    persist(storage, ready.persist, snapshot_max_zxid).map_err(|e| format!("storage: {e}"))?;
     let mut out = Vec::new();
     let mut acks = 0;
     for p in &ready.send {
@@ -180,9 +188,10 @@ pub async fn follow(
     let mut decoder = QuorumStreamDecoder::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut synced = false;
+    let mut snap_max = 0i64;
     let end = |reason: String, synced| FollowEnd { reason, synced };
     loop {
-        if let Err(e) = flush(&mut learner, storage, &mut stream).await {
+        if let Err(e) = flush(&mut learner, storage, &mut stream, snap_max).await {
             storage.abort_snapshot();
             return end(e, synced);
         }
@@ -261,6 +270,7 @@ pub async fn follow(
                         "snapshot received: {} sessions, {} ACL lists, {} nodes, {} bytes",
                         summary.sessions, summary.acl_lists, summary.nodes, summary.body_bytes
                     );
+                    snap_max = summary.max_stat_zxid;
                     learner.on_snapshot_end(t);
                 }
                 Ok(None) => break,
@@ -271,7 +281,7 @@ pub async fn follow(
             }
         }
         // Persist, then send; measure proposal-received to ACK-sent for this batch.
-        match flush(&mut learner, storage, &mut stream).await {
+        match flush(&mut learner, storage, &mut stream, snap_max).await {
             Ok(acks) if proposals > 0 && synced => {
                 let us = t_read.elapsed().as_micros().min(u32::MAX as u128) as u32;
                 stats.micros.extend(std::iter::repeat_n(us, acks));

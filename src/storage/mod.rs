@@ -466,11 +466,21 @@ impl Storage {
     }
 
     /// Seals, syncs and installs the received snapshot, then deletes the older history.
-    pub fn finish_snapshot(&mut self) -> io::Result<()> {
+    ///
+    /// `max_stat_zxid` is the largest zxid in the snapshot's node stats. A snapshot taken at an
+    /// epoch's start (`e<<32`: the leader had processed no txn of epoch e, it only set its
+    /// counter) holds the state after the last txn of an earlier epoch, which Java followers
+    /// synced by DIFF report as their last zxid; so such a snapshot is installed under the
+    /// largest zxid it shows instead, lest zkfle's vote look ahead of Java servers that hold
+    /// the same data (zkfle cannot lead).
+    pub fn finish_snapshot(&mut self, max_stat_zxid: i64) -> io::Result<()> {
         let mut s = self
             .snap
             .take()
             .ok_or_else(|| io::Error::other("no snapshot in progress"))?;
+        if s.zxid & 0xffff_ffff == 0 {
+            s.zxid = s.zxid.min(max_stat_zxid.max(0));
+        }
         s.file.write_all(&i64::from(s.adler).to_be_bytes())?;
         s.file.write_all(&SEAL_TAIL)?;
         s.file.sync_all()?;
@@ -588,7 +598,7 @@ mod tests {
         s.begin_snapshot(0x2_0000_0005).unwrap();
         s.snapshot_data(&[0, 0, 0, 0]).unwrap();
         s.snapshot_data(&[0, 0, 0, 0, 0, 0, 0, 1, b'/']).unwrap();
-        s.finish_snapshot().unwrap();
+        s.finish_snapshot(0x2_0000_0005).unwrap();
         assert!(s.logs().unwrap().is_empty());
         drop(s);
         let s = Storage::open(&d).unwrap();

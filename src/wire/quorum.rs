@@ -341,6 +341,8 @@ pub struct SnapshotSummary {
     pub sessions: u64,
     pub acl_lists: u64,
     pub nodes: u64,
+    /// The largest czxid, mzxid or pzxid of any node.
+    pub max_stat_zxid: i64,
     /// Bytes of the body: sessions, ACL cache and nodes up to and including the `"/"` end
     /// marker (what a snapshot file holds between its header and its seal).
     pub body_bytes: u64,
@@ -361,6 +363,7 @@ enum SnapStep {
     Path,
     PathByte,
     NodeData,
+    NodeStat,
     SigLen,
     SigBytes,
     Done,
@@ -371,6 +374,7 @@ impl SnapStep {
         match self {
             SnapStep::AclRef => 8,
             SnapStep::PathByte => 1,
+            SnapStep::NodeStat => 60,
             SnapStep::SigBytes => SNAPSHOT_SIGNATURE.len(),
             SnapStep::Done => 0,
             _ => 4,
@@ -389,6 +393,7 @@ impl SnapStep {
             SnapStep::Path => "snapshot node path",
             SnapStep::PathByte => "snapshot node path",
             SnapStep::NodeData => "snapshot node data",
+            SnapStep::NodeStat => "snapshot node stat",
             SnapStep::SigLen => "snapshot signature",
             SnapStep::SigBytes => "snapshot signature",
             SnapStep::Done => "snapshot",
@@ -414,7 +419,7 @@ pub struct SnapshotProgress {
 #[derive(Debug, Clone)]
 pub struct SnapshotWalker {
     step: SnapStep,
-    scratch: [u8; 10],
+    scratch: [u8; 60],
     have: usize,
     skip: u64,
     maps_left: i64,
@@ -437,7 +442,7 @@ impl SnapshotWalker {
     pub fn new() -> Self {
         SnapshotWalker {
             step: SnapStep::SessionCount,
-            scratch: [0; 10],
+            scratch: [0; 60],
             have: 0,
             skip: 0,
             maps_left: 0,
@@ -606,9 +611,20 @@ impl SnapshotWalker {
                 }
             }
             SnapStep::NodeData => {
-                // data, then i64 acl ref and the 60-byte StatPersisted.
-                self.skip = self.length(true)? + 8 + 60;
+                // data and the i64 acl ref are skipped, then the 60-byte StatPersisted.
+                self.skip = self.length(true)? + 8;
                 self.summary.nodes += 1;
+                self.step = SnapStep::NodeStat;
+            }
+            SnapStep::NodeStat => {
+                let at = |i: usize| {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(&self.scratch[i..i + 8]);
+                    i64::from_be_bytes(b)
+                };
+                // czxid at 0, mzxid at 8, pzxid at 52.
+                let m = at(0).max(at(8)).max(at(52));
+                self.summary.max_stat_zxid = self.summary.max_stat_zxid.max(m);
                 self.step = SnapStep::Path;
             }
             SnapStep::SigLen => {
@@ -621,7 +637,7 @@ impl SnapshotWalker {
                 self.step = SnapStep::SigBytes;
             }
             SnapStep::SigBytes => {
-                if &self.scratch[..] != SNAPSHOT_SIGNATURE {
+                if &self.scratch[..SNAPSHOT_SIGNATURE.len()] != SNAPSHOT_SIGNATURE {
                     return Err(self.err(ErrorKind::Inconsistent(
                         "missing signature: expected BenWasHere",
                     )));
@@ -868,6 +884,7 @@ mod tests {
                     sessions: 1,
                     acl_lists: 1,
                     nodes: 2,
+                    max_stat_zxid: 0,
                     body_bytes: body as u64
                 }
             );
