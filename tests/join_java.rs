@@ -119,6 +119,10 @@ impl Native {
             .args(["join", "--config", e.zoo_cfg().to_str().unwrap()])
             .args(["--myid", &myid.to_string()])
             .args(["--events-file", events.to_str().unwrap()])
+            .args([
+                "--data-dir",
+                e.dir.join(format!("native{myid}")).to_str().unwrap(),
+            ])
             .args(extra)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
@@ -177,7 +181,8 @@ fn native_joins_late_and_follows_the_java_leader() {
             "--config",
             e.zoo_cfg().to_str().unwrap(),
         ])
-        .args(["--myid", "1", "--once"])
+        .args(["--myid", "1", "--once", "--data-dir"])
+        .arg(e.dir.join("native1"))
         .output()
         .unwrap();
     assert!(

@@ -28,12 +28,19 @@ pub struct JoinArgs {
     /// My server id (default: the number in dataDir/myid).
     #[arg(long)]
     pub myid: Option<i64>,
-    /// The last logged zxid my vote brings (decimal or 0x hex; -1 = untrusted empty database).
-    #[arg(long, default_value = "0", value_parser = parse_i64)]
-    pub zxid: i64,
-    /// My current (accepted) epoch.
-    #[arg(long = "peer-epoch", default_value = "0", value_parser = parse_i64)]
-    pub peer_epoch: i64,
+    /// The data directory: `version-2/` holds the txn log, snapshot and epoch files in
+    /// ZooKeeper's formats (default: dataDir from the config). My vote carries its current
+    /// epoch and last zxid.
+    #[arg(long = "data-dir", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Vote with this last zxid (decimal or 0x hex; -1 = untrusted empty database) instead of
+    /// the data directory's. Such a vote claims data zkfle does not hold, so zkfle then only
+    /// votes: it does not follow the leader on the quorum port (election-only mode).
+    #[arg(long, value_parser = parse_i64)]
+    pub zxid: Option<i64>,
+    /// The peer epoch of that vote (election-only mode, like --zxid) [default: 0].
+    #[arg(long = "peer-epoch", value_parser = parse_i64)]
+    pub peer_epoch: Option<i64>,
     /// Print the first decision as one JSON object and exit.
     #[arg(long)]
     pub once: bool,
@@ -71,20 +78,6 @@ pub struct JoinArgs {
     /// zookeeper.quorumCnxnTimeoutMs: handshake read timeout (ms; default tickTime*syncLimit).
     #[arg(long = "zookeeper.quorumCnxnTimeoutMs")]
     pub quorum_cnxn_timeout: Option<u64>,
-}
-
-fn parse_i64(s: &str) -> Result<i64, String> {
-    let t = s.trim();
-    let (neg, t) = match t.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, t),
-    };
-    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16).map(|v| v as i64),
-        None => t.parse::<i64>(),
-    }
-    .map_err(|e| format!("{s:?}: {e}"))?;
-    Ok(if neg { v.wrapping_neg() } else { v })
 }
 
 /// Everything `join` derives from its arguments and the config file.
@@ -158,10 +151,62 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
     if args.min_notification_interval == 0 || args.max_notification_interval == 0 {
         return Err(input("notification intervals must be > 0".into()));
     }
+    let lower: Vec<i64> = quorum_cfg
+        .servers()
+        .filter(|s| s.id < my_id && s.role() == crate::wire::Role::Participant)
+        .map(|s| s.id)
+        .collect();
+    if !lower.is_empty() {
+        tracing::warn!(
+            "server id {my_id} is not lower than every other voter's ({lower:?}): give zkfle the lowest sid so that ties in the election go to the Java servers (zkfle cannot lead)"
+        );
+    }
+    let config_dir = args.config.parent().unwrap_or(std::path::Path::new("."));
+    let data_dir = args
+        .data_dir
+        .clone()
+        .or_else(|| cfg.other.get("dataDir").map(|d| config_dir.join(d)))
+        .ok_or_else(|| {
+            input("no --data-dir and no dataDir in the config: a voter needs a data directory for its txn log".into())
+        })?;
+    let mut quorum_addrs = std::collections::BTreeMap::new();
+    for s in quorum_cfg.servers().filter(|s| s.id != my_id) {
+        if let Some(a) = s.addresses.iter().find_map(|a| {
+            a.quorum_socket_addr().or_else(|| {
+                use std::net::ToSocketAddrs;
+                (a.host.as_str(), a.quorum_port)
+                    .to_socket_addrs()
+                    .ok()?
+                    .next()
+            })
+        }) {
+            quorum_addrs.insert(s.id, a);
+        }
+    }
+    let zab = (me.role() == crate::wire::Role::Participant).then(|| crate::net::ZabConfig {
+        data_dir,
+        quorum_addrs,
+        learner: crate::zab::LearnerConfig {
+            my_sid: my_id,
+            config_version: quorum_cfg.version() as i64,
+            tick_ms: tick,
+            init_limit,
+            sync_limit,
+        },
+    });
+    let claimed_vote = args.zxid.is_some() || args.peer_epoch.is_some();
+    let zab = zab.filter(|_| !claimed_vote);
+    if claimed_vote {
+        tracing::warn!(
+            "--zxid/--peer-epoch: voting with a claimed zxid and epoch; election only, not following any leader"
+        );
+    } else if zab.is_none() {
+        tracing::warn!("server {my_id} is an observer: zkfle does not observe, it only votes");
+    }
     let mut election = ElectionConfig::new(my_id, quorum);
+    election.last_zxid = args.zxid.unwrap_or(0);
+    election.current_epoch = args.peer_epoch.unwrap_or(0);
     election.role = me.role();
-    election.last_zxid = args.zxid;
-    election.current_epoch = args.peer_epoch;
     election.min_notification_interval_ms = args.min_notification_interval;
     election.max_notification_interval_ms = args
         .max_notification_interval
@@ -184,6 +229,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         leader_gone_ms: tick * sync_limit,
         leader_sync_ms: tick * init_limit,
         once: args.once,
+        zab,
     })
 }
 
@@ -240,4 +286,13 @@ pub fn run(args: JoinArgs) -> Result<(), CliError> {
             Err(e) => Err(CliError::failure(format!("join: {e}"))),
         }
     })
+}
+
+/// A 64-bit integer, decimal or `0x` hex (zxids are usually written in hex).
+fn parse_i64(s: &str) -> Result<i64, String> {
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16).ok().map(|v| v as i64),
+        None => s.parse::<i64>().ok(),
+    };
+    parsed.ok_or_else(|| format!("{s:?} is not a decimal or 0x-hex 64-bit integer"))
 }

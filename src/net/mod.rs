@@ -13,9 +13,10 @@
 //! - [`probe`]: asking a live server for its state and vote as a non-member (`zkfle probe`).
 
 pub mod core;
+pub mod follow;
 pub mod manager;
 pub mod node;
 pub mod probe;
 
 pub use manager::{Manager, NetConfig, Received};
-pub use node::{NodeConfig, StateEvent, run};
+pub use node::{NodeConfig, StateEvent, ZabConfig, run};
