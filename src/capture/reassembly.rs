@@ -751,9 +751,10 @@ impl Reassembler {
         self.closed_order.push_back((key, self.closed_gen));
         while self.closed_order.len() > cap {
             if let Some((k, generation)) = self.closed_order.pop_front()
-                && self.closed.get(&k) == Some(&generation)
+                && let std::collections::hash_map::Entry::Occupied(e) = self.closed.entry(k)
+                && *e.get() == generation
             {
-                self.closed.remove(&k);
+                e.remove();
             }
         }
     }
