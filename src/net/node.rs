@@ -290,7 +290,9 @@ impl Node {
             }
         };
         let decided = self.el.state() != ServerState::Looking;
-        self.el.on_notification(self.now(), r.from, &n);
+        // Whatever the election logs about this message names the peer's sid and address.
+        let span = tracing::warn_span!("peer", sid = r.from, addr = %r.addr);
+        span.in_scope(|| self.el.on_notification(self.now(), r.from, &n));
         if decided && self.cfg.election.quorum.is_voter(r.from) {
             if n.state == ServerState::Looking && n.election_epoch > self.el.logical_clock() {
                 self.newer_looking.insert(r.from, n.election_epoch);
