@@ -151,57 +151,65 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
     if args.min_notification_interval == 0 || args.max_notification_interval == 0 {
         return Err(input("notification intervals must be > 0".into()));
     }
+    let participant = me.role() == crate::wire::Role::Participant;
+    let claimed_vote = args.zxid.is_some() || args.peer_epoch.is_some();
     let lower: Vec<i64> = quorum_cfg
         .servers()
         .filter(|s| s.id < my_id && s.role() == crate::wire::Role::Participant)
         .map(|s| s.id)
         .collect();
-    if !lower.is_empty() {
+    if participant && !lower.is_empty() {
         tracing::warn!(
             "server id {my_id} is not lower than every other voter's ({lower:?}): give zkfle the lowest sid so that ties in the election go to the Java servers (zkfle cannot lead)"
         );
     }
-    let config_dir = args.config.parent().unwrap_or(std::path::Path::new("."));
-    let data_dir = args
-        .data_dir
-        .clone()
-        .or_else(|| cfg.other.get("dataDir").map(|d| config_dir.join(d)))
-        .ok_or_else(|| {
-            input("no --data-dir and no dataDir in the config: a voter needs a data directory for its txn log".into())
-        })?;
-    let mut quorum_addrs = std::collections::BTreeMap::new();
-    for s in quorum_cfg.servers().filter(|s| s.id != my_id) {
-        if let Some(a) = s.addresses.iter().find_map(|a| {
-            a.quorum_socket_addr().or_else(|| {
-                use std::net::ToSocketAddrs;
-                (a.host.as_str(), a.quorum_port)
-                    .to_socket_addrs()
-                    .ok()?
-                    .next()
-            })
-        }) {
-            quorum_addrs.insert(s.id, a);
+    // Only a participant that votes with its own data follows the leader (Zab) and needs the
+    // data directory; an observer, or a vote with a claimed zxid, is election only.
+    let zab = if participant && !claimed_vote {
+        let config_dir = args.config.parent().unwrap_or(std::path::Path::new("."));
+        let data_dir = args
+            .data_dir
+            .clone()
+            .or_else(|| cfg.other.get("dataDir").map(|d| config_dir.join(d)))
+            .ok_or_else(|| {
+                input("no --data-dir and no dataDir in the config: a voter needs a data directory for its txn log".into())
+            })?;
+        let mut quorum_addrs = std::collections::BTreeMap::new();
+        for s in quorum_cfg.servers().filter(|s| s.id != my_id) {
+            if let Some(a) = s.addresses.iter().find_map(|a| {
+                a.quorum_socket_addr().or_else(|| {
+                    use std::net::ToSocketAddrs;
+                    (a.host.as_str(), a.quorum_port)
+                        .to_socket_addrs()
+                        .ok()?
+                        .next()
+                })
+            }) {
+                quorum_addrs.insert(s.id, a);
+            }
         }
-    }
-    let zab = (me.role() == crate::wire::Role::Participant).then(|| crate::net::ZabConfig {
-        data_dir,
-        quorum_addrs,
-        learner: crate::zab::LearnerConfig {
-            my_sid: my_id,
-            config_version: quorum_cfg.version() as i64,
-            tick_ms: tick,
-            init_limit,
-            sync_limit,
-        },
-    });
-    let claimed_vote = args.zxid.is_some() || args.peer_epoch.is_some();
-    let zab = zab.filter(|_| !claimed_vote);
+        Some(crate::net::ZabConfig {
+            data_dir,
+            quorum_addrs,
+            learner: crate::zab::LearnerConfig {
+                my_sid: my_id,
+                config_version: quorum_cfg.version() as i64,
+                tick_ms: tick,
+                init_limit,
+                sync_limit,
+            },
+        })
+    } else {
+        None
+    };
     if claimed_vote {
         tracing::warn!(
             "--zxid/--peer-epoch: voting with a claimed zxid and epoch; election only, not following any leader"
         );
-    } else if zab.is_none() {
-        tracing::warn!("server {my_id} is an observer: zkfle does not observe, it only votes");
+    } else if !participant {
+        tracing::warn!(
+            "server {my_id} is an observer: zkfle takes part in the election as one, but does not sync with the leader"
+        );
     }
     let mut election = ElectionConfig::new(my_id, quorum);
     election.last_zxid = args.zxid.unwrap_or(0);
