@@ -569,15 +569,17 @@ impl Reassembler {
             }
             self.close(key, CloseKind::Reused, seg.time, sink);
         }
-        if self
-            .closed
-            .contains(&key, self.config.max_closed_remembered)
+        // A SYN reopens a closed tuple. Its entry is not looked up (and removed) here but
+        // replaced when the new connection closes with FIN or RST, or removed when it ends
+        // otherwise (see `close`): while the connection is open the table is not consulted,
+        // so the result is the same, and most SYNs cost no lookup in the big table.
+        if !seg.syn
+            && self
+                .closed
+                .contains(&key, self.config.max_closed_remembered)
         {
-            if !seg.syn {
-                self.stats.after_close += 1;
-                return;
-            }
-            self.closed.remove(&key);
+            self.stats.after_close += 1;
+            return;
         }
         if seg.syn || !seg.payload.is_empty() || seg.missing > 0 {
             self.open(key, seg, sink);
@@ -736,6 +738,9 @@ impl Reassembler {
         });
         if matches!(how, CloseKind::Fin | CloseKind::Rst) {
             self.closed.insert(key, self.config.max_closed_remembered);
+        } else if how != CloseKind::CaptureEnd {
+            // Forget an entry left by a SYN that reopened the tuple (see `push_with`).
+            self.closed.remove(&key);
         }
     }
 }

@@ -72,7 +72,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let mut summarizer = Summarizer::new(members);
     let mut t0: Option<f64> = None;
     let mut lines = RecordLineWriter::new();
-    let mut line = Vec::with_capacity(1024);
+    let mut line = Vec::with_capacity(1 << 17);
     let mut errors = 0u64;
     let mut first_error = None;
     for record in decoder {
@@ -90,15 +90,22 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         }
         match args.format {
             Format::Jsonl => {
-                line.clear();
+                // Lines are written straight into one buffer, handed to the output whole.
                 lines.write(&mut line, &record);
                 line.push(b'\n');
-                out.write_all(&line)
+                if line.len() >= 1 << 16 {
+                    let r = out.write_all(&line);
+                    line.clear();
+                    r
+                } else {
+                    Ok(())
+                }
             }
             Format::Text => writeln!(out, "{}", record_text(&record, start)),
         }
         .map_err(broken_pipe_or)?;
     }
+    out.write_all(&line).map_err(broken_pipe_or)?;
     if args.summary {
         let summary = summarizer.finish();
         match args.format {
