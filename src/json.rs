@@ -303,7 +303,17 @@ pub struct RecordLineWriter {
     config_json: Vec<u8>,
     config_version: Option<u64>,
     config_valid: bool,
+    /// `,"src":…,"dst":…` for the last few address pairs (a connection's two directions,
+    /// mostly), most recent first.
+    addrs: Vec<(
+        Option<std::net::SocketAddr>,
+        Option<std::net::SocketAddr>,
+        Vec<u8>,
+    )>,
 }
+
+/// Address pairs whose JSON is kept.
+const ADDR_PAIRS_KEPT: usize = 4;
 
 impl RecordLineWriter {
     /// A writer with an empty config cache.
@@ -324,17 +334,7 @@ impl RecordLineWriter {
         };
         out.extend_from_slice(kind);
         let _ = serde_json::to_writer(&mut *out, &r.time.as_secs_f64());
-        let mut buf = AddrBuf::default();
-        out.extend_from_slice(b",\"src\":");
-        match r.src {
-            Some(a) => json_str(out, buf.format(a)),
-            None => out.extend_from_slice(b"null"),
-        }
-        out.extend_from_slice(b",\"dst\":");
-        match r.dst {
-            Some(a) => json_str(out, buf.format(a)),
-            None => out.extend_from_slice(b"null"),
-        }
+        self.write_addrs(out, r.src, r.dst);
         out.extend_from_slice(b",\"from_sid\":");
         json_opt_int(out, r.from_sid);
         out.extend_from_slice(b",\"to_sid\":");
@@ -349,6 +349,44 @@ impl RecordLineWriter {
             Body::Problem(_) => {}
         }
         out.push(b'}');
+    }
+
+    fn write_addrs(
+        &mut self,
+        out: &mut Vec<u8>,
+        src: Option<std::net::SocketAddr>,
+        dst: Option<std::net::SocketAddr>,
+    ) {
+        let at = match self
+            .addrs
+            .iter()
+            .position(|(s, d, _)| *s == src && *d == dst)
+        {
+            Some(at) => at,
+            None => {
+                let mut json = match self.addrs.len() {
+                    ADDR_PAIRS_KEPT => self.addrs.pop().map(|(_, _, j)| j).unwrap_or_default(),
+                    _ => Vec::new(),
+                };
+                json.clear();
+                let mut buf = AddrBuf::default();
+                json.extend_from_slice(b",\"src\":");
+                match src {
+                    Some(a) => json_str(&mut json, buf.format(a)),
+                    None => json.extend_from_slice(b"null"),
+                }
+                json.extend_from_slice(b",\"dst\":");
+                match dst {
+                    Some(a) => json_str(&mut json, buf.format(a)),
+                    None => json.extend_from_slice(b"null"),
+                }
+                self.addrs.push((src, dst, json));
+                self.addrs.len() - 1
+            }
+        };
+        // Keep the most recent first, so the common case is found at once.
+        self.addrs[..=at].rotate_right(1);
+        out.extend_from_slice(&self.addrs[0].2);
     }
 
     fn write_notification(&mut self, out: &mut Vec<u8>, n: &Notification) {
