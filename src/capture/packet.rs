@@ -242,6 +242,62 @@ pub fn decode_tcp(packet: &Packet) -> Result<TcpSegment, Skip> {
 /// [`decode_tcp`] without copying: the segment's payload is borrowed from the packet.
 pub fn decode_tcp_ref<'a>(packet: &PacketRef<'a>) -> Result<TcpSegmentRef<'a>, Skip> {
     let data = packet.data;
+    let ip = match packet.linktype {
+        linktype::RAW
+        | linktype::IPV4
+        | linktype::IPV6
+        | linktype::RAW_BSD12
+        | linktype::RAW_BSD14 => Some(data),
+        linktype::ETHERNET if data.get(12..14) == Some(&[0x08, 0x00]) => data.get(14..),
+        linktype::LINUX_SLL if data.get(14..16) == Some(&[0x08, 0x00]) => data.get(16..),
+        linktype::LINUX_SLL2 if data.get(..2) == Some(&[0x08, 0x00]) => data.get(20..),
+        _ => None,
+    };
+    if let Some(segment) = ip.and_then(|ip| plain_ipv4_tcp(packet, ip)) {
+        return Ok(segment);
+    }
+    decode_tcp_lax(packet)
+}
+
+/// The common case read directly: an IPv4 packet without options or fragmentation, carrying
+/// TCP, whose total length is exactly the bytes captured (nothing cut off, no padding).
+/// `None` for anything else, which etherparse's lax slicer then reads in full; for the
+/// packets this accepts, the result is the same as the slicer's (checked by
+/// `capture::tests::plain_ipv4_fast_path_agrees_with_etherparse`).
+fn plain_ipv4_tcp<'a>(packet: &PacketRef<'a>, ip: &'a [u8]) -> Option<TcpSegmentRef<'a>> {
+    const IP: usize = 20;
+    if ip.len() < IP + 20 || ip[0] != 0x45 || ip[9] != ip_number::TCP.0 {
+        return None;
+    }
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    let fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff;
+    let tcp_len = usize::from(ip[IP + 12] >> 4) * 4;
+    if total != ip.len() || fragment != 0 || tcp_len < 20 || IP + tcp_len > total {
+        return None;
+    }
+    let tcp = &ip[IP..];
+    let word = |at: usize| u32::from_be_bytes([tcp[at], tcp[at + 1], tcp[at + 2], tcp[at + 3]]);
+    let addr = |at: usize| std::net::Ipv4Addr::new(ip[at], ip[at + 1], ip[at + 2], ip[at + 3]);
+    let flags = tcp[13];
+    Some(TcpSegmentRef {
+        time: packet.time,
+        src: SocketAddr::new(IpAddr::V4(addr(12)), u16::from_be_bytes([tcp[0], tcp[1]])),
+        dst: SocketAddr::new(IpAddr::V4(addr(16)), u16::from_be_bytes([tcp[2], tcp[3]])),
+        seq: word(4),
+        ack: (flags & 0x10 != 0).then(|| word(8)),
+        syn: flags & 0x02 != 0,
+        fin: flags & 0x01 != 0,
+        rst: flags & 0x04 != 0,
+        payload: &tcp[tcp_len..],
+        missing: 0,
+        record: packet.record,
+    })
+}
+
+/// [`decode_tcp_ref`] with every packet read by etherparse's lax slicer (no fast path).
+#[doc(hidden)]
+pub fn decode_tcp_lax<'a>(packet: &PacketRef<'a>) -> Result<TcpSegmentRef<'a>, Skip> {
+    let data = packet.data;
     let sliced = match packet.linktype {
         linktype::ETHERNET => LaxSlicedPacket::from_ethernet(data).map_err(|_| Skip::Malformed)?,
         linktype::LINUX_SLL => {

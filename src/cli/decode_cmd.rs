@@ -9,7 +9,7 @@ use super::CliError;
 use crate::capture;
 use crate::decode::summary::Summarizer;
 use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity};
-use crate::json::RecordJson;
+use crate::json::RecordLineWriter;
 use crate::wire::{ElectionAddress, Notification};
 use crate::zoocfg::ZooCfg;
 
@@ -71,6 +71,8 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut summarizer = Summarizer::new(members);
     let mut t0: Option<f64> = None;
+    let mut lines = RecordLineWriter::new();
+    let mut line = Vec::with_capacity(1 << 17);
     let mut errors = 0u64;
     let mut first_error = None;
     for record in decoder {
@@ -87,13 +89,23 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
             continue;
         }
         match args.format {
-            Format::Jsonl => serde_json::to_writer(&mut out, &RecordJson(&record))
-                .map_err(std::io::Error::from)
-                .and_then(|()| out.write_all(b"\n")),
+            Format::Jsonl => {
+                // Lines are written straight into one buffer, handed to the output whole.
+                lines.write(&mut line, &record);
+                line.push(b'\n');
+                if line.len() >= 1 << 16 {
+                    let r = out.write_all(&line);
+                    line.clear();
+                    r
+                } else {
+                    Ok(())
+                }
+            }
             Format::Text => writeln!(out, "{}", record_text(&record, start)),
         }
         .map_err(broken_pipe_or)?;
     }
+    out.write_all(&line).map_err(broken_pipe_or)?;
     if args.summary {
         let summary = summarizer.finish();
         match args.format {

@@ -150,6 +150,9 @@ struct State {
     ignore: Vec<ConnId>,
     out: VecDeque<Pending>,
     finished: bool,
+    /// Scratch lists for `data`, kept so their memory is reused.
+    items: Vec<(u64, StreamItem)>,
+    problems: Vec<(u64, Severity, ProblemKind, String)>,
 }
 
 /// A record waiting for its sids: the acceptor's sid is often learned a little later (from the
@@ -236,6 +239,8 @@ impl<S: SegmentSource> Decoder<S> {
                 ignore: Vec::new(),
                 out: VecDeque::new(),
                 finished: false,
+                items: Vec::new(),
+                problems: Vec::new(),
             },
         }
     }
@@ -433,8 +438,8 @@ impl State {
                 }
             }
         }
-        let mut items = Vec::new();
-        let mut problems = Vec::new();
+        let mut items = std::mem::take(&mut self.items);
+        let mut problems = std::mem::take(&mut self.problems);
         {
             let d = &mut c.dirs[index(dir)];
             let mut input = bytes;
@@ -444,11 +449,11 @@ impl State {
             }
             decode_all(d, input, &mut items, &mut problems);
         }
-        for (at, severity, kind, message) in problems {
+        for (at, severity, kind, message) in problems.drain(..) {
             let r = self.problem(conn, dir, time, at, severity, kind, message);
             self.push(r);
         }
-        for (at, item) in items {
+        for (at, item) in items.drain(..) {
             let (body, raw) = match item {
                 StreamItem::Initial { message, raw, .. } => {
                     self.book.learn_initial(&message);
@@ -486,6 +491,8 @@ impl State {
             r.raw = raw;
             self.push(r);
         }
+        self.items = items;
+        self.problems = problems;
     }
 
     fn push(&mut self, record: Record) {
