@@ -149,6 +149,24 @@ last_phase() {
     sed -n 's/.*Peer state changed: //p' | grep . || echo -
 }
 
+# Has server SID reached the broadcast phase? 3.6+ log "Peer state changed: ... -
+# broadcast"; 3.4 and 3.5 do not, so for them ask the server itself: `srvr` answers
+# "Mode: leader|follower|observer" only once it serves (synced with its leader).
+synced() {
+  local dir=$1 sid=$2 host=$3 log=$1/$2/server.log addr h p reply
+  if grep -qE ':QuorumPeer@[0-9]+\] - Peer state changed: ' "$log" 2>/dev/null; then
+    [[ "$(last_phase "$log")" == *" - broadcast" ]]
+    return
+  fi
+  addr=$(client_addr "$sid" "$host")
+  p=${addr##*:}
+  h=${addr%:*}
+  h=${h#[}
+  h=${h%]}
+  reply=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"; printf srvr >&3; cat <&3' "$h" "$p" 2>/dev/null) || return 1
+  [[ "$reply" =~ Mode:\ (leader|follower|observer) ]]
+}
+
 last_state() {
   local log=$1
   [ -f "$log" ] || { echo -; return; }
@@ -453,7 +471,7 @@ stable_once() {
       *) undecided+=" $sid:$st"; continue ;;
     esac
     # Decided is not enough: the learner must also have synced with the leader.
-    [[ "$(last_phase "$dir/$sid/server.log")" == *" - broadcast" ]] || undecided+=" $sid:$st-syncing"
+    synced "$dir" "$sid" "$host" || undecided+=" $sid:$st-syncing"
   done <<<"$MEMBERS"
   STABLE_SUMMARY="live=$live leaders=$leaders undecided=[${undecided# }]"
   [ "$live" -gt 0 ] && [ "$leaders" = 1 ] && [ -z "$undecided" ]

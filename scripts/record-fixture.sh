@@ -99,8 +99,12 @@ leader_of() { "$ENS" status "$WORK" | awk '$5 == "LEADING" { print $1 }'; }
 round_of() {
   local l=$1 log="$WORK/$1/server.log" line
   line=$(grep -nE ':QuorumPeer@[0-9]+\] - LEADING$' "$log" | tail -n 1 | cut -d: -f1)
-  head -n "${line:-0}" "$log" | grep -E "Notification: my state:LOOKING; n\.sid:$l, " | tail -n 1 |
-    sed -n 's/.*n\.round:\(0x[0-9a-f]*\).*/\1/p'
+  # 3.5+: "Notification: my state:LOOKING; n.sid:L, ... n.round:0x1, ..."
+  # 3.4:  "Notification: 1 (message format version), ..., 0x1 (n.round), LOOKING (n.state),
+  #        L (n.sid), 0x0 (n.peerEpoch) LOOKING (my state)"
+  head -n "${line:-0}" "$log" |
+    grep -E "Notification: (my state:LOOKING; n\.sid:$l, |.* $l \(n\.sid\), .* LOOKING \(my state\)$)" | tail -n 1 |
+    sed -n -e 's/.*n\.round:\(0x[0-9a-f]*\).*/\1/p' -e 's/.* \(0x[0-9a-f]*\) (n\.round).*/\1/p'
 }
 
 wait_stable() {
@@ -187,7 +191,7 @@ KEEP_RE=':(FastLeaderElection|QuorumCnxManager|QuorumPeer|Leader|Follower|Observ
 notif_total=0
 for sid in $SIDS; do
   grep -E "$KEEP_RE" "$WORK/$sid/server.log" >"$OUT/server.$sid.log" || true
-  n=$(grep -c 'Notification: my state' "$OUT/server.$sid.log" || true)
+  n=$(grep -cE '\] - Notification: (my state|.*\(my state\)$)' "$OUT/server.$sid.log" || true)
   notif_total=$((notif_total + n))
   [ "$n" -gt 0 ] || die "server $sid logged no 'Notification:' line (logging backend $ZK_LOG_BACKEND)"
 done
@@ -199,10 +203,15 @@ hex=$(hexdump_of "$OUT/capture.pcap")
 v1=$(grep -o ffffffffffff0000 <<<"$hex" | wc -l || true)
 v2=$(grep -o ffffffffffff0001 <<<"$hex" | wc -l || true)
 unset hex
-case "$SCENARIO" in
-  multiaddr) [ "$v2" -gt 0 ] || die "capture has no V2 initial message (ffffffffffff0001)" ;;
-  *) [ "$v1" -gt 0 ] || die "capture has no V1 initial message (ffffffffffff0000)" ;;
-esac
+if [[ "$ZK_VERSION" =~ ^3\.[0-4]\. ]]; then
+  # 3.4 and older send the legacy initial message: the sid alone, no version, no address.
+  [ "$v1" = 0 ] && [ "$v2" = 0 ] || die "a $ZK_VERSION capture has V1/V2 initial messages"
+else
+  case "$SCENARIO" in
+    multiaddr) [ "$v2" -gt 0 ] || die "capture has no V2 initial message (ffffffffffff0001)" ;;
+    *) [ "$v1" -gt 0 ] || die "capture has no V1 initial message (ffffffffffff0000)" ;;
+  esac
+fi
 [ "$packets" -gt 0 ] || die "capture is empty"
 size=$(wc -c <"$OUT/capture.pcap")
 
@@ -212,6 +221,15 @@ size=$(wc -c <"$OUT/capture.pcap")
   echo "Recorded $(date -u +%Y-%m-%dT%H:%MZ) by \`scripts/record-fixture.sh $NAME $SCENARIO\`"
   echo "against Java ZooKeeper **$ZK_VERSION** ($ZK_SOURCE, $(basename "$(readlink -f "$ZK_JAR")"),"
   echo "$("$JAVA" -version 2>&1 | head -n1), logging: $ZK_LOG_BACKEND)."
+  if [ "$ZK_SOURCE" = ZK_JARS ] && [ -f "$ZK_JARS/SOURCE" ]; then
+    echo "Jars: $(cat "$ZK_JARS/SOURCE") (scripts/zk-fetch.sh $ZK_VERSION)."
+  fi
+  if [[ "$ZK_VERSION" =~ ^3\.[0-4]\. ]]; then
+    echo
+    echo "ZooKeeper $ZK_VERSION sends the legacy initial message (the sid alone) and 40-byte"
+    echo "notifications (format version 1, no config), so the capture names no addresses:"
+    echo "decode it with \`zkfle decode --config fixtures/$NAME/zoo.cfg\` to resolve every sid."
+  fi
   echo
   echo "## Files"
   echo
@@ -251,6 +269,7 @@ size=$(wc -c <"$OUT/capture.pcap")
   echo
   echo "- initial messages with prefix \`ffffffffffff0000\` (V1, -65536): $v1"
   echo "- initial messages with prefix \`ffffffffffff0001\` (V2, -65535): $v2"
+  [[ "$ZK_VERSION" =~ ^3\.[0-4]\. ]] && echo "- (legacy initial messages carry no marker; $ZK_VERSION sends only those)"
   echo "- \`Notification:\` log lines: $notif_total"
   echo "- failed client writes: $WRITE_FAILS"
 } >"$OUT/README.md"
