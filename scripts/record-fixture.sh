@@ -13,6 +13,9 @@
 #                addresses joined by '|')
 #   ipv6         3 participants on [::1] (election ports 3881-3883)
 #   staggered5   5 participants started one at a time, STAGGER_SECS (4) apart
+#   mixed-34-38  rolling upgrade: servers 1, 2 run 3.4.14, server 3 runs 3.8.0 (Debian)
+#   mixed-36-39  rolling upgrade: servers 1, 2 run 3.6.3, server 3 runs 3.9.5
+#                (jars from scripts/zk-fetch.sh, which downloads them if not cached)
 #
 # fixtures/NAME/ gets: capture.pcap (tcpdump -i lo, snaplen 0, election ports
 # only), server.N.log (each server's log trimmed to FastLeaderElection,
@@ -52,7 +55,9 @@ case "$SCENARIO" in
   staggered5)
     ENS_OPTS=(--servers "1:participant,2:participant,3:participant,4:participant,5:participant")
     SIDS="1 2 3 4 5" ;;
-  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5)" ;;
+  mixed-34-38) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); MIXED="3.4.14 3.4.14 3.8.0" ;;
+  mixed-36-39) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); MIXED="3.6.3 3.6.3 3.9.5" ;;
+  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5, mixed-34-38, mixed-36-39)" ;;
 esac
 if [ "$SCENARIO" = ipv6 ]; then
   PCAP_FILTER="tcp portrange 3881-3889"
@@ -63,6 +68,25 @@ fi
 [ "$(id -u)" = 0 ] || die "tcpdump on lo needs root"
 command -v tcpdump >/dev/null 2>&1 || zk_apt_install tcpdump
 zk_env_resolve
+
+# Mixed versions: each server runs its own jars (ensemble.sh --jars); the fixture's version is
+# the distinct versions joined by '+', e.g. 3.4.14+3.8.0.
+LEGACY_ONLY=0
+[[ "$ZK_VERSION" =~ ^3\.[0-4]\. ]] && LEGACY_ONLY=1
+if [ -n "${MIXED:-}" ]; then
+  sid=0
+  versions=""
+  LEGACY_ONLY=1
+  for v in $MIXED; do
+    sid=$((sid + 1))
+    jars=$("$HERE/zk-fetch.sh" "$v" | tail -n1) || die "ZooKeeper $v unavailable (scripts/zk-fetch.sh $v)"
+    ENS_OPTS+=(--jars "$sid=$jars")
+    [[ "+$versions+" == *"+$v+"* ]] || versions="${versions:+$versions+}$v"
+    [[ "$v" =~ ^3\.[0-4]\. ]] || LEGACY_ONLY=0
+  done
+  ZK_VERSION=$versions
+  ZK_SOURCE="mixed: $(for v in $MIXED; do printf '%s ' "$v"; done | awk '{for (i = 1; i <= NF; i++) printf "%sserver %d %s", (i > 1 ? ", " : ""), i, $i}')"
+fi
 
 OUT="$ROOT/fixtures/$NAME"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-rec-$NAME.XXXXXX")
@@ -203,7 +227,7 @@ hex=$(hexdump_of "$OUT/capture.pcap")
 v1=$(grep -o ffffffffffff0000 <<<"$hex" | wc -l || true)
 v2=$(grep -o ffffffffffff0001 <<<"$hex" | wc -l || true)
 unset hex
-if [[ "$ZK_VERSION" =~ ^3\.[0-4]\. ]]; then
+if [ $LEGACY_ONLY = 1 ]; then
   # 3.4 and older send the legacy initial message: the sid alone, no version, no address.
   [ "$v1" = 0 ] && [ "$v2" = 0 ] || die "a $ZK_VERSION capture has V1/V2 initial messages"
 else
@@ -219,14 +243,18 @@ size=$(wc -c <"$OUT/capture.pcap")
   echo "# Fixture \`$NAME\`: scenario \`$SCENARIO\`"
   echo
   echo "Recorded $(date -u +%Y-%m-%dT%H:%MZ) by \`scripts/record-fixture.sh $NAME $SCENARIO\`"
-  echo "against Java ZooKeeper **$ZK_VERSION** ($ZK_SOURCE, $(basename "$(readlink -f "$ZK_JAR")"),"
+  if [ -n "${MIXED:-}" ]; then
+    echo "against Java ZooKeeper **$ZK_VERSION** ($ZK_SOURCE; jars from scripts/zk-fetch.sh,"
+  else
+    echo "against Java ZooKeeper **$ZK_VERSION** ($ZK_SOURCE, $(basename "$(readlink -f "$ZK_JAR")"),"
+  fi
   echo "$("$JAVA" -version 2>&1 | head -n1), logging: $ZK_LOG_BACKEND)."
   if [ "$ZK_SOURCE" = ZK_JARS ] && [ -f "$ZK_JARS/SOURCE" ]; then
     echo "Jars: $(cat "$ZK_JARS/SOURCE") (scripts/zk-fetch.sh $ZK_VERSION)."
   fi
-  if [[ "$ZK_VERSION" =~ ^3\.[0-4]\. ]]; then
+  if [[ "$ZK_VERSION" =~ (^|\+)3\.[0-4]\. ]]; then
     echo
-    echo "ZooKeeper $ZK_VERSION sends the legacy initial message (the sid alone) and 40-byte"
+    echo "ZooKeeper 3.4 sends the legacy initial message (the sid alone) and 40-byte"
     echo "notifications (format version 1, no config), so the capture names no addresses:"
     echo "decode it with \`zkfle decode --config fixtures/$NAME/zoo.cfg\` to resolve every sid."
   fi
@@ -269,7 +297,7 @@ size=$(wc -c <"$OUT/capture.pcap")
   echo
   echo "- initial messages with prefix \`ffffffffffff0000\` (V1, -65536): $v1"
   echo "- initial messages with prefix \`ffffffffffff0001\` (V2, -65535): $v2"
-  [[ "$ZK_VERSION" =~ ^3\.[0-4]\. ]] && echo "- (legacy initial messages carry no marker; $ZK_VERSION sends only those)"
+  [ $LEGACY_ONLY = 1 ] && echo "- (legacy initial messages carry no marker; $ZK_VERSION sends only those)"
   echo "- \`Notification:\` log lines: $notif_total"
   echo "- failed client writes: $WRITE_FAILS"
 } >"$OUT/README.md"

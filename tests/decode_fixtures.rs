@@ -210,8 +210,11 @@ fn summary_decisions_match_java_logs() {
 fn legacy_captures_need_the_config_for_sids() {
     let legacy: Vec<_> = fixtures()
         .into_iter()
-        .filter(|d| is_legacy_fixture(d))
+        .filter(|d| is_pure_legacy_fixture(d))
         .collect();
+    if legacy.is_empty() && std::env::var("ZKFLE_FIXTURE_VERSION").is_ok() {
+        return; // scripts/matrix.sh checking another version
+    }
     assert!(
         !legacy.is_empty(),
         "no 3.4 fixture (fixtures/v3.4.14-basic3, recorded with scripts/zk-fetch.sh 3.4.14)"

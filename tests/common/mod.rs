@@ -19,6 +19,11 @@ pub fn fixtures() -> Vec<PathBuf> {
         .collect();
     dirs.sort();
     assert!(!dirs.is_empty(), "no fixtures under {}", root.display());
+    // scripts/matrix.sh checks one version at a time.
+    if let Ok(v) = std::env::var("ZKFLE_FIXTURE_VERSION") {
+        dirs.retain(|d| fixture_version(d).as_deref() == Some(v.as_str()));
+        assert!(!dirs.is_empty(), "no fixture recorded with ZooKeeper {v}");
+    }
     dirs
 }
 
@@ -52,9 +57,15 @@ pub fn fixture_version(dir: &Path) -> Option<String> {
     Some(rest[..rest.find("**")?].to_string())
 }
 
-/// Whether the fixture's servers are 3.4 (legacy initial messages, no addresses on the wire).
+/// Whether some of the fixture's servers are 3.4 (legacy initial messages, no addresses on
+/// the wire). Mixed-version fixtures name their versions joined by `+`, e.g. `3.4.14+3.8.0`.
 pub fn is_legacy_fixture(dir: &Path) -> bool {
-    fixture_version(dir).is_some_and(|v| v.starts_with("3.4.") || v.starts_with("3.3."))
+    fixture_version(dir).is_some_and(|v| v.split('+').any(|v| v.starts_with("3.4.")))
+}
+
+/// Whether all of the fixture's servers are 3.4.
+pub fn is_pure_legacy_fixture(dir: &Path) -> bool {
+    fixture_version(dir).is_some_and(|v| v.split('+').all(|v| v.starts_with("3.4.")))
 }
 
 /// Decoding options for a fixture: its election ports; nothing known beforehand, except for
