@@ -87,7 +87,7 @@ fetch() {
     ln -s "$(readlink -f "$ZK_FETCH_TARBALL")" "$dl/pyspark-$spark.tar.gz"
   else
   echo "zk-fetch: ZooKeeper $v: downloading pyspark==$spark source package (hundreds of MB)..." >&2
-  if ! "$pip" download --no-deps --no-binary :all: --disable-pip-version-check -q \
+  if ! "$pip" download --no-deps --no-binary :all: --disable-pip-version-check --no-cache-dir -q \
     -d "$dl" "pyspark==$spark" >"$dl/pip.log" 2>&1; then
     tail -n 15 "$dl/pip.log" >&2
     unavailable "pip download pyspark==$spark failed (log above)"
