@@ -21,7 +21,9 @@
 #   join start   zkfle (highest sid) starts first; the Java servers follow it
 #   3.5+ form    the version reads zkfle's V1 initial message + 44+N-byte notifications
 #   3.4 form     the version reads zkfle's legacy initial message + 40-byte notifications
-#   replay/probe `zkfle replay` / `zkfle probe` (skipped while not on main)
+#   replay       every participant of the version's fixtures replays into the native target
+#                with its recorded decisions (zkfle replay --as SID; --config for 3.4)
+#   probe        zkfle probe reports each server's state and leader (tests/versions.rs)
 # Mixed rows: `join` = every member decides the same leader and the Java follower syncs.
 # Each cell runs one test of tests/versions.rs; its output is kept in $MATRIX_LOGS
 # (default: a temp dir, printed at the end). Exit status 1 if any cell failed.
@@ -99,11 +101,45 @@ run_cell() {
   fi
 }
 
+ZKFLE_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/zkfle"
+cargo build -q --bin zkfle >>"$LOGS/build.log" 2>&1 || { echo "matrix.sh: zkfle does not build" >&2; exit 1; }
 has_subcommand() {
-  cargo run -q -- --help 2>/dev/null | grep -qE "^\s+$1\b"
+  "$ZKFLE_BIN" --help 2>/dev/null | grep -qE "^\s+$1\b"
 }
 
 mod_of() { echo "v${1//./_}"; }
+
+# replay: every participant of every fixture of VERSION, replayed into the native target with
+# `zkfle replay --as SID` (3.4 captures with --config, they carry none), makes the decisions
+# its Java server made.
+replay_cell() {
+  local v=$1 d sid n=0 bad="" cfgopt
+  if ! has_subcommand replay; then
+    CELL[$v,replay]="skipped: zkfle replay not yet on main"
+    return
+  fi
+  for d in fixtures/*/; do
+    grep -q "ZooKeeper \*\*$v\*\*" "$d/README.md" 2>/dev/null || continue
+    cfgopt=()
+    [[ "+$v+" =~ \+3\.4\. ]] && cfgopt=(--config "$d/zoo.cfg")
+    for sid in $(sed -n 's/^server\.\([0-9]*\)=.*:participant.*/\1/p' "$d/zoo.cfg"); do
+      n=$((n + 1))
+      if ! "$ZKFLE_BIN" replay "$d"capture.pcap* --as "$sid" --format json "${cfgopt[@]}" \
+        >"$LOGS/replay-$v-$(basename "$d")-$sid.json" 2>&1 ||
+        ! grep -q '"match":true' "$LOGS/replay-$v-$(basename "$d")-$sid.json"; then
+        bad+=" $(basename "$d")/sid$sid"
+      fi
+    done
+  done
+  if [ $n = 0 ]; then
+    CELL[$v,replay]="skipped: no fixture recorded with $v"
+  elif [ -z "$bad" ]; then
+    CELL[$v,replay]="pass"
+  else
+    CELL[$v,replay]="FAIL:$bad (see $LOGS/replay-*)"
+    FAILED=1
+  fi
+}
 
 for v in $VERSIONS; do
   m=$(mod_of "$v")
@@ -122,13 +158,14 @@ for v in $VERSIONS; do
       run_cell "$v,$c" "$c-$v" --test versions "$m::$c"
     done
   fi
-  for c in replay probe; do
-    if has_subcommand "$c"; then
-      CELL[$v,$c]="skipped: matrix check for zkfle $c not written yet"
-    else
-      CELL[$v,$c]="skipped: zkfle $c not yet on main"
-    fi
-  done
+  replay_cell "$v"
+  if ! has_subcommand probe; then
+    CELL[$v,probe]="skipped: zkfle probe not yet on main"
+  elif [[ "${CELL[$v,fetch]}" == skipped* ]]; then
+    CELL[$v,probe]="skipped: ZooKeeper $v not on this machine"
+  else
+    run_cell "$v,probe" "probe-$v" --test versions "$m::probe"
+  fi
 done
 
 MIXED=""
@@ -148,7 +185,8 @@ for pair in "3.4.14+3.8.0" "3.6.3+3.9.5"; do
   for c in join_from_start accepts_current_form accepts_legacy_form; do
     CELL[$pair,$c]="-"
   done
-  for c in replay probe; do CELL[$pair,$c]="-"; done
+  replay_cell "$pair"
+  CELL[$pair,probe]="-"
 done
 
 # ---------------------------------------------------------------- table

@@ -2,8 +2,16 @@
 # record-fixture.sh: record a real Java ZooKeeper election on loopback as a fixture.
 #
 # Usage:
-#   scripts/record-fixture.sh NAME SCENARIO     write fixtures/NAME/ (replacing it)
+#   scripts/record-fixture.sh [options] NAME SCENARIO   write fixtures/NAME/ (replacing it)
 #   scripts/record-fixture.sh -h
+#
+# Options:
+#   --iface lo|any   capture interface (default lo). `any` makes tcpdump write
+#                    Linux cooked headers (SLL2 with libpcap >= 1.10, else SLL)
+#                    instead of lo's zero-MAC Ethernet
+#   --pcapng         convert the capture with `editcap -F pcapng` (wireshark-common,
+#                    installed with the tshark package when missing) and keep only
+#                    capture.pcapng
 #
 # Scenarios (each: start, wait stable, client writes, kill -9 the leader, wait for
 # the re-election, writes, restart the old leader, wait stable, stop):
@@ -16,8 +24,9 @@
 #   mixed-34-38  rolling upgrade: servers 1, 2 run 3.4.14, server 3 runs 3.8.0 (Debian)
 #   mixed-36-39  rolling upgrade: servers 1, 2 run 3.6.3, server 3 runs 3.9.5
 #                (jars from scripts/zk-fetch.sh, which downloads them if not cached)
+#   big          5 participants + observer sid 6, --multi-address
 #
-# fixtures/NAME/ gets: capture.pcap (tcpdump -i lo, snaplen 0, election ports
+# fixtures/NAME/ gets: capture.pcap (tcpdump -i IFACE, snaplen 0, election ports
 # only), server.N.log (each server's log trimmed to FastLeaderElection,
 # QuorumCnxManager, QuorumPeer and Leader/Learner lines), zoo.cfg (the shared
 # part of the config) and README.md (version, date, timeline, who led each round,
@@ -36,12 +45,24 @@ ENS="$HERE/ensemble.sh"
 usage() { sed -n '2,/^$/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 die() { zk_die "$@"; }
 
-case "${1:-}" in
-  -h|--help) usage; exit 0 ;;
-esac
-[ $# -eq 2 ] || { usage >&2; exit 2; }
-NAME=$1
-SCENARIO=$2
+IFACE=lo
+PCAPNG=0
+POS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --iface)
+      IFACE=${2:-}
+      [[ "$IFACE" =~ ^(lo|any)$ ]] || die "--iface takes lo or any, got '$IFACE'"
+      shift 2 ;;
+    --pcapng) PCAPNG=1; shift ;;
+    -*) die "unknown option '$1' (see -h)" ;;
+    *) POS+=("$1"); shift ;;
+  esac
+done
+[ ${#POS[@]} -eq 2 ] || { usage >&2; exit 2; }
+NAME=${POS[0]}
+SCENARIO=${POS[1]}
 [[ "$NAME" =~ ^[A-Za-z0-9._-]+$ ]] || die "NAME must be a plain directory name, got '$NAME'"
 STAGGER_SECS=${STAGGER_SECS:-4}
 
@@ -55,9 +76,12 @@ case "$SCENARIO" in
   staggered5)
     ENS_OPTS=(--servers "1:participant,2:participant,3:participant,4:participant,5:participant")
     SIDS="1 2 3 4 5" ;;
+  big)
+    ENS_OPTS=(--multi-address --servers "1:participant,2:participant,3:participant,4:participant,5:participant,6:observer")
+    SIDS="1 2 3 4 5 6" ;;
   mixed-34-38) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); MIXED="3.4.14 3.4.14 3.8.0" ;;
   mixed-36-39) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); MIXED="3.6.3 3.6.3 3.9.5" ;;
-  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5, mixed-34-38, mixed-36-39)" ;;
+  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5, big, mixed-34-38, mixed-36-39)" ;;
 esac
 if [ "$SCENARIO" = ipv6 ]; then
   PCAP_FILTER="tcp portrange 3881-3889"
@@ -65,8 +89,22 @@ else
   PCAP_FILTER="tcp port 3888 or tcp port 3889"
 fi
 
-[ "$(id -u)" = 0 ] || die "tcpdump on lo needs root"
+[ "$(id -u)" = 0 ] || die "tcpdump on $IFACE needs root"
 command -v tcpdump >/dev/null 2>&1 || zk_apt_install tcpdump
+if [ "$PCAPNG" = 1 ] && ! command -v editcap >/dev/null 2>&1; then
+  # editcap is in wireshark-common; the tshark package pulls it in without a GUI.
+  zk_apt_install tshark
+  command -v editcap >/dev/null 2>&1 || die "editcap still missing after installing tshark"
+fi
+CAPTURE=capture.pcap
+OPTS_TEXT=""
+[ "$IFACE" = lo ] || OPTS_TEXT+="--iface $IFACE "
+if [ "$PCAPNG" = 1 ]; then CAPTURE=capture.pcapng; OPTS_TEXT+="--pcapng "; fi
+case "$SCENARIO" in
+  observer) OBSERVER=4 ;;
+  big) OBSERVER=6 ;;
+  *) OBSERVER="" ;;
+esac
 zk_env_resolve
 
 # Mixed versions: each server runs its own jars (ensemble.sh --jars); the fixture's version is
@@ -86,6 +124,15 @@ if [ -n "${MIXED:-}" ]; then
   done
   ZK_VERSION=$versions
   ZK_SOURCE="mixed: $(for v in $MIXED; do printf '%s ' "$v"; done | awk '{for (i = 1; i <= NF; i++) printf "%sserver %d %s", (i > 1 ? ", " : ""), i, $i}')"
+fi
+
+# Every ensemble uses the fixed loopback layout, so two at once would talk to each other (and
+# end up in each other's captures): hold the machine-wide lock that the Java tests take too.
+LOCK="${TMPDIR:-/tmp}/zkfle-loopback-ensemble.lock"
+exec 9>>"$LOCK"
+if ! flock -n 9; then
+  echo "waiting for $LOCK (another loopback ensemble is running)" >&2
+  flock 9
 fi
 
 OUT="$ROOT/fixtures/$NAME"
@@ -160,14 +207,14 @@ echo "recording $SCENARIO into fixtures/$NAME (ZooKeeper $ZK_VERSION, work dir $
 # Configs only: the servers start once tcpdump listens.
 "$ENS" start "$WORK" --no-start "${ENS_OPTS[@]}" >/dev/null
 
-tcpdump -i lo -s 0 -U -n -w "$WORK/capture.pcap" "$PCAP_FILTER" 2>"$WORK/tcpdump.err" &
+tcpdump -i "$IFACE" -s 0 -U -n -w "$WORK/capture.pcap" "$PCAP_FILTER" 2>"$WORK/tcpdump.err" &
 TCPDUMP_PID=$!
 for _ in $(seq 50); do
   grep -q "listening on" "$WORK/tcpdump.err" 2>/dev/null && break
   kill -0 "$TCPDUMP_PID" 2>/dev/null || { cat "$WORK/tcpdump.err" >&2; die "tcpdump exited"; }
   sleep 0.1
 done
-event "tcpdump started: -i lo -s 0 '$PCAP_FILTER'"
+event "tcpdump started: -i $IFACE -s 0 '$PCAP_FILTER'"
 
 if [ "$SCENARIO" = staggered5 ]; then
   for sid in $SIDS; do
@@ -209,7 +256,12 @@ TCPDUMP_PID=""
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
-cp "$WORK/capture.pcap" "$OUT/capture.pcap"
+if [ "$PCAPNG" = 1 ]; then
+  editcap -F pcapng "$WORK/capture.pcap" "$OUT/capture.pcapng"
+else
+  cp "$WORK/capture.pcap" "$OUT/capture.pcap"
+fi
+LINKTYPE=$(tcpdump -r "$OUT/$CAPTURE" -c 1 2>&1 >/dev/null | sed -n 's/.*link-type \([^ ]*\).*/\1/p' | head -n 1)
 grep -v '^#' "$WORK/zoo.cfg" >"$OUT/zoo.cfg"
 KEEP_RE=':(FastLeaderElection|QuorumCnxManager|QuorumPeer|Leader|Follower|Observer|Learner)(\$[A-Za-z]+)*@[0-9]+\] - '
 notif_total=0
@@ -222,8 +274,8 @@ done
 
 # Checks on the capture: packets, V1/V2 initial-message prefixes.
 hexdump_of() { od -An -tx1 -v "$1" | tr -d ' \n'; }
-packets=$(tcpdump -r "$OUT/capture.pcap" -nn 2>/dev/null | wc -l)
-hex=$(hexdump_of "$OUT/capture.pcap")
+packets=$(tcpdump -r "$OUT/$CAPTURE" -nn 2>/dev/null | wc -l)
+hex=$(hexdump_of "$OUT/$CAPTURE")
 v1=$(grep -o ffffffffffff0000 <<<"$hex" | wc -l || true)
 v2=$(grep -o ffffffffffff0001 <<<"$hex" | wc -l || true)
 unset hex
@@ -232,17 +284,17 @@ if [ $LEGACY_ONLY = 1 ]; then
   [ "$v1" = 0 ] && [ "$v2" = 0 ] || die "a $ZK_VERSION capture has V1/V2 initial messages"
 else
   case "$SCENARIO" in
-    multiaddr) [ "$v2" -gt 0 ] || die "capture has no V2 initial message (ffffffffffff0001)" ;;
+    multiaddr|big) [ "$v2" -gt 0 ] || die "capture has no V2 initial message (ffffffffffff0001)" ;;
     *) [ "$v1" -gt 0 ] || die "capture has no V1 initial message (ffffffffffff0000)" ;;
   esac
 fi
 [ "$packets" -gt 0 ] || die "capture is empty"
-size=$(wc -c <"$OUT/capture.pcap")
+size=$(wc -c <"$OUT/$CAPTURE")
 
 {
   echo "# Fixture \`$NAME\`: scenario \`$SCENARIO\`"
   echo
-  echo "Recorded $(date -u +%Y-%m-%dT%H:%MZ) by \`scripts/record-fixture.sh $NAME $SCENARIO\`"
+  echo "Recorded $(date -u +%Y-%m-%dT%H:%MZ) by \`scripts/record-fixture.sh $OPTS_TEXT$NAME $SCENARIO\`"
   if [ -n "${MIXED:-}" ]; then
     echo "against Java ZooKeeper **$ZK_VERSION** ($ZK_SOURCE; jars from scripts/zk-fetch.sh,"
   else
@@ -261,15 +313,16 @@ size=$(wc -c <"$OUT/capture.pcap")
   echo
   echo "## Files"
   echo
-  echo "- \`capture.pcap\`: \`tcpdump -i lo -s 0 -U -w\` with filter \`$PCAP_FILTER\`"
-  echo "  (election ports only), $packets packets, $size bytes. Times are the tcpdump host's clock, as are the logs'."
+  echo "- \`$CAPTURE\`: \`tcpdump -i $IFACE -s 0 -U -w\` with filter \`$PCAP_FILTER\`"
+  echo "  (election ports only), link type $LINKTYPE$([ "$PCAPNG" = 1 ] && echo ', converted with `editcap -F pcapng` (the pcap is not kept)'),"
+  echo "  $packets packets, $size bytes. Times are the tcpdump host's clock, as are the logs'."
   echo "- \`server.N.log\`: each server's log, trimmed to FastLeaderElection, QuorumCnxManager,"
   echo "  QuorumPeer and Leader/Follower/Observer/Learner lines (stack traces dropped)."
   echo "  FastLeaderElection and QuorumCnxManager logged at DEBUG (\`Sending Notification:\`,"
   echo "  \`Initial message parsed\`), the rest at INFO. $notif_total \`Notification:\` lines in all."
   echo "- \`zoo.cfg\`: the shared part of every server's config. Each server N also had"
-  echo "  \`dataDir\`, \`clientPort\`, \`clientPortAddress\` (its own address)$([ "$SCENARIO" = observer ] && echo ', and sid 4 had `peerType=observer`')."
-  [ "$SCENARIO" = multiaddr ] && echo "  The JVMs ran with \`-Dzookeeper.multiAddress.enabled=true\`."
+  echo "  \`dataDir\`, \`clientPort\`, \`clientPortAddress\` (its own address)$([ -n "$OBSERVER" ] && echo ", and sid $OBSERVER had \`peerType=observer\`")."
+  case "$SCENARIO" in multiaddr|big) true ;; *) false ;; esac && echo "  The JVMs ran with \`-Dzookeeper.multiAddress.enabled=true\`."
   echo
   echo "## Layout"
   echo
@@ -302,4 +355,4 @@ size=$(wc -c <"$OUT/capture.pcap")
   echo "- failed client writes: $WRITE_FAILS"
 } >"$OUT/README.md"
 
-echo "fixtures/$NAME: capture.pcap $size bytes, $packets packets, V1 $v1, V2 $v2, $notif_total Notification: lines"
+echo "fixtures/$NAME: $CAPTURE ($LINKTYPE) $size bytes, $packets packets, V1 $v1, V2 $v2, $notif_total Notification: lines"

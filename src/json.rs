@@ -66,6 +66,89 @@ pub struct MessageJson<'a>(pub &'a Message);
 /// problems `severity`, `kind`, details and `what`.
 pub struct RecordJson<'a>(pub &'a Record);
 
+/// The JSON string of the config text seen last, escaped once: nearly every notification
+/// carries the same config, and escaping its ~200 bytes (newlines) for each one is a good
+/// part of the cost of a JSON line.
+#[derive(Default)]
+struct ConfigJson {
+    text: String,
+    json: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl ConfigJson {
+    /// The escaped JSON string for `text`, from the cache; on a miss, remembers `text` for
+    /// next time and returns `None` (the caller serialises it as usual).
+    fn get(&mut self, text: &str) -> Option<&serde_json::value::RawValue> {
+        if self.json.is_some() && self.text == text {
+            return self.json.as_deref();
+        }
+        self.text.clear();
+        self.text.push_str(text);
+        self.json = serde_json::to_string(text)
+            .ok()
+            .and_then(|j| serde_json::value::RawValue::from_string(j).ok());
+        None
+    }
+}
+
+thread_local! {
+    static CONFIG_JSON: std::cell::RefCell<ConfigJson> = std::cell::RefCell::default();
+}
+
+/// Formats a socket address as `Display` does (`1.2.3.4:5`, `[::1]:5`) without allocating;
+/// IPv4, what nearly every capture holds, without the formatting machinery either.
+struct AddrBuf {
+    buf: [u8; 64],
+}
+
+impl Default for AddrBuf {
+    fn default() -> Self {
+        AddrBuf { buf: [0; 64] }
+    }
+}
+
+impl AddrBuf {
+    fn format(&mut self, addr: std::net::SocketAddr) -> &str {
+        let buf = &mut self.buf;
+        let len = match addr {
+            std::net::SocketAddr::V4(v4) => {
+                let mut n = 0;
+                let num = |buf: &mut [u8; 64], v: u32, n: &mut usize| {
+                    let mut digits = itoa_buf();
+                    let s = digits.format(v);
+                    buf[*n..*n + s.len()].copy_from_slice(s.as_bytes());
+                    *n += s.len();
+                };
+                for (i, o) in v4.ip().octets().into_iter().enumerate() {
+                    if i > 0 {
+                        buf[n] = b'.';
+                        n += 1;
+                    }
+                    num(buf, u32::from(o), &mut n);
+                }
+                buf[n] = b':';
+                n += 1;
+                num(buf, u32::from(v4.port()), &mut n);
+                n
+            }
+            std::net::SocketAddr::V6(_) => {
+                use std::io::Write;
+                let mut cursor = std::io::Cursor::new(&mut buf[..]);
+                match write!(cursor, "{addr}") {
+                    Ok(()) => cursor.position() as usize,
+                    // Longer than any address with a numeric scope id; cannot happen.
+                    Err(_) => 0,
+                }
+            }
+        };
+        std::str::from_utf8(&self.buf[..len]).unwrap_or_default()
+    }
+}
+
+fn itoa_buf() -> itoa::Buffer {
+    itoa::Buffer::new()
+}
+
 fn notification_entries<M: SerializeMap>(m: &mut M, n: &Notification) -> Result<(), M::Error> {
     m.serialize_entry("state", n.state.name())?;
     m.serialize_entry("state_code", &n.state.code())?;
@@ -76,7 +159,10 @@ fn notification_entries<M: SerializeMap>(m: &mut M, n: &Notification) -> Result<
     m.serialize_entry("version", &n.version)?;
     let text = n.config.as_deref().map(std::str::from_utf8);
     match &text {
-        Some(Ok(valid)) => m.serialize_entry("config", valid)?,
+        Some(Ok(valid)) => CONFIG_JSON.with_borrow_mut(|cache| match cache.get(valid) {
+            Some(json) => m.serialize_entry("config", json),
+            None => m.serialize_entry("config", valid),
+        })?,
         _ => m.serialize_entry("config", &n.config_text())?,
     }
     m.serialize_entry("config_version", &n.config_version())?;
@@ -163,8 +249,9 @@ impl Serialize for RecordJson<'_> {
         };
         m.serialize_entry("type", kind)?;
         m.serialize_entry("time", &r.time.as_secs_f64())?;
-        m.serialize_entry("src", &r.src.map(|a| a.to_string()))?;
-        m.serialize_entry("dst", &r.dst.map(|a| a.to_string()))?;
+        let mut buf = AddrBuf::default();
+        m.serialize_entry("src", &r.src.map(|a| buf.format(a)))?;
+        m.serialize_entry("dst", &r.dst.map(|a| buf.format(a)))?;
         m.serialize_entry("from_sid", &r.from_sid)?;
         m.serialize_entry("to_sid", &r.to_sid)?;
         m.serialize_entry("connection", &r.conn.map(|c| c.0))?;

@@ -16,6 +16,9 @@
 //!   sids (who is who), and a summary of each election with its anomalies.
 //! - [`net`]: the connection layer (QuorumCnxManager over tokio, its decisions sans-I/O) and the
 //!   driver that runs an [`election::Election`] on it: `zkfle join`.
+//! - [`storage`]: a follower's durable state in ZooKeeper's own on-disk formats (txn log,
+//!   snapshot, epoch files).
+//! - [`zab`]: the Zab learner (follower) state machine, sans-I/O.
 //! - [`zoocfg`]: reading a server's `zoo.cfg`.
 //! - [`cli`]: the `zkfle` command line; `main.rs` only calls [`cli::run`].
 pub mod capture;
@@ -24,5 +27,8 @@ pub mod decode;
 pub mod election;
 pub mod json;
 pub mod net;
+pub mod replay;
+pub mod storage;
 pub mod wire;
+pub mod zab;
 pub mod zoocfg;

@@ -23,6 +23,13 @@ fn bad_input_is_one_line_and_exit_2() {
     )
     .unwrap();
     let c = cfg.to_str().unwrap();
+    let cfg2 = dir.join("nodata.cfg");
+    std::fs::write(
+        &cfg2,
+        "tickTime=100\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n",
+    )
+    .unwrap();
+    let c2 = cfg2.to_str().unwrap();
     for (args, needle) in [
         (
             vec!["--config", "/nonexistent/zoo.cfg", "--myid", "1"],
@@ -33,7 +40,7 @@ fn bad_input_is_one_line_and_exit_2() {
             "server id 7 is not a member",
         ),
         (vec!["--config", c], "myid"),
-        (vec!["--config", c, "--myid", "1", "--zxid", "zz"], "zz"),
+        (vec!["--config", c2, "--myid", "1"], "--data-dir"),
     ] {
         let (code, err) = join(&args);
         assert_eq!(code, 2, "{args:?}: {err}");

@@ -4,160 +4,14 @@
 //! with a file lock (also against other test binaries on this machine using the same lock).
 //! Each ensemble and each zkfle process is stopped by a Drop guard, even on panic.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+#[path = "common/join.rs"]
+mod join;
 
+use std::process::Command;
+use std::time::Duration;
+
+use join::{Ensemble, Native, ZKFLE, decided, lock_loopback, wait_for};
 use serde_json::Value;
-
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-const ZKFLE: &str = env!("CARGO_BIN_EXE_zkfle");
-
-/// Holds the machine-wide lock for loopback ensembles.
-struct LoopbackLock(#[allow(dead_code)] File);
-
-fn lock_loopback() -> LoopbackLock {
-    let f = File::create(std::env::temp_dir().join("zkfle-loopback-ensemble.lock")).unwrap();
-    f.lock().unwrap();
-    LoopbackLock(f)
-}
-
-/// A Java ensemble in a temp dir, stopped on drop.
-struct Ensemble {
-    dir: PathBuf,
-}
-
-fn script(args: &[&str]) -> std::process::Output {
-    Command::new(Path::new(ROOT).join("scripts/ensemble.sh"))
-        .args(args)
-        .output()
-        .expect("scripts/ensemble.sh runs")
-}
-
-impl Ensemble {
-    fn start(name: &str, servers: &str, extra: &[&str]) -> Ensemble {
-        let dir = std::env::temp_dir().join(format!("zkfle-join-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let e = Ensemble { dir };
-        let d = e.dir.to_str().unwrap().to_string();
-        let mut args = vec!["start", &d, "--servers", servers];
-        args.extend_from_slice(extra);
-        let out = script(&args);
-        assert!(
-            out.status.success(),
-            "ensemble start failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        e
-    }
-
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        let d = self.dir.to_str().unwrap();
-        let mut a = vec![args[0], d];
-        a.extend_from_slice(&args[1..]);
-        script(&a)
-    }
-
-    fn wait_stable(&self) {
-        let out = self.cmd(&["wait-stable", "--timeout", "30"]);
-        assert!(
-            out.status.success(),
-            "not stable: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-    }
-
-    fn log(&self, sid: i64) -> String {
-        std::fs::read_to_string(self.dir.join(sid.to_string()).join("server.log"))
-            .unwrap_or_default()
-    }
-
-    /// Lines of Java's `About to leave FLE instance: leader=L, ..., my state=S` after `skip` bytes.
-    fn decisions(&self, sid: i64, skip: usize) -> Vec<(i64, String)> {
-        let log = self.log(sid);
-        log.get(skip..)
-            .unwrap_or("")
-            .lines()
-            .filter_map(|l| {
-                let rest = l.split("About to leave FLE instance: leader=").nth(1)?;
-                let leader = rest.split(',').next()?.parse().ok()?;
-                let state = rest.rsplit("my state=").next()?.trim().to_string();
-                Some((leader, state))
-            })
-            .collect()
-    }
-
-    fn zoo_cfg(&self) -> PathBuf {
-        self.dir.join("zoo.cfg")
-    }
-}
-
-impl Drop for Ensemble {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["stop"]);
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        } else {
-            eprintln!("ensemble kept in {}", self.dir.display());
-        }
-    }
-}
-
-/// A running `zkfle join`, killed on drop.
-struct Native {
-    child: Child,
-    events: PathBuf,
-}
-
-impl Native {
-    fn start(e: &Ensemble, myid: i64, extra: &[&str]) -> Native {
-        let events = e.dir.join(format!("native{myid}.events.jsonl"));
-        let log = File::create(e.dir.join(format!("native{myid}.log"))).unwrap();
-        let child = Command::new(ZKFLE)
-            .args(["join", "--config", e.zoo_cfg().to_str().unwrap()])
-            .args(["--myid", &myid.to_string()])
-            .args(["--events", events.to_str().unwrap()])
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        Native { child, events }
-    }
-
-    fn events(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.events)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-}
-
-impl Drop for Native {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn decided(ev: &Value, state: &str, leader: i64) -> bool {
-    ev["state"] == state && ev["leader"] == leader
-}
 
 /// (a) Java 2 and 3 have elected 3; native 1 joins late and learns the leader from replies.
 #[test]
@@ -177,7 +31,8 @@ fn native_joins_late_and_follows_the_java_leader() {
             "--config",
             e.zoo_cfg().to_str().unwrap(),
         ])
-        .args(["--myid", "1", "--once"])
+        .args(["--myid", "1", "--once", "--data-dir"])
+        .arg(e.dir.join("native1"))
         .output()
         .unwrap();
     assert!(

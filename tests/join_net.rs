@@ -333,6 +333,7 @@ async fn all_native_ensemble_of_three_elects_and_reelects() {
             leader_gone_ms: 300,
             leader_sync_ms: 60_000,
             once: false,
+            zab: None,
         };
         let (tx, rx) = mpsc::unbounded_channel::<StateEvent>();
         nodes.push(tokio::spawn(run(node, tx)));

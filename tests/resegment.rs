@@ -111,3 +111,65 @@ fn resegmented_captures_decode_the_same() {
     }
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// A capture that starts in the middle of the election: connections already open are joined
+/// at their next frame boundary (with a warning), and everything decoded from them is what the
+/// whole capture decodes for the same bytes.
+#[test]
+fn captures_starting_mid_stream_resynchronise() {
+    let tmp = std::env::temp_dir().join(format!("zkfle-midstream-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    for dir in fixtures() {
+        let whole = decode_fixture(&dir);
+        let segments = segments(&dir);
+        let cut = segments.len() / 3;
+        let start = segments[cut].time;
+        let path = tmp.join("late.pcap");
+        write_pcap(&path, &segments[cut..]);
+        let late: Vec<Record> = Decoder::new(
+            capture::open(path.to_str().unwrap()).unwrap(),
+            options(&dir),
+        )
+        .collect();
+        let key = |r: &Record| (r.src, r.dst, r.raw.clone());
+        let known: std::collections::HashSet<_> = whole
+            .iter()
+            .filter(|r| !matches!(r.body, zkfle::decode::Body::Problem(_)))
+            .map(key)
+            .collect();
+        let mut recovered = 0;
+        for r in &late {
+            match &r.body {
+                zkfle::decode::Body::Problem(p) => {
+                    assert_eq!(
+                        p.severity,
+                        zkfle::decode::Severity::Warning,
+                        "{}: {}",
+                        dir.display(),
+                        p.message
+                    )
+                }
+                _ => {
+                    assert!(
+                        known.contains(&key(r)),
+                        "{}: {:?} was not in the whole capture",
+                        dir.display(),
+                        r.body
+                    );
+                    recovered += 1;
+                }
+            }
+        }
+        let expected = whole
+            .iter()
+            .filter(|r| r.time >= start && !matches!(r.body, zkfle::decode::Body::Problem(_)))
+            .count();
+        // Only a message cut by the capture's start may be lost on each joined direction.
+        assert!(
+            recovered * 10 >= expected * 8,
+            "{}: {recovered} of {expected}",
+            dir.display()
+        );
+    }
+    std::fs::remove_dir_all(&tmp).unwrap();
+}

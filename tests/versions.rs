@@ -227,7 +227,10 @@ impl Native {
         let child = Command::new(ZKFLE)
             .args(["join", "--config", e.zoo_cfg().to_str().unwrap()])
             .args(["--myid", &myid.to_string()])
-            .args(["--events", events.to_str().unwrap()])
+            .args(["--events-file", events.to_str().unwrap()])
+            // Election-only mode (a claimed vote, no Zab follow): these tests are about the
+            // election port, and every version's leader is not a Zab peer zkfle can follow.
+            .args(["--zxid", "0", "--peer-epoch", "0"])
             .args(extra)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
@@ -441,6 +444,48 @@ fn mixed(old: &str, new: &str) {
     }
 }
 
+/// `zkfle probe` of each server of an elected ensemble of `version` reports the state and
+/// leader the server itself is in (3.4 answers carry no config: `config_version` null).
+fn probe(version: &str) {
+    let Some(j) = need(&[version]) else { return };
+    let _l = lock_loopback();
+    let jars = vec![j[0].clone(), j[0].clone(), j[0].clone()];
+    let e = Ensemble::start(
+        &format!("probe-{version}"),
+        "1:participant,2:participant,3:participant",
+        &jars,
+        &["--tick", "200"],
+    );
+    e.wait_stable();
+    let leader = e.leader().expect("a Java leader");
+    let out = Command::new(ZKFLE)
+        .args(["probe", "--format", "json"])
+        .args(["127.0.0.1:3888", "127.0.0.2:3888", "127.0.0.3:3888"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    for (i, a) in answers.iter().enumerate() {
+        let sid = i as i64 + 1;
+        let want = if sid == leader {
+            "LEADING"
+        } else {
+            "FOLLOWING"
+        };
+        assert_eq!(a["state"], want, "server {sid}: {a}");
+        assert_eq!(a["leader"], leader, "server {sid}: {a}");
+        assert_eq!(a["config_version"].is_null(), is_34(version), "{a}");
+    }
+}
+
 macro_rules! version_tests {
     ($m:ident, $v:expr) => {
         mod $m {
@@ -459,6 +504,10 @@ macro_rules! version_tests {
             #[test]
             fn accepts_legacy_form() {
                 super::accepts_legacy_form($v);
+            }
+            #[test]
+            fn probe() {
+                super::probe($v);
             }
         }
     };

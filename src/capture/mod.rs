@@ -44,18 +44,22 @@
 pub mod packet;
 pub mod reader;
 pub mod reassembly;
+pub mod writer;
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod testutil;
 
-pub use packet::{CaptureStats, Skip, TcpSegment, Timestamp, decode_tcp, linktype};
-pub use reader::{CaptureError, CaptureReader, Packet};
+pub use packet::{
+    CaptureStats, Skip, TcpSegment, TcpSegmentRef, Timestamp, decode_tcp, decode_tcp_ref, linktype,
+};
+pub use reader::{CaptureError, CaptureReader, Packet, PacketRef};
 pub use reassembly::{
     CloseKind, ConnId, ConnInfo, Direction, Reassembler, ReassemblyConfig, ReassemblyStats,
     StreamEvent, StreamInfo,
 };
+pub use writer::PcapWriter;
 
 /// The TCP segments of a capture, in file order: [`CaptureReader`] plus [`decode_tcp`].
 ///
@@ -82,28 +86,71 @@ impl TcpSegments {
     pub fn stats(&self) -> &CaptureStats {
         self.reader.stats()
     }
+
+    /// Calls `f` with the next TCP segment, its payload lent from the read buffer (no copy),
+    /// and returns what `f` returned. `None` at the end; a read error is returned once and
+    /// ends the capture.
+    pub fn next_with<T>(
+        &mut self,
+        mut f: impl FnMut(&TcpSegmentRef<'_>) -> T,
+    ) -> Option<Result<T, CaptureError>> {
+        self.reader
+            .next_with(|packet, stats| match decode_tcp_ref(packet) {
+                Ok(seg) => {
+                    stats.tcp += 1;
+                    if seg.missing > 0 {
+                        stats.truncated_tcp += 1;
+                    }
+                    Some(f(&seg))
+                }
+                Err(skip) => {
+                    stats.note(skip);
+                    None
+                }
+            })
+    }
 }
 
 impl Iterator for TcpSegments {
     type Item = Result<TcpSegment, CaptureError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            match self.reader.next()? {
-                Err(e) => return Some(Err(e)),
-                Ok(packet) => match decode_tcp(&packet) {
-                    Ok(seg) => {
-                        let stats = self.reader.stats_mut();
-                        stats.tcp += 1;
-                        if seg.missing > 0 {
-                            stats.truncated_tcp += 1;
-                        }
-                        return Some(Ok(seg));
-                    }
-                    Err(skip) => self.reader.stats_mut().note(skip),
-                },
-            }
-        }
+        self.next_with(|seg| seg.to_segment())
+    }
+}
+
+/// A source of TCP segments for [`crate::decode::Decoder`]: lends each segment to a callback,
+/// so that a capture file is decoded without copying payloads ([`TcpSegments`]), while any
+/// iterator of owned segments works too ([`OwnedSegments`]).
+pub trait SegmentSource {
+    /// Calls `f` with the next segment. `None` at the end; an error ends the source.
+    fn next_segment<F: FnMut(&TcpSegmentRef<'_>)>(
+        &mut self,
+        f: F,
+    ) -> Option<Result<(), CaptureError>>;
+}
+
+impl SegmentSource for TcpSegments {
+    fn next_segment<F: FnMut(&TcpSegmentRef<'_>)>(
+        &mut self,
+        f: F,
+    ) -> Option<Result<(), CaptureError>> {
+        self.next_with(f)
+    }
+}
+
+/// Any iterator of owned segments as a [`SegmentSource`].
+pub struct OwnedSegments<I>(pub I);
+
+impl<I> SegmentSource for OwnedSegments<I>
+where
+    I: Iterator<Item = Result<TcpSegment, CaptureError>>,
+{
+    fn next_segment<F: FnMut(&TcpSegmentRef<'_>)>(
+        &mut self,
+        mut f: F,
+    ) -> Option<Result<(), CaptureError>> {
+        Some(self.0.next()?.map(|seg| f(&seg.as_ref())))
     }
 }
 

@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TransportSlice, ip_number};
 use serde::{Deserialize, Serialize};
 
-use super::reader::Packet;
+use super::reader::{Packet, PacketRef};
 
 /// A capture timestamp: seconds and nanoseconds since the Unix epoch (UTC).
 ///
@@ -101,6 +101,72 @@ pub struct TcpSegment {
     pub record: u64,
 }
 
+/// A [`TcpSegment`] whose payload is borrowed from the packet it came from: what the fast
+/// path (reader → reassembly → decoder) passes around, without a copy per segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpSegmentRef<'a> {
+    /// When the packet was captured.
+    pub time: Timestamp,
+    /// Sender address and port.
+    pub src: SocketAddr,
+    /// Receiver address and port.
+    pub dst: SocketAddr,
+    /// Sequence number of the first byte (or of the SYN/FIN flag when there is no payload).
+    pub seq: u32,
+    /// Acknowledgement number, present exactly when the ACK flag is set.
+    pub ack: Option<u32>,
+    /// SYN flag.
+    pub syn: bool,
+    /// FIN flag.
+    pub fin: bool,
+    /// RST flag.
+    pub rst: bool,
+    /// The payload bytes that were captured.
+    pub payload: &'a [u8],
+    /// Payload bytes sent but not captured; see [`TcpSegment::missing`].
+    pub missing: u32,
+    /// 1-based number of the packet record in the capture file.
+    pub record: u64,
+}
+
+impl TcpSegment {
+    /// The segment with its payload borrowed.
+    pub fn as_ref(&self) -> TcpSegmentRef<'_> {
+        TcpSegmentRef {
+            time: self.time,
+            src: self.src,
+            dst: self.dst,
+            seq: self.seq,
+            ack: self.ack,
+            syn: self.syn,
+            fin: self.fin,
+            rst: self.rst,
+            payload: &self.payload,
+            missing: self.missing,
+            record: self.record,
+        }
+    }
+}
+
+impl TcpSegmentRef<'_> {
+    /// An owned copy.
+    pub fn to_segment(&self) -> TcpSegment {
+        TcpSegment {
+            time: self.time,
+            src: self.src,
+            dst: self.dst,
+            seq: self.seq,
+            ack: self.ack,
+            syn: self.syn,
+            fin: self.fin,
+            rst: self.rst,
+            payload: self.payload.to_vec(),
+            missing: self.missing,
+            record: self.record,
+        }
+    }
+}
+
 /// Why a packet produced no [`TcpSegment`]. Not an error: captures hold all kinds of traffic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Skip {
@@ -170,7 +236,12 @@ fn is_ip_family(family: u32) -> bool {
 ///   headers just end in an EtherType, which is then handed to etherparse.
 /// - The 4-byte loopback family word (NULL/LOOP) is not a header etherparse knows.
 pub fn decode_tcp(packet: &Packet) -> Result<TcpSegment, Skip> {
-    let data = packet.data.as_slice();
+    decode_tcp_ref(&packet.as_ref()).map(|s| s.to_segment())
+}
+
+/// [`decode_tcp`] without copying: the segment's payload is borrowed from the packet.
+pub fn decode_tcp_ref<'a>(packet: &PacketRef<'a>) -> Result<TcpSegmentRef<'a>, Skip> {
+    let data = packet.data;
     let sliced = match packet.linktype {
         linktype::ETHERNET => LaxSlicedPacket::from_ethernet(data).map_err(|_| Skip::Malformed)?,
         linktype::LINUX_SLL => {
@@ -218,7 +289,10 @@ fn be16(data: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([b[0], b[1]]))
 }
 
-fn segment_from(packet: &Packet, sliced: &LaxSlicedPacket<'_>) -> Result<TcpSegment, Skip> {
+fn segment_from<'a>(
+    packet: &PacketRef<'a>,
+    sliced: &LaxSlicedPacket<'a>,
+) -> Result<TcpSegmentRef<'a>, Skip> {
     let net = match &sliced.net {
         Some(net @ (LaxNetSlice::Ipv4(_) | LaxNetSlice::Ipv6(_))) => net,
         Some(LaxNetSlice::Arp(_)) => return Err(Skip::NotIp),
@@ -276,7 +350,7 @@ fn segment_from(packet: &Packet, sliced: &LaxSlicedPacket<'_>) -> Result<TcpSegm
     } else {
         0
     };
-    Ok(TcpSegment {
+    Ok(TcpSegmentRef {
         time: packet.time,
         src: SocketAddr::new(src_ip, tcp.source_port()),
         dst: SocketAddr::new(dst_ip, tcp.destination_port()),
@@ -285,7 +359,7 @@ fn segment_from(packet: &Packet, sliced: &LaxSlicedPacket<'_>) -> Result<TcpSegm
         syn: tcp.syn(),
         fin: tcp.fin(),
         rst: tcp.rst(),
-        payload: payload.to_vec(),
+        payload,
         missing,
         record: packet.record,
     })

@@ -7,7 +7,7 @@
 use std::io::{self, Read};
 use std::sync::{Arc, Mutex};
 
-use pcap_parser::traits::{PcapNGPacketBlock, PcapReaderIterator};
+use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{Block, LegacyPcapReader, PcapBlockOwned, PcapError, PcapNGReader};
 
 use super::packet::{CaptureStats, Timestamp};
@@ -98,6 +98,52 @@ pub struct Packet {
     pub data: Vec<u8>,
     /// Length of the packet on the wire.
     pub orig_len: u32,
+}
+
+impl Packet {
+    /// The packet as borrowed bytes.
+    pub fn as_ref(&self) -> PacketRef<'_> {
+        PacketRef {
+            record: self.record,
+            offset: self.offset,
+            time: self.time,
+            linktype: self.linktype,
+            data: &self.data,
+            orig_len: self.orig_len,
+        }
+    }
+}
+
+/// A [`Packet`] whose bytes are borrowed from the reader's buffer (see
+/// [`CaptureReader::next_with`]): no copy per packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketRef<'a> {
+    /// 1-based packet number in the file.
+    pub record: u64,
+    /// Byte offset of the record in the file.
+    pub offset: u64,
+    /// Capture time.
+    pub time: Timestamp,
+    /// Link type of the interface it was captured on.
+    pub linktype: u16,
+    /// The captured bytes.
+    pub data: &'a [u8],
+    /// Length of the packet on the wire.
+    pub orig_len: u32,
+}
+
+impl PacketRef<'_> {
+    /// An owned copy.
+    pub fn to_packet(&self) -> Packet {
+        Packet {
+            record: self.record,
+            offset: self.offset,
+            time: self.time,
+            linktype: self.linktype,
+            data: self.data.to_vec(),
+            orig_len: self.orig_len,
+        }
+    }
 }
 
 /// The capture format, once the file header has been read.
@@ -226,12 +272,18 @@ impl CaptureReader {
         self.inner.consumed() as u64
     }
 
-    fn fail(&mut self, err: CaptureError) -> Option<Result<Packet, CaptureError>> {
+    fn fail<T>(&mut self, err: CaptureError) -> Option<Result<T, CaptureError>> {
         self.done = true;
         Some(Err(err))
     }
 
-    fn read_next(&mut self) -> Option<Result<Packet, CaptureError>> {
+    /// Reads packets until `f` returns `Some` for one, and returns that; the packet's bytes
+    /// are lent from the read buffer, so nothing is copied. `f` also gets the counters, for
+    /// decoders layered on top. `None` at the end of the capture; an error ends it.
+    pub fn next_with<T>(
+        &mut self,
+        mut f: impl FnMut(&PacketRef<'_>, &mut CaptureStats) -> Option<T>,
+    ) -> Option<Result<T, CaptureError>> {
         if self.done {
             return None;
         }
@@ -239,7 +291,10 @@ impl CaptureReader {
             let offset = self.inner.consumed() as u64;
             let record = self.state.records;
             let step = match self.inner.next() {
-                Ok((len, block)) => Step::Block(len, handle_block(&mut self.state, block, offset)),
+                Ok((len, block)) => {
+                    let packet = handle_block(&mut self.state, block, offset);
+                    Step::Block(len, packet.and_then(|p| f(&p, &mut self.state.stats)))
+                }
                 Err(PcapError::Eof) => Step::End,
                 Err(PcapError::Incomplete(_)) => Step::Refill,
                 Err(PcapError::BufferTooSmall) => Step::Grow,
@@ -334,12 +389,12 @@ impl Iterator for CaptureReader {
     type Item = Result<Packet, CaptureError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.read_next()
+        self.next_with(|p, _| Some(p.to_packet()))
     }
 }
 
-enum Step {
-    Block(usize, Option<Packet>),
+enum Step<T> {
+    Block(usize, Option<T>),
     End,
     Refill,
     Grow,
@@ -347,7 +402,11 @@ enum Step {
 }
 
 /// Interprets one block; returns a packet for packet records.
-fn handle_block(st: &mut State, block: PcapBlockOwned<'_>, offset: u64) -> Option<Packet> {
+fn handle_block<'a>(
+    st: &mut State,
+    block: PcapBlockOwned<'a>,
+    offset: u64,
+) -> Option<PacketRef<'a>> {
     match block {
         PcapBlockOwned::LegacyHeader(h) => {
             st.format = Format::Legacy {
@@ -371,12 +430,12 @@ fn handle_block(st: &mut State, block: PcapBlockOwned<'_>, offset: u64) -> Optio
             let units = if nanos { 1_000_000_000 } else { 1_000_000 };
             let time = Timestamp::from_fraction(i64::from(b.ts_sec), u64::from(b.ts_usec), units);
             st.last_time = time;
-            Some(Packet {
+            Some(PacketRef {
                 record: st.records,
                 offset,
                 time,
                 linktype,
-                data: b.data.to_vec(),
+                data: b.data,
                 orig_len: b.origlen,
             })
         }
@@ -384,7 +443,7 @@ fn handle_block(st: &mut State, block: PcapBlockOwned<'_>, offset: u64) -> Optio
     }
 }
 
-fn handle_ng(st: &mut State, block: Block<'_>, offset: u64) -> Option<Packet> {
+fn handle_ng<'a>(st: &mut State, block: Block<'a>, offset: u64) -> Option<PacketRef<'a>> {
     match block {
         Block::SectionHeader(shb) => {
             st.format = Format::Ng {
@@ -425,12 +484,12 @@ fn handle_ng(st: &mut State, block: Block<'_>, offset: u64) -> Option<Packet> {
                 .saturating_add(iface.offset_secs);
             let time = Timestamp::from_fraction(secs, ts % iface.units, iface.units);
             st.last_time = time;
-            Some(Packet {
+            Some(PacketRef {
                 record: st.records,
                 offset,
                 time,
                 linktype: iface.linktype,
-                data: epb.packet_data().to_vec(),
+                data: lent_data(epb.data, epb.caplen as usize),
                 orig_len: epb.origlen,
             })
         }
@@ -441,17 +500,17 @@ fn handle_ng(st: &mut State, block: Block<'_>, offset: u64) -> Option<Packet> {
                 st.stats.unknown_interface += 1;
                 return None;
             };
-            let mut data = spb.packet_data();
+            let mut data = lent_data(spb.data, spb.origlen as usize);
             if iface.snaplen != 0 {
                 let snap = usize::try_from(iface.snaplen).unwrap_or(usize::MAX);
                 data = &data[..data.len().min(snap)];
             }
-            Some(Packet {
+            Some(PacketRef {
                 record: st.records,
                 offset,
                 time: st.last_time,
                 linktype: iface.linktype,
-                data: data.to_vec(),
+                data,
                 orig_len: spb.origlen,
             })
         }
@@ -460,6 +519,12 @@ fn handle_ng(st: &mut State, block: Block<'_>, offset: u64) -> Option<Packet> {
             None
         }
     }
+}
+
+/// A packet block's captured bytes, as pcap-parser's `packet_data` cuts them, but keeping the
+/// buffer's lifetime (pcap-parser's accessor ties it to the block value).
+fn lent_data(data: &[u8], caplen: usize) -> &[u8] {
+    &data[..caplen.min(data.len())]
 }
 
 /// Total length the block at the start of `data` declares, from its header.

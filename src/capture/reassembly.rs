@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::packet::{TcpSegment, Timestamp};
+use super::packet::{TcpSegment, TcpSegmentRef, Timestamp};
 
 /// Identifies one connection for the lifetime of a [`Reassembler`]. Ids are never reused,
 /// even when a 4-tuple is (port reuse gives the new connection a new id).
@@ -76,8 +76,12 @@ pub enum CloseKind {
 /// (even for [ignored](Reassembler::ignore) connections), the last time `finish` is called at
 /// the latest. Between them, per direction, `Data` and `Gap` events tile the stream: each
 /// starts at the offset where the previous one ended.
+///
+/// `B` is how `Data` holds its bytes: owned (`Vec<u8>`, the default, from
+/// [`Reassembler::push`]) or lent (`&[u8]`, from [`Reassembler::push_with`], which hands
+/// in-order payloads straight from the segment without copying them).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum StreamEvent {
+pub enum StreamEvent<B = Vec<u8>> {
     /// A new connection.
     Opened {
         /// Its id.
@@ -104,7 +108,7 @@ pub enum StreamEvent {
         /// Stream offset of `bytes[0]` in this direction.
         offset: u64,
         /// The bytes.
-        bytes: Vec<u8>,
+        bytes: B,
     },
     /// Bytes of one direction that will never be delivered (lost from the capture, beyond the
     /// snap length, or given up on because the out-of-order buffer filled).
@@ -129,6 +133,54 @@ pub enum StreamEvent {
         /// Why.
         how: CloseKind,
     },
+}
+
+impl StreamEvent<&[u8]> {
+    /// The event with its bytes copied.
+    pub fn to_owned_event(&self) -> StreamEvent {
+        match *self {
+            StreamEvent::Opened {
+                conn,
+                initiator,
+                acceptor,
+                time,
+                mid_stream,
+            } => StreamEvent::Opened {
+                conn,
+                initiator,
+                acceptor,
+                time,
+                mid_stream,
+            },
+            StreamEvent::Data {
+                conn,
+                dir,
+                time,
+                offset,
+                bytes,
+            } => StreamEvent::Data {
+                conn,
+                dir,
+                time,
+                offset,
+                bytes: bytes.to_vec(),
+            },
+            StreamEvent::Gap {
+                conn,
+                dir,
+                time,
+                offset,
+                missing,
+            } => StreamEvent::Gap {
+                conn,
+                dir,
+                time,
+                offset,
+                missing,
+            },
+            StreamEvent::Closed { conn, time, how } => StreamEvent::Closed { conn, time, how },
+        }
+    }
 }
 
 /// Limits for a [`Reassembler`]. Memory use is about
@@ -219,8 +271,28 @@ pub struct ReassemblyStats {
 }
 
 /// A connection's 4-tuple, normalised so both directions map to the same key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Key(SocketAddr, SocketAddr);
+
+/// Hashes the addresses and ports only, as two words: the derived impl feeds the hasher a
+/// dozen small pieces per key, and a key is hashed for every segment. Consistent with `Eq`
+/// (equal keys have equal addresses and ports).
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        fn word(a: &SocketAddr) -> u64 {
+            let port = u64::from(a.port());
+            match a {
+                SocketAddr::V4(v) => (u64::from(v.ip().to_bits()) << 16) | port,
+                SocketAddr::V6(v) => {
+                    let b = v.ip().to_bits();
+                    (b as u64) ^ ((b >> 64) as u64).rotate_left(29) ^ (port << 48) ^ 1
+                }
+            }
+        }
+        h.write_u64(word(&self.0));
+        h.write_u64(word(&self.1));
+    }
+}
 
 impl Key {
     fn new(a: SocketAddr, b: SocketAddr) -> Key {
@@ -380,7 +452,7 @@ impl Half {
 struct Conn {
     info: ConnInfo,
     halves: [Half; 2],
-    /// Position in the LRU order.
+    /// Position in the LRU order: the tick of its latest entry in `Reassembler::lru`.
     tick: u64,
 }
 
@@ -403,7 +475,11 @@ pub struct Reassembler {
     config: ReassemblyConfig,
     conns: HashMap<Key, Conn>,
     ids: HashMap<ConnId, Key>,
-    lru: BTreeMap<u64, Key>,
+    /// Least recently used order, lazily: every touch appends `(tick, key)`; an entry is live
+    /// when its connection is open and still has that tick. Stale entries are skipped when
+    /// evicting and swept out when they outnumber the open connections, so the queue stays
+    /// within about twice the open connections, and a touch costs an append, not a tree update.
+    lru: VecDeque<(u64, Key)>,
     clock: u64,
     next_id: u64,
     /// Recently closed tuples, with a generation so stale queue entries can be recognised.
@@ -422,7 +498,7 @@ impl Reassembler {
             config,
             conns: HashMap::default(),
             ids: HashMap::default(),
-            lru: BTreeMap::new(),
+            lru: VecDeque::new(),
             clock: 0,
             next_id: 1,
             closed: HashMap::default(),
@@ -465,16 +541,37 @@ impl Reassembler {
 
     /// Feeds one segment; events it causes are appended to `out`.
     pub fn push(&mut self, seg: TcpSegment, out: &mut Vec<StreamEvent>) {
+        self.push_with(&seg.as_ref(), &mut |e: StreamEvent<&[u8]>| {
+            out.push(e.to_owned_event())
+        });
+    }
+
+    /// Feeds one segment; the events it causes are handed to `sink` as they happen, in the
+    /// same order [`Reassembler::push`] would list them. In-order payload is lent straight
+    /// from the segment, without a copy.
+    pub fn push_with<S: FnMut(StreamEvent<&[u8]>)>(
+        &mut self,
+        seg: &TcpSegmentRef<'_>,
+        sink: &mut S,
+    ) {
         self.stats.segments += 1;
         self.now = self.now.max(seg.time);
         let key = Key::new(seg.src, seg.dst);
-        if let Some(conn) = self.conns.get(&key) {
-            if !(seg.syn && self.starts_new(conn, &seg)) {
-                self.touch(key);
-                self.handle(key, seg, out);
+        if let Some(conn) = self.conns.get_mut(&key) {
+            if !(seg.syn && starts_new(conn, seg)) {
+                if conn.tick != self.clock {
+                    // Not already the most recently used: move it to the back.
+                    self.clock += 1;
+                    conn.tick = self.clock;
+                    self.lru.push_back((conn.tick, key));
+                }
+                if let Some(how) = handle(conn, seg, &self.config, &mut self.stats, sink) {
+                    self.close(key, how, seg.time, sink);
+                }
+                self.sweep_lru();
                 return;
             }
-            self.close(key, CloseKind::Reused, seg.time, out);
+            self.close(key, CloseKind::Reused, seg.time, sink);
         }
         if self.closed.contains_key(&key) {
             if !seg.syn {
@@ -484,8 +581,13 @@ impl Reassembler {
             self.closed.remove(&key);
         }
         if seg.syn || !seg.payload.is_empty() || seg.missing > 0 {
-            self.open(key, &seg, out);
-            self.handle(key, seg, out);
+            self.open(key, seg, sink);
+            if let Some(conn) = self.conns.get_mut(&key)
+                && let Some(how) = handle(conn, seg, &self.config, &mut self.stats, sink)
+            {
+                self.close(key, how, seg.time, sink);
+            }
+            self.sweep_lru();
         } else {
             self.stats.stray += 1;
         }
@@ -495,6 +597,11 @@ impl Reassembler {
     /// [`CloseKind::CaptureEnd`] (or [`CloseKind::Fin`] if both FINs were seen), in order of
     /// connection id.
     pub fn finish(&mut self, out: &mut Vec<StreamEvent>) {
+        self.finish_with(&mut |e: StreamEvent<&[u8]>| out.push(e.to_owned_event()));
+    }
+
+    /// [`Reassembler::finish`], handing the events to `sink`.
+    pub fn finish_with<S: FnMut(StreamEvent<&[u8]>)>(&mut self, sink: &mut S) {
         let mut open: Vec<(ConnId, Key)> = self.ids.iter().map(|(&i, &k)| (i, k)).collect();
         open.sort();
         for (_, key) in open {
@@ -507,41 +614,43 @@ impl Reassembler {
             } else {
                 CloseKind::CaptureEnd
             };
-            self.close(key, how, self.now, out);
+            self.close(key, how, self.now, sink);
         }
         self.closed.clear();
         self.closed_order.clear();
+        self.lru.clear();
     }
 
-    /// Whether a SYN on an open tuple starts a new connection (port reuse) rather than being
-    /// a retransmission: it does when it carries an initial sequence number different from
-    /// the one recorded for that side, or when that side was already sending without a SYN.
-    fn starts_new(&self, conn: &Conn, seg: &TcpSegment) -> bool {
-        let dir = conn.dir_of(seg.src);
-        let half = &conn.halves[dir.index()];
-        if half.isn == Some(seg.seq) {
-            return false;
+    /// Drops stale LRU entries once they outnumber the open connections (amortised O(1)).
+    fn sweep_lru(&mut self) {
+        if self.lru.len() > 2 * self.conns.len() + 1024 {
+            let conns = &self.conns;
+            self.lru
+                .retain(|(tick, key)| conns.get(key).is_some_and(|c| c.tick == *tick));
         }
-        if half.isn.is_none() && half.base == Some(seg.seq.wrapping_add(1)) {
-            // This side's own SYN, seen after the peer's SYN-ACK acknowledged it.
-            return false;
-        }
-        if seg.ack.is_none() {
-            // A bare SYN only ever opens a connection.
-            return true;
-        }
-        // SYN-ACK: normal if this side has not been seen yet, otherwise a new connection
-        // whose SYN we missed — unless it comes from the side that sent this connection's
-        // SYN, which no reuse explains; `handle` drops it.
-        half.base.is_some() && !(dir == Direction::FromInitiator && half.isn.is_some())
     }
 
-    fn open(&mut self, key: Key, seg: &TcpSegment, out: &mut Vec<StreamEvent>) {
+    /// The least recently used open connection, removed from the LRU order.
+    fn pop_lru(&mut self) -> Option<Key> {
+        while let Some((tick, key)) = self.lru.pop_front() {
+            if self.conns.get(&key).is_some_and(|c| c.tick == tick) {
+                return Some(key);
+            }
+        }
+        None
+    }
+
+    fn open<S: FnMut(StreamEvent<&[u8]>)>(
+        &mut self,
+        key: Key,
+        seg: &TcpSegmentRef<'_>,
+        sink: &mut S,
+    ) {
         if self.conns.len() >= self.config.max_connections.max(1)
-            && let Some((_, victim)) = self.lru.pop_first()
+            && let Some(victim) = self.pop_lru()
         {
             self.stats.evicted += 1;
-            self.close(victim, CloseKind::Evicted, seg.time, out);
+            self.close(victim, CloseKind::Evicted, seg.time, sink);
         }
         let (initiator, acceptor, mid_stream) = if seg.syn {
             if seg.ack.is_none() {
@@ -568,7 +677,7 @@ impl Reassembler {
         }
         self.clock += 1;
         let tick = self.clock;
-        self.lru.insert(tick, key);
+        self.lru.push_back((tick, key));
         self.ids.insert(id, key);
         self.conns.insert(
             key,
@@ -587,7 +696,7 @@ impl Reassembler {
                 tick,
             },
         );
-        out.push(StreamEvent::Opened {
+        sink(StreamEvent::Opened {
             conn: id,
             initiator,
             acceptor,
@@ -596,120 +705,19 @@ impl Reassembler {
         });
     }
 
-    fn touch(&mut self, key: Key) {
-        if let Some(c) = self.conns.get_mut(&key) {
-            self.lru.remove(&c.tick);
-            self.clock += 1;
-            c.tick = self.clock;
-            self.lru.insert(c.tick, key);
-        }
-    }
-
-    fn handle(&mut self, key: Key, seg: TcpSegment, out: &mut Vec<StreamEvent>) {
-        let Some(conn) = self.conns.get_mut(&key) else {
-            return;
-        };
-        conn.info.last_seen = seg.time;
-        let dir = conn.dir_of(seg.src);
-        let d = dir.index();
-        if seg.rst {
-            self.close(key, CloseKind::Rst, seg.time, out);
-            return;
-        }
-        if seg.fin {
-            conn.info.streams[d].fin = true;
-        }
-        if conn.info.ignored {
-            if conn.info.streams.iter().all(|s| s.fin) {
-                self.close(key, CloseKind::Fin, seg.time, out);
-            }
-            return;
-        }
-        if seg.syn {
-            let half = &mut conn.halves[d];
-            match (half.isn, half.base) {
-                (None, None) => {
-                    half.isn = Some(seg.seq);
-                    half.base = Some(seg.seq.wrapping_add(1));
-                }
-                // The other side's SYN-ACK told us where this side starts; now its SYN agrees.
-                (None, Some(b)) if b == seg.seq.wrapping_add(1) => {
-                    half.isn = Some(seg.seq);
-                }
-                (Some(isn), _) if isn == seg.seq => {}
-                _ => {
-                    self.stats.odd_syn += 1;
-                    return;
-                }
-            }
-            if let Some(ack) = seg.ack {
-                let other = &mut conn.halves[1 - d];
-                if other.base.is_none() {
-                    other.base = Some(ack);
-                }
-            }
-        }
-        let data_seq = if seg.syn {
-            seg.seq.wrapping_add(1)
-        } else {
-            seg.seq
-        };
-        let len = seg.payload.len() as u64;
-        let seq_len = len + u64::from(seg.missing);
-        let half = &mut conn.halves[d];
-        let base = match half.base {
-            Some(b) => b,
-            None if seq_len > 0 || seg.fin => {
-                // First sight of this direction mid-stream: its stream starts here.
-                half.base = Some(data_seq);
-                data_seq
-            }
-            None => return,
-        };
-        let start = half.locate(base, data_seq);
-        let end = start + seq_len as i64;
-        let mut pieces = Vec::new();
-        if end <= half.offset as i64 && !(seg.fin && half.fin_at.is_none()) {
-            if seq_len > 0 || seg.fin {
-                self.stats.duplicates += 1;
-            }
-        } else {
-            let s = start.max(0) as u64;
-            let data_end = (start + len as i64).max(0) as u64;
-            let payload = &seg.payload;
-            half.insert(s, data_end, |a, b| {
-                let from = (a as i64 - start) as usize;
-                let to = (b as i64 - start) as usize;
-                Chunk::Data(payload[from..to].to_vec())
-            });
-            if seg.missing > 0 {
-                half.insert(data_end, end.max(0) as u64, |a, b| Chunk::Missing(b - a));
-            }
-            if seg.fin && half.fin_at.is_none() {
-                half.fin_at = Some(end.max(0) as u64);
-            }
-            half.drain(false, &mut pieces);
-            while half.pending_bytes > self.config.max_buffered_bytes
-                || half.pending.len() > self.config.max_buffered_chunks
-            {
-                half.skip_hole(&mut pieces);
-            }
-        }
-        let id = conn.info.id;
-        push_pieces(&mut conn.info.streams[d], id, dir, seg.time, pieces, out);
-        if conn.halves.iter().all(Half::fin_reached) {
-            self.close(key, CloseKind::Fin, seg.time, out);
-        }
-    }
-
     /// Removes a connection: flushes its buffers as data and gaps, emits `Closed`, and
     /// remembers the tuple when the close was a real one.
-    fn close(&mut self, key: Key, how: CloseKind, time: Timestamp, out: &mut Vec<StreamEvent>) {
+    fn close<S: FnMut(StreamEvent<&[u8]>)>(
+        &mut self,
+        key: Key,
+        how: CloseKind,
+        time: Timestamp,
+        sink: &mut S,
+    ) {
         let Some(mut conn) = self.conns.remove(&key) else {
             return;
         };
         self.ids.remove(&conn.info.id);
-        self.lru.remove(&conn.tick);
         let id = conn.info.id;
         if !conn.info.ignored {
             for dir in [Direction::FromInitiator, Direction::FromAcceptor] {
@@ -720,10 +728,10 @@ impl Reassembler {
                 }
                 let mut pieces = Vec::new();
                 half.drain(true, &mut pieces);
-                push_pieces(&mut conn.info.streams[d], id, dir, time, pieces, out);
+                push_pieces(&mut conn.info.streams[d], id, dir, time, pieces, sink);
             }
         }
-        out.push(StreamEvent::Closed {
+        sink(StreamEvent::Closed {
             conn: id,
             time,
             how,
@@ -743,12 +751,162 @@ impl Reassembler {
         self.closed_order.push_back((key, self.closed_gen));
         while self.closed_order.len() > cap {
             if let Some((k, generation)) = self.closed_order.pop_front()
-                && self.closed.get(&k) == Some(&generation)
+                && let std::collections::hash_map::Entry::Occupied(e) = self.closed.entry(k)
+                && *e.get() == generation
             {
-                self.closed.remove(&k);
+                e.remove();
             }
         }
     }
+}
+
+/// Whether a SYN on an open tuple starts a new connection (port reuse) rather than being
+/// a retransmission: it does when it carries an initial sequence number different from
+/// the one recorded for that side, or when that side was already sending without a SYN.
+fn starts_new(conn: &Conn, seg: &TcpSegmentRef<'_>) -> bool {
+    let dir = conn.dir_of(seg.src);
+    let half = &conn.halves[dir.index()];
+    if half.isn == Some(seg.seq) {
+        return false;
+    }
+    if half.isn.is_none() && half.base == Some(seg.seq.wrapping_add(1)) {
+        // This side's own SYN, seen after the peer's SYN-ACK acknowledged it.
+        return false;
+    }
+    if seg.ack.is_none() {
+        // A bare SYN only ever opens a connection.
+        return true;
+    }
+    // SYN-ACK: normal if this side has not been seen yet, otherwise a new connection
+    // whose SYN we missed — unless it comes from the side that sent this connection's
+    // SYN, which no reuse explains; `handle` drops it.
+    half.base.is_some() && !(dir == Direction::FromInitiator && half.isn.is_some())
+}
+
+/// Applies one segment to its connection; returns how the connection ends if it does.
+fn handle<S: FnMut(StreamEvent<&[u8]>)>(
+    conn: &mut Conn,
+    seg: &TcpSegmentRef<'_>,
+    config: &ReassemblyConfig,
+    stats: &mut ReassemblyStats,
+    sink: &mut S,
+) -> Option<CloseKind> {
+    conn.info.last_seen = seg.time;
+    let dir = conn.dir_of(seg.src);
+    let d = dir.index();
+    if seg.rst {
+        return Some(CloseKind::Rst);
+    }
+    if seg.fin {
+        conn.info.streams[d].fin = true;
+    }
+    if conn.info.ignored {
+        return conn
+            .info
+            .streams
+            .iter()
+            .all(|s| s.fin)
+            .then_some(CloseKind::Fin);
+    }
+    if seg.syn {
+        let half = &mut conn.halves[d];
+        match (half.isn, half.base) {
+            (None, None) => {
+                half.isn = Some(seg.seq);
+                half.base = Some(seg.seq.wrapping_add(1));
+            }
+            // The other side's SYN-ACK told us where this side starts; now its SYN agrees.
+            (None, Some(b)) if b == seg.seq.wrapping_add(1) => {
+                half.isn = Some(seg.seq);
+            }
+            (Some(isn), _) if isn == seg.seq => {}
+            _ => {
+                stats.odd_syn += 1;
+                return None;
+            }
+        }
+        if let Some(ack) = seg.ack {
+            let other = &mut conn.halves[1 - d];
+            if other.base.is_none() {
+                other.base = Some(ack);
+            }
+        }
+    }
+    let data_seq = if seg.syn {
+        seg.seq.wrapping_add(1)
+    } else {
+        seg.seq
+    };
+    let len = seg.payload.len() as u64;
+    let seq_len = len + u64::from(seg.missing);
+    let half = &mut conn.halves[d];
+    let base = match half.base {
+        Some(b) => b,
+        None if seq_len > 0 || seg.fin => {
+            // First sight of this direction mid-stream: its stream starts here.
+            half.base = Some(data_seq);
+            data_seq
+        }
+        None => return None,
+    };
+    let start = half.locate(base, data_seq);
+    let end = start + seq_len as i64;
+    let id = conn.info.id;
+    if len > 0
+        && seg.missing == 0
+        && start == half.offset as i64
+        && half.pending.is_empty()
+        && half.fin_at.is_none()
+    {
+        // The common case: the next bytes, in order, nothing buffered. Deliver them from the
+        // segment itself (what buffering and draining would deliver, without the copies).
+        half.offset = end as u64;
+        if seg.fin {
+            half.fin_at = Some(half.offset);
+        }
+        let info = &mut conn.info.streams[d];
+        info.delivered += len;
+        sink(StreamEvent::Data {
+            conn: id,
+            dir,
+            time: seg.time,
+            offset: start as u64,
+            bytes: seg.payload,
+        });
+    } else {
+        let mut pieces = Vec::new();
+        if end <= half.offset as i64 && !(seg.fin && half.fin_at.is_none()) {
+            if seq_len > 0 || seg.fin {
+                stats.duplicates += 1;
+            }
+        } else {
+            let s = start.max(0) as u64;
+            let data_end = (start + len as i64).max(0) as u64;
+            let payload = seg.payload;
+            half.insert(s, data_end, |a, b| {
+                let from = (a as i64 - start) as usize;
+                let to = (b as i64 - start) as usize;
+                Chunk::Data(payload[from..to].to_vec())
+            });
+            if seg.missing > 0 {
+                half.insert(data_end, end.max(0) as u64, |a, b| Chunk::Missing(b - a));
+            }
+            if seg.fin && half.fin_at.is_none() {
+                half.fin_at = Some(end.max(0) as u64);
+            }
+            half.drain(false, &mut pieces);
+            while half.pending_bytes > config.max_buffered_bytes
+                || half.pending.len() > config.max_buffered_chunks
+            {
+                half.skip_hole(&mut pieces);
+            }
+        }
+        push_pieces(&mut conn.info.streams[d], id, dir, seg.time, pieces, sink);
+    }
+    conn.halves
+        .iter()
+        .all(Half::fin_reached)
+        .then_some(CloseKind::Fin)
 }
 
 impl Default for Reassembler {
@@ -757,13 +915,13 @@ impl Default for Reassembler {
     }
 }
 
-fn push_pieces(
+fn push_pieces<S: FnMut(StreamEvent<&[u8]>)>(
     info: &mut StreamInfo,
     conn: ConnId,
     dir: Direction,
     time: Timestamp,
     pieces: Vec<Piece>,
-    out: &mut Vec<StreamEvent>,
+    sink: &mut S,
 ) {
     for p in pieces {
         match p {
@@ -772,12 +930,12 @@ fn push_pieces(
                     continue;
                 }
                 info.delivered += bytes.len() as u64;
-                out.push(StreamEvent::Data {
+                sink(StreamEvent::Data {
                     conn,
                     dir,
                     time,
                     offset,
-                    bytes,
+                    bytes: &bytes,
                 });
             }
             Piece::Gap(offset, missing) => {
@@ -786,7 +944,7 @@ fn push_pieces(
                 }
                 info.gaps += 1;
                 info.missing += missing;
-                out.push(StreamEvent::Gap {
+                sink(StreamEvent::Gap {
                     conn,
                     dir,
                     time,

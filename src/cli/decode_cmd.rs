@@ -66,7 +66,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         book,
         ..DecodeOptions::default()
     };
-    let decoder = Decoder::new(segments, options);
+    let decoder = Decoder::from_capture(segments, options);
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut summarizer = Summarizer::new(members);

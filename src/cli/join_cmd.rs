@@ -13,6 +13,13 @@ use crate::net::{NetConfig, NodeConfig, StateEvent, WireDialect};
 use crate::wire::{ElectionAddress, QuorumConfig};
 use crate::zoocfg::ZooCfg;
 
+/// How `--events` writes state changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EventFormat {
+    /// One JSON object a line.
+    Jsonl,
+}
+
 #[derive(Debug, Args)]
 pub struct JoinArgs {
     /// The zoo.cfg a Java server of the ensemble would use.
@@ -21,18 +28,28 @@ pub struct JoinArgs {
     /// My server id (default: the number in dataDir/myid).
     #[arg(long)]
     pub myid: Option<i64>,
-    /// The last logged zxid my vote brings (decimal or 0x hex; -1 = untrusted empty database).
-    #[arg(long, default_value = "0", value_parser = parse_i64)]
-    pub zxid: i64,
-    /// My current (accepted) epoch.
-    #[arg(long = "peer-epoch", default_value = "0", value_parser = parse_i64)]
-    pub peer_epoch: i64,
+    /// The data directory: `version-2/` holds the txn log, snapshot and epoch files in
+    /// ZooKeeper's formats (default: dataDir from the config). My vote carries its current
+    /// epoch and last zxid.
+    #[arg(long = "data-dir", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Vote with this last zxid (decimal or 0x hex; -1 = untrusted empty database) instead of
+    /// the data directory's. Such a vote claims data zkfle does not hold, so zkfle then only
+    /// votes: it does not follow the leader on the quorum port (election-only mode).
+    #[arg(long, value_parser = parse_i64)]
+    pub zxid: Option<i64>,
+    /// The peer epoch of that vote (election-only mode, like --zxid) [default: 0].
+    #[arg(long = "peer-epoch", value_parser = parse_i64)]
+    pub peer_epoch: Option<i64>,
     /// Print the first decision as one JSON object and exit.
     #[arg(long)]
     pub once: bool,
-    /// Append every state change as a JSON line to this file (`-` for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub events: Option<PathBuf>,
+    /// Stream every state change to stdout in this format (`jsonl`: one JSON object a line).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub events: Option<EventFormat>,
+    /// Append every state change as a JSON line to this file instead of stdout.
+    #[arg(long = "events-file", value_name = "FILE")]
+    pub events_file: Option<PathBuf>,
     /// Announce every election address (initial message -65535), as Java does with
     /// zookeeper.multiAddress.enabled=true.
     #[arg(long = "multi-address")]
@@ -67,20 +84,6 @@ pub struct JoinArgs {
     /// zookeeper.quorumCnxnTimeoutMs: handshake read timeout (ms; default tickTime*syncLimit).
     #[arg(long = "zookeeper.quorumCnxnTimeoutMs")]
     pub quorum_cnxn_timeout: Option<u64>,
-}
-
-fn parse_i64(s: &str) -> Result<i64, String> {
-    let t = s.trim();
-    let (neg, t) = match t.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, t),
-    };
-    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16).map(|v| v as i64),
-        None => t.parse::<i64>(),
-    }
-    .map_err(|e| format!("{s:?}: {e}"))?;
-    Ok(if neg { v.wrapping_neg() } else { v })
 }
 
 /// Everything `join` derives from its arguments and the config file.
@@ -154,10 +157,70 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
     if args.min_notification_interval == 0 || args.max_notification_interval == 0 {
         return Err(input("notification intervals must be > 0".into()));
     }
+    let participant = me.role() == crate::wire::Role::Participant;
+    let claimed_vote = args.zxid.is_some() || args.peer_epoch.is_some();
+    let lower: Vec<i64> = quorum_cfg
+        .servers()
+        .filter(|s| s.id < my_id && s.role() == crate::wire::Role::Participant)
+        .map(|s| s.id)
+        .collect();
+    if participant && !lower.is_empty() {
+        tracing::warn!(
+            "server id {my_id} is not lower than every other voter's ({lower:?}): give zkfle the lowest sid so that ties in the election go to the Java servers (zkfle cannot lead)"
+        );
+    }
+    // Only a participant that votes with its own data follows the leader (Zab) and needs the
+    // data directory; an observer, or a vote with a claimed zxid, is election only.
+    let zab = if participant && !claimed_vote {
+        let config_dir = args.config.parent().unwrap_or(std::path::Path::new("."));
+        let data_dir = args
+            .data_dir
+            .clone()
+            .or_else(|| cfg.other.get("dataDir").map(|d| config_dir.join(d)))
+            .ok_or_else(|| {
+                input("no --data-dir and no dataDir in the config: a voter needs a data directory for its txn log".into())
+            })?;
+        let mut quorum_addrs = std::collections::BTreeMap::new();
+        for s in quorum_cfg.servers().filter(|s| s.id != my_id) {
+            if let Some(a) = s.addresses.iter().find_map(|a| {
+                a.quorum_socket_addr().or_else(|| {
+                    use std::net::ToSocketAddrs;
+                    (a.host.as_str(), a.quorum_port)
+                        .to_socket_addrs()
+                        .ok()?
+                        .next()
+                })
+            }) {
+                quorum_addrs.insert(s.id, a);
+            }
+        }
+        Some(crate::net::ZabConfig {
+            data_dir,
+            quorum_addrs,
+            learner: crate::zab::LearnerConfig {
+                my_sid: my_id,
+                config_version: quorum_cfg.version() as i64,
+                tick_ms: tick,
+                init_limit,
+                sync_limit,
+            },
+        })
+    } else {
+        None
+    };
+    if claimed_vote {
+        tracing::warn!(
+            "--zxid/--peer-epoch: voting with a claimed zxid and epoch; election only, not following any leader"
+        );
+    } else if !participant {
+        tracing::warn!(
+            "server {my_id} is an observer: zkfle takes part in the election as one, but does not sync with the leader"
+        );
+    }
     let mut election = ElectionConfig::new(my_id, quorum);
+    election.last_zxid = args.zxid.unwrap_or(0);
+    election.current_epoch = args.peer_epoch.unwrap_or(0);
     election.role = me.role();
-    election.last_zxid = args.zxid;
-    election.current_epoch = args.peer_epoch;
     election.min_notification_interval_ms = args.min_notification_interval;
     election.max_notification_interval_ms = args
         .max_notification_interval
@@ -181,6 +244,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         leader_gone_ms: tick * sync_limit,
         leader_sync_ms: tick * init_limit,
         once: args.once,
+        zab,
     })
 }
 
@@ -199,16 +263,18 @@ pub fn run(args: JoinArgs) -> Result<(), CliError> {
         .with_writer(std::io::stderr)
         .try_init();
     let cfg = node_config(&args)?;
-    let mut events_out: Option<Box<dyn Write + Send>> = match &args.events {
-        None => None,
-        Some(p) if p.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
-        Some(p) => Some(Box::new(
+    let mut events_out: Option<Box<dyn Write + Send>> = match (&args.events_file, args.events) {
+        (Some(p), _) => Some(Box::new(
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(p)
-                .map_err(|e| CliError::input(format!("join: --events {}: {e}", p.display())))?,
+                .map_err(|e| {
+                    CliError::input(format!("join: --events-file {}: {e}", p.display()))
+                })?,
         )),
+        (None, Some(EventFormat::Jsonl)) => Some(Box::new(std::io::stdout())),
+        (None, None) => None,
     };
     let once = args.once;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -235,4 +301,13 @@ pub fn run(args: JoinArgs) -> Result<(), CliError> {
             Err(e) => Err(CliError::failure(format!("join: {e}"))),
         }
     })
+}
+
+/// A 64-bit integer, decimal or `0x` hex (zxids are usually written in hex).
+fn parse_i64(s: &str) -> Result<i64, String> {
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16).ok().map(|v| v as i64),
+        None => s.parse::<i64>().ok(),
+    };
+    parsed.ok_or_else(|| format!("{s:?} is not a decimal or 0x-hex 64-bit integer"))
 }

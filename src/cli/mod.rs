@@ -4,6 +4,8 @@
 
 mod decode_cmd;
 pub mod join_cmd;
+mod probe_cmd;
+mod replay_cmd;
 mod wire_cmd;
 
 use clap::{Parser, Subcommand};
@@ -22,6 +24,10 @@ enum Command {
     Decode(decode_cmd::DecodeArgs),
     /// Join a real ensemble's leader election as a native voter.
     Join(join_cmd::JoinArgs),
+    /// Re-run a recorded election as one of its servers, against zkfle or a live server.
+    Replay(replay_cmd::ReplayArgs),
+    /// Ask live servers for their state and vote over the election port.
+    Probe(probe_cmd::ProbeArgs),
     /// Decode and encode single election-port messages.
     #[command(subcommand)]
     Wire(wire_cmd::WireCommand),
@@ -64,6 +70,8 @@ pub fn run() -> i32 {
     let result = match cli.command {
         Command::Decode(args) => decode_cmd::run(args),
         Command::Join(args) => join_cmd::run(args),
+        Command::Replay(args) => replay_cmd::run(args),
+        Command::Probe(args) => probe_cmd::run(args),
         Command::Wire(cmd) => wire_cmd::run(cmd),
     };
     match result {

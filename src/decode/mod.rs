@@ -20,8 +20,8 @@ use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
 
 use crate::capture::{
-    CaptureError, ConnId, Direction as CapDir, Reassembler, ReassemblyConfig, StreamEvent,
-    TcpSegment, Timestamp,
+    CaptureError, ConnId, Direction as CapDir, OwnedSegments, Reassembler, ReassemblyConfig,
+    SegmentSource, StreamEvent, TcpSegment, TcpSegments, Timestamp,
 };
 use crate::wire::frame::{LENGTH_BYTES, MAX_FRAME_BYTES};
 use crate::wire::initial::Probe;
@@ -129,14 +129,25 @@ pub enum ProblemKind {
 }
 
 /// Streaming decoder over TCP segments.
-pub struct Decoder<I> {
-    segments: I,
+///
+/// The segments come from a [`SegmentSource`]: a capture file ([`Decoder::from_capture`])
+/// lends each segment's payload from its read buffer, and reassembly lends in-order bytes on
+/// to the stream decoders, so a payload is copied once, into the record that holds it.
+pub struct Decoder<S> {
+    segments: S,
     reassembler: Reassembler,
+    state: State,
+}
+
+/// Everything but the segment source and reassembly, split off so that reassembly can hand
+/// its events to it while it works.
+struct State {
     ports: Vec<u16>,
     book: AddressBook,
     configs: identity::ConfigCache,
     conns: HashMap<ConnId, Conn>,
-    events: Vec<StreamEvent>,
+    /// Connections to tell reassembly to ignore, once it has finished the current segment.
+    ignore: Vec<ConnId>,
     out: VecDeque<Pending>,
     finished: bool,
 }
@@ -159,6 +170,9 @@ const RESOLVE_WINDOW_RECORDS: usize = 4096;
 struct Conn {
     initiator: SocketAddr,
     acceptor: SocketAddr,
+    /// Reassembly guessed the initiator of a mid-stream connection wrong (the election port
+    /// says otherwise): its directions are the other way round.
+    flipped: bool,
     /// Still deciding whether a connection on another port is election traffic.
     recognising: Option<Vec<u8>>,
     initiator_sid: Option<i64>,
@@ -187,51 +201,73 @@ fn index(dir: CapDir) -> usize {
     }
 }
 
-impl<I> Decoder<I>
+impl<I> Decoder<OwnedSegments<I>>
 where
     I: Iterator<Item = Result<TcpSegment, CaptureError>>,
 {
-    /// A decoder over `segments` (e.g. [`crate::capture::open`]).
-    pub fn new(segments: I, mut options: DecodeOptions) -> Self {
+    /// A decoder over any iterator of owned segments (e.g. [`crate::capture::open`]; for a
+    /// capture, [`Decoder::from_capture`] is faster).
+    pub fn new(segments: I, options: DecodeOptions) -> Self {
+        Decoder::with_source(OwnedSegments(segments), options)
+    }
+}
+
+impl Decoder<TcpSegments> {
+    /// A decoder over a capture, without copying payloads on the way.
+    pub fn from_capture(segments: TcpSegments, options: DecodeOptions) -> Self {
+        Decoder::with_source(segments, options)
+    }
+}
+
+impl<S: SegmentSource> Decoder<S> {
+    /// A decoder over any segment source.
+    pub fn with_source(segments: S, mut options: DecodeOptions) -> Self {
         if options.ports.is_empty() {
             options.ports.push(DEFAULT_ELECTION_PORT);
         }
         Decoder {
             segments,
             reassembler: Reassembler::new(options.reassembly),
-            ports: options.ports,
-            book: options.book,
-            configs: identity::ConfigCache::default(),
-            conns: HashMap::default(),
-            events: Vec::new(),
-            out: VecDeque::new(),
-            finished: false,
+            state: State {
+                ports: options.ports,
+                book: options.book,
+                configs: identity::ConfigCache::default(),
+                conns: HashMap::default(),
+                ignore: Vec::new(),
+                out: VecDeque::new(),
+                finished: false,
+            },
         }
     }
 
     /// What has been learned about addresses so far.
     pub fn address_book(&self) -> &AddressBook {
-        &self.book
+        &self.state.book
     }
 
     /// The segment source (for its statistics).
-    pub fn segments(&self) -> &I {
+    pub fn segments(&self) -> &S {
         &self.segments
     }
 
     fn step(&mut self) {
-        match self.segments.next() {
-            Some(Ok(seg)) => {
-                let mut events = std::mem::take(&mut self.events);
-                self.reassembler.push(seg, &mut events);
-                for e in events.drain(..) {
-                    self.handle(e);
-                }
-                self.events = events;
-            }
+        let Decoder {
+            segments,
+            reassembler,
+            state,
+        } = self;
+        let next = segments.next_segment(|seg| {
+            reassembler.push_with(seg, &mut |e| state.handle(e));
+        });
+        for conn in state.ignore.drain(..) {
+            reassembler.ignore(conn);
+        }
+        match next {
+            Some(Ok(())) => {}
             Some(Err(e)) => {
-                let time = self.out.back().map(|p| p.record.time).unwrap_or_default();
-                self.push(Record {
+                let state = &mut self.state;
+                let time = state.out.back().map(|p| p.record.time).unwrap_or_default();
+                state.push(Record {
                     time,
                     conn: None,
                     src: None,
@@ -253,18 +289,18 @@ where
     }
 
     fn finish(&mut self) {
-        if self.finished {
+        if self.state.finished {
             return;
         }
-        self.finished = true;
-        let mut events = Vec::new();
-        self.reassembler.finish(&mut events);
-        for e in events {
-            self.handle(e);
-        }
+        self.state.finished = true;
+        let state = &mut self.state;
+        self.reassembler.finish_with(&mut |e| state.handle(e));
+        state.ignore.clear();
     }
+}
 
-    fn handle(&mut self, event: StreamEvent) {
+impl State {
+    fn handle(&mut self, event: StreamEvent<&[u8]>) {
         match event {
             StreamEvent::Opened {
                 conn,
@@ -276,16 +312,16 @@ where
                 let on_port = self.ports.contains(&acceptor.port())
                     || (mid_stream && self.ports.contains(&initiator.port()));
                 // A mid-stream guess of who initiated can be wrong; the election port decides.
-                let (initiator, acceptor) = if mid_stream
+                let flipped = mid_stream
                     && self.ports.contains(&initiator.port())
-                    && !self.ports.contains(&acceptor.port())
-                {
+                    && !self.ports.contains(&acceptor.port());
+                let (initiator, acceptor) = if flipped {
                     (acceptor, initiator)
                 } else {
                     (initiator, acceptor)
                 };
                 if !on_port && mid_stream {
-                    self.reassembler.ignore(conn);
+                    self.ignore.push(conn);
                     return;
                 }
                 self.conns.insert(
@@ -293,6 +329,7 @@ where
                     Conn {
                         initiator,
                         acceptor,
+                        flipped,
                         recognising: (!on_port).then(Vec::new),
                         initiator_sid: None,
                         dirs: [
@@ -322,7 +359,10 @@ where
                 time,
                 bytes,
                 ..
-            } => self.data(conn, dir, time, &bytes),
+            } => {
+                let dir = self.our_dir(conn, dir);
+                self.data(conn, dir, time, bytes)
+            }
             StreamEvent::Gap {
                 conn,
                 dir,
@@ -330,12 +370,13 @@ where
                 offset,
                 missing,
             } => {
+                let dir = self.our_dir(conn, dir);
                 let Some(c) = self.conns.get_mut(&conn) else {
                     return;
                 };
                 if c.recognising.is_some() {
                     self.conns.remove(&conn);
-                    self.reassembler.ignore(conn);
+                    self.ignore.push(conn);
                     return;
                 }
                 let d = &mut c.dirs[index(dir)];
@@ -357,6 +398,14 @@ where
         }
     }
 
+    /// A reassembly direction in terms of our initiator and acceptor.
+    fn our_dir(&self, conn: ConnId, dir: CapDir) -> CapDir {
+        match self.conns.get(&conn) {
+            Some(c) if c.flipped => dir.reverse(),
+            _ => dir,
+        }
+    }
+
     fn data(&mut self, conn: ConnId, dir: CapDir, time: Timestamp, bytes: &[u8]) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
@@ -366,7 +415,7 @@ where
                 // The acceptor of an election connection speaks only after the initial message.
                 if held.is_empty() {
                     self.conns.remove(&conn);
-                    self.reassembler.ignore(conn);
+                    self.ignore.push(conn);
                 }
                 return;
             }
@@ -375,7 +424,7 @@ where
                 Recognition::Wait => return,
                 Recognition::No => {
                     self.conns.remove(&conn);
-                    self.reassembler.ignore(conn);
+                    self.ignore.push(conn);
                     return;
                 }
                 Recognition::Yes => {
@@ -718,18 +767,15 @@ fn find_frame_start(buf: &[u8]) -> FrameSearch {
     FrameSearch::NotBefore(undecided.unwrap_or(buf.len().saturating_sub(LENGTH_BYTES - 1)))
 }
 
-impl<I> Iterator for Decoder<I>
-where
-    I: Iterator<Item = Result<TcpSegment, CaptureError>>,
-{
+impl<S: SegmentSource> Iterator for Decoder<S> {
     type Item = Record;
 
     fn next(&mut self) -> Option<Record> {
         loop {
-            if let Some(r) = self.pop_ready() {
+            if let Some(r) = self.state.pop_ready() {
                 return Some(r);
             }
-            if self.finished {
+            if self.state.finished {
                 return None;
             }
             self.step();

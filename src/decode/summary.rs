@@ -135,7 +135,7 @@ pub struct Summarizer {
     repeats: HashMap<(i64, i64), (VoteKey, Vec<f64>)>,
     tie_breaks: BTreeMap<(i64, i64), u32>,
     /// Each server's last decided round and the vote it decided on.
-    decided: HashMap<i64, (i64, VoteKey)>,
+    decided: HashMap<i64, (i64, Evidence)>,
     /// Each server's last LOOKING vote.
     last_vote: HashMap<i64, VoteKey>,
     resent: u64,
@@ -246,15 +246,19 @@ impl Summarizer {
         match n.state {
             ServerState::Looking => {
                 let vote = VoteKey::of(n);
-                // A decided server's queue re-sends its last message on every new connection
-                // (QuorumCnxManager): a LOOKING vote from a round it already left is that
-                // echo, not a new election.
-                if self
-                    .decided
-                    .get(&from)
-                    .is_some_and(|(round, _)| vote.round <= *round)
-                    && self.last_vote.get(&from) == Some(&vote)
-                {
+                // A decided server's queues hold, and re-send on every new connection
+                // (QuorumCnxManager), the last vote it had for each peer: a LOOKING vote from a
+                // round it already decided in is such a stale message, not a new election (a
+                // new election has a higher round). Only a decision read from others' answers
+                // is tentative: then just the very same vote again counts as an echo.
+                let stale = match self.decided.get(&from) {
+                    Some((round, evidence)) if vote.round <= *round => {
+                        *evidence != Evidence::QuorumReplies
+                            || self.last_vote.get(&from) == Some(&vote)
+                    }
+                    _ => false,
+                };
+                if stale {
                     self.resent += 1;
                     return;
                 }
@@ -301,19 +305,7 @@ impl Summarizer {
             return;
         }
         open.decided.insert(sid);
-        let vote = open.latest.get(&sid).map(|v| v.0);
-        self.decided.insert(
-            sid,
-            (
-                round,
-                vote.unwrap_or(VoteKey {
-                    leader,
-                    zxid: 0,
-                    round,
-                    peer_epoch: 0,
-                }),
-            ),
-        );
+        self.decided.insert(sid, (round, evidence));
         open.round.decisions.push(Decision {
             sid,
             state,
@@ -471,7 +463,8 @@ impl Summarizer {
             open.round.settled = true;
             for (sid, (v, at)) in &open.latest {
                 if *v == vote && !open.decided.contains(sid) {
-                    self.decided.insert(*sid, (v.round, *v));
+                    self.decided
+                        .insert(*sid, (v.round, Evidence::ConvergedVotes));
                     let state = match self.members.get(sid) {
                         Some(Role::Observer) => ServerState::Observing,
                         _ if *sid == vote.leader => ServerState::Leading,
@@ -541,7 +534,7 @@ impl Summarizer {
                 kind: "tie_break_drop",
                 time: None,
                 message: format!(
-                    "sid {from} connected to larger sid {to} {n} time(s); {to} closes such connections and dials back"
+                    "sid {from} connected to larger sid {to} {n} time(s) and {to} dropped it (the sid tie-break: only connections initiated by the larger sid are kept; {to} dials back)"
                 ),
             });
         }

@@ -289,8 +289,9 @@ impl Election {
     fn receive(&mut self, from: i64, n: &Notification) {
         let (peer_epoch, version) = match n.java_view() {
             JavaView::Dropped(why) => {
-                debug!(
-                    "Skipping the processing of a partial / malformed response message sent by sid={from}: {why}"
+                warn!(
+                    "Skipping the processing of a partial / malformed response message sent by sid={from}, length {}: {why}",
+                    n.size()
                 );
                 return;
             }
@@ -313,7 +314,13 @@ impl Election {
             return;
         }
         let state = match n.state {
-            ServerState::Unknown(_) => return, // row 2
+            ServerState::Unknown(code) => {
+                // Row 2: Java drops it silently; we say so once.
+                warn!(
+                    "Dropping a notification from voter sid={from} with unknown state code {code}"
+                );
+                return;
+            }
             s => s,
         };
         info!("{}", java_log_line(self.state, from, n));

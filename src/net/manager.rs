@@ -581,6 +581,14 @@ impl Shared {
                 }
             }
             match rd.read(&mut buf).await {
+                Ok(0) if dec.buffered() > 0 => {
+                    warn!(
+                        "Connection broken for id {sid} ({peer}), my id = {}: closed by the peer in the middle of a message ({} bytes of it received)",
+                        self.my_sid(),
+                        dec.buffered()
+                    );
+                    break;
+                }
                 Ok(0) => {
                     debug!("Connection to {sid} ({peer}) closed by the peer");
                     break;

@@ -12,12 +12,15 @@
 //! - [`node`]: the driver task feeding [`crate::election::Election`] with received
 //!   notifications and timer expiries and sending its outputs through the [`Manager`], plus the
 //!   rules for a decided node without Zab (`docs/join.md`).
+//! - [`probe`]: asking a live server for its state and vote as a non-member (`zkfle probe`).
 
 pub mod core;
 pub mod dialect;
+pub mod follow;
 pub mod manager;
 pub mod node;
+pub mod probe;
 
 pub use dialect::WireDialect;
 pub use manager::{Manager, NetConfig, Received};
-pub use node::{NodeConfig, StateEvent, run};
+pub use node::{NodeConfig, StateEvent, ZabConfig, run};

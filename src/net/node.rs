@@ -2,15 +2,20 @@
 //! what a decided node does without Zab (see `docs/join.md`).
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
+use super::follow::{AckStats, FollowConfig, FollowEnd, follow};
 use super::manager::{Manager, NetConfig, Received};
 use crate::election::{Election, ElectionConfig, Output};
+use crate::storage::Storage;
 use crate::wire::{Notification, ServerState};
+use crate::zab::LearnerConfig;
 
 /// Everything a node runs with.
 #[derive(Debug, Clone)]
@@ -24,7 +29,21 @@ pub struct NodeConfig {
     pub leader_sync_ms: u64,
     /// Stop after the first decision.
     pub once: bool,
+    /// Follow a decided leader on its quorum port (Zab), with this durable state.
+    pub zab: Option<ZabConfig>,
 }
+
+/// What following a leader needs.
+#[derive(Debug, Clone)]
+pub struct ZabConfig {
+    /// The data directory (its `version-2` holds the log, snapshot and epoch files).
+    pub data_dir: PathBuf,
+    /// The quorum address of every other voter.
+    pub quorum_addrs: BTreeMap<i64, SocketAddr>,
+    pub learner: LearnerConfig,
+}
+
+type FollowTask = tokio::task::JoinHandle<(Storage, AckStats, FollowEnd)>;
 
 /// A state change, as printed by `--once` and `--events`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -48,9 +67,28 @@ pub async fn run(
     cfg: NodeConfig,
     events: mpsc::UnboundedSender<StateEvent>,
 ) -> std::io::Result<()> {
+    let storage = match &cfg.zab {
+        Some(z) => {
+            let st = Storage::open(&z.data_dir)?;
+            info!(
+                "{}: acceptedEpoch {}, currentEpoch {}, last zxid 0x{:x}",
+                st.dir().display(),
+                st.accepted_epoch(),
+                st.current_epoch(),
+                st.last_zxid()
+            );
+            Some(st)
+        }
+        None => None,
+    };
+    let mut election = cfg.election.clone();
+    if let Some(st) = &storage {
+        election.last_zxid = st.last_zxid();
+        election.current_epoch = st.current_epoch();
+    }
     let (mgr, mut rx) = Manager::start(cfg.net.clone()).await?;
     let mut node = Node {
-        el: Election::new(cfg.election.clone()),
+        el: Election::new(election),
         mgr,
         cfg,
         epoch0: Instant::now(),
@@ -59,11 +97,28 @@ pub async fn run(
         leader_down_since: None,
         newer_looking: BTreeMap::new(),
         events,
+        storage,
+        ack_stats: AckStats::default(),
+        start_follow: None,
     };
     node.start();
+    let mut task: Option<FollowTask> = None;
     loop {
         if node.flush() {
             return Ok(());
+        }
+        if let Some(fc) = node.start_follow.take()
+            && let Some(mut st) = node.storage.take()
+        {
+            let epoch0 = node.epoch0;
+            let mut stats = std::mem::take(&mut node.ack_stats);
+            task = Some(tokio::spawn(async move {
+                let end = follow(fc, &mut st, &mut stats, move || {
+                    epoch0.elapsed().as_millis() as u64
+                })
+                .await;
+                (st, stats, end)
+            }));
         }
         let wait = match node.el.next_deadline() {
             Some(at) => Duration::from_millis(at.saturating_sub(node.now())),
@@ -74,6 +129,13 @@ pub async fn run(
                 Some(r) => node.on_received(r),
                 None => return Ok(()),
             },
+            r = async { task.as_mut().expect("guarded").await }, if task.is_some() => {
+                task = None;
+                match r {
+                    Ok((st, stats, end)) => node.on_follow_end(st, stats, end),
+                    Err(e) => return Err(std::io::Error::other(format!("follower task: {e}"))),
+                }
+            }
             _ = tokio::time::sleep(wait) => node.on_tick(),
         }
     }
@@ -90,6 +152,11 @@ struct Node {
     /// Voters whose latest notification, since my decision, is LOOKING in a newer round.
     newer_looking: BTreeMap<i64, i64>,
     events: mpsc::UnboundedSender<StateEvent>,
+    /// The durable state; `None` without Zab or while a follow session holds it.
+    storage: Option<Storage>,
+    ack_stats: AckStats,
+    /// A follow session to start (set on a FOLLOWING decision).
+    start_follow: Option<FollowConfig>,
 }
 
 impl Node {
@@ -97,7 +164,33 @@ impl Node {
         self.epoch0.elapsed().as_millis() as u64
     }
 
+    /// Zab is following a leader: the election-port rules do not apply.
+    fn zab_following(&self) -> bool {
+        self.cfg.zab.is_some() && self.storage.is_none()
+    }
+
+    fn on_follow_end(&mut self, st: Storage, stats: AckStats, end: FollowEnd) {
+        let (n, p50, p99, max) = stats.summary();
+        let s = st.stats();
+        info!(
+            "follow session ended ({}synced): {}; ACK latency over {n} proposals p50 {p50} us p99 {p99} us max {max} us; {} fsyncs, {} txns, mean {} us, max {} us",
+            if end.synced { "" } else { "never " },
+            end.reason,
+            s.syncs,
+            s.txns,
+            s.total.as_micros() / u128::from(s.syncs.max(1)),
+            s.max.as_micros()
+        );
+        self.storage = Some(st);
+        self.ack_stats = stats;
+        info!("FOLLOWING: {}; looking for a leader again", end.reason);
+        self.start();
+    }
+
     fn start(&mut self) {
+        if let Some(st) = &self.storage {
+            self.el.set_log_state(st.last_zxid(), st.current_epoch());
+        }
         let now = self.now();
         self.started_at = now;
         self.leader_down_since = None;
@@ -139,6 +232,28 @@ impl Node {
                     if self.cfg.once {
                         return true;
                     }
+                    if let Some(z) = &self.cfg.zab {
+                        if state == ServerState::Leading {
+                            warn!(
+                                "elected LEADER, but zkfle cannot lead (it keeps no data tree to serve): stepping down after initLimit*tickTime = {} ms unless a newer round starts first",
+                                self.cfg.leader_sync_ms
+                            );
+                        } else if state == ServerState::Following {
+                            match z.quorum_addrs.get(&vote.leader) {
+                                Some(addr) => {
+                                    self.start_follow = Some(FollowConfig {
+                                        leader_sid: vote.leader,
+                                        leader_addr: *addr,
+                                        learner: z.learner.clone(),
+                                    })
+                                }
+                                None => warn!(
+                                    "leader {} has no quorum address in the config; not following it",
+                                    vote.leader
+                                ),
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -175,7 +290,9 @@ impl Node {
             }
         };
         let decided = self.el.state() != ServerState::Looking;
-        self.el.on_notification(self.now(), r.from, &n);
+        // Whatever the election logs about this message names the peer's sid and address.
+        let span = tracing::warn_span!("peer", sid = r.from, addr = %r.addr);
+        span.in_scope(|| self.el.on_notification(self.now(), r.from, &n));
         if decided && self.cfg.election.quorum.is_voter(r.from) {
             if n.state == ServerState::Looking && n.election_epoch > self.el.logical_clock() {
                 self.newer_looking.insert(r.from, n.election_epoch);
@@ -203,6 +320,9 @@ impl Node {
 
     /// The post-decision rules (docs/join.md).
     fn check_decided(&mut self) {
+        if self.zab_following() || self.start_follow.is_some() {
+            return;
+        }
         let now = self.now();
         let state = self.el.state();
         let leader = self.el.current_vote().leader;

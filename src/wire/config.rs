@@ -131,6 +131,10 @@ impl ServerLine {
                 election_port,
             });
         }
+        if addresses.is_empty() {
+            // `server.6=|`: Java's split leaves no address at all.
+            return Err("no address".into());
+        }
         Ok(ServerLine {
             id,
             addresses,

@@ -129,6 +129,23 @@ impl StreamDecoder {
     }
 
     fn decode_inner(&mut self, input: &mut &[u8]) -> Result<Option<StreamItem>, WireError> {
+        // A whole frame at the start of the input: take its payload straight from the input
+        // rather than through `pending`. (Anything else, including a bad length, takes the
+        // byte-by-byte path below, which also decides how much input an error consumes.)
+        if self.pending.is_empty()
+            && !self.expect_initial
+            && let Some(head) = input.first_chunk::<LENGTH_BYTES>()
+            && let Ok(len) = check_frame_len(i64::from(i32::from_be_bytes(*head)), self.offset)
+            && let Some(payload) = input.get(LENGTH_BYTES..LENGTH_BYTES + len)
+        {
+            let item = StreamItem::Frame {
+                offset: self.offset,
+                payload: payload.to_vec(),
+            };
+            self.offset += (LENGTH_BYTES + len) as u64;
+            *input = &input[LENGTH_BYTES + len..];
+            return Ok(Some(item));
+        }
         loop {
             let need = self.needed()?;
             if self.pending.len() >= need {

@@ -17,6 +17,7 @@ pub mod error;
 pub mod frame;
 pub mod initial;
 pub mod notification;
+pub mod quorum;
 
 pub use addr::ElectionAddress;
 pub use config::{QuorumConfig, Role, ServerLine};

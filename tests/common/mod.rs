@@ -252,49 +252,12 @@ pub fn logged_decisions(dir: &Path, sid: i64) -> Vec<(String, i64)> {
         .collect()
 }
 
-/// Writes segments as a pcap file (link type RAW: IPv4 or IPv6 without a link header).
+/// Writes segments as a pcap file.
 pub fn write_pcap(path: &Path, segments: &[TcpSegment]) {
-    use etherparse::PacketBuilder;
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xa1b2c3d4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&0i32.to_le_bytes());
-    out.extend_from_slice(&0u32.to_le_bytes());
-    out.extend_from_slice(&65535u32.to_le_bytes());
-    out.extend_from_slice(&101u32.to_le_bytes());
+    let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = zkfle::capture::PcapWriter::new(file).unwrap();
     for s in segments {
-        let builder = match (s.src, s.dst) {
-            (std::net::SocketAddr::V4(a), std::net::SocketAddr::V4(b)) => {
-                PacketBuilder::ipv4(a.ip().octets(), b.ip().octets(), 64)
-            }
-            (a, b) => {
-                let (std::net::IpAddr::V6(x), std::net::IpAddr::V6(y)) = (a.ip(), b.ip()) else {
-                    panic!("mixed address families")
-                };
-                PacketBuilder::ipv6(x.octets(), y.octets(), 64)
-            }
-        };
-        let mut tcp = builder.tcp(s.src.port(), s.dst.port(), s.seq, 65535);
-        if s.syn {
-            tcp = tcp.syn();
-        }
-        if s.fin {
-            tcp = tcp.fin();
-        }
-        if s.rst {
-            tcp = tcp.rst();
-        }
-        if let Some(ack) = s.ack {
-            tcp = tcp.ack(ack);
-        }
-        let mut packet = Vec::new();
-        tcp.write(&mut packet, &s.payload).unwrap();
-        out.extend_from_slice(&(s.time.secs as u32).to_le_bytes());
-        out.extend_from_slice(&(s.time.nanos / 1000).to_le_bytes());
-        out.extend_from_slice(&(packet.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(packet.len() as u32).to_le_bytes());
-        out.extend_from_slice(&packet);
+        w.write(s).unwrap();
     }
-    std::fs::write(path, out).unwrap();
+    w.finish().unwrap();
 }

@@ -1,0 +1,19 @@
+#![no_main]
+//! Any file as a capture: reading, reassembly and the election decoder never panic or hang,
+//! and stay within their bounds.
+use libfuzzer_sys::fuzz_target;
+use zkfle::capture::TcpSegments;
+use zkfle::decode::{DecodeOptions, Decoder};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(segments) = TcpSegments::from_reader(std::io::Cursor::new(data.to_vec())) else {
+        return;
+    };
+    let options = DecodeOptions {
+        ports: vec![3888, 0],
+        ..DecodeOptions::default()
+    };
+    for record in Decoder::new(segments, options) {
+        let _ = serde_json::to_string(&zkfle::json::RecordJson(&record));
+    }
+});

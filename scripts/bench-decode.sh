@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# bench-decode.sh: how fast `zkfle decode --format jsonl` is, next to
+# `tshark -r FILE -T fields -e tcp.payload` on the same capture, in the same run.
+#
+# Usage: scripts/bench-decode.sh [-h]
+#
+# Environment:
+#   SIZE=1G            size of the benchmark capture (examples/gen_capture: the real traffic
+#                      of fixtures/staggered5 repeated with shifted ports and times)
+#   CAPTURE=PATH       where it is kept (default: ${TMPDIR:-/tmp}/zkfle-bench-$SIZE.pcap);
+#                      generated when missing
+#   RUNS=3             zkfle runs on the full capture; the table shows the median
+#   TSHARK_SIZE=64M    tshark reads a prefix of this size (the first copies of the same
+#                      traffic: gen_capture is deterministic), because on the full 1 GiB it
+#                      takes minutes of CPU and several GB of memory. TSHARK_SIZE=$SIZE for
+#                      the whole file.
+#   CARGO_TARGET_DIR   as usual
+#
+# Figures are CPU time (user + system, from /usr/bin/time), not wall time, so that other load
+# on the machine does not count. MB = 10^6 bytes of capture file. "records" are JSON lines for
+# zkfle and output lines (one a frame) for tshark. Output goes through a pipe to `wc -l`, as a
+# consumer would read it. Peak RSS is the maximum resident set size; zkfle's is also shown on
+# the tshark prefix, to show it does not grow with the file.
+set -euo pipefail
+
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+    sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+    exit 0
+fi
+
+cd "$(dirname "$0")/.."
+SIZE=${SIZE:-1G}
+TSHARK_SIZE=${TSHARK_SIZE:-64M}
+RUNS=${RUNS:-3}
+DIR=${TMPDIR:-/tmp}
+CAPTURE=${CAPTURE:-$DIR/zkfle-bench-$SIZE.pcap}
+PREFIX=$DIR/zkfle-bench-$TSHARK_SIZE.pcap
+SOURCE=fixtures/staggered5/capture.pcap
+TARGET=${CARGO_TARGET_DIR:-target}
+
+[[ -x /usr/bin/time ]] || { echo "bench-decode: needs GNU time (/usr/bin/time)" >&2; exit 1; }
+command -v tshark >/dev/null || {
+    echo "bench-decode: tshark missing (DEBIAN_FRONTEND=noninteractive apt-get install -y tshark)" >&2
+    exit 1
+}
+
+cargo build --release --quiet --bin zkfle --example gen_capture
+ZKFLE=$TARGET/release/zkfle
+GEN=$TARGET/release/examples/gen_capture
+[[ -s "$CAPTURE" ]] || "$GEN" "$SOURCE" "$SIZE" "$CAPTURE"
+[[ -s "$PREFIX" ]] || "$GEN" "$SOURCE" "$TSHARK_SIZE" "$PREFIX"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# run NAME FILE CMD...: one measured run; prints "cpu_s rss_kb records bytes".
+run() {
+    local file=$1
+    shift
+    local lines
+    lines=$(/usr/bin/time -f '%U %S %M' -o "$tmp/time" "$@" 2>/dev/null | wc -l)
+    read -r user sys rss < <(tail -n 1 "$tmp/time")
+    echo "$(echo "$user + $sys" | bc -l) $rss $lines $(stat -c %s "$file")"
+}
+
+row() { # tool file cpu rss records bytes
+    awk -v tool="$1" -v file="$2" -v cpu="$3" -v rss="$4" -v rec="$5" -v bytes="$6" 'BEGIN {
+        printf "%-8s %-26s %9.1f %10.1f %12.0f %8.2f %9.1f\n", tool, file, bytes / 1e6,
+            bytes / 1e6 / cpu, rec / cpu, cpu, rss / 1024 }'
+}
+
+echo "zkfle decode --format jsonl: $RUNS runs on $CAPTURE" >&2
+results=()
+for _ in $(seq "$RUNS"); do
+    r=$(run "$CAPTURE" "$ZKFLE" decode --format jsonl "$CAPTURE")
+    echo "  cpu ${r%% *} s" >&2
+    results+=("$r")
+done
+median=$(printf '%s\n' "${results[@]}" | sort -n | awk '{ a[NR] = $0 } END { print a[int((NR + 1) / 2)] }')
+echo "zkfle on the tshark prefix $PREFIX" >&2
+small=$(run "$PREFIX" "$ZKFLE" decode --format jsonl "$PREFIX")
+echo "tshark -T fields -e tcp.payload on $PREFIX (this takes a while)" >&2
+tshark=$(run "$PREFIX" tshark -r "$PREFIX" -T fields -e tcp.payload)
+
+echo
+printf "%-8s %-26s %9s %10s %12s %8s %9s\n" tool capture MB "MB/s" "records/s" "CPU s" "RSS MB"
+read -r cpu rss rec bytes <<<"$median"
+row zkfle "$(basename "$CAPTURE")" "$cpu" "$rss" "$rec" "$bytes"
+zk_mbs=$(echo "$bytes / 1000000 / $cpu" | bc -l)
+read -r cpu rss rec bytes <<<"$small"
+row zkfle "$(basename "$PREFIX")" "$cpu" "$rss" "$rec" "$bytes"
+read -r cpu rss rec bytes <<<"$tshark"
+row tshark "$(basename "$PREFIX")" "$cpu" "$rss" "$rec" "$bytes"
+ts_mbs=$(echo "$bytes / 1000000 / $cpu" | bc -l)
+echo
+awk -v z="$zk_mbs" -v t="$ts_mbs" -v runs="$RUNS" 'BEGIN {
+    printf "zkfle/tshark throughput: %.0fx   (CPU time, user+sys; zkfle: median of %d runs; targets: 500 MB/s, 50x)\n", z / t, runs }'

@@ -1,0 +1,92 @@
+//! `zkfle replay`: re-run a recorded election as one of its servers, against the native
+//! participant on a virtual clock or a live server over TCP.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use super::CliError;
+use crate::capture;
+use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Severity};
+use crate::replay::{Recording, live, native};
+use crate::zoocfg::ZooCfg;
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// A pcap or pcapng capture of the election.
+    pub capture: String,
+    /// The recorded server to stand in for.
+    #[arg(long = "as", value_name = "SID")]
+    pub sid: i64,
+    /// `native` (in-process, virtual clock) or the election address `HOST:PORT` of a live
+    /// server configured as SID.
+    #[arg(long, default_value = "native")]
+    pub target: String,
+    /// Scale recorded time for a live target: 2 replays twice as fast.
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Election port to decode (repeatable); default 3888, and any connection that opens with
+    /// an initial message.
+    #[arg(long = "port", value_name = "PORT")]
+    pub ports: Vec<u16>,
+    /// A zoo.cfg whose members replace the config carried in the capture.
+    #[arg(long, value_name = "ZOO_CFG")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+pub fn run(args: ReplayArgs) -> Result<(), CliError> {
+    if !(args.speed > 0.0 && args.speed.is_finite()) {
+        return Err(CliError::input("--speed must be a positive number"));
+    }
+    let mut book = AddressBook::default();
+    let config = match &args.config {
+        Some(path) => {
+            let cfg = ZooCfg::read(path).map_err(|e| CliError::input(format!("--config {e}")))?;
+            book.learn_config(&cfg.quorum);
+            Some(cfg.quorum)
+        }
+        None => None,
+    };
+    let segments = capture::open(&args.capture)
+        .map_err(|e| CliError::input(format!("{}: {e}", args.capture)))?;
+    let options = DecodeOptions {
+        ports: args.ports.clone(),
+        book,
+        ..DecodeOptions::default()
+    };
+    let records: Vec<_> = Decoder::new(segments, options).collect();
+    if let Some(p) = records.iter().find_map(|r| match &r.body {
+        Body::Problem(p) if p.severity == Severity::Error => Some(p),
+        _ => None,
+    }) {
+        return Err(CliError::input(format!("{}: {}", args.capture, p.message)));
+    }
+    let rec = Recording::from_records(&records, args.sid, config.as_ref())
+        .map_err(|e| CliError::input(format!("{}: {e}", args.capture)))?;
+    let report = if args.target == "native" {
+        native::replay(&rec)
+    } else {
+        live::replay(&rec, &args.target, args.speed)
+            .map_err(|e| CliError::failure(format!("replay into {}: {e}", args.target)))?
+    };
+    match args.format {
+        Format::Json => println!("{}", report.to_json()),
+        Format::Text => print!("{}", report.to_text()),
+    }
+    if !report.matches() {
+        return Err(CliError::failure(format!(
+            "sid {}: the target's decisions differ from the recorded ones",
+            args.sid
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,296 @@
+//! Following a leader on its quorum port: a [`Learner`] driven over a tokio TCP stream, with
+//! [`Storage`] carrying out its persist actions (fsync before any send of the same batch).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tracing::{info, warn};
+
+use crate::storage::Storage;
+use crate::wire::quorum::{QuorumItem, QuorumStreamDecoder, ptype};
+use crate::zab::{Event, Learner, LearnerConfig, Persist};
+
+/// Where and how to follow.
+#[derive(Debug, Clone)]
+pub struct FollowConfig {
+    pub leader_sid: i64,
+    pub leader_addr: SocketAddr,
+    pub learner: LearnerConfig,
+}
+
+/// Proposal-received to ACK-sent latencies, in microseconds.
+#[derive(Debug, Clone, Default)]
+pub struct AckStats {
+    pub micros: Vec<u32>,
+}
+
+impl AckStats {
+    /// (count, p50, p99, max) in microseconds.
+    pub fn summary(&self) -> (usize, u32, u32, u32) {
+        let mut v = self.micros.clone();
+        v.sort_unstable();
+        let at = |q: f64| v.get(((v.len() as f64 - 1.0) * q) as usize).copied();
+        (
+            v.len(),
+            at(0.5).unwrap_or(0),
+            at(0.99).unwrap_or(0),
+            v.last().copied().unwrap_or(0),
+        )
+    }
+}
+
+/// How a follow session ended.
+#[derive(Debug)]
+pub struct FollowEnd {
+    pub reason: String,
+    /// Whether UPTODATE was reached.
+    pub synced: bool,
+}
+
+async fn connect(cfg: &FollowConfig, limit: Duration) -> std::io::Result<TcpStream> {
+    let start = Instant::now();
+    let mut tries = 0;
+    loop {
+        match tokio::time::timeout(limit, TcpStream::connect(cfg.leader_addr)).await {
+            Ok(Ok(s)) => {
+                s.set_nodelay(true)?;
+                return Ok(s);
+            }
+            Ok(Err(e)) if start.elapsed() + Duration::from_millis(100) < limit => {
+                warn!(
+                    "Unexpected exception, tries={tries}, remaining init limit={}, connecting to {}: {e}",
+                    limit.saturating_sub(start.elapsed()).as_millis(),
+                    cfg.leader_addr
+                );
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "connect timed out",
+                ));
+            }
+        }
+    }
+}
+
+/// Carries out a Ready's persists durably; true when something was appended.
+fn persist(
+    storage: &mut Storage,
+    actions: Vec<Persist>,
+    snapshot_max_zxid: i64,
+) -> std::io::Result<bool> {
+    let mut appended = false;
+    for a in actions {
+        match a {
+            Persist::AcceptedEpoch(e) => storage.set_accepted_epoch(e)?,
+            Persist::CurrentEpoch(e) => {
+                storage.sync()?;
+                storage.set_current_epoch(e)?
+            }
+            Persist::Truncate(z) => {
+                info!("Truncating log to get in sync with the leader 0x{z:x}");
+                storage.truncate(z)?
+            }
+            Persist::InstallSnapshot(z) => {
+                storage.finish_snapshot(snapshot_max_zxid)?;
+                info!(
+                    "installed the snapshot of 0x{z:x} as of zxid 0x{:x}",
+                    storage.last_zxid()
+                );
+            }
+            Persist::Append { zxid, txn } => {
+                storage.append(zxid, &txn)?;
+                appended = true;
+            }
+        }
+    }
+    if appended {
+        storage.sync()?;
+    }
+    Ok(appended)
+}
+
+/// Takes the learner's Ready: persists durably, then sends. Returns how many proposal ACKs
+/// were sent.
+async fn flush(
+    learner: &mut Learner,
+    storage: &mut Storage,
+    stream: &mut TcpStream,
+    snapshot_max_zxid: i64,
+) -> Result<usize, String> {
+    if !learner.has_ready() {
+        return Ok(0);
+    }
+    let ready = learner.ready();
+    persist(storage, ready.persist, snapshot_max_zxid).map_err(|e| format!("storage: {e}"))?;
+    let mut out = Vec::new();
+    let mut acks = 0;
+    for p in &ready.send {
+        if p.ptype == ptype::ACK && p.zxid & 0xffff_ffff != 0 {
+            acks += 1;
+        }
+        out.extend_from_slice(
+            &p.encode()
+                .map_err(|e| format!("cannot encode {}: {e}", p.type_name()))?,
+        );
+    }
+    if !out.is_empty() {
+        stream
+            .write_all(&out)
+            .await
+            .map_err(|e| format!("write to leader: {e}"))?;
+    }
+    Ok(acks)
+}
+
+/// Follows the leader until the session ends (leader gone, timeout, protocol error).
+/// `now` gives the driver's clock in milliseconds.
+pub async fn follow(
+    cfg: FollowConfig,
+    storage: &mut Storage,
+    stats: &mut AckStats,
+    now: impl Fn() -> u64,
+) -> FollowEnd {
+    let lc = &cfg.learner;
+    let limit = Duration::from_millis(lc.tick_ms * lc.init_limit);
+    let mut stream = match connect(&cfg, limit).await {
+        Ok(s) => s,
+        Err(e) => {
+            return FollowEnd {
+                reason: format!(
+                    "cannot connect to leader {} at {}: {e}",
+                    cfg.leader_sid, cfg.leader_addr
+                ),
+                synced: false,
+            };
+        }
+    };
+    info!(
+        "following leader {} at {} (acceptedEpoch {}, currentEpoch {}, last zxid 0x{:x})",
+        cfg.leader_sid,
+        cfg.leader_addr,
+        storage.accepted_epoch(),
+        storage.current_epoch(),
+        storage.last_zxid()
+    );
+    let mut learner = Learner::new(
+        cfg.learner.clone(),
+        storage.accepted_epoch(),
+        storage.current_epoch(),
+        storage.last_zxid(),
+        now(),
+    );
+    let mut decoder = QuorumStreamDecoder::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut synced = false;
+    let mut snap_max = 0i64;
+    let end = |reason: String, synced| FollowEnd { reason, synced };
+    loop {
+        if let Err(e) = flush(&mut learner, storage, &mut stream, snap_max).await {
+            storage.abort_snapshot();
+            return end(e, synced);
+        }
+        while let Some(ev) = learner.poll_event() {
+            match ev {
+                Event::SyncStarted { kind, zxid } => {
+                    info!(
+                        "Getting a {} from leader {} 0x{zxid:x}",
+                        kind.name(),
+                        cfg.leader_sid
+                    )
+                }
+                Event::UpToDate { epoch } => {
+                    synced = true;
+                    info!(
+                        "synced with leader {} in epoch {epoch} (last zxid 0x{:x})",
+                        cfg.leader_sid,
+                        learner.last_zxid()
+                    );
+                }
+                Event::Closed(why) => {
+                    storage.abort_snapshot();
+                    return end(why, synced);
+                }
+            }
+        }
+        let wait = learner
+            .next_deadline()
+            .map(|d| d.saturating_sub(now()))
+            .unwrap_or(1000);
+        let n = tokio::select! {
+            r = stream.read(&mut buf) => match r {
+                Ok(0) => {
+                    learner.on_disconnect("the leader closed the connection".into());
+                    continue;
+                }
+                Ok(n) => n,
+                Err(e) => {
+                    learner.on_disconnect(format!("read from leader: {e}"));
+                    continue;
+                }
+            },
+            _ = tokio::time::sleep(Duration::from_millis(wait)) => {
+                learner.on_timer(now());
+                continue;
+            }
+        };
+        let t_read = Instant::now();
+        let t = now();
+        let mut input = &buf[..n];
+        let mut proposals = 0u32;
+        loop {
+            match decoder.decode(&mut input) {
+                Ok(Some(QuorumItem::Packet { packet, .. })) => {
+                    if packet.ptype == ptype::SNAP {
+                        info!("Getting a snapshot from leader 0x{:x}", packet.zxid);
+                        if let Err(e) = storage.begin_snapshot(packet.zxid) {
+                            learner.on_disconnect(format!("storage: {e}"));
+                            break;
+                        }
+                    }
+                    if packet.ptype == ptype::PROPOSAL {
+                        proposals += 1;
+                    }
+                    learner.on_packet(t, packet);
+                }
+                Ok(Some(QuorumItem::SnapshotData { bytes, .. })) => {
+                    learner.on_bytes(t);
+                    if let Err(e) = storage.snapshot_data(&bytes) {
+                        learner.on_disconnect(format!("storage: {e}"));
+                        break;
+                    }
+                }
+                Ok(Some(QuorumItem::SnapshotEnd { summary, .. })) => {
+                    info!(
+                        "snapshot received: {} sessions, {} ACL lists, {} nodes, {} bytes",
+                        summary.sessions, summary.acl_lists, summary.nodes, summary.body_bytes
+                    );
+                    snap_max = summary.max_stat_zxid;
+                    learner.on_snapshot_end(t);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    learner.on_disconnect(format!("malformed quorum packet: {e}"));
+                    break;
+                }
+            }
+        }
+        // Persist, then send; measure proposal-received to ACK-sent for this batch.
+        match flush(&mut learner, storage, &mut stream, snap_max).await {
+            Ok(acks) if proposals > 0 && synced => {
+                let us = t_read.elapsed().as_micros().min(u32::MAX as u128) as u32;
+                stats.micros.extend(std::iter::repeat_n(us, acks));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                storage.abort_snapshot();
+                return end(e, synced);
+            }
+        }
+    }
+}

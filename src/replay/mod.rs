@@ -1,0 +1,533 @@
+//! Replaying a recorded election from one server's point of view (`zkfle replay`).
+//!
+//! A [`Recording`] is what a capture tells about one recorded server SID: every notification the
+//! other servers sent it, with its time; every notification SID sent; the moments SID entered a
+//! new election ([`Start`]) with the initial vote it proposed there; and the decisions SID made
+//! (from [`crate::decode::summary`], whose decisions are checked against the Java servers' own
+//! logs by the fixture tests).
+//!
+//! The moments SID entered an election are learned from its own notifications, since their
+//! cause (a lost leader on the synchronisation port, a restart) is not on the election port. A
+//! LOOKING notification from SID starts a new election when it is SID's first, when its round
+//! went down (a new process: the logical clock starts again at 0), when SID had been seen
+//! decided since its last start (it sent FOLLOWING/LEADING/OBSERVING, or the summary has it
+//! deciding in a lower round), or when its round is above any round a peer had shown SID (only SID's own
+//! `lookForLeader` raises its clock that way). A LOOKING vote SID had already sent in the same
+//! process is a queued message or QCM's re-send on a new connection, and never starts one.
+//! An election after a decision began no later than the first LOOKING message from a voter that
+//! SID did not answer after that decision: a FOLLOWING or LEADING server answers those at once,
+//! and Java sets LOOKING (queueing what arrives) a little before `lookForLeader` broadcasts.
+//! The initial vote (zxid, peer epoch) is the one SID proposed for itself in that election,
+//! else the previous election's.
+//!
+//! Targets: [`native::replay`] runs an [`crate::election::Election`] on a virtual clock;
+//! [`live::replay`] impersonates every other recorded peer towards a live server over TCP.
+//! Both produce a [`Report`].
+
+pub mod live;
+pub mod native;
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Value, json};
+
+use crate::decode::summary::Summarizer;
+use crate::decode::{Body, Record};
+use crate::election::QuorumVerifier;
+use crate::wire::{InitialMessage, Notification, QuorumConfig, Role, ServerState};
+
+/// A notification in a recording: when (ms after the recording's first record), between whom.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timed {
+    pub at_ms: u64,
+    pub from: i64,
+    pub to: i64,
+    pub notification: Notification,
+}
+
+/// SID entering `lookForLeader`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Start {
+    pub at_ms: u64,
+    /// A new process (its round went down): a fresh election with logical clock 0.
+    pub restart: bool,
+    /// The initial vote's zxid and peer epoch.
+    pub last_zxid: i64,
+    pub current_epoch: i64,
+    /// The round SID's first notification of this election carried.
+    pub round: i64,
+}
+
+/// A decision: the state SID left LOOKING for and the leader it backs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    pub state: ServerState,
+    pub leader: i64,
+    pub round: i64,
+    pub at_ms: u64,
+}
+
+/// What a capture tells about one server's elections.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    pub sid: i64,
+    pub role: Role,
+    pub quorum: QuorumVerifier,
+    /// Capture time of the first record, seconds since the epoch.
+    pub t0: f64,
+    /// Notifications other servers sent SID, in capture order.
+    pub inbound: Vec<Timed>,
+    /// Notifications SID sent, in capture order.
+    pub outbound: Vec<Timed>,
+    pub starts: Vec<Start>,
+    /// SID's decisions, in order.
+    pub decisions: Vec<Decided>,
+    /// When SID was last seen (its last message, sent or received, or decision).
+    pub end_ms: u64,
+    /// The initial message each peer opened its connections with (the first seen).
+    pub peer_initials: BTreeMap<i64, InitialMessage>,
+}
+
+/// Why a capture cannot be replayed as SID.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordingError {
+    #[error("sid {0} sent no notification in the capture")]
+    Silent(i64),
+    #[error("no readable config in sid {0}'s notifications; pass --config")]
+    NoConfig(i64),
+    #[error("the config: {0}")]
+    Quorum(String),
+    #[error("sid {0} is not a member of the config")]
+    NotMember(i64),
+}
+
+fn ms(t: f64, t0: f64) -> u64 {
+    ((t - t0).max(0.0) * 1000.0).round() as u64
+}
+
+impl Recording {
+    /// Learns SID's recording from decoded records (in capture order). `config` overrides the
+    /// config carried in SID's notifications.
+    pub fn from_records(
+        records: &[Record],
+        sid: i64,
+        config: Option<&QuorumConfig>,
+    ) -> Result<Self, RecordingError> {
+        let t0 = records.first().map(|r| r.time.as_secs_f64()).unwrap_or(0.0);
+        let mut inbound = Vec::new();
+        let mut outbound = Vec::new();
+        let mut peer_initials = BTreeMap::new();
+        let mut own_initials = Vec::new();
+        let mut summarizer = Summarizer::new(HashMap::new());
+        let mut last_seen = 0u64;
+        for r in records {
+            summarizer.add(r);
+            let at_ms = ms(r.time.as_secs_f64(), t0);
+            match (&r.body, r.from_sid, r.to_sid) {
+                (Body::Initial(m), Some(from), _) => {
+                    if from == sid {
+                        own_initials.push(at_ms);
+                    } else {
+                        peer_initials.entry(from).or_insert_with(|| m.clone());
+                    }
+                }
+                (Body::Notification(n), Some(from), Some(to)) if from != to => {
+                    let t = Timed {
+                        at_ms,
+                        from,
+                        to,
+                        notification: n.clone(),
+                    };
+                    if to == sid {
+                        last_seen = at_ms;
+                        inbound.push(t);
+                    } else if from == sid {
+                        last_seen = at_ms;
+                        outbound.push(t);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if outbound.is_empty() {
+            return Err(RecordingError::Silent(sid));
+        }
+        let config = match config {
+            Some(c) => c.clone(),
+            None => outbound
+                .iter()
+                .filter_map(|t| t.notification.config_text())
+                .find_map(|text| QuorumConfig::parse(&text).ok())
+                .ok_or(RecordingError::NoConfig(sid))?,
+        };
+        let quorum = QuorumVerifier::from_config(&config)
+            .map_err(|e| RecordingError::Quorum(e.to_string()))?;
+        let role = config
+            .server(sid)
+            .map(|s| s.role())
+            .ok_or(RecordingError::NotMember(sid))?;
+        let summary = summarizer.finish();
+        let decisions: Vec<Decided> = summary
+            .rounds
+            .iter()
+            .flat_map(|r| r.decisions.iter())
+            .filter(|d| d.sid == sid)
+            .map(|d| Decided {
+                state: d.state,
+                leader: d.leader,
+                round: d.election_epoch,
+                at_ms: ms(d.time, t0),
+            })
+            .collect();
+        let end_ms = decisions.iter().map(|d| d.at_ms).fold(last_seen, u64::max);
+        let starts = find_starts(sid, &quorum, &inbound, &outbound, &own_initials, &decisions);
+        Ok(Recording {
+            sid,
+            role,
+            quorum,
+            t0,
+            inbound,
+            outbound,
+            starts,
+            decisions,
+            end_ms,
+            peer_initials,
+        })
+    }
+
+    /// The recorded peers SID heard from or sent to (not SID).
+    pub fn peers(&self) -> Vec<i64> {
+        let mut p: Vec<i64> = self
+            .inbound
+            .iter()
+            .map(|t| t.from)
+            .chain(self.outbound.iter().map(|t| t.to))
+            .collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    }
+}
+
+/// The elections SID entered, from its own notifications (see the module docs).
+fn find_starts(
+    sid: i64,
+    quorum: &QuorumVerifier,
+    inbound: &[Timed],
+    outbound: &[Timed],
+    own_initials: &[u64],
+    decisions: &[Decided],
+) -> Vec<Start> {
+    let mut starts: Vec<Start> = Vec::new();
+    let mut prev_round: Option<i64> = None;
+    let mut prev_sent_ms = 0u64;
+    let mut decided_since_start = false;
+    let mut heard_max = i64::MIN;
+    let mut in_i = 0;
+    let mut next_decision = 0;
+    let mut seen = std::collections::HashSet::new();
+    for t in outbound {
+        // What SID had been told before this message.
+        while in_i < inbound.len() && inbound[in_i].at_ms <= t.at_ms {
+            heard_max = heard_max.max(inbound[in_i].notification.election_epoch);
+            in_i += 1;
+        }
+        let n = &t.notification;
+        if !quorum.is_voter(t.to) {
+            // Non-voters get the last election's result at once, whatever SID is doing.
+            continue;
+        }
+        if n.state != ServerState::Looking {
+            decided_since_start = true;
+            prev_sent_ms = t.at_ms;
+            continue;
+        }
+        let round = n.election_epoch;
+        let key = (n.leader, n.zxid, round, n.effective_peer_epoch());
+        if prev_round.is_some_and(|p| round <= p) && !seen.insert(key) {
+            // A vote SID had already sent: a queued message or QCM's re-send of the last
+            // message on a new connection, not a new election.
+            prev_sent_ms = t.at_ms;
+            continue;
+        }
+        seen.insert(key);
+        // SID decided in a round below this one: it is in a new election.
+        let after_decision = decisions
+            .get(next_decision)
+            .is_some_and(|d| d.at_ms <= t.at_ms && round > d.round);
+        let restart = prev_round.is_some_and(|p| round < p);
+        let is_start = match prev_round {
+            None => true,
+            Some(p) => {
+                restart || decided_since_start || after_decision || (round > p && round > heard_max)
+            }
+        };
+        if is_start {
+            // The election began no later than SID's first connection attempt since its
+            // previous message.
+            let mut at_ms = own_initials
+                .iter()
+                .copied()
+                .find(|&i| i > prev_sent_ms && i <= t.at_ms)
+                .unwrap_or(t.at_ms);
+            if prev_round.is_some() && !restart {
+                // A LOOKING voter that SID did not answer: a FOLLOWING or LEADING server
+                // replies at once, so SID was already LOOKING then (it becomes LOOKING a
+                // little before lookForLeader broadcasts, and queues what arrives meanwhile).
+                let decided_ms = decisions
+                    .iter()
+                    .filter(|d| d.at_ms <= t.at_ms)
+                    .map(|d| d.at_ms)
+                    .max()
+                    .unwrap_or(0);
+                let unanswered = inbound
+                    .iter()
+                    .filter(|m| m.at_ms > prev_sent_ms.max(decided_ms) && m.at_ms < at_ms)
+                    .filter(|m| m.notification.state == ServerState::Looking)
+                    .filter(|m| quorum.is_voter(m.from))
+                    .map(|m| m.at_ms)
+                    .min();
+                at_ms = at_ms.min(unanswered.unwrap_or(at_ms));
+            }
+            let (last_zxid, current_epoch) = match starts.last() {
+                Some(s) => (s.last_zxid, s.current_epoch),
+                None => (0, 0),
+            };
+            starts.push(Start {
+                at_ms,
+                restart,
+                last_zxid,
+                current_epoch,
+                round,
+            });
+            decided_since_start = false;
+            while decisions
+                .get(next_decision)
+                .is_some_and(|d| d.at_ms <= t.at_ms)
+            {
+                next_decision += 1;
+            }
+            if restart {
+                heard_max = i64::MIN;
+                seen.clear();
+                seen.insert(key);
+            }
+        }
+        prev_round = Some(round);
+        prev_sent_ms = t.at_ms;
+    }
+    // The initial vote of each election: the first vote SID sent for itself in it.
+    for i in 0..starts.len() {
+        let from = starts[i].at_ms;
+        let to = starts.get(i + 1).map(|s| s.at_ms).unwrap_or(u64::MAX);
+        let own = outbound.iter().find(|t| {
+            t.at_ms >= from
+                && t.at_ms < to
+                && quorum.is_voter(t.to)
+                && t.notification.state == ServerState::Looking
+                && t.notification.leader == sid
+        });
+        if let Some(t) = own {
+            starts[i].last_zxid = t.notification.zxid;
+            starts[i].current_epoch = t.notification.effective_peer_epoch();
+        } else if i > 0 {
+            starts[i].last_zxid = starts[i - 1].last_zxid;
+            starts[i].current_epoch = starts[i - 1].current_epoch;
+        }
+    }
+    starts
+}
+
+/// A notification a target sent, for comparison with the recording.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sent {
+    pub at_ms: u64,
+    pub to: i64,
+    pub notification: Notification,
+}
+
+/// The first place where what the target sent to one peer differs from what SID sent it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Difference {
+    pub to: i64,
+    /// Position in the list of distinct consecutive notifications to that peer.
+    pub index: usize,
+    pub recorded: Option<Notification>,
+    pub replayed: Option<Notification>,
+}
+
+/// The outcome of a replay.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub sid: i64,
+    pub target: String,
+    pub recorded: Vec<Decided>,
+    pub replayed: Vec<Decided>,
+    pub differences: Vec<Difference>,
+}
+
+impl Report {
+    /// Builds a report: decisions compared by (state, leader), notifications per peer with
+    /// consecutive duplicates collapsed (QCM re-sends and capacity-1 queues make those vary).
+    pub fn new(rec: &Recording, target: &str, replayed: Vec<Decided>, sent: &[Sent]) -> Report {
+        let mut differences = Vec::new();
+        for peer in rec.peers() {
+            let a = distinct(
+                rec.outbound
+                    .iter()
+                    .filter(|t| t.to == peer)
+                    .map(|t| &t.notification),
+            );
+            let b = distinct(
+                sent.iter()
+                    .filter(|s| s.to == peer)
+                    .map(|s| &s.notification),
+            );
+            let n = a.len().max(b.len());
+            if let Some(index) = (0..n).find(|&i| a.get(i).map(|k| k.0) != b.get(i).map(|k| k.0)) {
+                differences.push(Difference {
+                    to: peer,
+                    index,
+                    recorded: a.get(index).map(|k| k.1.clone()),
+                    replayed: b.get(index).map(|k| k.1.clone()),
+                });
+            }
+        }
+        Report {
+            sid: rec.sid,
+            target: target.to_string(),
+            recorded: rec.decisions.clone(),
+            replayed,
+            differences,
+        }
+    }
+
+    /// Whether the target made the decisions SID made (state and leader, in order).
+    pub fn matches(&self) -> bool {
+        let key = |d: &Decided| (d.state, d.leader);
+        self.recorded
+            .iter()
+            .map(key)
+            .eq(self.replayed.iter().map(key))
+    }
+
+    /// The JSON form (docs/replay-probe.md).
+    pub fn to_json(&self) -> Value {
+        let decisions = |v: &[Decided]| -> Value {
+            v.iter()
+                .map(|d| {
+                    json!({
+                        "leader": d.leader,
+                        "state": d.state.name(),
+                        "round": d.round,
+                        "at_ms": d.at_ms,
+                    })
+                })
+                .collect()
+        };
+        let note = |n: &Option<Notification>| -> Value {
+            n.as_ref().map(notification_json).unwrap_or(Value::Null)
+        };
+        json!({
+            "sid": self.sid,
+            "target": self.target,
+            "recorded": decisions(&self.recorded),
+            "replayed": decisions(&self.replayed),
+            "match": self.matches(),
+            "differences": self.differences.iter().map(|d| json!({
+                "to": d.to,
+                "index": d.index,
+                "recorded": note(&d.recorded),
+                "replayed": note(&d.replayed),
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The text form.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let line = |d: &Decided| {
+            format!(
+                "{} leader={} round={:#x} at {} ms",
+                d.state.name(),
+                d.leader,
+                d.round,
+                d.at_ms
+            )
+        };
+        let _ = writeln!(s, "replay of sid {} into {}", self.sid, self.target);
+        let n = self.recorded.len().max(self.replayed.len());
+        for i in 0..n {
+            let r = self.recorded.get(i).map(line).unwrap_or_else(|| "-".into());
+            let p = self.replayed.get(i).map(line).unwrap_or_else(|| "-".into());
+            let mark = match (self.recorded.get(i), self.replayed.get(i)) {
+                (Some(a), Some(b)) if (a.state, a.leader) == (b.state, b.leader) => "=",
+                _ => "≠",
+            };
+            let _ = writeln!(s, "  decision {}: recorded {r} {mark} replayed {p}", i + 1);
+        }
+        let _ = writeln!(
+            s,
+            "decisions {}",
+            if self.matches() { "match" } else { "DIFFER" }
+        );
+        for d in &self.differences {
+            let show = |n: &Option<Notification>| {
+                n.as_ref()
+                    .map(|n| {
+                        format!(
+                            "{} leader={} zxid={:#x} round={:#x} peerEpoch={:#x}",
+                            n.state.name(),
+                            n.leader,
+                            n.zxid,
+                            n.election_epoch,
+                            n.effective_peer_epoch()
+                        )
+                    })
+                    .unwrap_or_else(|| "nothing".into())
+            };
+            let _ = writeln!(
+                s,
+                "  to {}: notification #{} recorded {} / replayed {}",
+                d.to,
+                d.index + 1,
+                show(&d.recorded),
+                show(&d.replayed)
+            );
+        }
+        s
+    }
+}
+
+/// The fields compared: state, leader, zxid, round, peer epoch.
+type Key = ((ServerState, i64, i64, i64, i64), Notification);
+
+fn distinct<'a>(it: impl Iterator<Item = &'a Notification>) -> Vec<Key> {
+    let mut out: Vec<Key> = Vec::new();
+    for n in it {
+        let k = (
+            n.state,
+            n.leader,
+            n.zxid,
+            n.election_epoch,
+            n.effective_peer_epoch(),
+        );
+        if out.last().map(|l| l.0) != Some(k) {
+            out.push((k, n.clone()));
+        }
+    }
+    out
+}
+
+/// A notification's fields as JSON (state by name).
+pub fn notification_json(n: &Notification) -> Value {
+    json!({
+        "state": n.state.name(),
+        "leader": n.leader,
+        "zxid": n.zxid,
+        "election_epoch": n.election_epoch,
+        "peer_epoch": n.effective_peer_epoch(),
+        "config_version": n.config_version(),
+    })
+}

@@ -1,0 +1,589 @@
+//! The learner state machine: handshake, sync (DIFF / TRUNC / SNAP), broadcast.
+
+use std::collections::VecDeque;
+
+use crate::wire::quorum::{LearnerInfo, PROTOCOL_VERSION, QuorumPacket, TxnHeader, ptype};
+
+/// What the learner needs to know about itself and the ensemble's timing.
+#[derive(Debug, Clone)]
+pub struct LearnerConfig {
+    pub my_sid: i64,
+    /// The committed config version we know (0 for static configs).
+    pub config_version: i64,
+    pub tick_ms: u64,
+    pub init_limit: u64,
+    pub sync_limit: u64,
+}
+
+/// A change to durable state. The driver carries these out in order and makes them durable
+/// before sending anything from the same [`Ready`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Persist {
+    /// Write `acceptedEpoch`.
+    AcceptedEpoch(i64),
+    /// Write `currentEpoch`.
+    CurrentEpoch(i64),
+    /// Drop every logged txn above this zxid.
+    Truncate(i64),
+    /// The snapshot that followed SNAP (whose bytes the driver stored) is complete: install it
+    /// as the state at this zxid, replacing the older history.
+    InstallSnapshot(i64),
+    /// Append this txn (a PROPOSAL's data) to the log.
+    Append { zxid: i64, txn: Vec<u8> },
+}
+
+/// Work for the driver: persist (durably), then send.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Ready {
+    pub persist: Vec<Persist>,
+    pub send: Vec<QuorumPacket>,
+}
+
+impl Ready {
+    pub fn is_empty(&self) -> bool {
+        self.persist.is_empty() && self.send.is_empty()
+    }
+}
+
+/// How the leader synchronised us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncKind {
+    Diff,
+    Trunc,
+    Snap,
+}
+
+impl SyncKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncKind::Diff => "DIFF",
+            SyncKind::Trunc => "TRUNC",
+            SyncKind::Snap => "SNAP",
+        }
+    }
+}
+
+/// Things worth reporting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The sync operation the leader chose, with its zxid.
+    SyncStarted { kind: SyncKind, zxid: i64 },
+    /// UPTODATE arrived and was acknowledged: we are a synced follower of `epoch`.
+    UpToDate { epoch: i64 },
+    /// The session is over; the reason, for the log. Go back to LOOKING.
+    Closed(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// FOLLOWERINFO sent, waiting for LEADERINFO.
+    AwaitLeaderInfo,
+    /// ACKEPOCH sent, waiting for DIFF / TRUNC / SNAP.
+    AwaitSync,
+    /// SNAP received; the snapshot streams.
+    Snapshot,
+    /// Reading sync proposals until NEWLEADER.
+    Syncing,
+    /// NEWLEADER acknowledged, waiting for UPTODATE.
+    AwaitUpToDate,
+    /// Synced: acknowledging proposals and answering pings.
+    Broadcast,
+    Closed,
+}
+
+struct SyncProposal {
+    zxid: i64,
+    txn: Vec<u8>,
+    committed: bool,
+}
+
+/// A Zab follower's protocol state (see the module docs of [`crate::zab`]).
+pub struct Learner {
+    cfg: LearnerConfig,
+    accepted_epoch: i64,
+    current_epoch: i64,
+    last_zxid: i64,
+    new_epoch: i64,
+    phase: Phase,
+    sync_kind: Option<SyncKind>,
+    snap_zxid: i64,
+    sync_proposals: Vec<SyncProposal>,
+    /// Proposals logged between NEWLEADER and UPTODATE, acknowledged after UPTODATE's ACK.
+    deferred_acks: Vec<i64>,
+    last_committed: i64,
+    last_heard: u64,
+    ready: Ready,
+    events: VecDeque<Event>,
+}
+
+impl Learner {
+    /// A learner with this durable state; its first output is FOLLOWERINFO.
+    pub fn new(
+        cfg: LearnerConfig,
+        accepted_epoch: i64,
+        current_epoch: i64,
+        last_zxid: i64,
+        now: u64,
+    ) -> Learner {
+        let info = LearnerInfo {
+            sid: cfg.my_sid,
+            protocol_version: PROTOCOL_VERSION,
+            config_version: cfg.config_version,
+        };
+        let mut l = Learner {
+            cfg,
+            accepted_epoch,
+            current_epoch,
+            last_zxid,
+            new_epoch: -1,
+            phase: Phase::AwaitLeaderInfo,
+            sync_kind: None,
+            snap_zxid: 0,
+            sync_proposals: Vec::new(),
+            deferred_acks: Vec::new(),
+            last_committed: 0,
+            last_heard: now,
+            ready: Ready::default(),
+            events: VecDeque::new(),
+        };
+        l.ready
+            .send
+            .push(QuorumPacket::follower_info(accepted_epoch, &info));
+        l
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// The last zxid this learner has logged (as far as its outputs go).
+    pub fn last_zxid(&self) -> i64 {
+        self.last_zxid
+    }
+
+    pub fn last_committed(&self) -> i64 {
+        self.last_committed
+    }
+
+    /// The epoch being joined (after LEADERINFO), else -1.
+    pub fn epoch(&self) -> i64 {
+        self.new_epoch
+    }
+
+    /// Takes the pending work.
+    pub fn ready(&mut self) -> Ready {
+        std::mem::take(&mut self.ready)
+    }
+
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The read timeout in force: initLimit*tickTime until NEWLEADER is acknowledged, then
+    /// syncLimit*tickTime (Java's learner socket timeouts).
+    fn timeout_ms(&self) -> u64 {
+        match self.phase {
+            Phase::AwaitUpToDate | Phase::Broadcast => self.cfg.sync_limit * self.cfg.tick_ms,
+            _ => self.cfg.init_limit * self.cfg.tick_ms,
+        }
+    }
+
+    /// When [`Learner::on_timer`] must be called, if the session is open.
+    pub fn next_deadline(&self) -> Option<u64> {
+        (self.phase != Phase::Closed).then(|| self.last_heard + self.timeout_ms())
+    }
+
+    /// Bytes arrived that are not a packet (snapshot data): the leader is alive.
+    pub fn on_bytes(&mut self, now: u64) {
+        self.last_heard = now;
+    }
+
+    pub fn on_timer(&mut self, now: u64) {
+        if let Some(d) = self.next_deadline()
+            && now >= d
+        {
+            self.close(format!(
+                "nothing from the leader for {} ms (limit {} ms)",
+                now - self.last_heard,
+                self.timeout_ms()
+            ));
+        }
+    }
+
+    /// The connection failed or was closed (by either side).
+    pub fn on_disconnect(&mut self, why: String) {
+        self.close(why);
+    }
+
+    fn close(&mut self, why: String) {
+        if self.phase != Phase::Closed {
+            self.phase = Phase::Closed;
+            // Never send after deciding to leave (reference §F.8): drop unsent packets. Pending
+            // persists stay: they are txns we received, logging them is harmless.
+            self.ready.send.clear();
+            self.events.push_back(Event::Closed(why));
+        }
+    }
+
+    fn unexpected(&mut self, p: &QuorumPacket) {
+        let why = format!(
+            "unexpected {} (type {}) zxid 0x{:x} in phase {:?}",
+            p.type_name(),
+            p.ptype,
+            p.zxid,
+            self.phase
+        );
+        self.close(why);
+    }
+
+    /// The snapshot after SNAP has been read to its signature (and stored by the driver).
+    pub fn on_snapshot_end(&mut self, now: u64) {
+        self.last_heard = now;
+        if self.phase != Phase::Snapshot {
+            return self.close(format!("snapshot end in phase {:?}", self.phase));
+        }
+        self.ready
+            .persist
+            .push(Persist::InstallSnapshot(self.snap_zxid));
+        self.last_zxid = self.snap_zxid;
+        self.phase = Phase::Syncing;
+    }
+
+    /// Checks a PROPOSAL's txn: a TxnHeader whose zxid is the packet's.
+    fn proposal_txn(&mut self, p: &QuorumPacket) -> Option<Vec<u8>> {
+        let Some(txn) = p.data.as_ref() else {
+            self.close(format!("PROPOSAL 0x{:x} without data", p.zxid));
+            return None;
+        };
+        match TxnHeader::decode(txn) {
+            Ok(h) if h.zxid == p.zxid => Some(txn.clone()),
+            Ok(h) => {
+                self.close(format!(
+                    "PROPOSAL 0x{:x} carries a txn for 0x{:x}",
+                    p.zxid, h.zxid
+                ));
+                None
+            }
+            Err(e) => {
+                self.close(format!("PROPOSAL 0x{:x}: malformed txn: {e}", p.zxid));
+                None
+            }
+        }
+    }
+
+    pub fn on_packet(&mut self, now: u64, p: QuorumPacket) {
+        if self.phase == Phase::Closed {
+            return;
+        }
+        self.last_heard = now;
+        match self.phase {
+            Phase::AwaitLeaderInfo => {
+                if p.ptype != ptype::LEADERINFO {
+                    return self.unexpected(&p);
+                }
+                let e = p.zxid >> 32;
+                if let Ok(v) = p.data_i32("protocol version")
+                    && v < PROTOCOL_VERSION
+                {
+                    return self.close(format!("leader speaks protocol 0x{v:x} < 0x10000"));
+                }
+                let field = if e > self.accepted_epoch {
+                    self.ready.persist.push(Persist::AcceptedEpoch(e));
+                    self.accepted_epoch = e;
+                    self.current_epoch as i32
+                } else if e == self.accepted_epoch {
+                    -1
+                } else {
+                    return self.close(format!(
+                        "Leaders epoch, {e} is less than accepted epoch, {}",
+                        self.accepted_epoch
+                    ));
+                };
+                self.new_epoch = e;
+                self.ready
+                    .send
+                    .push(QuorumPacket::ack_epoch(self.last_zxid, field));
+                self.phase = Phase::AwaitSync;
+            }
+            Phase::AwaitSync => {
+                let kind = match p.ptype {
+                    ptype::DIFF => SyncKind::Diff,
+                    ptype::TRUNC => {
+                        self.ready.persist.push(Persist::Truncate(p.zxid));
+                        self.last_zxid = p.zxid;
+                        SyncKind::Trunc
+                    }
+                    ptype::SNAP => {
+                        self.snap_zxid = p.zxid;
+                        SyncKind::Snap
+                    }
+                    _ => return self.unexpected(&p),
+                };
+                self.sync_kind = Some(kind);
+                self.events
+                    .push_back(Event::SyncStarted { kind, zxid: p.zxid });
+                self.phase = if kind == SyncKind::Snap {
+                    Phase::Snapshot
+                } else {
+                    Phase::Syncing
+                };
+            }
+            Phase::Snapshot => self.unexpected(&p),
+            Phase::Syncing => match p.ptype {
+                ptype::PROPOSAL => {
+                    let Some(txn) = self.proposal_txn(&p) else {
+                        return;
+                    };
+                    if let Some(last) = self.sync_proposals.last()
+                        && last.zxid >= p.zxid
+                    {
+                        return self.close(format!(
+                            "sync PROPOSAL 0x{:x} after 0x{:x}",
+                            p.zxid, last.zxid
+                        ));
+                    }
+                    self.sync_proposals.push(SyncProposal {
+                        zxid: p.zxid,
+                        txn,
+                        committed: false,
+                    });
+                }
+                ptype::COMMIT => {
+                    if let Some(sp) = self.sync_proposals.iter_mut().find(|s| s.zxid == p.zxid) {
+                        sp.committed = true;
+                    }
+                    self.last_committed = self.last_committed.max(p.zxid);
+                }
+                ptype::PING => {} // Java's sync loop ignores pings
+                ptype::NEWLEADER => {
+                    let e = p.zxid >> 32;
+                    if e != self.new_epoch {
+                        return self.close(format!(
+                            "NEWLEADER for epoch {e}, LEADERINFO said {}",
+                            self.new_epoch
+                        ));
+                    }
+                    // 3.8.5+/3.9 order: log the sync proposals, then currentEpoch, then ACK.
+                    for sp in &mut self.sync_proposals {
+                        if sp.zxid > self.last_zxid {
+                            self.ready.persist.push(Persist::Append {
+                                zxid: sp.zxid,
+                                txn: std::mem::take(&mut sp.txn),
+                            });
+                            self.last_zxid = sp.zxid;
+                        }
+                    }
+                    self.ready.persist.push(Persist::CurrentEpoch(e));
+                    self.current_epoch = e;
+                    self.ready.send.push(QuorumPacket::ack(p.zxid));
+                    self.phase = Phase::AwaitUpToDate;
+                }
+                _ => self.unexpected(&p),
+            },
+            Phase::AwaitUpToDate => match p.ptype {
+                ptype::PROPOSAL => {
+                    if let Some(txn) = self.proposal_txn(&p) {
+                        self.append(p.zxid, txn, true);
+                    }
+                }
+                ptype::COMMIT => self.last_committed = self.last_committed.max(p.zxid),
+                ptype::PING => {}
+                ptype::UPTODATE => {
+                    self.ready
+                        .send
+                        .push(QuorumPacket::ack(self.new_epoch << 32));
+                    // ACK, in zxid order, the sync proposals that were not committed, then the
+                    // ones logged since NEWLEADER.
+                    let mut acks: Vec<i64> = self
+                        .sync_proposals
+                        .iter()
+                        .filter(|s| !s.committed)
+                        .map(|s| s.zxid)
+                        .collect();
+                    acks.append(&mut self.deferred_acks);
+                    for z in acks {
+                        self.ready.send.push(QuorumPacket::ack(z));
+                    }
+                    self.sync_proposals.clear();
+                    self.phase = Phase::Broadcast;
+                    self.events.push_back(Event::UpToDate {
+                        epoch: self.new_epoch,
+                    });
+                }
+                _ => self.unexpected(&p),
+            },
+            Phase::Broadcast => match p.ptype {
+                ptype::PROPOSAL => {
+                    if let Some(txn) = self.proposal_txn(&p) {
+                        self.append(p.zxid, txn, false);
+                    }
+                }
+                ptype::COMMIT => self.last_committed = self.last_committed.max(p.zxid),
+                ptype::PING => self.ready.send.push(QuorumPacket::ping_reply(p.zxid)),
+                ptype::SYNC | ptype::UPTODATE | ptype::INFORM | ptype::INFORMANDACTIVATE => {
+                    tracing::debug!("ignoring {} from the leader", p.type_name());
+                }
+                ptype::COMMITANDACTIVATE => self.close(format!(
+                    "COMMITANDACTIVATE 0x{:x}: reconfiguration is not supported",
+                    p.zxid
+                )),
+                _ => self.unexpected(&p),
+            },
+            Phase::Closed => {}
+        }
+    }
+
+    fn append(&mut self, zxid: i64, txn: Vec<u8>, defer_ack: bool) {
+        if zxid <= self.last_zxid {
+            return self.close(format!(
+                "PROPOSAL 0x{zxid:x} is not after the last logged 0x{:x}",
+                self.last_zxid
+            ));
+        }
+        if zxid >> 32 != self.new_epoch {
+            return self.close(format!(
+                "PROPOSAL 0x{zxid:x} is not in epoch {}",
+                self.new_epoch
+            ));
+        }
+        self.ready.persist.push(Persist::Append { zxid, txn });
+        self.last_zxid = zxid;
+        if defer_ack {
+            self.deferred_acks.push(zxid);
+        } else {
+            self.ready.send.push(QuorumPacket::ack(zxid));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> LearnerConfig {
+        LearnerConfig {
+            my_sid: 1,
+            config_version: 0,
+            tick_ms: 200,
+            init_limit: 10,
+            sync_limit: 5,
+        }
+    }
+
+    fn proposal(zxid: i64) -> QuorumPacket {
+        let h = TxnHeader {
+            client_id: 7,
+            cxid: 1,
+            zxid,
+            time: 0,
+            op: 1,
+        };
+        QuorumPacket::new(ptype::PROPOSAL, zxid, Some(h.encode().to_vec()))
+    }
+
+    fn pk(t: i32, zxid: i64) -> QuorumPacket {
+        QuorumPacket::new(t, zxid, None)
+    }
+
+    fn leader_info(e: i64) -> QuorumPacket {
+        QuorumPacket::new(
+            ptype::LEADERINFO,
+            e << 32,
+            Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
+        )
+    }
+
+    #[test]
+    fn diff_sync_then_broadcast() {
+        let mut l = Learner::new(cfg(), 1, 1, 0x1_0000_0003, 0);
+        let r = l.ready();
+        assert_eq!(r.send[0].ptype, ptype::FOLLOWERINFO);
+        assert_eq!(r.send[0].zxid, 0x1_0000_0000);
+        l.on_packet(1, leader_info(2));
+        let r = l.ready();
+        assert_eq!(r.persist, vec![Persist::AcceptedEpoch(2)]);
+        assert_eq!(r.send, vec![QuorumPacket::ack_epoch(0x1_0000_0003, 1)]);
+        l.on_packet(2, pk(ptype::DIFF, 0x1_0000_0005));
+        l.on_packet(2, proposal(0x1_0000_0004));
+        l.on_packet(2, pk(ptype::COMMIT, 0x1_0000_0004));
+        l.on_packet(2, proposal(0x1_0000_0005));
+        l.on_packet(2, pk(ptype::NEWLEADER, 0x2_0000_0000));
+        let r = l.ready();
+        assert_eq!(r.persist.len(), 3);
+        assert_eq!(r.persist[2], Persist::CurrentEpoch(2));
+        assert_eq!(r.send, vec![QuorumPacket::ack(0x2_0000_0000)]);
+        // A ping before UPTODATE is ignored; UPTODATE is acked, then the uncommitted one.
+        l.on_packet(3, pk(ptype::PING, 0));
+        l.on_packet(3, pk(ptype::UPTODATE, -1));
+        let r = l.ready();
+        assert_eq!(
+            r.send,
+            vec![
+                QuorumPacket::ack(0x2_0000_0000),
+                QuorumPacket::ack(0x1_0000_0005)
+            ]
+        );
+        assert_eq!(l.phase(), Phase::Broadcast);
+        l.on_packet(4, proposal(0x2_0000_0001));
+        l.on_packet(4, pk(ptype::PING, 0x2_0000_0001));
+        let r = l.ready();
+        assert!(matches!(
+            r.persist[0],
+            Persist::Append {
+                zxid: 0x2_0000_0001,
+                ..
+            }
+        ));
+        assert_eq!(
+            r.send,
+            vec![
+                QuorumPacket::ack(0x2_0000_0001),
+                QuorumPacket::ping_reply(0x2_0000_0001)
+            ]
+        );
+        // Out of order: leave.
+        l.on_packet(5, proposal(0x2_0000_0001));
+        assert!(matches!(l.poll_event(), Some(Event::SyncStarted { .. })));
+        assert!(matches!(l.poll_event(), Some(Event::UpToDate { epoch: 2 })));
+        assert!(matches!(l.poll_event(), Some(Event::Closed(_))));
+    }
+
+    #[test]
+    fn same_epoch_sends_minus_one_and_snap_installs() {
+        let mut l = Learner::new(cfg(), 2, 2, 0, 0);
+        l.ready();
+        l.on_packet(1, leader_info(2));
+        assert_eq!(l.ready().send, vec![QuorumPacket::ack_epoch(0, -1)]);
+        l.on_packet(1, pk(ptype::SNAP, 0x2_0000_0009));
+        assert_eq!(l.phase(), Phase::Snapshot);
+        l.on_snapshot_end(2);
+        l.on_packet(2, pk(ptype::NEWLEADER, 0x2_0000_0000));
+        let r = l.ready();
+        assert_eq!(
+            r.persist,
+            vec![
+                Persist::InstallSnapshot(0x2_0000_0009),
+                Persist::CurrentEpoch(2)
+            ]
+        );
+        assert_eq!(l.last_zxid(), 0x2_0000_0009);
+    }
+
+    #[test]
+    fn timeouts_and_bad_epochs_close() {
+        let mut l = Learner::new(cfg(), 3, 3, 0, 0);
+        l.on_packet(1, leader_info(2));
+        assert_eq!(l.phase(), Phase::Closed);
+        let mut l = Learner::new(cfg(), 0, 0, 0, 0);
+        assert_eq!(l.next_deadline(), Some(2000));
+        l.on_timer(1999);
+        assert_eq!(l.phase(), Phase::AwaitLeaderInfo);
+        l.on_timer(2000);
+        assert_eq!(l.phase(), Phase::Closed);
+        assert!(l.ready().send.len() <= 1);
+    }
+}

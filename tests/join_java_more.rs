@@ -1,0 +1,123 @@
+//! More `zkfle join` against real Java ZooKeeper 3.8 servers: the native node as an observer,
+//! multi-address (initial message -65535) on both sides, and a hierarchical config in which the
+//! native node has weight 0.
+//!
+//! Like tests/join_java.rs, every test holds the machine-wide loopback-ensemble lock
+//! (`$TMPDIR/zkfle-loopback-ensemble.lock`) because the layout's addresses are fixed.
+
+#[path = "common/join.rs"]
+mod join;
+
+use std::process::Command;
+
+use join::{Ensemble, Native, ZKFLE, lock_loopback};
+use serde_json::Value;
+
+/// Java 1-3 have elected a leader (3, unless 1 and 2 were up and done before 3 on a loaded
+/// machine); native observer 4 joins and decides OBSERVING that leader (an observer proposes
+/// nobody and learns the leader from the voters' replies).
+#[test]
+fn native_observer_observes_the_java_leader() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "observer",
+        "1:participant,2:participant,3:participant,4:observer:external",
+        &["--tick", "200"],
+    );
+    e.wait_stable();
+    let leader = (1..=3)
+        .find(|sid| e.decisions(*sid, 0).iter().any(|(_, s)| s == "LEADING"))
+        .expect("a Java leader");
+    let out = Command::new("timeout")
+        .args(["20", ZKFLE, "join", "--config"])
+        .arg(e.zoo_cfg())
+        .args(["--myid", "4", "--once"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["state"], "OBSERVING", "{v}");
+    assert_eq!(v["leader"], leader, "{v}");
+    // The voters stayed where they were: nobody re-elected because of the observer.
+    for sid in [1, 2, 3] {
+        let d = e.decisions(sid, 0);
+        assert!(
+            d.iter().all(|(l, _)| *l == leader),
+            "Java {sid}: {d:?} (leader {leader})"
+        );
+    }
+}
+
+/// Multi-address on both sides: every server has two election addresses (127.0.0.N:3888 and
+/// 127.0.1.N:3889) and speaks initial message -65535; native 3 (`--multi-address`) and Java 1,
+/// 2 agree that 3 leads.
+#[test]
+fn multi_address_native_and_java_agree_on_the_leader() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "multi",
+        "1:participant,2:participant,3:participant:external",
+        &[
+            "--multi-address",
+            "--tick",
+            "100",
+            "--init-limit",
+            "30",
+            "--no-start",
+        ],
+    );
+    let n = Native::start(&e, 3, &["--multi-address"]);
+    e.start_node(1);
+    e.start_node(2);
+    e.wait_decision(1, 0, 3, "FOLLOWING");
+    e.wait_decision(2, 0, 3, "FOLLOWING");
+    n.wait_decision("LEADING", 3);
+    // Java parsed our V2 initial message with both of our addresses, e.g.
+    // `Initial message parsed by 2: InitialMessage{sid=3, electionAddr=[/127.0.0.3:3888, /127.0.1.3:3889]}`.
+    let parsed = |log: &str| {
+        log.lines().any(|l| {
+            l.contains("InitialMessage{sid=3,")
+                && l.contains("127.0.0.3:3888")
+                && l.contains("127.0.1.3:3889")
+        })
+    };
+    assert!(
+        parsed(&e.log(1)) || parsed(&e.log(2)),
+        "no Java server parsed a V2 initial message from 3 with both addresses"
+    );
+}
+
+/// A hierarchical quorum (one group, weights 1, 1, 0): native 3 has weight 0, so although it
+/// has the highest sid and the newest zxid and epoch it never leads; Java 2 leads and native 3
+/// follows it.
+#[test]
+fn zero_weight_native_never_leads_and_follows() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "weight0",
+        "1:participant,2:participant,3:participant:external",
+        &["--tick", "200", "--no-start"],
+    );
+    e.append_config("group.1=1:2:3\nweight.1=1\nweight.2=1\nweight.3=0\n");
+    let n = Native::start(&e, 3, &["--zxid", "0x100000005", "--peer-epoch", "1"]);
+    e.start_node(1);
+    e.start_node(2);
+    e.wait_decision(2, 0, 2, "LEADING");
+    e.wait_decision(1, 0, 2, "FOLLOWING");
+    n.wait_decision("FOLLOWING", 2);
+    assert!(
+        n.events()
+            .iter()
+            .all(|v| v["state"] != "LEADING" && (v["state"] == "LOOKING" || v["leader"] == 2)),
+        "{:?}",
+        n.events()
+    );
+    for sid in [1, 2] {
+        let d = e.decisions(sid, 0);
+        assert!(d.iter().all(|(l, _)| *l == 2), "Java {sid}: {d:?}");
+    }
+}

@@ -1,0 +1,45 @@
+//! `zkfle replay` into the native target: every participant of every fixture capture makes the
+//! decisions it made in the recording, which are the ones its Java server logged.
+
+mod common;
+
+use common::*;
+use zkfle::replay::{Recording, native};
+
+#[test]
+fn every_fixture_participant_replays_natively() {
+    let mut failures = Vec::new();
+    for dir in fixtures() {
+        let records = decode_fixture(&dir);
+        let cfg = zoo_cfg(&dir);
+        // 3.4 notifications carry no config: the recording takes the fixture's zoo.cfg, as
+        // `zkfle replay --config` would.
+        let config = is_legacy_fixture(&dir).then_some(&cfg.quorum);
+        for server in cfg.servers() {
+            let sid = server.id;
+            let rec = Recording::from_records(&records, sid, config).unwrap();
+            let report = native::replay(&rec);
+            let logged = logged_decisions(&dir, sid);
+            let recorded: Vec<(String, i64)> = report
+                .recorded
+                .iter()
+                .map(|d| (d.state.name().to_string(), d.leader))
+                .collect();
+            assert_eq!(
+                recorded,
+                logged,
+                "{}: sid {sid}: recording vs log",
+                dir.display()
+            );
+            if !report.matches() {
+                failures.push(format!(
+                    "{}: sid {sid}\nstarts {:?}\n{}",
+                    dir.display(),
+                    rec.starts,
+                    report.to_text()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
