@@ -4,96 +4,14 @@
 //! The Java tests use servers on 127.0.0.1-4 with fixed ports and take the machine-wide lock
 //! that every loopback-ensemble test takes. Ensembles are stopped by a Drop guard.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
+#[path = "common/join.rs"]
+mod join;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use join::{Ensemble, ZKFLE, lock_loopback};
 use serde_json::Value;
-
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-const ZKFLE: &str = env!("CARGO_BIN_EXE_zkfle");
-
-struct LoopbackLock(#[allow(dead_code)] File);
-
-fn lock_loopback() -> LoopbackLock {
-    let f = File::create(std::env::temp_dir().join("zkfle-loopback-ensemble.lock")).unwrap();
-    f.lock().unwrap();
-    LoopbackLock(f)
-}
-
-fn script(args: &[&str]) -> std::process::Output {
-    Command::new(Path::new(ROOT).join("scripts/ensemble.sh"))
-        .args(args)
-        .output()
-        .expect("scripts/ensemble.sh runs")
-}
-
-struct Ensemble {
-    dir: PathBuf,
-}
-
-impl Ensemble {
-    fn start(name: &str, servers: &str, extra: &[&str]) -> Ensemble {
-        let dir = std::env::temp_dir().join(format!("zkfle-probe-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let e = Ensemble { dir };
-        let d = e.dir.to_str().unwrap().to_string();
-        let mut args = vec!["start", &d, "--servers", servers];
-        args.extend_from_slice(extra);
-        let out = script(&args);
-        assert!(
-            out.status.success(),
-            "ensemble start failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        e
-    }
-
-    fn wait_stable(&self) {
-        let out = script(&["wait-stable", self.dir.to_str().unwrap(), "--timeout", "30"]);
-        assert!(
-            out.status.success(),
-            "not stable: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-    }
-
-    fn log(&self, sid: i64) -> String {
-        std::fs::read_to_string(self.dir.join(sid.to_string()).join("server.log"))
-            .unwrap_or_default()
-    }
-
-    /// How many times server `sid` went LOOKING (QuorumPeer's `- LOOKING` line).
-    fn lookings(&self, sid: i64) -> usize {
-        self.log(sid)
-            .lines()
-            .filter(|l| l.trim_end().ends_with("] - LOOKING"))
-            .count()
-    }
-
-    /// The last `About to leave FLE instance` of `sid`: (leader, state).
-    fn last_decision(&self, sid: i64) -> Option<(i64, String)> {
-        self.log(sid).lines().rev().find_map(|l| {
-            let rest = l.split("About to leave FLE instance: leader=").nth(1)?;
-            let leader = rest.split(',').next()?.parse().ok()?;
-            let state = rest.rsplit("my state=").next()?.trim().to_string();
-            Some((leader, state))
-        })
-    }
-}
-
-impl Drop for Ensemble {
-    fn drop(&mut self) {
-        let _ = script(&["stop", self.dir.to_str().unwrap()]);
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        } else {
-            eprintln!("ensemble kept in {}", self.dir.display());
-        }
-    }
-}
 
 /// Runs `zkfle probe ARGS --format json`: (exit code, one object per line).
 fn probe(args: &[&str]) -> (i32, Vec<Value>, Duration) {

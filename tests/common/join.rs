@@ -1,6 +1,6 @@
-//! Helpers for the `zkfle join` tests against real Java servers (tests/join_java*.rs): the
-//! loopback-ensemble lock, a Java ensemble run by scripts/ensemble.sh and stopped on drop, and a
-//! `zkfle join` process killed on drop.
+//! Helpers for the tests against real Java servers (join, probe, replay): the loopback-ensemble
+//! lock, a Java ensemble run by scripts/ensemble.sh and stopped on drop, and a `zkfle join`
+//! process killed on drop.
 //!
 //! Include it with `#[path = "common/join.rs"] mod join;`.
 #![allow(dead_code)]
@@ -88,6 +88,19 @@ impl Ensemble {
                 Some((leader, state))
             })
             .collect()
+    }
+
+    /// The last decision `sid` logged: (leader, state).
+    pub fn last_decision(&self, sid: i64) -> Option<(i64, String)> {
+        self.decisions(sid, 0).pop()
+    }
+
+    /// How many times server `sid` went LOOKING (QuorumPeer's `- LOOKING` line).
+    pub fn lookings(&self, sid: i64) -> usize {
+        self.log(sid)
+            .lines()
+            .filter(|l| l.trim_end().ends_with("] - LOOKING"))
+            .count()
     }
 
     pub fn zoo_cfg(&self) -> PathBuf {
