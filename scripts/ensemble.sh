@@ -25,6 +25,10 @@
 #   --ipv6              every server on [::1] (ports differ per server, see below)
 #   --tick MS           tickTime (2000)    --init-limit N (10)    --sync-limit N (5)
 #   --no-start          write the configs only; start servers later with start-node
+#   --jars N=DIR        run server N from the jars in DIR (as ZK_JARS would), or from
+#                       Debian's package with N=debian: a mixed-version ensemble, e.g.
+#                       --jars 1="$(scripts/zk-fetch.sh 3.4.14)" --jars 2=debian (repeatable;
+#                       the others use ZK_JARS / ZK_HOME / Debian as usual)
 #
 # Layout (server N):
 #   default          127.0.0.N   quorum 2888  election 3888  client 127.0.0.N:2181
@@ -149,6 +153,24 @@ last_phase() {
     sed -n 's/.*Peer state changed: //p' | grep . || echo -
 }
 
+# Has server SID reached the broadcast phase? 3.6+ log "Peer state changed: ... -
+# broadcast"; 3.4 and 3.5 do not, so for them ask the server itself: `srvr` answers
+# "Mode: leader|follower|observer" only once it serves (synced with its leader).
+synced() {
+  local dir=$1 sid=$2 host=$3 log=$1/$2/server.log addr h p reply
+  if grep -qE ':QuorumPeer@[0-9]+\] - Peer state changed: ' "$log" 2>/dev/null; then
+    [[ "$(last_phase "$log")" == *" - broadcast" ]]
+    return
+  fi
+  addr=$(client_addr "$sid" "$host")
+  p=${addr##*:}
+  h=${addr%:*}
+  h=${h#[}
+  h=${h%]}
+  reply=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"; printf srvr >&3; cat <&3' "$h" "$p" 2>/dev/null) || return 1
+  [[ "$reply" =~ Mode:\ (leader|follower|observer) ]]
+}
+
 last_state() {
   local log=$1
   [ -f "$log" ] || { echo -; return; }
@@ -164,8 +186,35 @@ check_ports() {
   done < <(member_binds "$sid" "$host")
 }
 
-# Launch server SID in the background; does not wait.
+# The --jars entry of server SID ("" if none).
+node_jars() {
+  local sid=$1 line
+  for line in ${NODE_JARS:-}; do
+    [ "${line%%=*}" = "$sid" ] && { echo "${line#*=}"; return 0; }
+  done
+  echo ""
+}
+
+# Launch server SID in the background; does not wait. A server with its own --jars runs
+# from those, resolved afresh in a subshell.
 launch_node() {
+  local jars
+  jars=$(node_jars "$2")
+  if [ -z "$jars" ]; then
+    _launch_node "$@"
+    return
+  fi
+  (
+    unset ZK_CLASSPATH ZK_VERSION ZK_LOG_BACKEND ZK_SOURCE ZK_JAR ZK_HOME
+    if [ "$jars" = debian ]; then unset ZK_JARS; else export ZK_JARS=$jars; fi
+    zk_env_resolve
+    zk_log_config "$1"
+    echo "=== server $2: ZooKeeper $ZK_VERSION ($ZK_SOURCE, logging: $ZK_LOG_BACKEND)" >>"$1/$2/stdout.log"
+    _launch_node "$@"
+  )
+}
+
+_launch_node() {
   local dir=$1 sid=$2 host=$3 h p
   if node_pid "$dir" "$sid" >/dev/null; then
     echo "server $sid already running (pid $(node_pid "$dir" "$sid"))"
@@ -251,7 +300,7 @@ cmd_start() {
   local dir=$1
   shift
   local servers="1:participant,2:participant,3:participant" mode=ipv4 tick=2000 init=10 sync=5 nostart=0
-  local extras=()
+  local extras=() node_jars=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --servers) servers=${2:?--servers needs a value}; shift 2 ;;
@@ -262,6 +311,10 @@ cmd_start() {
       --init-limit) init=${2:?}; shift 2 ;;
       --sync-limit) sync=${2:?}; shift 2 ;;
       --no-start) nostart=1; shift ;;
+      --jars)
+        [[ "${2:-}" =~ ^[0-9]+=.+$ ]] || die "--jars needs N=DIR (or N=debian)"
+        [ "${2#*=}" = debian ] || [ -d "${2#*=}" ] || die "--jars $2: not a directory"
+        node_jars+="${node_jars:+ }$2"; shift 2 ;;
       -h|--help) usage; exit 0 ;;
       *) die "start: unknown option '$1' (see -h)" ;;
     esac
@@ -318,7 +371,8 @@ cmd_start() {
     done <<<"$members"
   )
   local newenv
-  newenv=$(printf 'MODE=%q\nMEMBERS=%q\n' "$mode" "$members")
+  newenv=$(printf 'MODE=%q\nMEMBERS=%q\nNODE_JARS=%q\n' "$mode" "$members" "$node_jars")
+  NODE_JARS=$node_jars
 
   # Idempotent: a running ensemble with the same layout just gets its missing
   # servers started; a different layout must be stopped first.
@@ -453,7 +507,7 @@ stable_once() {
       *) undecided+=" $sid:$st"; continue ;;
     esac
     # Decided is not enough: the learner must also have synced with the leader.
-    [[ "$(last_phase "$dir/$sid/server.log")" == *" - broadcast" ]] || undecided+=" $sid:$st-syncing"
+    synced "$dir" "$sid" "$host" || undecided+=" $sid:$st-syncing"
   done <<<"$MEMBERS"
   STABLE_SUMMARY="live=$live leaders=$leaders undecided=[${undecided# }]"
   [ "$live" -gt 0 ] && [ "$leaders" = 1 ] && [ -z "$undecided" ]

@@ -21,6 +21,9 @@
 #                addresses joined by '|')
 #   ipv6         3 participants on [::1] (election ports 3881-3883)
 #   staggered5   5 participants started one at a time, STAGGER_SECS (4) apart
+#   mixed-34-38  rolling upgrade: servers 1, 2 run 3.4.14, server 3 runs 3.8.0 (Debian)
+#   mixed-36-39  rolling upgrade: servers 1, 2 run 3.6.3, server 3 runs 3.9.5
+#                (jars from scripts/zk-fetch.sh, which downloads them if not cached)
 #   big          5 participants + observer sid 6, --multi-address
 #
 # fixtures/NAME/ gets: capture.pcap (tcpdump -i IFACE, snaplen 0, election ports
@@ -76,7 +79,9 @@ case "$SCENARIO" in
   big)
     ENS_OPTS=(--multi-address --servers "1:participant,2:participant,3:participant,4:participant,5:participant,6:observer")
     SIDS="1 2 3 4 5 6" ;;
-  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5, big)" ;;
+  mixed-34-38) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); MIXED="3.4.14 3.4.14 3.8.0" ;;
+  mixed-36-39) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); MIXED="3.6.3 3.6.3 3.9.5" ;;
+  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5, big, mixed-34-38, mixed-36-39)" ;;
 esac
 if [ "$SCENARIO" = ipv6 ]; then
   PCAP_FILTER="tcp portrange 3881-3889"
@@ -101,6 +106,25 @@ case "$SCENARIO" in
   *) OBSERVER="" ;;
 esac
 zk_env_resolve
+
+# Mixed versions: each server runs its own jars (ensemble.sh --jars); the fixture's version is
+# the distinct versions joined by '+', e.g. 3.4.14+3.8.0.
+LEGACY_ONLY=0
+[[ "$ZK_VERSION" =~ ^3\.[0-4]\. ]] && LEGACY_ONLY=1
+if [ -n "${MIXED:-}" ]; then
+  sid=0
+  versions=""
+  LEGACY_ONLY=1
+  for v in $MIXED; do
+    sid=$((sid + 1))
+    jars=$("$HERE/zk-fetch.sh" "$v" | tail -n1) || die "ZooKeeper $v unavailable (scripts/zk-fetch.sh $v)"
+    ENS_OPTS+=(--jars "$sid=$jars")
+    [[ "+$versions+" == *"+$v+"* ]] || versions="${versions:+$versions+}$v"
+    [[ "$v" =~ ^3\.[0-4]\. ]] || LEGACY_ONLY=0
+  done
+  ZK_VERSION=$versions
+  ZK_SOURCE="mixed: $(for v in $MIXED; do printf '%s ' "$v"; done | awk '{for (i = 1; i <= NF; i++) printf "%sserver %d %s", (i > 1 ? ", " : ""), i, $i}')"
+fi
 
 # Every ensemble uses the fixed loopback layout, so two at once would talk to each other (and
 # end up in each other's captures): hold the machine-wide lock that the Java tests take too.
@@ -146,8 +170,12 @@ leader_of() { "$ENS" status "$WORK" | awk '$5 == "LEADING" { print $1 }'; }
 round_of() {
   local l=$1 log="$WORK/$1/server.log" line
   line=$(grep -nE ':QuorumPeer@[0-9]+\] - LEADING$' "$log" | tail -n 1 | cut -d: -f1)
-  head -n "${line:-0}" "$log" | grep -E "Notification: my state:LOOKING; n\.sid:$l, " | tail -n 1 |
-    sed -n 's/.*n\.round:\(0x[0-9a-f]*\).*/\1/p'
+  # 3.5+: "Notification: my state:LOOKING; n.sid:L, ... n.round:0x1, ..."
+  # 3.4:  "Notification: 1 (message format version), ..., 0x1 (n.round), LOOKING (n.state),
+  #        L (n.sid), 0x0 (n.peerEpoch) LOOKING (my state)"
+  head -n "${line:-0}" "$log" |
+    grep -E "Notification: (my state:LOOKING; n\.sid:$l, |.* $l \(n\.sid\), .* LOOKING \(my state\)$)" | tail -n 1 |
+    sed -n -e 's/.*n\.round:\(0x[0-9a-f]*\).*/\1/p' -e 's/.* \(0x[0-9a-f]*\) (n\.round).*/\1/p'
 }
 
 wait_stable() {
@@ -239,7 +267,7 @@ KEEP_RE=':(FastLeaderElection|QuorumCnxManager|QuorumPeer|Leader|Follower|Observ
 notif_total=0
 for sid in $SIDS; do
   grep -E "$KEEP_RE" "$WORK/$sid/server.log" >"$OUT/server.$sid.log" || true
-  n=$(grep -c 'Notification: my state' "$OUT/server.$sid.log" || true)
+  n=$(grep -cE '\] - Notification: (my state|.*\(my state\)$)' "$OUT/server.$sid.log" || true)
   notif_total=$((notif_total + n))
   [ "$n" -gt 0 ] || die "server $sid logged no 'Notification:' line (logging backend $ZK_LOG_BACKEND)"
 done
@@ -251,10 +279,15 @@ hex=$(hexdump_of "$OUT/$CAPTURE")
 v1=$(grep -o ffffffffffff0000 <<<"$hex" | wc -l || true)
 v2=$(grep -o ffffffffffff0001 <<<"$hex" | wc -l || true)
 unset hex
-case "$SCENARIO" in
-  multiaddr|big) [ "$v2" -gt 0 ] || die "capture has no V2 initial message (ffffffffffff0001)" ;;
-  *) [ "$v1" -gt 0 ] || die "capture has no V1 initial message (ffffffffffff0000)" ;;
-esac
+if [ $LEGACY_ONLY = 1 ]; then
+  # 3.4 and older send the legacy initial message: the sid alone, no version, no address.
+  [ "$v1" = 0 ] && [ "$v2" = 0 ] || die "a $ZK_VERSION capture has V1/V2 initial messages"
+else
+  case "$SCENARIO" in
+    multiaddr|big) [ "$v2" -gt 0 ] || die "capture has no V2 initial message (ffffffffffff0001)" ;;
+    *) [ "$v1" -gt 0 ] || die "capture has no V1 initial message (ffffffffffff0000)" ;;
+  esac
+fi
 [ "$packets" -gt 0 ] || die "capture is empty"
 size=$(wc -c <"$OUT/$CAPTURE")
 
@@ -262,8 +295,21 @@ size=$(wc -c <"$OUT/$CAPTURE")
   echo "# Fixture \`$NAME\`: scenario \`$SCENARIO\`"
   echo
   echo "Recorded $(date -u +%Y-%m-%dT%H:%MZ) by \`scripts/record-fixture.sh $OPTS_TEXT$NAME $SCENARIO\`"
-  echo "against Java ZooKeeper **$ZK_VERSION** ($ZK_SOURCE, $(basename "$(readlink -f "$ZK_JAR")"),"
+  if [ -n "${MIXED:-}" ]; then
+    echo "against Java ZooKeeper **$ZK_VERSION** ($ZK_SOURCE; jars from scripts/zk-fetch.sh,"
+  else
+    echo "against Java ZooKeeper **$ZK_VERSION** ($ZK_SOURCE, $(basename "$(readlink -f "$ZK_JAR")"),"
+  fi
   echo "$("$JAVA" -version 2>&1 | head -n1), logging: $ZK_LOG_BACKEND)."
+  if [ "$ZK_SOURCE" = ZK_JARS ] && [ -f "$ZK_JARS/SOURCE" ]; then
+    echo "Jars: $(cat "$ZK_JARS/SOURCE") (scripts/zk-fetch.sh $ZK_VERSION)."
+  fi
+  if [[ "$ZK_VERSION" =~ (^|\+)3\.[0-4]\. ]]; then
+    echo
+    echo "ZooKeeper 3.4 sends the legacy initial message (the sid alone) and 40-byte"
+    echo "notifications (format version 1, no config), so the capture names no addresses:"
+    echo "decode it with \`zkfle decode --config fixtures/$NAME/zoo.cfg\` to resolve every sid."
+  fi
   echo
   echo "## Files"
   echo
@@ -304,6 +350,7 @@ size=$(wc -c <"$OUT/$CAPTURE")
   echo
   echo "- initial messages with prefix \`ffffffffffff0000\` (V1, -65536): $v1"
   echo "- initial messages with prefix \`ffffffffffff0001\` (V2, -65535): $v2"
+  [ $LEGACY_ONLY = 1 ] && echo "- (legacy initial messages carry no marker; $ZK_VERSION sends only those)"
   echo "- \`Notification:\` log lines: $notif_total"
   echo "- failed client writes: $WRITE_FAILS"
 } >"$OUT/README.md"

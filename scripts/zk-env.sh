@@ -305,12 +305,24 @@ zk_server_jvm_flags() {
 
 # zkCli.sh-equivalent client command (does not depend on /usr/share/zookeeper/bin):
 #   zk_cli HOST:PORT cmd args...
+# The 3.4.x client cannot connect on Java 14+ (it parses InetSocketAddress.toString(), whose
+# unresolved form changed: "Unable to canonicalize address 127.0.0.1/<unresolved>:2181"), so
+# for a 3.4 server the client classes come from Debian's package when it is installed (the
+# 3.5+ client speaks to 3.4 servers for plain create/get).
 zk_cli() {
-  local server=$1
+  local server=$1 cp=$ZK_CLASSPATH
   shift
+  if [[ "${ZK_VERSION:-}" =~ ^3\.[0-4]\. ]] && [ -e /usr/share/java/zookeeper.jar ]; then
+    cp=/usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:/usr/share/java/slf4j-api.jar
+    for f in netty-buffer netty-codec netty-common netty-handler netty-resolver netty-transport \
+      netty-transport-native-unix-common jline commons-cli; do
+      [ -e "/usr/share/java/$f.jar" ] && cp="$cp:/usr/share/java/$f.jar"
+    done
+  fi
   "$JAVA" -Xmx128m -XX:TieredStopAtLevel=1 -Dzookeeper.log.file=/dev/null \
+    -Dzookeeper.sasl.client=false \
     -Dlog4j.configuration=file:/dev/null -Dlog4j2.configurationFile=/dev/null \
-    -cp "$ZK_CLASSPATH" org.apache.zookeeper.ZooKeeperMain -server "$server" "$@"
+    -cp "$cp" org.apache.zookeeper.ZooKeeperMain -server "$server" "$@"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

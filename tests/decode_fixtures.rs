@@ -81,6 +81,9 @@ fn decoded_notifications_match_java_logs() {
         let mut checked = 0;
         for server in cfg.servers() {
             let m = server.id;
+            // A 3.4 receiver reads the version field of a 40-byte message (3.5+ does not) and
+            // logs no config version.
+            let receiver_34 = logs_in_34_wording(&dir, m);
             let all = logged_notifications(&dir, m);
             let last_logged = all.iter().map(|l| l.time).fold(0.0, f64::max);
             let mut by_sender: HashMap<i64, Vec<Logged>> = HashMap::new();
@@ -97,6 +100,21 @@ fn decoded_notifications_match_java_logs() {
                     .filter(|r| r.from_sid == Some(s) && r.to_sid == Some(m))
                     .filter_map(|r| match &r.body {
                         Body::Notification(n) => match n.java_view() {
+                            _ if receiver_34 => Some((
+                                Logged {
+                                    time: r.time.as_secs_f64(),
+                                    receiver: m,
+                                    sender: s,
+                                    state: n.state.name().to_string(),
+                                    leader: n.leader,
+                                    round: n.election_epoch,
+                                    peer_epoch: n.effective_peer_epoch(),
+                                    zxid: n.zxid,
+                                    version: i64::from(n.version.unwrap_or(0)),
+                                    config_version: 0,
+                                },
+                                r,
+                            )),
                             JavaView::Accepted {
                                 version,
                                 peer_epoch,
@@ -215,5 +233,47 @@ fn summary_decisions_match_java_logs() {
                 summary.to_text(0.0)
             );
         }
+    }
+}
+
+/// A 3.4 capture names no addresses: without `--config`, the acceptor side of every connection
+/// (and so the receiver or sender of its notifications) stays unknown; with it, every sid is
+/// known (the round-trip test above decodes 3.4 fixtures with their zoo.cfg).
+#[test]
+fn legacy_captures_need_the_config_for_sids() {
+    let legacy: Vec<_> = fixtures()
+        .into_iter()
+        .filter(|d| is_pure_legacy_fixture(d))
+        .collect();
+    if legacy.is_empty() && std::env::var("ZKFLE_FIXTURE_VERSION").is_ok() {
+        return; // scripts/matrix.sh checking another version
+    }
+    assert!(
+        !legacy.is_empty(),
+        "no 3.4 fixture (fixtures/v3.4.14-basic3, recorded with scripts/zk-fetch.sh 3.4.14)"
+    );
+    for dir in legacy {
+        let records = decode_segments(segments(&dir), options_without_config(&dir));
+        let mut initials = 0;
+        let mut unknown = 0;
+        for r in &records {
+            match &r.body {
+                Body::Initial(m) => {
+                    initials += 1;
+                    assert_eq!(m.protocol, zkfle::wire::ProtocolVersion::Legacy);
+                    assert!(m.addresses.is_empty());
+                }
+                Body::Notification(n) => {
+                    assert_eq!(n.size(), 40, "{}: 3.4.14 sends 40 bytes", dir.display());
+                    assert_eq!(n.version, Some(1));
+                    if r.from_sid.is_none() || r.to_sid.is_none() {
+                        unknown += 1;
+                    }
+                }
+                Body::Problem(_) => {}
+            }
+        }
+        assert!(initials > 0, "{}", dir.display());
+        assert!(unknown > 0, "{}: sids known without config?", dir.display());
     }
 }

@@ -58,6 +58,7 @@ fn node(sid: i64, ports: &[SocketAddr], quorum: &QuorumVerifier) -> NodeConfig {
             peers,
             cnx_timeout: Duration::from_millis(1000),
             socket_timeout: Duration::from_millis(1000),
+            dialect: zkfle::net::WireDialect::Auto,
         },
         leader_gone_ms: 300,
         leader_sync_ms: 60_000,

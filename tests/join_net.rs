@@ -32,6 +32,7 @@ fn cfg(sid: i64, peers: &[(i64, SocketAddr)]) -> NetConfig {
         peers: peers.iter().map(|(s, a)| (*s, vec![ea(*a)])).collect(),
         cnx_timeout: Duration::from_millis(1000),
         socket_timeout: Duration::from_millis(400),
+        dialect: zkfle::net::WireDialect::Auto,
     }
 }
 

@@ -11,9 +11,13 @@ fn every_fixture_participant_replays_natively() {
     let mut failures = Vec::new();
     for dir in fixtures() {
         let records = decode_fixture(&dir);
-        for server in zoo_cfg(&dir).servers() {
+        let cfg = zoo_cfg(&dir);
+        // 3.4 notifications carry no config: the recording takes the fixture's zoo.cfg, as
+        // `zkfle replay --config` would.
+        let config = is_legacy_fixture(&dir).then_some(&cfg.quorum);
+        for server in cfg.servers() {
             let sid = server.id;
-            let rec = Recording::from_records(&records, sid, None).unwrap();
+            let rec = Recording::from_records(&records, sid, config).unwrap();
             let report = native::replay(&rec);
             let logged = logged_decisions(&dir, sid);
             let recorded: Vec<(String, i64)> = report

@@ -99,7 +99,7 @@ impl Native {
         let child = Command::new(ZKFLE)
             .args(["join", "--config", e.dir.join("zoo.cfg").to_str().unwrap()])
             .args(["--myid", &myid.to_string()])
-            .args(["--events", events.to_str().unwrap()])
+            .args(["--events-file", events.to_str().unwrap()])
             .arg("--data-dir")
             .arg(e.dir.join(format!("native{myid}")))
             .env("RUST_LOG", "info")

@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::election::{ElectionConfig, QuorumVerifier};
-use crate::net::{NetConfig, NodeConfig, StateEvent};
+use crate::net::{NetConfig, NodeConfig, StateEvent, WireDialect};
 use crate::wire::{ElectionAddress, QuorumConfig};
 use crate::zoocfg::ZooCfg;
 
@@ -54,6 +54,12 @@ pub struct JoinArgs {
     /// zookeeper.multiAddress.enabled=true.
     #[arg(long = "multi-address")]
     pub multi_address: bool,
+    /// What to speak: `auto` (3.5+ form; the 3.4 form to each peer seen sending a legacy
+    /// initial message or 40-byte notifications), `current` (always 3.5+: V1/V2 initial
+    /// message, notifications with config) or `legacy` (always 3.4: the sid alone as initial
+    /// message, 40-byte notifications).
+    #[arg(long, value_enum, default_value_t = WireDialect::Auto)]
+    pub wire: WireDialect,
     /// zookeeper.fastleader.minNotificationInterval (ms).
     #[arg(
         long = "zookeeper.fastleader.minNotificationInterval",
@@ -233,6 +239,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
             peers,
             cnx_timeout: Duration::from_millis(args.cnx_timeout),
             socket_timeout: Duration::from_millis(socket_timeout.max(1)),
+            dialect: args.wire,
         },
         leader_gone_ms: tick * sync_limit,
         leader_sync_ms: tick * init_limit,

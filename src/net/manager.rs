@@ -16,6 +16,7 @@ use tokio::task::AbortHandle;
 use tracing::{debug, info, warn};
 
 use super::core::{self, ConnId, Incoming, Next, SendQueues};
+use super::dialect::{Dialects, PeerForm, WireDialect};
 use crate::wire::initial::OBSERVER_ID;
 use crate::wire::{
     Direction, ElectionAddress, InitialMessage, ProtocolVersion, StreamDecoder, StreamItem,
@@ -39,6 +40,8 @@ pub struct NetConfig {
     pub cnx_timeout: Duration,
     /// Handshake read timeout: `zookeeper.quorumCnxnTimeoutMs`, else tickTime * syncLimit.
     pub socket_timeout: Duration,
+    /// The protocol generation to speak (3.5+ or 3.4), fixed or per peer (`super::dialect`).
+    pub dialect: WireDialect,
 }
 
 /// A frame received from a peer: the payload (a notification, to be decoded by the caller).
@@ -70,6 +73,9 @@ struct State {
 struct Shared {
     cfg: NetConfig,
     initial: Vec<u8>,
+    /// The legacy initial message (the sid alone), for peers spoken to in the 3.4 form.
+    initial_legacy: Vec<u8>,
+    dialects: Mutex<Dialects>,
     peers: Mutex<BTreeMap<i64, Vec<ElectionAddress>>>,
     state: Mutex<State>,
     next_conn: AtomicU64,
@@ -113,11 +119,16 @@ impl Manager {
         let initial = InitialMessage::versioned(protocol, cfg.my_sid, announce)
             .encode()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let initial_legacy = InitialMessage::legacy(cfg.my_sid)
+            .encode()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let (tx, rx) = mpsc::channel(RECV_QUEUE);
         let shared = Arc::new(Shared {
             peers: Mutex::new(cfg.peers.clone()),
+            dialects: Mutex::new(Dialects::new(cfg.dialect)),
             cfg,
             initial,
+            initial_legacy,
             state: Mutex::new(State {
                 queues: SendQueues::new(),
                 conns: HashMap::new(),
@@ -178,6 +189,12 @@ impl Manager {
     /// Whether there is a connection to `sid`.
     pub fn is_connected(&self, sid: i64) -> bool {
         lock(&self.shared.state).queues.connection(sid).is_some()
+    }
+
+    /// The form (3.5+ or 3.4) to send `sid` in: fixed by [`NetConfig::dialect`], or what the
+    /// peer itself was seen to speak.
+    pub fn form_for(&self, sid: i64) -> PeerForm {
+        lock(&self.shared.dialects).form_for(sid)
     }
 
     /// Sets (or changes) the election addresses of `sid`.
@@ -324,6 +341,9 @@ impl Shared {
             msg.protocol,
             msg.address_text
         );
+        if lock(&self.dialects).saw_initial(sid, &msg) {
+            info!("Server {sid} sent a legacy initial message (3.4): speaking 3.4 to it");
+        }
         let configured = lock(&self.peers).get(&sid).cloned().unwrap_or_default();
         match core::on_incoming(self.my_sid(), &msg, sid, &configured) {
             Incoming::Keep => self.establish(sid, stream, dec, leftover, peer),
@@ -417,7 +437,11 @@ impl Shared {
             };
             let _ = stream.set_nodelay(true);
             // The whole initial message in one write (Java reads the address with one read()).
-            if let Err(e) = stream.write_all(&self.initial).await {
+            let initial = match lock(&self.dialects).form_for(sid) {
+                PeerForm::Current => &self.initial,
+                PeerForm::Legacy => &self.initial_legacy,
+            };
+            if let Err(e) = stream.write_all(initial).await {
                 warn!("Exception writing the initial message to {sid} at {target}: {e}");
                 continue;
             }
@@ -491,6 +515,7 @@ impl Shared {
             let next = lock(&self.state).queues.next(sid, id);
             match next {
                 Next::Send(m) => {
+                    let m = lock(&self.dialects).adapt(sid, m);
                     let frame = match encode_frame(&m) {
                         Ok(f) => f,
                         Err(e) => {
@@ -529,6 +554,12 @@ impl Shared {
             loop {
                 match dec.decode(&mut s) {
                     Ok(Some(StreamItem::Frame { payload, .. })) => {
+                        if lock(&self.dialects).saw_payload(sid, &payload) {
+                            info!(
+                                "Server {sid} sent a notification without config ({} bytes, 3.4): speaking 3.4 to it",
+                                payload.len()
+                            );
+                        }
                         let r = Received {
                             from: sid,
                             addr: peer,

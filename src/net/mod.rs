@@ -7,16 +7,20 @@
 //! - [`manager`]: [`Manager`], those decisions applied over tokio: listeners, bounded
 //!   handshakes (timeout tickTime * syncLimit), asynchronous connects (5000 ms timeout), one
 //!   reader and one writer task per connection, frames of at most 512 KiB. No election logic.
+//! - [`dialect`]: which protocol generation to speak to each peer (3.5+ or 3.4), fixed or
+//!   learned from what the peer sends.
 //! - [`node`]: the driver task feeding [`crate::election::Election`] with received
 //!   notifications and timer expiries and sending its outputs through the [`Manager`], plus the
 //!   rules for a decided node without Zab (`docs/join.md`).
 //! - [`probe`]: asking a live server for its state and vote as a non-member (`zkfle probe`).
 
 pub mod core;
+pub mod dialect;
 pub mod follow;
 pub mod manager;
 pub mod node;
 pub mod probe;
 
+pub use dialect::WireDialect;
 pub use manager::{Manager, NetConfig, Received};
 pub use node::{NodeConfig, StateEvent, ZabConfig, run};

@@ -19,6 +19,11 @@ pub fn fixtures() -> Vec<PathBuf> {
         .collect();
     dirs.sort();
     assert!(!dirs.is_empty(), "no fixtures under {}", root.display());
+    // scripts/matrix.sh checks one version at a time.
+    if let Ok(v) = std::env::var("ZKFLE_FIXTURE_VERSION") {
+        dirs.retain(|d| fixture_version(d).as_deref() == Some(v.as_str()));
+        assert!(!dirs.is_empty(), "no fixture recorded with ZooKeeper {v}");
+    }
     dirs
 }
 
@@ -44,8 +49,42 @@ pub fn election_ports(dir: &Path) -> Vec<u16> {
     ports.into_iter().collect()
 }
 
-/// Decoding options for a fixture: its election ports, nothing known beforehand.
+/// The ZooKeeper version a fixture was recorded with (its README: `Java ZooKeeper **X**`).
+pub fn fixture_version(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("README.md")).ok()?;
+    let at = text.find("ZooKeeper **")? + "ZooKeeper **".len();
+    let rest = &text[at..];
+    Some(rest[..rest.find("**")?].to_string())
+}
+
+/// Whether some of the fixture's servers are 3.4 (legacy initial messages, no addresses on
+/// the wire). Mixed-version fixtures name their versions joined by `+`, e.g. `3.4.14+3.8.0`.
+pub fn is_legacy_fixture(dir: &Path) -> bool {
+    fixture_version(dir).is_some_and(|v| v.split('+').any(|v| v.starts_with("3.4.")))
+}
+
+/// Whether all of the fixture's servers are 3.4.
+pub fn is_pure_legacy_fixture(dir: &Path) -> bool {
+    fixture_version(dir).is_some_and(|v| v.split('+').all(|v| v.starts_with("3.4.")))
+}
+
+/// Decoding options for a fixture: its election ports; nothing known beforehand, except for
+/// 3.4 captures, which name no addresses: those get the fixture's zoo.cfg, as
+/// `zkfle decode --config` would.
 pub fn options(dir: &Path) -> DecodeOptions {
+    let mut book = AddressBook::default();
+    if is_legacy_fixture(dir) {
+        book.learn_config(&zoo_cfg(dir).quorum);
+    }
+    DecodeOptions {
+        ports: election_ports(dir),
+        book,
+        ..DecodeOptions::default()
+    }
+}
+
+/// Decoding options with nothing known beforehand, whatever the version.
+pub fn options_without_config(dir: &Path) -> DecodeOptions {
     DecodeOptions {
         ports: election_ports(dir),
         book: AddressBook::default(),
@@ -87,7 +126,15 @@ pub fn notifications(
         .collect()
 }
 
-/// A `Notification:` line a 3.5+ server logged on receipt.
+/// A `Notification:` line a server logged on receipt (3.5+ or 3.4 wording).
+///
+/// 3.5+: `Notification: my state:LOOKING; n.sid:1, n.state:LOOKING, n.leader:1, n.round:0x1,
+/// n.peerEpoch:0x0, n.zxid:0x0, message format version:0x2, n.config version:0x0`
+///
+/// 3.4.6+: `Notification: 1 (message format version), 3 (n.leader), 0x0 (n.zxid), 0x1
+/// (n.round), LOOKING (n.state), 3 (n.sid), 0x0 (n.peerEpoch) LOOKING (my state)`: no config
+/// version (`config_version` is 0), and the version is the field as sent (3.4 reads it from a
+/// 40-byte message, where 3.5+ does not).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Logged {
     /// When it was logged (seconds since the epoch; the logs are in UTC).
@@ -113,25 +160,66 @@ fn hex(s: &str) -> i64 {
     u64::from_str_radix(s.trim_start_matches("0x"), 16).expect("hex field") as i64
 }
 
-/// Parses every `Notification:` receipt line of `server.<receiver>.log`.
+/// The value before ` (NAME)` in a 3.4 `Notification:` line.
+fn field34<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let end = line.find(&format!(" ({name})"))?;
+    let start = line[..end].rfind([' ', ','])? + 1;
+    Some(&line[start..end])
+}
+
+/// Parses a 3.4 `Notification:` receipt line.
+pub fn parse_logged_34(line: &str, receiver: i64) -> Option<Logged> {
+    let body = &line[line.find("] - Notification: ")?..];
+    if !body.ends_with("(my state)") {
+        return None;
+    }
+    Some(Logged {
+        time: log_time(line),
+        receiver,
+        sender: field34(body, "n.sid")?.parse().ok()?,
+        state: field34(body, "n.state")?.to_string(),
+        leader: field34(body, "n.leader")?.parse().ok()?,
+        round: hex(field34(body, "n.round")?),
+        peer_epoch: hex(field34(body, "n.peerEpoch")?),
+        zxid: hex(field34(body, "n.zxid")?),
+        version: hex(field34(body, "message format version")?),
+        config_version: 0,
+    })
+}
+
+/// Whether `server.<sid>.log` is in 3.4 wording (its `Notification:` lines end in `(my state)`).
+pub fn logs_in_34_wording(dir: &Path, sid: i64) -> bool {
+    std::fs::read_to_string(dir.join(format!("server.{sid}.log")))
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.contains("] - Notification: ") && l.ends_with("(my state)"))
+}
+
+/// Parses every `Notification:` receipt line of `server.<receiver>.log`, in either wording.
 pub fn logged_notifications(dir: &Path, receiver: i64) -> Vec<Logged> {
     let text =
         std::fs::read_to_string(dir.join(format!("server.{receiver}.log"))).unwrap_or_default();
-    text.lines()
-        .filter(|l| l.contains("] - Notification: my state:"))
-        .map(|l| Logged {
-            time: log_time(l),
-            receiver,
-            sender: field(l, "n.sid:", ',').unwrap().parse().unwrap(),
-            state: field(l, "n.state:", ',').unwrap().to_string(),
-            leader: field(l, "n.leader:", ',').unwrap().parse().unwrap(),
-            round: hex(field(l, "n.round:", ',').unwrap()),
-            peer_epoch: hex(field(l, "n.peerEpoch:", ',').unwrap()),
-            zxid: hex(field(l, "n.zxid:", ',').unwrap()),
-            version: hex(field(l, "message format version:", ',').unwrap()),
-            config_version: hex(field(l, "n.config version:", '\n').unwrap()),
-        })
-        .collect()
+    let mut out: Vec<Logged> = text
+        .lines()
+        .filter_map(|l| parse_logged_34(l, receiver))
+        .collect();
+    out.extend(
+        text.lines()
+            .filter(|l| l.contains("] - Notification: my state:"))
+            .map(|l| Logged {
+                time: log_time(l),
+                receiver,
+                sender: field(l, "n.sid:", ',').unwrap().parse().unwrap(),
+                state: field(l, "n.state:", ',').unwrap().to_string(),
+                leader: field(l, "n.leader:", ',').unwrap().parse().unwrap(),
+                round: hex(field(l, "n.round:", ',').unwrap()),
+                peer_epoch: hex(field(l, "n.peerEpoch:", ',').unwrap()),
+                zxid: hex(field(l, "n.zxid:", ',').unwrap()),
+                version: hex(field(l, "message format version:", ',').unwrap()),
+                config_version: hex(field(l, "n.config version:", '\n').unwrap()),
+            }),
+    );
+    out
 }
 
 /// The time at the start of a log4j line, `2026-11-29 17:29:56,430`, read as UTC.

@@ -1,0 +1,529 @@
+//! `zkfle join` against real Java ZooKeeper servers of every release line (3.4.14, 3.6.3,
+//! 3.8.0, 3.9.5), and mixed-version ensembles as in a rolling upgrade. `scripts/matrix.sh` runs
+//! these one by one and prints the version x capability table.
+//!
+//! The jars come from `scripts/zk-fetch.sh` (3.8.0: Debian's package). These tests never
+//! download: `scripts/test.sh` fetches first. A version that is not cached is skipped, and
+//! says so on stdout (`SKIPPED: ...`) and stderr, never silently.
+//!
+//! Every test uses servers on 127.0.0.1-3 with the fixed ports, so the tests are serialized
+//! with the machine-wide file lock `$TMPDIR/zkfle-loopback-ensemble.lock`.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const ZKFLE: &str = env!("CARGO_BIN_EXE_zkfle");
+
+struct LoopbackLock(#[allow(dead_code)] File);
+
+fn lock_loopback() -> LoopbackLock {
+    let f = File::create(std::env::temp_dir().join("zkfle-loopback-ensemble.lock")).unwrap();
+    f.lock().unwrap();
+    LoopbackLock(f)
+}
+
+/// Where a version's jars are: `debian` for 3.8.0, else the cached folder. `Err` when the
+/// version is not on this machine (the reason).
+fn jars(version: &str) -> Result<String, String> {
+    if std::env::var("ZKFLE_SKIP_VERSIONS")
+        .unwrap_or_default()
+        .split([',', ' '])
+        .any(|v| v == version)
+    {
+        return Err(format!("ZooKeeper {version} listed in ZKFLE_SKIP_VERSIONS"));
+    }
+    let out = Command::new(Path::new(ROOT).join("scripts/zk-fetch.sh"))
+        .args(["--cached", version])
+        .output()
+        .expect("scripts/zk-fetch.sh runs");
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if out.status.success() && !text.is_empty() {
+        if text == "debian" && !Path::new("/usr/share/java/zookeeper.jar").exists() {
+            return Err("ZooKeeper 3.8.0: Debian package zookeeper not installed".into());
+        }
+        Ok(text)
+    } else {
+        Err(format!(
+            "ZooKeeper {version} not fetched on this machine (run scripts/zk-fetch.sh {version}; scripts/test.sh does)"
+        ))
+    }
+}
+
+/// The jars of every version, or prints the skip and returns None.
+fn need(versions: &[&str]) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for v in versions {
+        match jars(v) {
+            Ok(j) => out.push(j),
+            Err(why) => {
+                println!("SKIPPED: {why}");
+                eprintln!("SKIPPED: {why}");
+                return None;
+            }
+        }
+    }
+    Some(out)
+}
+
+struct Ensemble {
+    dir: PathBuf,
+    /// ZK_JARS for the script (None: Debian).
+    default_jars: Option<String>,
+}
+
+impl Ensemble {
+    /// `jars[i]` runs server `i + 1` (those listed as external in `servers` are not started).
+    fn start(name: &str, servers: &str, jars: &[String], extra: &[&str]) -> Ensemble {
+        let dir = std::env::temp_dir().join(format!("zkfle-ver-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let default_jars = jars.first().filter(|j| *j != "debian").cloned();
+        let e = Ensemble { dir, default_jars };
+        let d = e.dir.to_str().unwrap().to_string();
+        let mut args: Vec<String> = vec!["start".into(), d, "--servers".into(), servers.into()];
+        for (i, j) in jars.iter().enumerate() {
+            args.push("--jars".into());
+            args.push(format!("{}={j}", i + 1));
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let out = e.script(&args);
+        assert!(
+            out.status.success(),
+            "ensemble start failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        e
+    }
+
+    fn script(&self, args: &[String]) -> std::process::Output {
+        let mut c = Command::new(Path::new(ROOT).join("scripts/ensemble.sh"));
+        c.args(args);
+        for v in [
+            "ZK_CLASSPATH",
+            "ZK_VERSION",
+            "ZK_LOG_BACKEND",
+            "ZK_HOME",
+            "ZK_JARS",
+        ] {
+            c.env_remove(v);
+        }
+        if let Some(j) = &self.default_jars {
+            c.env("ZK_JARS", j);
+        }
+        c.output().expect("scripts/ensemble.sh runs")
+    }
+
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        let mut a: Vec<String> = vec![args[0].into(), self.dir.to_str().unwrap().into()];
+        a.extend(args[1..].iter().map(|s| s.to_string()));
+        self.script(&a)
+    }
+
+    fn wait_stable(&self) {
+        let out = self.cmd(&["wait-stable", "--timeout", "45"]);
+        assert!(
+            out.status.success(),
+            "not stable: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn log(&self, sid: i64) -> String {
+        std::fs::read_to_string(self.dir.join(sid.to_string()).join("server.log"))
+            .unwrap_or_default()
+    }
+
+    /// Java's `About to leave FLE instance: leader=L, ..., my state=S` lines (same in 3.4-3.9).
+    fn decisions(&self, sid: i64) -> Vec<(i64, String)> {
+        self.log(sid)
+            .lines()
+            .filter_map(|l| {
+                let rest = l.split("About to leave FLE instance: leader=").nth(1)?;
+                let leader = rest.split(',').next()?.parse().ok()?;
+                let state = rest.rsplit("my state=").next()?.trim().to_string();
+                Some((leader, state))
+            })
+            .collect()
+    }
+
+    /// Every `Notification:` receipt line server `sid` logged about a message from `from`,
+    /// as (message format version, leader). Both wordings (3.4 and 3.5+).
+    fn notifications_from(&self, sid: i64, from: i64) -> Vec<(i64, i64)> {
+        self.log(sid)
+            .lines()
+            .filter(|l| l.contains("] - Notification: "))
+            .filter_map(|l| {
+                if l.ends_with("(my state)") {
+                    let f = |name: &str| -> Option<String> {
+                        let end = l.find(&format!(" ({name})"))?;
+                        let start = l[..end].rfind([' ', ','])? + 1;
+                        Some(l[start..end].to_string())
+                    };
+                    (f("n.sid")?.parse::<i64>().ok()? == from).then_some(())?;
+                    Some((
+                        i64::from_str_radix(&f("message format version")?, 16).ok()?,
+                        f("n.leader")?.parse().ok()?,
+                    ))
+                } else {
+                    let f = |key: &str| -> Option<String> {
+                        let at = l.find(key)? + key.len();
+                        let r = &l[at..];
+                        Some(r[..r.find(',').unwrap_or(r.len())].trim().to_string())
+                    };
+                    (f("n.sid:")?.parse::<i64>().ok()? == from).then_some(())?;
+                    Some((
+                        i64::from_str_radix(
+                            f("message format version:")?.trim_start_matches("0x"),
+                            16,
+                        )
+                        .ok()?,
+                        f("n.leader:")?.parse().ok()?,
+                    ))
+                }
+            })
+            .collect()
+    }
+
+    fn leader(&self) -> Option<i64> {
+        let out = self.cmd(&["status"]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.split_whitespace().nth(4) == Some("LEADING"))
+            .and_then(|l| l.split_whitespace().next()?.parse().ok())
+    }
+
+    fn zoo_cfg(&self) -> PathBuf {
+        self.dir.join("zoo.cfg")
+    }
+}
+
+impl Drop for Ensemble {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["stop"]);
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("ensemble kept in {}", self.dir.display());
+        }
+    }
+}
+
+struct Native {
+    child: Child,
+    events: PathBuf,
+    log: PathBuf,
+}
+
+impl Native {
+    fn start(e: &Ensemble, myid: i64, extra: &[&str]) -> Native {
+        let events = e.dir.join(format!("native{myid}.events.jsonl"));
+        let log = e.dir.join(format!("native{myid}.log"));
+        let child = Command::new(ZKFLE)
+            .args(["join", "--config", e.zoo_cfg().to_str().unwrap()])
+            .args(["--myid", &myid.to_string()])
+            .args(["--events-file", events.to_str().unwrap()])
+            // Election-only mode (a claimed vote, no Zab follow): these tests are about the
+            // election port, and every version's leader is not a Zab peer zkfle can follow.
+            .args(["--zxid", "0", "--peer-epoch", "0"])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Native { child, events, log }
+    }
+
+    fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.events)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Native {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn decided(ev: &Value, state: &str, leader: i64) -> bool {
+    ev["state"] == state && ev["leader"] == leader
+}
+
+fn is_34(version: &str) -> bool {
+    version.starts_with("3.4.")
+}
+
+/// Java 2 and 3 of `version` elect a leader; native 1 joins late (`--once`, `--wire auto`) and
+/// follows it, learning the leader from their FOLLOWING/LEADING replies.
+fn join_late(version: &str) {
+    let Some(j) = need(&[version]) else { return };
+    let _l = lock_loopback();
+    let jars = vec![j[0].clone(), j[0].clone(), j[0].clone()];
+    let e = Ensemble::start(
+        &format!("late-{version}"),
+        "1:participant:external,2:participant,3:participant",
+        &jars,
+        &["--tick", "200"],
+    );
+    e.wait_stable();
+    let leader = e.leader().expect("a Java leader");
+    let n = Native::start(&e, 1, &[]);
+    wait_for(
+        &format!("native FOLLOWING {leader}"),
+        Duration::from_secs(20),
+        || {
+            n.events()
+                .iter()
+                .any(|v| decided(v, "FOLLOWING", leader))
+                .then_some(())
+        },
+    );
+    // The native vote reached the Java servers and was read: they logged it.
+    wait_for(
+        "Java logs the native notification",
+        Duration::from_secs(10),
+        || {
+            (!e.notifications_from(2, 1).is_empty() || !e.notifications_from(3, 1).is_empty())
+                .then_some(())
+        },
+    );
+    if is_34(version) {
+        assert!(
+            n.log().contains("speaking 3.4 to it"),
+            "auto did not switch to the 3.4 form:\n{}",
+            n.log()
+        );
+    }
+}
+
+/// Native 3 (highest sid) starts first, Java 1 and 2 of `version` after it: both follow the
+/// native node, so they read its initial message and notifications (with `wire`) and keep its
+/// connections. Returns the format versions Java 1 logged for native 3's notifications.
+fn native_leads_from_start(version: &str, wire: &str) -> Option<Vec<i64>> {
+    let j = need(&[version])?;
+    let _l = lock_loopback();
+    let jars = vec![j[0].clone(), j[0].clone()];
+    let e = Ensemble::start(
+        &format!("start-{version}-{wire}"),
+        "1:participant,2:participant,3:participant:external",
+        &jars,
+        &["--tick", "100", "--init-limit", "20", "--no-start"],
+    );
+    let n = Native::start(&e, 3, &["--wire", wire]);
+    for sid in ["1", "2"] {
+        let out = e.cmd(&["start-node", sid]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for sid in [1, 2] {
+        wait_for(
+            &format!("Java {sid} ({version}) FOLLOWING native 3"),
+            Duration::from_secs(20),
+            || {
+                e.decisions(sid)
+                    .iter()
+                    .any(|(l, s)| *l == 3 && s == "FOLLOWING")
+                    .then_some(())
+            },
+        );
+    }
+    wait_for("native LEADING", Duration::from_secs(5), || {
+        n.events()
+            .iter()
+            .any(|v| decided(v, "LEADING", 3))
+            .then_some(())
+    });
+    Some(
+        e.notifications_from(1, 3)
+            .into_iter()
+            .map(|(v, _)| v)
+            .collect(),
+    )
+}
+
+fn join_from_start(version: &str) {
+    let Some(versions) = native_leads_from_start(version, "auto") else {
+        return;
+    };
+    assert!(!versions.is_empty(), "Java 1 logged no notification from 3");
+    if is_34(version) {
+        // 3.4 logs the version field it read: auto spoke the 3.4 form (version 1) once it saw
+        // the legacy initial message of Java 1 and 2.
+        assert!(versions.contains(&1), "{versions:?}");
+    }
+}
+
+/// What 3.4.14 accepts from newer peers: with `--wire current`, native 3 sends the V1 initial
+/// message and 44+N-byte version-2 notifications; 3.4.14 skips the V1 header (3.4.6+), reads
+/// the first 40 bytes and the version field, ignores the config, and follows.
+fn accepts_current_form(version: &str) {
+    let Some(versions) = native_leads_from_start(version, "current") else {
+        return;
+    };
+    assert!(versions.iter().all(|v| *v == 2), "{versions:?}");
+}
+
+/// `--wire legacy` everywhere: the 3.4 form (sid-only initial message, 40 bytes) is read by
+/// every version (3.5+ log 40-byte messages as format version 0: they do not read the field).
+fn accepts_legacy_form(version: &str) {
+    let Some(versions) = native_leads_from_start(version, "legacy") else {
+        return;
+    };
+    let expect = if is_34(version) { 1 } else { 0 };
+    assert!(versions.iter().all(|v| *v == expect), "{versions:?}");
+}
+
+/// A rolling-upgrade ensemble: Java `old` as sid 2, Java `new` as sid 3 (started together),
+/// native as sid 1 right after. Once the Java servers are stable (the follower synced with the
+/// leader: broadcast phase, or `srvr` serving for 3.4), every member's last decision names the
+/// same leader, and each Java server read the other's notifications and the native ones.
+fn mixed(old: &str, new: &str) {
+    let Some(j) = need(&[old, new]) else { return };
+    let _l = lock_loopback();
+    let jars = vec![j[0].clone(), j[0].clone(), j[1].clone()];
+    let e = Ensemble::start(
+        &format!("mixed-{old}-{new}"),
+        "1:participant:external,2:participant,3:participant",
+        &jars,
+        &["--tick", "200"],
+    );
+    let n = Native::start(&e, 1, &[]);
+    e.wait_stable();
+    let leader = e.leader().expect("a Java leader");
+    wait_for(
+        &format!("native FOLLOWING {leader}"),
+        Duration::from_secs(20),
+        || {
+            n.events()
+                .last()
+                .is_some_and(|v| decided(v, "FOLLOWING", leader))
+                .then_some(())
+        },
+    );
+    for sid in [2, 3] {
+        let d = e.decisions(sid);
+        assert!(
+            d.last().is_some_and(|(l, _)| *l == leader),
+            "Java {sid}: {d:?}, leader {leader}"
+        );
+    }
+    for (sid, from) in [(2, 3), (3, 2), (2, 1), (3, 1)] {
+        assert!(
+            !e.notifications_from(sid, from).is_empty(),
+            "Java {sid} logged no notification from {from}"
+        );
+    }
+}
+
+/// `zkfle probe` of each server of an elected ensemble of `version` reports the state and
+/// leader the server itself is in (3.4 answers carry no config: `config_version` null).
+fn probe(version: &str) {
+    let Some(j) = need(&[version]) else { return };
+    let _l = lock_loopback();
+    let jars = vec![j[0].clone(), j[0].clone(), j[0].clone()];
+    let e = Ensemble::start(
+        &format!("probe-{version}"),
+        "1:participant,2:participant,3:participant",
+        &jars,
+        &["--tick", "200"],
+    );
+    e.wait_stable();
+    let leader = e.leader().expect("a Java leader");
+    let out = Command::new(ZKFLE)
+        .args(["probe", "--format", "json"])
+        .args(["127.0.0.1:3888", "127.0.0.2:3888", "127.0.0.3:3888"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    for (i, a) in answers.iter().enumerate() {
+        let sid = i as i64 + 1;
+        let want = if sid == leader {
+            "LEADING"
+        } else {
+            "FOLLOWING"
+        };
+        assert_eq!(a["state"], want, "server {sid}: {a}");
+        assert_eq!(a["leader"], leader, "server {sid}: {a}");
+        assert_eq!(a["config_version"].is_null(), is_34(version), "{a}");
+    }
+}
+
+macro_rules! version_tests {
+    ($m:ident, $v:expr) => {
+        mod $m {
+            #[test]
+            fn join_late() {
+                super::join_late($v);
+            }
+            #[test]
+            fn join_from_start() {
+                super::join_from_start($v);
+            }
+            #[test]
+            fn accepts_current_form() {
+                super::accepts_current_form($v);
+            }
+            #[test]
+            fn accepts_legacy_form() {
+                super::accepts_legacy_form($v);
+            }
+            #[test]
+            fn probe() {
+                super::probe($v);
+            }
+        }
+    };
+}
+
+version_tests!(v3_4_14, "3.4.14");
+version_tests!(v3_6_3, "3.6.3");
+version_tests!(v3_8_0, "3.8.0");
+version_tests!(v3_9_5, "3.9.5");
+
+#[test]
+fn mixed_3_4_14_and_3_8_0() {
+    mixed("3.4.14", "3.8.0");
+}
+
+#[test]
+fn mixed_3_6_3_and_3_9_5() {
+    mixed("3.6.3", "3.9.5");
+}
