@@ -67,6 +67,38 @@ impl Ensemble {
         std::fs::read_to_string(self.dir.join(sid.to_string()).join("server.log"))
             .unwrap_or_default()
     }
+
+    /// The pid of Java server `sid`.
+    pub fn pid(&self, sid: i64) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{sid}/pid")))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    /// Sends `signal` (e.g. "-STOP", "-CONT", "-9") to Java server `sid`.
+    pub fn signal(&self, sid: i64, signal: &str) {
+        let ok = Command::new("kill")
+            .args([signal, &self.pid(sid)])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill {signal} {sid}");
+    }
+
+    /// Which Java server of `sids` leads (from its log's last state line).
+    pub fn leader(&self, sids: &[i64]) -> Option<i64> {
+        sids.iter().copied().find(|s| {
+            self.log(*s)
+                .lines()
+                .rev()
+                .find(|l| {
+                    l.ends_with("- LEADING")
+                        || l.ends_with("- FOLLOWING")
+                        || l.ends_with("- LOOKING")
+                })
+                .is_some_and(|l| l.ends_with("- LEADING"))
+        })
+    }
 }
 
 impl Drop for Ensemble {
@@ -90,19 +122,39 @@ pub struct Native {
 
 impl Native {
     pub fn start(e: &Ensemble, myid: i64) -> Native {
-        let events = e.dir.join(format!("native{myid}.events.jsonl"));
-        let log = e.dir.join(format!("native{myid}.log"));
+        Native::start_in(&e.dir, &e.dir.join("zoo.cfg"), myid, &[])
+    }
+
+    /// `zkfle join` of `cfg` as `myid`, its files in `dir`; with `extra` arguments (none:
+    /// a voter with its data directory `dir/native<myid>`).
+    pub fn start_in(dir: &Path, cfg: &Path, myid: i64, extra: &[&str]) -> Native {
+        Native::spawn(dir, cfg, myid, extra)
+    }
+
+    fn spawn(dir: &Path, cfg: &Path, myid: i64, extra: &[&str]) -> Native {
+        let events = dir.join(format!("native{myid}.events.jsonl"));
+        let log = dir.join(format!("native{myid}.log"));
         let logf = File::options()
             .create(true)
             .append(true)
             .open(&log)
             .unwrap();
         let child = Command::new(ZKFLE)
-            .args(["join", "--config", e.dir.join("zoo.cfg").to_str().unwrap()])
+            .args(["join", "--config", cfg.to_str().unwrap()])
             .args(["--myid", &myid.to_string()])
             .args(["--events-file", events.to_str().unwrap()])
-            .arg("--data-dir")
-            .arg(e.dir.join(format!("native{myid}")))
+            .args(if extra.is_empty() {
+                vec![
+                    "--data-dir".to_string(),
+                    dir
+                        .join(format!("native{myid}"))
+                        .to_str()
+                        .unwrap()
+                        .to_string(),
+                ]
+            } else {
+                extra.iter().map(|s| s.to_string()).collect()
+            })
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
             .stderr(logf)
@@ -122,6 +174,31 @@ impl Native {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// Peak resident set (VmHWM) so far, in kB.
+    pub fn peak_rss_kb(&self) -> u64 {
+        status_kb(self.child.id(), "VmHWM:")
+    }
+
+    /// Resident set (VmRSS) now, in kB.
+    pub fn rss_kb(&self) -> u64 {
+        status_kb(self.child.id(), "VmRSS:")
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn status_kb(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
 }
 
 impl Drop for Native {
@@ -218,6 +295,48 @@ impl Zk {
         put_str(&mut b, b"anyone");
         b.extend(0i32.to_be_bytes()); // flags
         Ok(self.call(1, &b)?.0)
+    }
+
+    /// Creates `paths` (each with `data`), pipelined: up to `window` requests in flight.
+    /// Returns how many succeeded (or existed).
+    pub fn create_many(
+        &mut self,
+        paths: &[String],
+        data: &[u8],
+        window: usize,
+    ) -> std::io::Result<usize> {
+        let mut sent = 0;
+        let mut done = 0;
+        let mut ok = 0;
+        while done < paths.len() {
+            let mut out = Vec::new();
+            while sent < paths.len() && sent - done < window {
+                self.xid += 1;
+                let mut b = self.xid.to_be_bytes().to_vec();
+                b.extend(1i32.to_be_bytes());
+                put_str(&mut b, paths[sent].as_bytes());
+                put_str(&mut b, data);
+                b.extend(1i32.to_be_bytes());
+                b.extend(31i32.to_be_bytes());
+                put_str(&mut b, b"world");
+                put_str(&mut b, b"anyone");
+                b.extend(0i32.to_be_bytes());
+                out.extend((b.len() as i32).to_be_bytes());
+                out.extend(b);
+                sent += 1;
+            }
+            self.s.write_all(&out)?;
+            let r = self.recv()?;
+            if i32::from_be_bytes(r[0..4].try_into().unwrap()) < 0 {
+                continue; // a watch event or ping
+            }
+            let err = i32::from_be_bytes(r[12..16].try_into().unwrap());
+            if err == 0 || err == -110 {
+                ok += 1;
+            }
+            done += 1;
+        }
+        Ok(ok)
     }
 
     pub fn get(&mut self, path: &str) -> std::io::Result<Option<Vec<u8>>> {
