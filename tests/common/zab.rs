@@ -146,8 +146,7 @@ impl Native {
             .args(if extra.is_empty() {
                 vec![
                     "--data-dir".to_string(),
-                    dir
-                        .join(format!("native{myid}"))
+                    dir.join(format!("native{myid}"))
                         .to_str()
                         .unwrap()
                         .to_string(),
