@@ -179,8 +179,7 @@ fn fresh_zkfle_streams_a_50_mb_snapshot_after_its_leader_dies_mid_sync() {
     let log = n.log();
     let got = log
         .lines()
-        .filter(|l| l.contains("snapshot received"))
-        .next_back()
+        .rfind(|l| l.contains("snapshot received"))
         .unwrap()
         .to_string();
     let bytes: u64 = got
