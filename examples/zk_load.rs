@@ -4,11 +4,13 @@
 //! ```sh
 //! # fill: create N znodes /PREFIX<i> of SIZE bytes, WINDOW requests in flight
 //! zk_load 127.0.0.3:2181 fill --prefix n --count 100000 --size 100 --window 256
-//! # load: creates for SECS seconds with WINDOW in flight; prints one JSON line
-//! zk_load 127.0.0.3:2181 load --prefix l --secs 10 --size 1024 --window 1
+//! # load: for SECS seconds, setData of SIZE bytes round-robin over the znodes /PREFIX0 ..
+//! # /PREFIX<COUNT-1> (created first), WINDOW in flight; prints one JSON line. The database
+//! # does not grow, so a long run does not fill the servers' heaps.
+//! zk_load 127.0.0.3:2181 load --prefix l --count 1000 --secs 10 --size 1024 --window 1
 //! ```
 //!
-//! Latency is request written to reply read (a create is committed when its reply comes).
+//! Latency is request written to reply read (a write is committed when its reply comes).
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -60,6 +62,18 @@ impl Zk {
         Ok(b)
     }
 
+    fn set_frame(&mut self, path: &str, data: &[u8]) -> Vec<u8> {
+        self.xid += 1;
+        let mut b = self.xid.to_be_bytes().to_vec();
+        b.extend(5i32.to_be_bytes()); // setData
+        put_str(&mut b, path.as_bytes());
+        put_str(&mut b, data);
+        b.extend((-1i32).to_be_bytes()); // any version
+        let mut f = (b.len() as i32).to_be_bytes().to_vec();
+        f.extend(b);
+        f
+    }
+
     fn create_frame(&mut self, path: &str, data: &[u8]) -> Vec<u8> {
         self.xid += 1;
         let mut b = self.xid.to_be_bytes().to_vec();
@@ -76,13 +90,12 @@ impl Zk {
         f
     }
 
-    /// Creates `/prefix<i>` while `more(i)`, `window` in flight; returns the latencies (us) of
-    /// the successful ones and the number of errors.
+    /// Writes request `i` (`frame(self, i)`) while `more(i)`, `window` in flight; returns the
+    /// latencies (us) of the successful ones and the number of errors.
     fn run(
         &mut self,
-        prefix: &str,
-        data: &[u8],
         window: usize,
+        mut frame: impl FnMut(&mut Zk, u64) -> Vec<u8>,
         mut more: impl FnMut(u64) -> bool,
     ) -> std::io::Result<(Vec<u32>, u64)> {
         let mut inflight: VecDeque<Instant> = VecDeque::new();
@@ -92,7 +105,7 @@ impl Zk {
         loop {
             let mut out = Vec::new();
             while inflight.len() < window && more(i) {
-                out.extend(self.create_frame(&format!("/{prefix}{i}"), data));
+                out.extend(frame(self, i));
                 inflight.push_back(Instant::now());
                 i += 1;
             }
@@ -142,16 +155,42 @@ fn main() {
         eprintln!("zk_load: connect {}: {e}", args[1]);
         std::process::exit(1)
     });
-    let start = Instant::now();
+    let epoch = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    let mut start_at = Instant::now();
+    let mut wall_start = epoch();
     let (mut lat, errors) = match args[2].as_str() {
         "fill" => {
             let count: u64 = arg(&args, "--count", 1000);
-            zk.run(&prefix, &data, window, |i| i < count)
+            zk.run(
+                window,
+                |zk, i| zk.create_frame(&format!("/{prefix}{i}"), &data),
+                |i| i < count,
+            )
         }
         "load" => {
+            let count: u64 = arg(&args, "--count", 1000).max(1);
             let secs: f64 = arg(&args, "--secs", 10.0);
-            let until = start + Duration::from_secs_f64(secs);
-            zk.run(&prefix, &data, window, |_| Instant::now() < until)
+            let create = |zk: &mut Zk, i: u64| zk.create_frame(&format!("/{prefix}{i}"), &data);
+            zk.run(64, create, |i| i < count)
+                .and_then(|_| {
+                    let start = Instant::now();
+                    let until = start + Duration::from_secs_f64(secs);
+                    let r = zk.run(
+                        window,
+                        |zk, i| zk.set_frame(&format!("/{prefix}{}", i % count), &data),
+                        |_| Instant::now() < until,
+                    );
+                    r.map(|r| (r, start))
+                })
+                .map(|(r, s)| {
+                    wall_start += start_at.elapsed().as_secs_f64() - s.elapsed().as_secs_f64();
+                    start_at = s;
+                    r
+                })
         }
         other => {
             eprintln!("zk_load: unknown mode {other}");
@@ -162,7 +201,8 @@ fn main() {
         eprintln!("zk_load: {e}");
         std::process::exit(1)
     });
-    let secs = start.elapsed().as_secs_f64();
+    let secs = start_at.elapsed().as_secs_f64();
+    let wall_end = epoch();
     lat.sort_unstable();
     let q = |p: f64| {
         lat.get(((lat.len() as f64 - 1.0) * p).round() as usize)
@@ -170,7 +210,7 @@ fn main() {
             .unwrap_or(0)
     };
     println!(
-        "{{\"ops\":{},\"errors\":{errors},\"secs\":{secs:.3},\"ops_per_sec\":{:.1},\"p50_us\":{},\"p90_us\":{},\"p99_us\":{},\"max_us\":{},\"window\":{window},\"size\":{size}}}",
+        "{{\"ops\":{},\"errors\":{errors},\"secs\":{secs:.3},\"ops_per_sec\":{:.1},\"p50_us\":{},\"p90_us\":{},\"p99_us\":{},\"max_us\":{},\"window\":{window},\"size\":{size},\"t_start\":{wall_start:.6},\"t_end\":{wall_end:.6}}}",
         lat.len(),
         lat.len() as f64 / secs,
         q(0.5),
