@@ -20,23 +20,47 @@ pub struct FollowConfig {
     pub learner: LearnerConfig,
 }
 
-/// Proposal-received to ACK-sent latencies, in microseconds.
+/// How many of the latest latencies [`AckStats`] keeps for its percentiles.
+const ACK_SAMPLES: usize = 1 << 16;
+
+/// Proposal-received to ACK-sent latencies, in microseconds: the count and maximum of all of
+/// them, percentiles over the latest [`ACK_SAMPLES`] (a ring, so that a follower that runs for
+/// months does not grow by 4 bytes a proposal).
 #[derive(Debug, Clone, Default)]
 pub struct AckStats {
-    pub micros: Vec<u32>,
+    micros: Vec<u32>,
+    next: usize,
+    count: usize,
+    max: u32,
 }
 
 impl AckStats {
+    /// Records `n` ACKs that took `us` each.
+    pub fn record(&mut self, us: u32, n: usize) {
+        for _ in 0..n {
+            if self.micros.len() < ACK_SAMPLES {
+                self.micros.push(us);
+            } else {
+                self.micros[self.next] = us;
+                self.next = (self.next + 1) % ACK_SAMPLES;
+            }
+        }
+        self.count += n;
+        if n > 0 {
+            self.max = self.max.max(us);
+        }
+    }
+
     /// (count, p50, p99, max) in microseconds.
     pub fn summary(&self) -> (usize, u32, u32, u32) {
         let mut v = self.micros.clone();
         v.sort_unstable();
         let at = |q: f64| v.get(((v.len() as f64 - 1.0) * q) as usize).copied();
         (
-            v.len(),
+            self.count,
             at(0.5).unwrap_or(0),
             at(0.99).unwrap_or(0),
-            v.last().copied().unwrap_or(0),
+            self.max,
         )
     }
 }
@@ -284,7 +308,7 @@ pub async fn follow(
         match flush(&mut learner, storage, &mut stream, snap_max).await {
             Ok(acks) if proposals > 0 && synced => {
                 let us = t_read.elapsed().as_micros().min(u32::MAX as u128) as u32;
-                stats.micros.extend(std::iter::repeat_n(us, acks));
+                stats.record(us, acks);
             }
             Ok(_) => {}
             Err(e) => {
@@ -292,5 +316,23 @@ pub async fn follow(
                 return end(e, synced);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ack_stats_stay_bounded() {
+        let mut s = AckStats::default();
+        for i in 0..(ACK_SAMPLES as u32 + 1000) {
+            s.record(i % 100, 1);
+        }
+        s.record(5000, 2);
+        assert_eq!(s.micros.len(), ACK_SAMPLES);
+        let (n, p50, _, max) = s.summary();
+        assert_eq!((n, max), (ACK_SAMPLES + 1002, 5000));
+        assert!((40..60).contains(&p50));
     }
 }

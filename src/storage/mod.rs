@@ -411,7 +411,18 @@ impl Storage {
 
     /// Drops every logged txn with a zxid above `zxid` (TRUNC), durably. Snapshots above it
     /// are deleted too.
+    ///
+    /// Truncating below the installed snapshot is refused (as Java's `FileTxnSnapLog.truncateLog`
+    /// fails and the follower exits): the logs older than the snapshot were deleted when it was
+    /// installed, so the history up to `zxid` cannot be rebuilt, and claiming it would be a lie.
     pub fn truncate(&mut self, zxid: i64) -> io::Result<()> {
+        if let Some(s) = self.snapshot_zxid
+            && zxid < s
+        {
+            return Err(io::Error::other(format!(
+                "cannot truncate to 0x{zxid:x}: below the snapshot of 0x{s:x}"
+            )));
+        }
         self.sync()?;
         self.writer = None;
         for l in self.logs()? {
@@ -604,6 +615,15 @@ mod tests {
         let s = Storage::open(&d).unwrap();
         assert_eq!(s.snapshot_zxid(), Some(0x2_0000_0005));
         assert_eq!(s.last_zxid(), 0x2_0000_0005);
+        drop(s);
+        let mut s = Storage::open(&d).unwrap();
+        s.append(0x2_0000_0006, &txn(0x2_0000_0006, 6)).unwrap();
+        s.sync().unwrap();
+        assert!(s.truncate(0x2_0000_0004).is_err());
+        assert_eq!(s.last_zxid(), 0x2_0000_0006);
+        s.truncate(0x2_0000_0005).unwrap();
+        assert_eq!(s.last_zxid(), 0x2_0000_0005);
+        assert_eq!(s.snapshot_zxid(), Some(0x2_0000_0005));
         fs::remove_dir_all(&d).unwrap();
     }
 }

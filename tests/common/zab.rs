@@ -1,0 +1,437 @@
+//! Helpers of the Zab tests against real Java ZooKeeper 3.8 (tests/zab_java*.rs): the Java
+//! ensemble (scripts/ensemble.sh) under the loopback lock, `zkfle join` processes, a tiny
+//! Java-free ZooKeeper client for the writes, and ZooKeeper's own tools.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+pub const ZKFLE: &str = env!("CARGO_BIN_EXE_zkfle");
+
+pub struct LoopbackLock(#[allow(dead_code)] File);
+
+pub fn lock_loopback() -> LoopbackLock {
+    let f = File::create(std::env::temp_dir().join("zkfle-loopback-ensemble.lock")).unwrap();
+    f.lock().unwrap();
+    LoopbackLock(f)
+}
+
+pub fn script(args: &[&str]) -> std::process::Output {
+    Command::new(Path::new(ROOT).join("scripts/ensemble.sh"))
+        .args(args)
+        .output()
+        .expect("scripts/ensemble.sh runs")
+}
+
+pub struct Ensemble {
+    pub dir: PathBuf,
+}
+
+impl Ensemble {
+    pub fn start(name: &str, servers: &str, extra: &[&str]) -> Ensemble {
+        let dir = std::env::temp_dir().join(format!("zkfle-zab-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let e = Ensemble { dir };
+        let d = e.dir.to_str().unwrap().to_string();
+        let mut args = vec!["start", &d, "--servers", servers];
+        args.extend_from_slice(extra);
+        let out = script(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        e
+    }
+
+    pub fn cmd(&self, args: &[&str]) {
+        let d = self.dir.to_str().unwrap();
+        let mut a = vec![args[0], d];
+        a.extend_from_slice(&args[1..]);
+        let out = script(&a);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    pub fn log(&self, sid: i64) -> String {
+        std::fs::read_to_string(self.dir.join(sid.to_string()).join("server.log"))
+            .unwrap_or_default()
+    }
+
+    /// The pid of Java server `sid`.
+    pub fn pid(&self, sid: i64) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{sid}/pid")))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    /// Sends `signal` (e.g. "-STOP", "-CONT", "-9") to Java server `sid`.
+    pub fn signal(&self, sid: i64, signal: &str) {
+        let ok = Command::new("kill")
+            .args([signal, &self.pid(sid)])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill {signal} {sid}");
+    }
+
+    /// Which Java server of `sids` leads (from its log's last state line).
+    pub fn leader(&self, sids: &[i64]) -> Option<i64> {
+        sids.iter().copied().find(|s| {
+            self.log(*s)
+                .lines()
+                .rev()
+                .find(|l| {
+                    l.ends_with("- LEADING")
+                        || l.ends_with("- FOLLOWING")
+                        || l.ends_with("- LOOKING")
+                })
+                .is_some_and(|l| l.ends_with("- LEADING"))
+        })
+    }
+}
+
+impl Drop for Ensemble {
+    fn drop(&mut self) {
+        let d = self.dir.to_str().unwrap().to_string();
+        let _ = script(&["stop", &d]);
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("ensemble kept in {}", self.dir.display());
+        }
+    }
+}
+
+/// A running `zkfle join` with its data dir, killed (SIGKILL) on drop.
+pub struct Native {
+    pub child: Child,
+    pub events: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Native {
+    pub fn start(e: &Ensemble, myid: i64) -> Native {
+        Native::start_in(&e.dir, &e.dir.join("zoo.cfg"), myid, &[])
+    }
+
+    /// `zkfle join` of `cfg` as `myid`, its files in `dir`; with `extra` arguments (none:
+    /// a voter with its data directory `dir/native<myid>`).
+    pub fn start_in(dir: &Path, cfg: &Path, myid: i64, extra: &[&str]) -> Native {
+        Native::spawn(dir, cfg, myid, extra)
+    }
+
+    fn spawn(dir: &Path, cfg: &Path, myid: i64, extra: &[&str]) -> Native {
+        let events = dir.join(format!("native{myid}.events.jsonl"));
+        let log = dir.join(format!("native{myid}.log"));
+        let logf = File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let child = Command::new(ZKFLE)
+            .args(["join", "--config", cfg.to_str().unwrap()])
+            .args(["--myid", &myid.to_string()])
+            .args(["--events-file", events.to_str().unwrap()])
+            .args(if extra.is_empty() {
+                vec![
+                    "--data-dir".to_string(),
+                    dir.join(format!("native{myid}"))
+                        .to_str()
+                        .unwrap()
+                        .to_string(),
+                ]
+            } else {
+                extra.iter().map(|s| s.to_string()).collect()
+            })
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(logf)
+            .spawn()
+            .unwrap();
+        Native { child, events, log }
+    }
+
+    pub fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.events)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Peak resident set (VmHWM) so far, in kB.
+    pub fn peak_rss_kb(&self) -> u64 {
+        status_kb(self.child.id(), "VmHWM:")
+    }
+
+    /// Resident set (VmRSS) now, in kB.
+    pub fn rss_kb(&self) -> u64 {
+        status_kb(self.child.id(), "VmRSS:")
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn status_kb(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+impl Drop for Native {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn count(hay: &str, needle: &str) -> usize {
+    hay.matches(needle).count()
+}
+
+/// A minimal ZooKeeper client: session, create, getData.
+pub struct Zk {
+    pub s: TcpStream,
+    pub xid: i32,
+}
+
+pub fn put_str(b: &mut Vec<u8>, s: &[u8]) {
+    b.extend((s.len() as i32).to_be_bytes());
+    b.extend(s);
+}
+
+impl Zk {
+    pub fn connect(addr: &str) -> std::io::Result<Zk> {
+        let s = TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(2))?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut zk = Zk { s, xid: 0 };
+        let mut b = Vec::new();
+        b.extend(0i32.to_be_bytes()); // protocolVersion
+        b.extend(0i64.to_be_bytes()); // lastZxidSeen
+        b.extend(6000i32.to_be_bytes()); // timeOut
+        b.extend(0i64.to_be_bytes()); // sessionId
+        put_str(&mut b, &[0u8; 16]); // passwd
+        b.push(0); // readOnly
+        zk.send(&b)?;
+        let r = zk.recv()?;
+        if r.len() < 16 || i64::from_be_bytes(r[8..16].try_into().unwrap()) == 0 {
+            return Err(std::io::Error::other("no session"));
+        }
+        Ok(zk)
+    }
+
+    pub fn send(&mut self, body: &[u8]) -> std::io::Result<()> {
+        let mut f = (body.len() as i32).to_be_bytes().to_vec();
+        f.extend(body);
+        self.s.write_all(&f)
+    }
+
+    pub fn recv(&mut self) -> std::io::Result<Vec<u8>> {
+        let mut l = [0u8; 4];
+        self.s.read_exact(&mut l)?;
+        let mut b = vec![0u8; i32::from_be_bytes(l) as usize];
+        self.s.read_exact(&mut b)?;
+        Ok(b)
+    }
+
+    /// Sends a request; returns (err, body) of its reply (skipping watch events, xid -1).
+    pub fn call(&mut self, op: i32, body: &[u8]) -> std::io::Result<(i32, Vec<u8>)> {
+        self.xid += 1;
+        let mut b = self.xid.to_be_bytes().to_vec();
+        b.extend(op.to_be_bytes());
+        b.extend(body);
+        self.send(&b)?;
+        loop {
+            let r = self.recv()?;
+            let xid = i32::from_be_bytes(r[0..4].try_into().unwrap());
+            if xid == self.xid {
+                let err = i32::from_be_bytes(r[12..16].try_into().unwrap());
+                return Ok((err, r[16..].to_vec()));
+            }
+        }
+    }
+
+    pub fn create(&mut self, path: &str, data: &[u8]) -> std::io::Result<i32> {
+        let mut b = Vec::new();
+        put_str(&mut b, path.as_bytes());
+        put_str(&mut b, data);
+        b.extend(1i32.to_be_bytes()); // one ACL: ALL world:anyone
+        b.extend(31i32.to_be_bytes());
+        put_str(&mut b, b"world");
+        put_str(&mut b, b"anyone");
+        b.extend(0i32.to_be_bytes()); // flags
+        Ok(self.call(1, &b)?.0)
+    }
+
+    /// Creates `paths` (each with `data`), pipelined: up to `window` requests in flight.
+    /// Returns how many succeeded (or existed).
+    pub fn create_many(
+        &mut self,
+        paths: &[String],
+        data: &[u8],
+        window: usize,
+    ) -> std::io::Result<usize> {
+        let mut sent = 0;
+        let mut done = 0;
+        let mut ok = 0;
+        while done < paths.len() {
+            let mut out = Vec::new();
+            while sent < paths.len() && sent - done < window {
+                self.xid += 1;
+                let mut b = self.xid.to_be_bytes().to_vec();
+                b.extend(1i32.to_be_bytes());
+                put_str(&mut b, paths[sent].as_bytes());
+                put_str(&mut b, data);
+                b.extend(1i32.to_be_bytes());
+                b.extend(31i32.to_be_bytes());
+                put_str(&mut b, b"world");
+                put_str(&mut b, b"anyone");
+                b.extend(0i32.to_be_bytes());
+                out.extend((b.len() as i32).to_be_bytes());
+                out.extend(b);
+                sent += 1;
+            }
+            self.s.write_all(&out)?;
+            let r = self.recv()?;
+            if i32::from_be_bytes(r[0..4].try_into().unwrap()) < 0 {
+                continue; // a watch event or ping
+            }
+            let err = i32::from_be_bytes(r[12..16].try_into().unwrap());
+            if err == 0 || err == -110 {
+                ok += 1;
+            }
+            done += 1;
+        }
+        Ok(ok)
+    }
+
+    pub fn get(&mut self, path: &str) -> std::io::Result<Option<Vec<u8>>> {
+        let mut b = Vec::new();
+        put_str(&mut b, path.as_bytes());
+        b.push(0);
+        let (err, body) = self.call(4, &b)?;
+        if err != 0 || body.len() < 4 {
+            return Ok(None);
+        }
+        let n = i32::from_be_bytes(body[0..4].try_into().unwrap()).max(0) as usize;
+        Ok(Some(body[4..4 + n].to_vec()))
+    }
+}
+
+impl Drop for Zk {
+    fn drop(&mut self) {
+        self.xid += 1;
+        let mut b = self.xid.to_be_bytes().to_vec();
+        b.extend((-11i32).to_be_bytes());
+        let _ = self.send(&b);
+    }
+}
+
+pub fn client(sid: i64) -> String {
+    format!("127.0.0.{sid}:2181")
+}
+
+/// Creates `paths` through server `sid`, retrying while the ensemble is unavailable.
+pub fn write_all(sid: i64, paths: &[String], timeout: Duration) {
+    let start = Instant::now();
+    let mut i = 0;
+    while i < paths.len() {
+        assert!(
+            start.elapsed() < timeout,
+            "writes through {sid} did not commit ({i} of {})",
+            paths.len()
+        );
+        let Ok(mut zk) = Zk::connect(&client(sid)) else {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        };
+        while i < paths.len() {
+            match zk.create(&paths[i], paths[i].as_bytes()) {
+                Ok(0) | Ok(-110) => i += 1, // ok, node exists (a retried write)
+                _ => {
+                    std::thread::sleep(Duration::from_millis(100));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+pub fn read(sid: i64, path: &str) -> Option<Vec<u8>> {
+    Zk::connect(&client(sid)).ok()?.get(path).ok()?
+}
+
+pub fn paths(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("/{prefix}{i}")).collect()
+}
+
+pub fn java_classpath() -> String {
+    let out = Command::new(Path::new(ROOT).join("scripts/zk-env.sh"))
+        .arg("--print")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .skip_while(|l| !l.starts_with("classpath:"))
+        .skip(1)
+        .map(|l| l.trim().to_string())
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Runs one of ZooKeeper's own tools on a file.
+pub fn zk_tool(class: &str, args: &[&str]) -> String {
+    let out = Command::new("java")
+        .args(["-cp", &java_classpath(), class])
+        .args(args)
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+pub fn following(n: &Native, from: usize) -> Option<i64> {
+    n.events()
+        .get(from..)?
+        .iter()
+        .rev()
+        .find(|v| v["state"] != "LOOKING")
+        .filter(|v| v["state"] == "FOLLOWING")
+        .and_then(|v| v["leader"].as_i64())
+}

@@ -1,0 +1,564 @@
+//! Issue 6 scenarios 4 to 6 against real Java ZooKeeper 3.8: five nodes with two zkfle
+//! followers; a fresh zkfle streaming a 50 MB SNAP in bounded memory (with its first leader
+//! killed mid-sync); zkfle killed (-9) under load, a stalled (SIGSTOPped) Java leader, and a
+//! TRUNC from a live leader; and a fake leader written here (handshake, then garbage, a stall,
+//! a refused port, a snapshot cut short). Every test holds the loopback lock
+//! (`$TMPDIR/zkfle-loopback-ensemble.lock`): the addresses are fixed. Helpers:
+//! tests/common/zab.rs.
+
+#[path = "common/zab.rs"]
+mod zab;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use zab::*;
+use zkfle::wire::quorum::{LearnerInfo, PROTOCOL_VERSION, QuorumPacket, TxnHeader, ptype};
+
+fn files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// The zxids in zkfle's logs, oldest first, checked to be a gap-free history after its
+/// snapshot: +1 within an epoch, counter 1 at the start of a newer epoch. Also runs
+/// TxnLogToolkit on every log file (no CRC errors). Returns the zxids and the dumps.
+fn check_log(v2: &Path) -> (Vec<i64>, String) {
+    let snap = files(v2, "snapshot.")
+        .iter()
+        .filter_map(|p| i64::from_str_radix(p.extension()?.to_str()?, 16).ok())
+        .max();
+    let mut zxids = Vec::new();
+    let mut dumps = String::new();
+    for l in files(v2, "log.") {
+        let (entries, torn) = zkfle::storage::scan_log(&l).unwrap();
+        assert_eq!(torn, None, "{} has a torn entry", l.display());
+        zxids.extend(entries.iter().map(|(z, _)| *z));
+        let d = zk_tool(
+            "org.apache.zookeeper.server.persistence.TxnLogToolkit",
+            &["--dump", l.to_str().unwrap()],
+        );
+        assert!(!d.contains("CRC ERROR"), "{d}");
+        dumps.push_str(&d);
+    }
+    let mut prev = snap;
+    for z in &zxids {
+        if let Some(p) = prev {
+            let ok = if z >> 32 == p >> 32 {
+                *z == p + 1
+            } else {
+                z >> 32 > p >> 32 && z & 0xffff_ffff == 1
+            };
+            assert!(
+                ok,
+                "log gap or disorder: 0x{p:x} then 0x{z:x} in {zxids:x?}"
+            );
+        }
+        prev = Some(*z);
+    }
+    (zxids, dumps)
+}
+
+/// Scenario 4: five voters, zkfle 1 and 2 (the lowest sids) beside Java 3, 4 and 5. With two
+/// Java servers stopped, the Java leader and the two zkfle nodes are a quorum of 3 and keep
+/// committing writes.
+#[test]
+fn five_voters_two_zkfle_keep_committing_with_one_java_server() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "five",
+        "1:participant:external,2:participant:external,3:participant,4:participant,5:participant",
+        &["--tick", "200"],
+    );
+    e.cmd(&["wait-stable", "--timeout", "30"]);
+    let n1 = Native::start(&e, 1);
+    let n2 = Native::start(&e, 2);
+    for n in [&n1, &n2] {
+        wait_for("zkfle synced", Duration::from_secs(20), || {
+            n.log().contains("synced with leader").then_some(())
+        });
+    }
+    let leader = following(&n1, 0).unwrap();
+    assert_eq!(following(&n2, 0), Some(leader));
+    write_all(leader, &paths("a", 5), Duration::from_secs(10));
+    for s in [3, 4, 5].into_iter().filter(|s| *s != leader) {
+        e.cmd(&["stop-node", &s.to_string()]);
+    }
+    write_all(leader, &paths("b", 20), Duration::from_secs(15));
+    assert_eq!(read(leader, "/b19").as_deref(), Some(&b"/b19"[..]));
+    assert_eq!(read(leader, "/a4").as_deref(), Some(&b"/a4"[..]));
+    let llog = e.log(leader);
+    for sid in [1, 2] {
+        assert!(
+            llog.contains(&format!("Synchronizing with Learner sid: {sid} ")),
+            "leader synced sid {sid}"
+        );
+    }
+    for n in [&n1, &n2] {
+        assert!(!n.log().contains("follow session ended"), "{}", n.log());
+    }
+    for sid in [1, 2] {
+        let (zxids, dump) = check_log(&e.dir.join(format!("native{sid}/version-2")));
+        assert!(zxids.len() >= 20, "{zxids:x?}");
+        assert!(dump.contains("create /b19"), "{dump}");
+    }
+}
+
+const SNAP_NODES: usize = 5200;
+const SNAP_NODE_BYTES: usize = 10 * 1024;
+
+/// Scenario 5 and a leader killed mid-sync: Java 2 and 3 hold 5,200 znodes of 10 KiB (a
+/// snapshot over 50 MB). A fresh zkfle gets SNAP; the moment the snapshot starts streaming the
+/// Java leader is killed (-9). zkfle leaves, keeps no partial snapshot, follows the survivor,
+/// receives the whole snapshot by SNAP and is counted (the survivor and zkfle are the only
+/// quorum). zkfle's peak RSS stays far below the snapshot's size.
+#[test]
+fn fresh_zkfle_streams_a_50_mb_snapshot_after_its_leader_dies_mid_sync() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "snap50",
+        "1:participant:external,2:participant,3:participant",
+        &["--tick", "200", "--init-limit", "40"],
+    );
+    e.cmd(&["wait-stable", "--timeout", "30"]);
+    let leader = e.leader(&[2, 3]).expect("a Java leader");
+    let other = 5 - leader;
+    let t = Instant::now();
+    let data = vec![b'z'; SNAP_NODE_BYTES];
+    let ps = paths("n", SNAP_NODES);
+    let mut zk = Zk::connect(&client(leader)).unwrap();
+    zk.s.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    assert_eq!(zk.create_many(&ps, &data, 256).unwrap(), SNAP_NODES);
+    drop(zk);
+    eprintln!(
+        "created {SNAP_NODES} znodes of {SNAP_NODE_BYTES} bytes in {} ms",
+        t.elapsed().as_millis()
+    );
+
+    let n = Native::start(&e, 1);
+    let t = Instant::now();
+    while !n.log().contains("Getting a snapshot from leader") {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no SNAP: {}",
+            n.log()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    e.signal(leader, "-9");
+    wait_for("zkfle leaves", Duration::from_secs(10), || {
+        n.log().contains("follow session ended").then_some(())
+    });
+    let first = n.log();
+    let cut_short = !first
+        .split("follow session ended")
+        .next()
+        .unwrap()
+        .contains("snapshot received");
+    eprintln!("first SNAP cut short by the leader's death: {cut_short}");
+    wait_for(
+        "zkfle synced by the survivor",
+        Duration::from_secs(60),
+        || {
+            (following(&n, 0) == Some(other) && n.log().contains("synced with leader"))
+                .then_some(())
+        },
+    );
+    let log = n.log();
+    let got = log
+        .lines()
+        .rfind(|l| l.contains("snapshot received"))
+        .unwrap()
+        .to_string();
+    let bytes: u64 = got
+        .split(" nodes, ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    assert!(bytes >= 50_000_000, "{got}");
+    // Counted: the leader is dead, so the survivor commits only with zkfle's ACKs.
+    write_all(other, &paths("after", 5), Duration::from_secs(20));
+    assert_eq!(read(other, "/after4").as_deref(), Some(&b"/after4"[..]));
+    let peak = n.peak_rss_kb();
+    eprintln!("snapshot {bytes} bytes; zkfle peak RSS {peak} kB");
+    assert!(peak > 0 && peak < 25_000, "peak RSS {peak} kB");
+    let v2 = e.dir.join("native1/version-2");
+    assert!(files(&v2, "tmp.").is_empty());
+    let snaps = files(&v2, "snapshot.");
+    assert_eq!(snaps.len(), 1, "{snaps:?}");
+    assert!(std::fs::metadata(&snaps[0]).unwrap().len() >= 50_000_000);
+    check_log(&v2);
+}
+
+/// Writes through `sid` until `stop`, a few at a time (about 250/s at most), so that a
+/// follower that was away for a second is still synchronised by DIFF.
+fn load(sid: i64, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let mut i = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let Ok(mut zk) = Zk::connect(&client(sid)) else {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            };
+            while !stop.load(Ordering::Relaxed) {
+                let ps: Vec<String> = (i..i + 5).map(|k| format!("/load{k}")).collect();
+                match zk.create_many(&ps, b"v", 5) {
+                    Ok(_) => i += 5,
+                    Err(_) => break,
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        i
+    })
+}
+
+/// A txn zkfle never received from a leader: `create /injected` at `zxid`.
+fn injected_txn(zxid: i64) -> Vec<u8> {
+    let h = TxnHeader {
+        client_id: 0x1234,
+        cxid: 1,
+        zxid,
+        time: 0,
+        op: 1,
+    };
+    let mut t = h.encode().to_vec();
+    put_str(&mut t, b"/injected");
+    put_str(&mut t, b"x");
+    t.extend(1i32.to_be_bytes());
+    t.extend(31i32.to_be_bytes());
+    put_str(&mut t, b"world");
+    put_str(&mut t, b"anyone");
+    t.push(0);
+    t.extend(0i32.to_be_bytes());
+    t
+}
+
+/// Scenario 6 against Java, and TRUNC: zkfle is killed (-9) under a write load and restarted
+/// (consistent log, DIFF); the Java leader is stopped (SIGSTOP) and zkfle leaves it within
+/// syncLimit*tickTime; then zkfle, down, is given a logged proposal no Java server has (as a
+/// leader that died after sending it to zkfle alone would leave), the Java servers move to a
+/// new epoch (without writes yet), and on rejoining the leader TRUNCs zkfle's log, after
+/// which zkfle is counted.
+#[test]
+fn zkfle_killed_under_load_a_stalled_leader_and_a_trunc() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "faults",
+        "1:participant:external,2:participant,3:participant",
+        &["--tick", "200"],
+    );
+    e.cmd(&["wait-stable", "--timeout", "30"]);
+    let n = Native::start(&e, 1);
+    let leader = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
+        following(&n, 0)
+    });
+    wait_for("zkfle synced", Duration::from_secs(10), || {
+        n.log().contains("synced with leader").then_some(())
+    });
+    let v2 = e.dir.join("native1/version-2");
+
+    // kill -9 under load, restart: a consistent log and a DIFF.
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = load(leader, stop.clone());
+    std::thread::sleep(Duration::from_millis(1500));
+    n.kill();
+    std::thread::sleep(Duration::from_millis(300));
+    let mark = e.log(leader).len();
+    let n = Native::start(&e, 1);
+    wait_for("zkfle synced again", Duration::from_secs(15), || {
+        (count(&n.log(), "synced with leader") >= 2).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let written = h.join().unwrap();
+    let sync = e.log(leader)[mark..].to_string();
+    assert!(
+        sync.contains("Synchronizing with Learner sid: 1 "),
+        "{sync}"
+    );
+    assert!(!sync.contains("Sending snapshot"), "{sync}");
+    assert!(n.log().contains("Getting a DIFF"), "{}", n.log());
+    write_all(leader, &paths("k", 3), Duration::from_secs(10));
+    let (zxids, _) = check_log(&v2);
+    eprintln!("{written} load writes; zkfle logged {} txns", zxids.len());
+    assert!(
+        zxids.len() >= written.min(50),
+        "{written} writes, {zxids:x?}"
+    );
+
+    // A stalled leader: SIGSTOP; zkfle is LOOKING within syncLimit*tickTime (1 s) and a bit.
+    let ev = n.events().len();
+    let t = Instant::now();
+    e.signal(leader, "-STOP");
+    wait_for("zkfle LOOKING", Duration::from_secs(5), || {
+        n.events()[ev..]
+            .iter()
+            .any(|v| v["state"] == "LOOKING")
+            .then_some(())
+    });
+    let stalled_ms = t.elapsed().as_millis();
+    e.signal(leader, "-CONT");
+    assert!(stalled_ms < 2500, "LOOKING {stalled_ms} ms after SIGSTOP");
+    assert!(n.log().contains("nothing from the leader"), "{}", n.log());
+    eprintln!("zkfle LOOKING {stalled_ms} ms after the leader was stopped");
+    let l2 = wait_for("zkfle follows again", Duration::from_secs(30), || {
+        let f = following(&n, ev)?;
+        (count(&n.log(), "synced with leader") >= 3).then_some(f)
+    });
+    write_all(l2, &paths("s", 3), Duration::from_secs(20));
+    // Let the last txns (the clients' closeSession) reach zkfle: the injected zxid below must
+    // be one no Java server has.
+    std::thread::sleep(Duration::from_millis(1500));
+
+    // TRUNC: zkfle (down) holds a proposal nobody else has; the Java servers start a new
+    // epoch without it; the leader truncates zkfle's log when it rejoins.
+    n.kill();
+    let injected = {
+        let mut st = zkfle::storage::Storage::open(&e.dir.join("native1")).unwrap();
+        let z = st.last_zxid() + 1;
+        st.append(z, &injected_txn(z)).unwrap();
+        st.sync().unwrap();
+        z
+    };
+    e.cmd(&["stop-node", &l2.to_string()]);
+    e.cmd(&["start-node", &l2.to_string()]);
+    e.cmd(&["wait-stable", "--timeout", "30"]);
+    let l3 = e.leader(&[2, 3]).expect("a Java leader");
+    // No write in the new epoch before zkfle is back: Java 3.8 TRUNCs a learner ahead of its
+    // committed log only then; with newer-epoch txns after it, it sends a SNAP instead
+    // ("Cannot send TRUNC to peer sid: 1 peer zxid is from different epoch").
+    let mark = e.log(l3).len();
+    let n = Native::start(&e, 1);
+    wait_for("zkfle synced after TRUNC", Duration::from_secs(20), || {
+        (count(&n.log(), "synced with leader") >= 4).then_some(())
+    });
+    let sync = e.log(l3)[mark..].to_string();
+    assert!(n.log().contains("Getting a TRUNC"), "{}\n{sync}", n.log());
+    assert!(
+        sync.contains("Synchronizing with Learner sid: 1 "),
+        "{sync}"
+    );
+    assert!(!sync.contains("Sending snapshot"), "{sync}");
+    write_all(l3, &paths("t", 5), Duration::from_secs(20));
+    e.cmd(&["stop-node", &(5 - l3).to_string()]);
+    write_all(l3, &paths("u", 5), Duration::from_secs(15));
+    n.kill();
+    let (zxids, dump) = check_log(&v2);
+    assert!(!zxids.contains(&injected), "0x{injected:x} still logged");
+    assert!(!dump.contains("/injected"), "{dump}");
+    assert!(
+        dump.contains("create /u4") && dump.contains("create /t4"),
+        "{dump}"
+    );
+    eprintln!("TRUNC dropped 0x{injected:x}");
+}
+
+// ---------------------------------------------------------------- a fake leader
+
+/// The test's side of a quorum connection: a leader that says what the test wants.
+struct Fake {
+    s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Fake {
+    fn accept(l: &TcpListener, timeout: Duration) -> Fake {
+        let t = Instant::now();
+        loop {
+            match l.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false).unwrap();
+                    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    return Fake { s, buf: Vec::new() };
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    assert!(t.elapsed() < timeout, "zkfle never connected");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("accept: {e}"),
+            }
+        }
+    }
+
+    fn send(&mut self, p: QuorumPacket) {
+        self.s.write_all(&p.encode().unwrap()).unwrap();
+    }
+
+    fn recv(&mut self) -> QuorumPacket {
+        loop {
+            if let Ok((p, n)) = QuorumPacket::decode(&self.buf) {
+                self.buf.drain(..n);
+                return p;
+            }
+            let mut b = [0u8; 4096];
+            let n = self.s.read(&mut b).expect("read from zkfle");
+            assert!(n > 0, "zkfle closed the connection");
+            self.buf.extend_from_slice(&b[..n]);
+        }
+    }
+
+    /// Waits for zkfle to close the connection; returns how long that took.
+    fn closed_within(&mut self, timeout: Duration) -> Duration {
+        let t = Instant::now();
+        self.s.set_read_timeout(Some(timeout)).unwrap();
+        let mut b = [0u8; 4096];
+        loop {
+            match self.s.read(&mut b) {
+                Ok(0) => break,
+                Ok(_) => {} // ping replies etc.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                Err(e) => panic!("zkfle did not close within {timeout:?}: {e}"),
+            }
+        }
+        let took = t.elapsed();
+        assert!(took < timeout, "closed after {took:?}");
+        took
+    }
+    /// FOLLOWERINFO in; LEADERINFO(epoch) out; ACKEPOCH in: (acceptedEpoch, last zxid,
+    /// epoch field).
+    fn handshake(&mut self, epoch: i64) -> (i64, i64, i32) {
+        let fi = self.recv();
+        assert_eq!(fi.ptype, ptype::FOLLOWERINFO);
+        let li = LearnerInfo::decode(fi.data.as_deref().unwrap()).unwrap();
+        assert_eq!(li.sid, 1);
+        self.send(QuorumPacket::new(
+            ptype::LEADERINFO,
+            epoch << 32,
+            Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
+        ));
+        let ae = self.recv();
+        assert_eq!(ae.ptype, ptype::ACKEPOCH);
+        (fi.zxid >> 32, ae.zxid, ae.data_i32("epoch").unwrap())
+    }
+
+    /// DIFF at `zxid`, NEWLEADER, UPTODATE, with their ACKs.
+    fn diff_sync(&mut self, epoch: i64, zxid: i64) {
+        self.send(QuorumPacket::new(ptype::DIFF, zxid, None));
+        self.send(QuorumPacket::new(ptype::NEWLEADER, epoch << 32, None));
+        assert_eq!(self.recv(), QuorumPacket::ack(epoch << 32));
+        self.send(QuorumPacket::new(ptype::UPTODATE, -1, None));
+        assert_eq!(self.recv(), QuorumPacket::ack(epoch << 32));
+    }
+}
+
+/// Scenario 6 with a leader written here: zkfle 1 and an election-only zkfle 2 that claims the
+/// newest data (so it wins, and the test serves its quorum port 127.0.0.2:2888; sid 3 is
+/// absent). Session 1: a clean sync, three proposals logged and ACKed, then a malformed
+/// packet. Session 2: zkfle reports those three (its log is intact), syncs, then the leader
+/// stalls. Session 3: the quorum port is refused. Session 4: SNAP, half a snapshot, and the
+/// leader dies. Session 5: the log is still the three proposals; no snapshot was kept.
+#[test]
+fn fake_leader_garbage_stall_refusal_and_death_mid_snapshot() {
+    let _l = lock_loopback();
+    let dir = std::env::temp_dir().join(format!("zkfle-zab-fake-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        "tickTime=100\ninitLimit=10\nsyncLimit=5\nclientPort=2181\n\
+         server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\nserver.3=127.0.0.3:2888:3888\n",
+    )
+    .unwrap();
+    let l = TcpListener::bind("127.0.0.2:2888").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let n = Native::start_in(&dir, &cfg, 1, &[]);
+    let _claimer = Native::start_in(
+        &dir,
+        &cfg,
+        2,
+        &["--zxid", "0x900000000", "--peer-epoch", "9"],
+    );
+    let t0 = Instant::now();
+
+    // 1. A clean sync and three proposals, then a packet whose data length is 1 GiB.
+    let mut f = Fake::accept(&l, Duration::from_secs(20));
+    assert_eq!(f.handshake(5), (0, 0, 0));
+    f.diff_sync(5, 0);
+    for i in 1..=3 {
+        let z = (5 << 32) | i;
+        f.send(QuorumPacket::new(ptype::PROPOSAL, z, Some(injected_txn(z))));
+        assert_eq!(f.recv(), QuorumPacket::ack(z));
+        f.send(QuorumPacket::new(ptype::COMMIT, z, None));
+    }
+    let mut garbage = 2i32.to_be_bytes().to_vec();
+    garbage.extend(((5i64 << 32) | 4).to_be_bytes());
+    garbage.extend(0x4000_0000i32.to_be_bytes());
+    garbage.extend([0xab; 64]);
+    f.s.write_all(&garbage).unwrap();
+    f.closed_within(Duration::from_secs(2));
+    wait_for("malformed logged", Duration::from_secs(2), || {
+        n.log().contains("malformed quorum packet").then_some(())
+    });
+
+    // 2. The log is intact: acceptedEpoch 5, currentEpoch 5, last zxid 5:3. Then a stall.
+    let mut f = Fake::accept(&l, Duration::from_secs(20));
+    assert_eq!(f.handshake(6), (5, (5 << 32) | 3, 5));
+    f.diff_sync(6, (5 << 32) | 3);
+    let took = f.closed_within(Duration::from_secs(3));
+    assert!(
+        took >= Duration::from_millis(400),
+        "left a live leader after {took:?}"
+    );
+    wait_for("stall logged", Duration::from_secs(2), || {
+        n.log().contains("nothing from the leader").then_some(())
+    });
+    eprintln!(
+        "zkfle left the stalled leader after {} ms",
+        took.as_millis()
+    );
+
+    // 3. The quorum port is refused.
+    drop(l);
+    let ended = count(&n.log(), "follow session ended");
+    wait_for("refused", Duration::from_secs(20), || {
+        (count(&n.log(), "follow session ended") > ended
+            && n.log().contains("cannot connect to leader 2"))
+        .then_some(())
+    });
+    let l = TcpListener::bind("127.0.0.2:2888").unwrap();
+    l.set_nonblocking(true).unwrap();
+
+    // 4. SNAP, a few bytes of snapshot, and the leader is gone.
+    let mut f = Fake::accept(&l, Duration::from_secs(20));
+    let (acc, last, _) = f.handshake(7);
+    assert_eq!((acc, last), (6, (5 << 32) | 3));
+    f.send(QuorumPacket::new(ptype::SNAP, (7 << 32) | 9, None));
+    f.s.write_all(&[0, 0, 0, 0, 0, 0, 0, 1]).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        files(&dir.join("native1/version-2"), "tmp.snapshot.").len(),
+        1,
+        "the snapshot streams to a temporary file"
+    );
+    drop(f);
+
+    // 5. Nothing of it was kept.
+    let mut f = Fake::accept(&l, Duration::from_secs(20));
+    let (acc, last, cur) = f.handshake(8);
+    assert_eq!((acc, last, cur), (7, (5 << 32) | 3, 6));
+    drop(f);
+    n.kill();
+    let v2 = dir.join("native1/version-2");
+    assert!(files(&v2, "tmp.").is_empty());
+    assert!(files(&v2, "snapshot.").is_empty());
+    let (zxids, dump) = check_log(&v2);
+    assert_eq!(zxids, vec![(5 << 32) | 1, (5 << 32) | 2, (5 << 32) | 3]);
+    assert!(dump.contains("/injected"), "{dump}");
+    eprintln!("fake-leader scenarios in {} ms", t0.elapsed().as_millis());
+    let _ = std::fs::remove_dir_all(&dir);
+}
