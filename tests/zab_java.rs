@@ -22,7 +22,7 @@ fn zkfle_is_a_counted_durable_follower() {
         "1:participant:external,2:participant,3:participant",
         &["--tick", "200"],
     );
-    e.cmd(&["wait-stable", "--timeout", "30"]);
+    e.run(&["wait-stable", "--timeout", "30"]);
     let n = Native::start(&e, 1);
     let leader = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
         following(&n, 0)
@@ -35,7 +35,7 @@ fn zkfle_is_a_counted_durable_follower() {
     write_all(leader, &paths("a", 5), Duration::from_secs(10));
 
     // 1. The Java follower stops: writes commit on the leader's and zkfle's ACKs.
-    e.cmd(&["stop-node", &other.to_string()]);
+    e.run(&["stop-node", &other.to_string()]);
     write_all(leader, &paths("b", 20), Duration::from_secs(10));
     assert_eq!(read(leader, "/b19").as_deref(), Some(&b"/b19"[..]));
     let llog = e.log(leader);
@@ -76,7 +76,7 @@ fn zkfle_is_a_counted_durable_follower() {
     assert!(snap.contains("/zookeeper"), "{snap}");
 
     // 2. kill -9 zkfle, write on (leader + Java follower), restart: DIFF, not SNAP.
-    e.cmd(&["start-node", &other.to_string()]);
+    e.run(&["start-node", &other.to_string()]);
     write_all(leader, &paths("c", 5), Duration::from_secs(15));
     drop(n);
     write_all(leader, &paths("d", 5), Duration::from_secs(10));
@@ -92,11 +92,11 @@ fn zkfle_is_a_counted_durable_follower() {
     );
     assert!(!sync.contains("Sending snapshot"), "{sync}");
     assert!(count(&n.log(), "Getting a DIFF") >= 1, "{}", n.log());
-    e.cmd(&["stop-node", &other.to_string()]);
+    e.run(&["stop-node", &other.to_string()]);
     write_all(leader, &paths("e", 5), Duration::from_secs(10));
 
     // Leader loss: zkfle is LOOKING at once, then follows the survivor; writes commit.
-    e.cmd(&["start-node", &other.to_string()]);
+    e.run(&["start-node", &other.to_string()]);
     wait_for("Java follower back", Duration::from_secs(15), || {
         read(other, "/e4").map(|_| ())
     });
@@ -137,7 +137,7 @@ fn no_lost_writes_when_the_java_server_with_them_is_down() {
         "1:participant:external,2:participant,3:participant",
         &["--tick", "200", "--init-limit", "5"],
     );
-    e.cmd(&["wait-stable", "--timeout", "30"]);
+    e.run(&["wait-stable", "--timeout", "30"]);
     let n = Native::start(&e, 1);
     let b = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
         following(&n, 0)
@@ -146,11 +146,11 @@ fn no_lost_writes_when_the_java_server_with_them_is_down() {
     wait_for("zkfle synced", Duration::from_secs(10), || {
         n.log().contains("synced with leader").then_some(())
     });
-    e.cmd(&["stop-node", &a.to_string()]);
+    e.run(&["stop-node", &a.to_string()]);
     write_all(b, &paths("w", 10), Duration::from_secs(10));
-    e.cmd(&["stop-node", &b.to_string()]);
+    e.run(&["stop-node", &b.to_string()]);
     let alog = e.log(a).len();
-    e.cmd(&["start-node", &a.to_string()]);
+    e.run(&["start-node", &a.to_string()]);
     // For several seconds, A never serves: it must not lead with its stale data.
     std::thread::sleep(Duration::from_secs(4));
     let since = e.log(a)[alog..].to_string();
@@ -160,7 +160,7 @@ fn no_lost_writes_when_the_java_server_with_them_is_down() {
     );
     assert!(read(a, "/w9").is_none());
     assert!(n.log().contains("zkfle cannot lead") || !n.log().contains("LEADING"));
-    e.cmd(&["start-node", &b.to_string()]);
+    e.run(&["start-node", &b.to_string()]);
     wait_for("W readable on A", Duration::from_secs(30), || {
         read(a, "/w9")
     });

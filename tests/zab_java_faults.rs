@@ -81,7 +81,7 @@ fn five_voters_two_zkfle_keep_committing_with_one_java_server() {
         "1:participant:external,2:participant:external,3:participant,4:participant,5:participant",
         &["--tick", "200"],
     );
-    e.cmd(&["wait-stable", "--timeout", "30"]);
+    e.run(&["wait-stable", "--timeout", "30"]);
     let n1 = Native::start(&e, 1);
     let n2 = Native::start(&e, 2);
     for n in [&n1, &n2] {
@@ -93,7 +93,7 @@ fn five_voters_two_zkfle_keep_committing_with_one_java_server() {
     assert_eq!(following(&n2, 0), Some(leader));
     write_all(leader, &paths("a", 5), Duration::from_secs(10));
     for s in [3, 4, 5].into_iter().filter(|s| *s != leader) {
-        e.cmd(&["stop-node", &s.to_string()]);
+        e.run(&["stop-node", &s.to_string()]);
     }
     write_all(leader, &paths("b", 20), Duration::from_secs(15));
     assert_eq!(read(leader, "/b19").as_deref(), Some(&b"/b19"[..]));
@@ -131,7 +131,7 @@ fn fresh_zkfle_streams_a_50_mb_snapshot_after_its_leader_dies_mid_sync() {
         "1:participant:external,2:participant,3:participant",
         &["--tick", "200", "--init-limit", "40"],
     );
-    e.cmd(&["wait-stable", "--timeout", "30"]);
+    e.run(&["wait-stable", "--timeout", "30"]);
     let leader = e.leader(&[2, 3]).expect("a Java leader");
     let other = 5 - leader;
     let t = Instant::now();
@@ -261,7 +261,7 @@ fn zkfle_killed_under_load_a_stalled_leader_and_a_trunc() {
         "1:participant:external,2:participant,3:participant",
         &["--tick", "200"],
     );
-    e.cmd(&["wait-stable", "--timeout", "30"]);
+    e.run(&["wait-stable", "--timeout", "30"]);
     let n = Native::start(&e, 1);
     let leader = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
         following(&n, 0)
@@ -334,9 +334,9 @@ fn zkfle_killed_under_load_a_stalled_leader_and_a_trunc() {
         st.sync().unwrap();
         z
     };
-    e.cmd(&["stop-node", &l2.to_string()]);
-    e.cmd(&["start-node", &l2.to_string()]);
-    e.cmd(&["wait-stable", "--timeout", "30"]);
+    e.run(&["stop-node", &l2.to_string()]);
+    e.run(&["start-node", &l2.to_string()]);
+    e.run(&["wait-stable", "--timeout", "30"]);
     let l3 = e.leader(&[2, 3]).expect("a Java leader");
     // No write in the new epoch before zkfle is back: Java 3.8 TRUNCs a learner ahead of its
     // committed log only then; with newer-epoch txns after it, it sends a SNAP instead
@@ -354,7 +354,7 @@ fn zkfle_killed_under_load_a_stalled_leader_and_a_trunc() {
     );
     assert!(!sync.contains("Sending snapshot"), "{sync}");
     write_all(l3, &paths("t", 5), Duration::from_secs(20));
-    e.cmd(&["stop-node", &(5 - l3).to_string()]);
+    e.run(&["stop-node", &(5 - l3).to_string()]);
     write_all(l3, &paths("u", 5), Duration::from_secs(15));
     n.kill();
     let (zxids, dump) = check_log(&v2);

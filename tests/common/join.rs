@@ -1,6 +1,6 @@
-//! Helpers for the tests against real Java servers (join, probe, replay): the loopback-ensemble
-//! lock, a Java ensemble run by scripts/ensemble.sh and stopped on drop, and a `zkfle join`
-//! process killed on drop.
+//! Helpers for the tests against real Java servers (join, probe, replay, and through
+//! tests/common/zab.rs the Zab tests): the loopback-ensemble lock, a Java ensemble run by
+//! scripts/ensemble.sh and stopped on drop, and a `zkfle join` process killed on drop.
 //!
 //! Include it with `#[path = "common/join.rs"] mod join;`.
 #![allow(dead_code)]
@@ -38,7 +38,8 @@ pub fn script(args: &[&str]) -> std::process::Output {
 
 impl Ensemble {
     pub fn start(name: &str, servers: &str, extra: &[&str]) -> Ensemble {
-        let dir = std::env::temp_dir().join(format!("zkfle-join-{name}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("zkfle-ensemble-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let e = Ensemble { dir };
         let d = e.dir.to_str().unwrap().to_string();
@@ -59,6 +60,49 @@ impl Ensemble {
         let mut a = vec![args[0], d];
         a.extend_from_slice(&args[1..]);
         script(&a)
+    }
+
+    /// Runs an ensemble.sh command on this ensemble and asserts that it succeeded.
+    pub fn run(&self, args: &[&str]) {
+        let out = self.cmd(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The pid of Java server `sid`.
+    pub fn pid(&self, sid: i64) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{sid}/pid")))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    /// Sends `signal` (e.g. "-STOP", "-CONT", "-9") to Java server `sid`.
+    pub fn signal(&self, sid: i64, signal: &str) {
+        let ok = Command::new("kill")
+            .args([signal, &self.pid(sid)])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill {signal} {sid}");
+    }
+
+    /// Which Java server of `sids` leads (from its log's last state line).
+    pub fn leader(&self, sids: &[i64]) -> Option<i64> {
+        sids.iter().copied().find(|s| {
+            self.log(*s)
+                .lines()
+                .rev()
+                .find(|l| {
+                    l.ends_with("- LEADING")
+                        || l.ends_with("- FOLLOWING")
+                        || l.ends_with("- LOOKING")
+                })
+                .is_some_and(|l| l.ends_with("- LEADING"))
+        })
     }
 
     pub fn wait_stable(&self) {
