@@ -376,9 +376,11 @@ fn join_from_start(version: &str) {
     };
     assert!(!versions.is_empty(), "Java 1 logged no notification from 3");
     if is_34(version) {
-        // 3.4 logs the version field it read: auto spoke the 3.4 form (version 1) once it saw
-        // the legacy initial message of Java 1 and 2.
-        assert!(versions.contains(&1), "{versions:?}");
+        // 3.4 logs the version field it read. auto speaks the 3.4 form (version 1) to a peer
+        // once it has heard that peer's legacy form; in a fast election the native leader's
+        // only notifications can go out before that (3.4.14 reads the current form too, see
+        // accepts_current_form), so both are fine here. join_late checks the switch itself.
+        assert!(versions.iter().all(|v| *v == 1 || *v == 2), "{versions:?}");
     }
 }
 
