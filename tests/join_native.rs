@@ -2,11 +2,13 @@
 //! ports): all-native ensembles of 5 and 7, and bad peers at the notification level against a
 //! running node.
 
-use std::io::Write;
+#[path = "common/logs.rs"]
+mod logs;
+
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use logs::Logs;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -157,30 +159,6 @@ async fn all_native_ensemble_of_five() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_native_ensemble_of_seven() {
     all_native(7).await;
-}
-
-/// Captures log lines of the current thread (the test runtime is current-thread).
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Logs {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn lines_with(&self, needle: &str) -> Vec<String> {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
-            .lines()
-            .filter(|l| l.contains(needle))
-            .map(str::to_string)
-            .collect()
-    }
 }
 
 fn frame(payload: &[u8]) -> Vec<u8> {

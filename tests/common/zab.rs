@@ -15,7 +15,7 @@ use serde_json::Value;
 // The ensemble, its lock and the scripts are the other Java tests' (tests/common/join.rs).
 #[path = "join.rs"]
 mod ensemble;
-pub use ensemble::{Ensemble, ROOT, ZKFLE, lock_loopback};
+pub use ensemble::{Ensemble, ROOT, ZKFLE, lock_loopback, wait_for};
 
 /// A running `zkfle join` with its data dir, killed (SIGKILL) on drop.
 pub struct Native {
@@ -108,17 +108,6 @@ impl Drop for Native {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -1,0 +1,32 @@
+//! Log capture for tests that check what a node logs: a `tracing_subscriber` writer that
+//! keeps every line in memory.
+//!
+//! Include it with `#[path = "common/logs.rs"] mod logs;`.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+/// The captured log; clones share it (hand one to the subscriber's `with_writer`).
+#[derive(Clone, Default)]
+pub struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Logs {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    /// The captured lines that contain `needle`.
+    pub fn lines_with(&self, needle: &str) -> Vec<String> {
+        String::from_utf8_lossy(&self.0.lock().unwrap())
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_string)
+            .collect()
+    }
+}
