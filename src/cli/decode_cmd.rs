@@ -21,6 +21,13 @@ pub struct DecodeArgs {
     /// ports are decoded too when they open with a valid initial message.
     #[arg(long = "port", value_name = "PORT")]
     pub ports: Vec<u16>,
+    /// Quorum (Zab) port to decode (repeatable); replaces the default 2888. Connections on
+    /// other ports are decoded too when they open with a valid FOLLOWERINFO/OBSERVERINFO.
+    #[arg(long = "quorum-port", value_name = "PORT")]
+    pub quorum_ports: Vec<u16>,
+    /// With --summary: every vote change too, not only decisions and syncs.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -61,11 +68,14 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         book.learn(sid, &addr);
     }
     let segments = open_with_progress(&args.capture)?;
-    let options = DecodeOptions {
+    let mut options = DecodeOptions {
         ports: args.ports.clone(),
         book,
         ..DecodeOptions::default()
     };
+    if !args.quorum_ports.is_empty() {
+        options.quorum_ports = args.quorum_ports.clone();
+    }
     let decoder = Decoder::from_capture(segments, options);
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -75,8 +85,12 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let mut line = Vec::with_capacity(1 << 17);
     let mut errors = 0u64;
     let mut first_error = None;
+    let mut decoded = 0u64;
     for record in decoder {
         let time = record.time.as_secs_f64();
+        if !matches!(record.body, Body::Problem(_)) {
+            decoded += 1;
+        }
         let start = *t0.get_or_insert(time);
         if let Body::Problem(p) = &record.body
             && p.severity == Severity::Error
@@ -110,11 +124,22 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         let summary = summarizer.finish();
         match args.format {
             Format::Jsonl => writeln!(out, "{}", summary.to_json()),
-            Format::Text => out.write_all(summary.to_text(t0.unwrap_or(0.0)).as_bytes()),
+            Format::Text => out.write_all(
+                summary
+                    .text(t0.unwrap_or(0.0), args.verbose)
+                    .as_bytes(),
+            ),
         }
         .map_err(broken_pipe_or)?;
     }
     out.flush().map_err(broken_pipe_or)?;
+    if decoded == 0 {
+        eprintln!(
+            "zkfle: {}: no election traffic found (no connection on the election ports {:?} or the quorum ports, and none opening with an initial message or FOLLOWERINFO)",
+            args.capture,
+            if args.ports.is_empty() { vec![crate::decode::DEFAULT_ELECTION_PORT] } else { args.ports.clone() }
+        );
+    }
     if errors > 0 {
         return Err(CliError::failure(format!(
             "{}: {errors} error(s) in the capture; first: {}",
@@ -178,6 +203,14 @@ pub fn record_text(r: &Record, t0: f64) -> String {
             }
         ),
         Body::Notification(n) => notification_words(n),
+        Body::Quorum(q) => quorum_words(q),
+        Body::Closed { reset } => {
+            if *reset {
+                "connection reset (RST)".to_string()
+            } else {
+                "connection closed (FIN)".to_string()
+            }
+        }
         Body::Problem(p) => format!(
             "{}: {}",
             match p.severity {
@@ -195,6 +228,24 @@ pub fn record_text(r: &Record, t0: f64) -> String {
         sid(r.to_sid),
         what
     )
+}
+
+/// A quorum packet: its type as Java names it, its zxid, and what else identifies it.
+pub fn quorum_words(q: &crate::decode::QuorumMessage) -> String {
+    let mut s = format!("{} zxid:{:#x}", q.type_name(), q.zxid);
+    if q.type_name() == "UNKNOWN" {
+        s.push_str(&format!(" (type {})", q.ptype));
+    }
+    if let Some(l) = &q.learner {
+        s.push_str(&format!(
+            ", sid {}, protocol {:#x}, config version {:#x}",
+            l.sid, l.protocol_version, l.config_version
+        ));
+    }
+    if let Some(n) = q.snapshot_bytes {
+        s.push_str(&format!(", snapshot of {n} bytes followed"));
+    }
+    s
 }
 
 /// A notification as ZooKeeper 3.5+ logs it on receipt (`Notification: ...`).

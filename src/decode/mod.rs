@@ -10,6 +10,12 @@
 //! followed by a plausible notification. Connections picked up mid-stream, and directions
 //! after a gap, are resynchronised on the first plausible frame boundary, and a warning says
 //! how many bytes were skipped.
+//!
+//! The quorum port (Zab, 2888 unless told otherwise) is decoded too: connections to it, and any
+//! other connection whose initiator opens with a valid FOLLOWERINFO or OBSERVERINFO packet,
+//! give one [`Body::Quorum`] record per packet (a streamed snapshot is walked, not kept). The
+//! learner's sid comes from its LearnerInfo, the leader's from the quorum addresses in configs.
+//! Connections closed by FIN or RST give a [`Body::Closed`] record.
 
 pub mod identity;
 pub mod summary;
@@ -25,15 +31,23 @@ use crate::capture::{
 };
 use crate::wire::frame::{LENGTH_BYTES, MAX_FRAME_BYTES};
 use crate::wire::initial::Probe;
+use crate::capture::CloseKind;
+use crate::wire::quorum::{LearnerInfo, QuorumItem, QuorumPacket, QuorumStreamDecoder, ptype};
 use crate::wire::{
-    Direction, InitialMessage, Notification, ProtocolVersion, ServerState, StreamDecoder,
-    StreamItem, WireError,
+    Direction, ErrorKind, InitialMessage, Notification, ProtocolVersion, ServerState,
+    StreamDecoder, StreamItem, WireError,
 };
 
 pub use identity::AddressBook;
 
 /// The default election port.
 pub const DEFAULT_ELECTION_PORT: u16 = 3888;
+/// The default quorum (Zab) port.
+pub const DEFAULT_QUORUM_PORT: u16 = 2888;
+
+/// Bytes held while looking for a packet boundary in a quorum stream joined mid-way (most
+/// packets are small; a stream of only large proposals is picked up at the next small one).
+const MAX_QUORUM_HUNT_BYTES: usize = 256 * 1024;
 
 /// Bytes held while looking for a frame boundary in a stream joined mid-way; a frame can be
 /// 512 KiB, so twice that always contains one whole frame after any start.
@@ -48,6 +62,8 @@ const MAX_RECOGNITION_FRAME: usize = 64 * 1024;
 pub struct DecodeOptions {
     /// Election ports; connections to them are decoded from their first byte.
     pub ports: Vec<u16>,
+    /// Quorum (Zab) ports; connections to them are decoded as Zab packets.
+    pub quorum_ports: Vec<u16>,
     /// Addresses known before reading (from `--config`, `--sid-map`).
     pub book: AddressBook,
     /// Reassembly limits.
@@ -58,6 +74,7 @@ impl Default for DecodeOptions {
     fn default() -> Self {
         DecodeOptions {
             ports: vec![DEFAULT_ELECTION_PORT],
+            quorum_ports: vec![DEFAULT_QUORUM_PORT],
             book: AddressBook::default(),
             reassembly: ReassemblyConfig::default(),
         }
@@ -92,7 +109,51 @@ pub struct Record {
 pub enum Body {
     Initial(InitialMessage),
     Notification(Notification),
+    /// A packet on the quorum (Zab) port.
+    Quorum(QuorumMessage),
+    /// The connection was closed (both FINs, or a RST).
+    Closed { reset: bool },
     Problem(Problem),
+}
+
+/// A quorum-port packet as decoded: its type, zxid and, for FOLLOWERINFO/OBSERVERINFO, the
+/// learner's [`LearnerInfo`]. The data itself is not kept (a PROPOSAL can be 2 MB).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumMessage {
+    /// The packet type code (`ptype`), named by [`QuorumMessage::type_name`].
+    pub ptype: i32,
+    pub zxid: i64,
+    /// Bytes of data; `None` for jute's null buffer.
+    pub data_len: Option<u32>,
+    /// FOLLOWERINFO/OBSERVERINFO: who the learner is.
+    pub learner: Option<LearnerInfo>,
+    /// The bytes of the snapshot streamed after a SNAP packet (set on the SNAP record once the
+    /// snapshot has ended; `None` otherwise).
+    pub snapshot_bytes: Option<u64>,
+}
+
+impl QuorumMessage {
+    fn of(p: &QuorumPacket) -> Self {
+        let learner = match p.ptype {
+            ptype::FOLLOWERINFO | ptype::OBSERVERINFO => p
+                .data
+                .as_deref()
+                .and_then(|d| LearnerInfo::decode_any(d).ok()),
+            _ => None,
+        };
+        QuorumMessage {
+            ptype: p.ptype,
+            zxid: p.zxid,
+            data_len: p.data.as_ref().map(|d| d.len() as u32),
+            learner,
+            snapshot_bytes: None,
+        }
+    }
+
+    /// The type's name as Java logs it (`UNKNOWN` for codes Java does not define).
+    pub fn type_name(&self) -> &'static str {
+        ptype::name(self.ptype)
+    }
 }
 
 /// Something that could not be decoded, or a caveat about what follows.
@@ -126,6 +187,9 @@ pub enum ProblemKind {
     MidStream,
     /// The capture file itself is damaged.
     Capture,
+    /// The capture ended (or the connection closed) in the middle of a message: these bytes
+    /// of it were never completed.
+    Unfinished { bytes: u64 },
 }
 
 /// Streaming decoder over TCP segments.
@@ -143,6 +207,7 @@ pub struct Decoder<S> {
 /// its events to it while it works.
 struct State {
     ports: Vec<u16>,
+    quorum_ports: Vec<u16>,
     book: AddressBook,
     configs: identity::ConfigCache,
     conns: HashMap<ConnId, Conn>,
@@ -161,8 +226,9 @@ struct State {
 /// [`RESOLVE_WINDOW_RECORDS`]) before they are handed out.
 struct Pending {
     record: Record,
-    /// The acceptor's address, and whether the record was sent by the initiator.
-    acceptor: Option<(SocketAddr, bool)>,
+    /// The acceptor's address, whether the record was sent by the initiator, and whether the
+    /// address is a quorum port.
+    acceptor: Option<(SocketAddr, bool, bool)>,
 }
 
 /// How long, in capture time, a record waits for its sids to become known.
@@ -180,6 +246,30 @@ struct Conn {
     recognising: Option<Vec<u8>>,
     initiator_sid: Option<i64>,
     dirs: [DirState; 2],
+    /// `Some` for a quorum-port connection: its directions are decoded as Zab packets (and
+    /// `dirs` is unused).
+    quorum: Option<Box<[QuorumDir; 2]>>,
+}
+
+/// One direction of a quorum-port connection.
+#[derive(Default)]
+struct QuorumDir {
+    decoder: QuorumStreamDecoder,
+    /// Stream offset where `decoder` started (after a resynchronisation).
+    base: u64,
+    /// `Some` while looking for a packet boundary: the bytes held and the offset of the first.
+    hunt: Option<(Vec<u8>, u64)>,
+    /// The SNAP packet whose snapshot is streaming: its record, and the snapshot bytes so far.
+    snap: Option<(Record, u64)>,
+}
+
+impl QuorumDir {
+    fn new(mid_stream: bool) -> Self {
+        QuorumDir {
+            hunt: mid_stream.then(|| (Vec::new(), 0)),
+            ..QuorumDir::default()
+        }
+    }
 }
 
 struct DirState {
@@ -233,6 +323,7 @@ impl<S: SegmentSource> Decoder<S> {
             reassembler: Reassembler::new(options.reassembly),
             state: State {
                 ports: options.ports,
+                quorum_ports: options.quorum_ports,
                 book: options.book,
                 configs: identity::ConfigCache::default(),
                 conns: HashMap::default(),
@@ -314,12 +405,20 @@ impl State {
                 time,
                 mid_stream,
             } => {
-                let on_port = self.ports.contains(&acceptor.port())
+                let quorum = self.quorum_ports.contains(&acceptor.port())
+                    || (mid_stream && self.quorum_ports.contains(&initiator.port()));
+                let ports = if quorum {
+                    &self.quorum_ports
+                } else {
+                    &self.ports
+                };
+                let on_port = quorum
+                    || self.ports.contains(&acceptor.port())
                     || (mid_stream && self.ports.contains(&initiator.port()));
-                // A mid-stream guess of who initiated can be wrong; the election port decides.
+                // A mid-stream guess of who initiated can be wrong; the listening port decides.
                 let flipped = mid_stream
-                    && self.ports.contains(&initiator.port())
-                    && !self.ports.contains(&acceptor.port());
+                    && ports.contains(&initiator.port())
+                    && !ports.contains(&acceptor.port());
                 let (initiator, acceptor) = if flipped {
                     (acceptor, initiator)
                 } else {
@@ -341,6 +440,9 @@ impl State {
                             DirState::new(Direction::FromInitiator, mid_stream),
                             DirState::new(Direction::FromAcceptor, mid_stream),
                         ],
+                        quorum: quorum.then(|| {
+                            Box::new([QuorumDir::new(mid_stream), QuorumDir::new(mid_stream)])
+                        }),
                     },
                 );
                 if mid_stream {
@@ -384,8 +486,14 @@ impl State {
                     self.ignore.push(conn);
                     return;
                 }
-                let d = &mut c.dirs[index(dir)];
-                d.hunt = Some((Vec::new(), offset + missing));
+                if let Some(q) = &mut c.quorum {
+                    let d = &mut q[index(dir)];
+                    d.hunt = Some((Vec::new(), offset + missing));
+                    d.snap = None;
+                } else {
+                    let d = &mut c.dirs[index(dir)];
+                    d.hunt = Some((Vec::new(), offset + missing));
+                }
                 let r = self.problem(
                     conn,
                     dir,
@@ -397,9 +505,7 @@ impl State {
                 );
                 self.push(r);
             }
-            StreamEvent::Closed { conn, .. } => {
-                self.conns.remove(&conn);
-            }
+            StreamEvent::Closed { conn, time, how } => self.closed(conn, time, how),
         }
     }
 
@@ -432,11 +538,19 @@ impl State {
                     self.ignore.push(conn);
                     return;
                 }
+                Recognition::Quorum => {
+                    let held = c.recognising.take().unwrap_or_default();
+                    c.quorum = Some(Box::new([QuorumDir::new(false), QuorumDir::new(false)]));
+                    return self.data(conn, dir, time, &held);
+                }
                 Recognition::Yes => {
                     let held = c.recognising.take().unwrap_or_default();
                     return self.data(conn, dir, time, &held);
                 }
             }
+        }
+        if c.quorum.is_some() {
+            return self.quorum_data(conn, dir, time, bytes);
         }
         let mut items = std::mem::take(&mut self.items);
         let mut problems = std::mem::take(&mut self.problems);
@@ -495,10 +609,175 @@ impl State {
         self.problems = problems;
     }
 
+    /// Decodes bytes of a quorum-port connection.
+    fn quorum_data(&mut self, conn: ConnId, dir: CapDir, time: Timestamp, bytes: &[u8]) {
+        let Some(q) = self.conns.get_mut(&conn).and_then(|c| c.quorum.as_mut()) else {
+            return;
+        };
+        let d = &mut q[index(dir)];
+        let mut out: Vec<(u64, QuorumMessage)> = Vec::new();
+        let mut problems = Vec::new();
+        let mut snap_done: Option<(Record, u64)> = None;
+        let mut input: &[u8] = bytes;
+        let held: Vec<u8>;
+        if let Some((buf, start)) = &mut d.hunt {
+            buf.extend_from_slice(bytes);
+            match find_packet_start(buf) {
+                FrameSearch::Found(at) => {
+                    if at > 0 {
+                        problems.push((
+                            *start,
+                            Severity::Warning,
+                            ProblemKind::Resynced { skipped: at as u64 },
+                            format!("skipped {at} bytes to the next quorum packet"),
+                        ));
+                    }
+                    d.base = *start + at as u64;
+                    d.decoder = QuorumStreamDecoder::new();
+                    held = buf.split_off(at);
+                    d.hunt = None;
+                }
+                FrameSearch::NotBefore(at) => {
+                    let at = at.max(buf.len().saturating_sub(MAX_QUORUM_HUNT_BYTES));
+                    buf.drain(..at);
+                    *start += at as u64;
+                    return;
+                }
+            }
+            input = &held;
+        }
+        loop {
+            match d.decoder.decode(&mut input) {
+                Ok(Some(QuorumItem::Packet { offset, packet })) => {
+                    out.push((d.base + offset, QuorumMessage::of(&packet)));
+                }
+                Ok(Some(QuorumItem::SnapshotData { bytes, .. })) => {
+                    if let Some((_, n)) = &mut d.snap {
+                        *n += bytes.len() as u64;
+                    }
+                }
+                Ok(Some(QuorumItem::SnapshotEnd { .. })) => {
+                    snap_done = d.snap.take();
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let at = d.base + e.offset;
+                    problems.push((
+                        at,
+                        Severity::Error,
+                        ProblemKind::Malformed(e.clone()),
+                        format!("malformed quorum packet: {e}; resynchronising"),
+                    ));
+                    d.hunt = Some((input.to_vec(), d.base + d.decoder.position()));
+                    d.snap = None;
+                    break;
+                }
+            }
+        }
+        let learner = out.iter().find_map(|(_, m)| m.learner.map(|l| l.sid));
+        if let Some(sid) = learner
+            && let Some(c) = self.conns.get_mut(&conn)
+        {
+            c.initiator_sid = Some(sid);
+        }
+        for (at, severity, kind, message) in problems {
+            let r = self.problem(conn, dir, time, at, severity, kind, message);
+            self.push(r);
+        }
+        if let Some((mut r, n)) = snap_done {
+            if let Body::Quorum(m) = &mut r.body {
+                m.snapshot_bytes = Some(n);
+            }
+            self.push(r);
+        }
+        for (at, m) in out {
+            let snap = m.ptype == ptype::SNAP;
+            let r = self.record(conn, dir, time, Some(at), Body::Quorum(m));
+            if snap
+                && let Some(q) = self.conns.get_mut(&conn).and_then(|c| c.quorum.as_mut())
+            {
+                // Handed out once the snapshot has streamed, with its size.
+                q[index(dir)].snap = Some((r, 0));
+                continue;
+            }
+            self.push(r);
+        }
+    }
+
+    /// A connection ended: a record for FIN/RST, and a warning for a message left unfinished.
+    fn closed(&mut self, conn: ConnId, time: Timestamp, how: CloseKind) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let mut unfinished = Vec::new();
+        for dir in [CapDir::FromInitiator, CapDir::FromAcceptor] {
+            let i = index(dir);
+            let pending = match &c.quorum {
+                Some(q) => {
+                    if let Some((r, n)) = &q[i].snap {
+                        Some((r.offset.unwrap_or(0), *n + 1))
+                    } else {
+                        let b = q[i].decoder.buffered() as u64;
+                        (b > 0).then(|| (q[i].base + q[i].decoder.position() - b, b))
+                    }
+                }
+                None => {
+                    let b = c.dirs[i].decoder.buffered() as u64;
+                    (b > 0 && c.dirs[i].hunt.is_none())
+                        .then(|| (c.dirs[i].decoder.position() - b, b))
+                }
+            };
+            if let Some((at, bytes)) = pending {
+                unfinished.push((dir, at, bytes));
+            }
+        }
+        let close = matches!(how, CloseKind::Fin | CloseKind::Rst) && c.recognising.is_none();
+        {
+            for (dir, at, bytes) in unfinished {
+                let end = match how {
+                    CloseKind::CaptureEnd => "the capture ended",
+                    _ => "the connection closed",
+                };
+                let r = self.problem(
+                    conn,
+                    dir,
+                    time,
+                    at,
+                    Severity::Warning,
+                    ProblemKind::Unfinished { bytes },
+                    format!("{end} in the middle of a message ({bytes} bytes of it captured)"),
+                );
+                self.push(r);
+            }
+        }
+        if close {
+            let r = self.record(
+                conn,
+                CapDir::FromInitiator,
+                time,
+                None,
+                Body::Closed {
+                    reset: how == CloseKind::Rst,
+                },
+            );
+            self.push(r);
+        }
+        self.conns.remove(&conn);
+    }
+
+    /// The sid listening on a connection's acceptor address.
+    fn acceptor_sid(&self, c: &Conn) -> Option<i64> {
+        if c.quorum.is_some() {
+            self.book.quorum_sid_of(c.acceptor)
+        } else {
+            self.book.sid_of(c.acceptor)
+        }
+    }
+
     fn push(&mut self, record: Record) {
         let acceptor = record.conn.and_then(|c| self.conns.get(&c)).map(|c| {
             let from_initiator = record.src == Some(c.initiator);
-            (c.acceptor, from_initiator)
+            (c.acceptor, from_initiator, c.quorum.is_some())
         });
         self.out.push_back(Pending { record, acceptor });
     }
@@ -517,8 +796,12 @@ impl State {
             mut record,
             acceptor,
         } = self.out.pop_front()?;
-        if let Some((addr, from_initiator)) = acceptor
-            && let Some(sid) = self.book.sid_of(addr)
+        if let Some((addr, from_initiator, quorum)) = acceptor
+            && let Some(sid) = if quorum {
+                self.book.quorum_sid_of(addr)
+            } else {
+                self.book.sid_of(addr)
+            }
         {
             let slot = if from_initiator {
                 &mut record.to_sid
@@ -534,7 +817,7 @@ impl State {
         let Some(c) = self.conns.get(&conn) else {
             return (None, None);
         };
-        let acceptor = self.book.sid_of(c.acceptor);
+        let acceptor = self.acceptor_sid(c);
         match dir {
             CapDir::FromInitiator => (c.initiator_sid, acceptor),
             CapDir::FromAcceptor => (acceptor, c.initiator_sid),
@@ -673,13 +956,43 @@ fn file_offset(e: &CaptureError) -> Option<u64> {
 enum Recognition {
     Wait,
     Yes,
+    /// A quorum-port connection: it opens with FOLLOWERINFO/OBSERVERINFO.
+    Quorum,
     No,
+}
+
+/// Whether a stream opens with a learner's FOLLOWERINFO or OBSERVERINFO: a valid packet of
+/// that type whose LearnerInfo names Zab's protocol version.
+fn recognise_learner(held: &[u8]) -> Option<Recognition> {
+    let t = i32::from_be_bytes(held.get(..4)?.try_into().ok()?);
+    if t != ptype::FOLLOWERINFO && t != ptype::OBSERVERINFO {
+        return None;
+    }
+    match QuorumPacket::decode(held) {
+        Ok((p, _)) => {
+            let info = p.data.as_deref().map(LearnerInfo::decode_any);
+            Some(match info {
+                Some(Ok(i)) if i.protocol_version & 0xffff0000u32 as i32 == 0x10000 => {
+                    Recognition::Quorum
+                }
+                _ => Recognition::No,
+            })
+        }
+        Err(WireError {
+            kind: ErrorKind::Truncated { .. },
+            ..
+        }) if held.len() < MAX_RECOGNITION_FRAME => Some(Recognition::Wait),
+        Err(_) => Some(Recognition::No),
+    }
 }
 
 /// Whether the start of a stream on a non-election port is election traffic: a V1/V2 initial
 /// message is specific enough alone; a legacy one (any non-negative long) needs a plausible
-/// notification behind it.
+/// notification behind it. A learner's first packet makes it quorum traffic.
 fn recognise(held: &[u8]) -> Recognition {
+    if let Some(r) = recognise_learner(held) {
+        return r;
+    }
     let size = match InitialMessage::probe(held) {
         Err(_) => return Recognition::No,
         Ok(Probe::NeedAtLeast(_)) => return Recognition::Wait,
@@ -772,6 +1085,45 @@ fn find_frame_start(buf: &[u8]) -> FrameSearch {
         }
     }
     FrameSearch::NotBefore(undecided.unwrap_or(buf.len().saturating_sub(LENGTH_BYTES - 1)))
+}
+
+/// Whether a quorum packet of a plausible type, with null authinfo (what Java sends), decodes
+/// whole at the front of `buf`: `Some(len)`, `None` when not, `Err` when more bytes are needed.
+fn plausible_packet(buf: &[u8]) -> Result<Option<usize>, ()> {
+    if buf.len() < 4 {
+        return Err(());
+    }
+    let t = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    if !(ptype::REQUEST..=ptype::INFORMANDACTIVATE).contains(&t) {
+        return Ok(None);
+    }
+    match QuorumPacket::decode(buf) {
+        Ok((p, n)) if p.authinfo.is_none() => Ok(Some(n)),
+        Ok(_) => Ok(None),
+        Err(WireError {
+            kind: ErrorKind::Truncated { .. },
+            ..
+        }) => Err(()),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The first offset in `buf` where a quorum packet starts that is followed by the start of
+/// another (or by the end of the bytes so far): two in a row make a random match unlikely.
+fn find_packet_start(buf: &[u8]) -> FrameSearch {
+    for i in 0..buf.len().saturating_sub(3) {
+        match plausible_packet(&buf[i..]) {
+            Ok(None) => continue,
+            Err(()) => return FrameSearch::NotBefore(i),
+            Ok(Some(n)) => match plausible_packet(&buf[i + n..]) {
+                Ok(Some(_)) => return FrameSearch::Found(i),
+                Err(()) if buf.len() - (i + n) < 4 => return FrameSearch::NotBefore(i),
+                Err(()) => return FrameSearch::Found(i),
+                Ok(None) => continue,
+            },
+        }
+    }
+    FrameSearch::NotBefore(buf.len().saturating_sub(3))
 }
 
 impl<S: SegmentSource> Iterator for Decoder<S> {
