@@ -266,6 +266,68 @@ pub struct Summary {
     pub end: f64,
 }
 
+/// Votes a server holds from voters (Java's `recvset`), counted the way Java's vote tracker
+/// compares them: a LOOKING tracker vote matches entries equal in leader, zxid, round and peer
+/// epoch; a FOLLOWING/LEADING one matches LOOKING entries the same way and answers by leader
+/// alone (Java stores those without a version, and a version mismatch compares only the id).
+#[derive(Debug, Default)]
+struct VoteSet {
+    votes: HashMap<i64, (VoteKey, ServerState)>,
+    /// Every entry by its full vote.
+    full: HashMap<VoteKey, u32>,
+    /// LOOKING entries by their full vote.
+    looking: HashMap<VoteKey, u32>,
+    /// FOLLOWING/LEADING entries by leader.
+    decided: HashMap<i64, u32>,
+}
+
+impl VoteSet {
+    fn clear(&mut self) {
+        self.votes.clear();
+        self.full.clear();
+        self.looking.clear();
+        self.decided.clear();
+    }
+
+    fn insert(&mut self, sid: i64, vote: VoteKey, state: ServerState) {
+        if let Some((old, st)) = self.votes.insert(sid, (vote, state)) {
+            dec(self.full.get_mut(&old));
+            if st == ServerState::Looking {
+                dec(self.looking.get_mut(&old));
+            } else {
+                dec(self.decided.get_mut(&old.leader));
+            }
+        }
+        *self.full.entry(vote).or_default() += 1;
+        if state == ServerState::Looking {
+            *self.looking.entry(vote).or_default() += 1;
+        } else {
+            *self.decided.entry(vote.leader).or_default() += 1;
+        }
+    }
+
+    /// Entries a LOOKING proposal `vote` gathers.
+    fn agreeing(&self, vote: &VoteKey) -> usize {
+        self.full.get(vote).copied().unwrap_or(0) as usize
+    }
+
+    /// Entries a FOLLOWING/LEADING `vote` gathers.
+    fn backing(&self, vote: &VoteKey) -> usize {
+        (self.looking.get(vote).copied().unwrap_or(0)
+            + self.decided.get(&vote.leader).copied().unwrap_or(0)) as usize
+    }
+
+    fn state_of(&self, sid: i64) -> Option<ServerState> {
+        self.votes.get(&sid).map(|(_, s)| *s)
+    }
+}
+
+fn dec(c: Option<&mut u32>) {
+    if let Some(c) = c {
+        *c = c.saturating_sub(1);
+    }
+}
+
 /// One server as the model sees it.
 #[derive(Debug, Default)]
 struct Server {
@@ -282,11 +344,8 @@ struct Server {
     /// The highest round a peer showed it.
     heard_round: i64,
     /// LOOKING votes of its round, from voters (itself included), and their counts.
-    recv: HashMap<i64, VoteKey>,
-    recv_counts: HashMap<VoteKey, u32>,
-    /// FOLLOWING/LEADING answers of its round: sid -> (leader, peer epoch, state).
-    recv_decided: HashMap<i64, (i64, i64, ServerState)>,
-    decided_counts: HashMap<(i64, i64), u32>,
+    /// (Java's `recvset`, with LOOKING votes and FOLLOWING/LEADING answers of its round.)
+    recv: VoteSet,
     /// FOLLOWING/LEADING answers from other rounds (Java's `outofelection`).
     out: HashMap<i64, (i64, i64, ServerState)>,
     out_counts: HashMap<(i64, i64), u32>,
@@ -603,9 +662,6 @@ impl Summarizer {
         s.pending = None;
         s.episode = Some(episode);
         s.recv.clear();
-        s.recv_counts.clear();
-        s.recv_decided.clear();
-        s.decided_counts.clear();
         s.out.clear();
         s.out_counts.clear();
     }
@@ -616,17 +672,7 @@ impl Summarizer {
             return;
         }
         let s = self.servers.entry(to).or_default();
-        if let Some(old) = s.recv.insert(from, vote)
-            && let Some(c) = s.recv_counts.get_mut(&old)
-        {
-            *c = c.saturating_sub(1);
-        }
-        if let Some((l, e, _)) = s.recv_decided.remove(&from)
-            && let Some(c) = s.decided_counts.get_mut(&(l, e))
-        {
-            *c = c.saturating_sub(1);
-        }
-        *s.recv_counts.entry(vote).or_default() += 1;
+        s.recv.insert(from, vote, ServerState::Looking);
     }
 
     /// Clears a server's votes for a new round.
@@ -635,9 +681,6 @@ impl Summarizer {
         s.round = round;
         s.pending = None;
         s.recv.clear();
-        s.recv_counts.clear();
-        s.recv_decided.clear();
-        s.decided_counts.clear();
     }
 
     /// Whether `sid`'s current vote holds a quorum; schedules its decision if so.
@@ -650,7 +693,7 @@ impl Summarizer {
         if vote.leader == i64::MIN || !s.looking {
             return;
         }
-        let have = s.recv_counts.get(&vote).copied().unwrap_or(0) as usize;
+        let have = s.recv.agreeing(&vote);
         if have >= need {
             self.schedule(sid, time + FINALIZE_WAIT_SECS);
         }
@@ -701,9 +744,10 @@ impl Summarizer {
             s.last_active = time;
         }
         match n.state {
-            ServerState::Looking if n.election_epoch == 0 => {
-                // Round 0: a server that has not begun an election yet answering a
-                // non-voter (participants answer observers at once): not a vote of its own.
+            ServerState::Looking if n.election_epoch == 0 || !self.votes(to) => {
+                // Java sends its proposals to voters only. To a non-voter it answers with its
+                // current (last decided) vote, in round 0 before its first election: not a
+                // proposal.
                 false
             }
             ServerState::Looking => {
@@ -812,6 +856,13 @@ impl Summarizer {
                 for (peer, state, v) in queued {
                     self.receive(time, peer, from, state, v);
                 }
+                false
+            }
+            ServerState::Following | ServerState::Leading | ServerState::Observing
+                if !self.votes(to) =>
+            {
+                // An answer to a non-voter carries the current vote, which Java updates a
+                // moment after the state: not evidence of a decision.
                 false
             }
             ServerState::Following | ServerState::Leading | ServerState::Observing => {
@@ -926,27 +977,14 @@ impl Summarizer {
                 let round = self.servers[&to].round;
                 if vote.round == round {
                     let s = self.servers.get_mut(&to).expect("seen");
-                    if let Some(old) = s.recv.remove(&from)
-                        && let Some(c) = s.recv_counts.get_mut(&old)
-                    {
-                        *c = c.saturating_sub(1);
-                    }
-                    if let Some((l, e, _)) = s.recv_decided.insert(from, (vote.leader, key.1, state))
-                        && let Some(c) = s.decided_counts.get_mut(&(l, e))
-                    {
-                        *c = c.saturating_sub(1);
-                    }
-                    *s.decided_counts.entry(key).or_default() += 1;
-                    let have = s.decided_counts.get(&key).copied().unwrap_or(0)
-                        + s.recv_counts.get(&vote).copied().unwrap_or(0);
+                    s.recv.insert(from, vote, state);
+                    let have = s.recv.backing(&vote);
                     let leader_ok = if vote.leader == to {
                         true
                     } else {
-                        s.recv_decided
-                            .get(&vote.leader)
-                            .is_some_and(|(_, _, st)| *st == ServerState::Leading)
+                        s.recv.state_of(vote.leader) == Some(ServerState::Leading)
                     };
-                    if have as usize >= need && leader_ok {
+                    if have >= need && leader_ok {
                         let state = self.state_for(to, vote.leader);
                         self.decide(to, state, vote.leader, vote.round, time, Evidence::QuorumReplies);
                         return;
@@ -1324,7 +1362,11 @@ impl Summarizer {
                     .iter()
                     .filter(|((l, e), _)| *l == w && epoch.is_none_or(|x| x == *e))
                     .filter_map(|(_, (_, t))| *t)
-                    .filter(|t| lead.is_none_or(|l| *t >= l - 0.5) && *t < next_start + 60.0)
+                    .filter(|t| {
+                        *t >= r.started
+                            && lead.is_none_or(|l| *t >= l - 0.5)
+                            && *t < next_start + 60.0
+                    })
                     .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.min(t))));
                 let lost = r.leader_lost.unwrap_or(r.started);
                 r.no_leader = lead.map(|l| l - lost);
@@ -1344,11 +1386,12 @@ impl Summarizer {
         let need = self.need();
         let agreeing = s
             .vote
-            .and_then(|v| s.recv_counts.get(&v).copied())
-            .unwrap_or(0) as usize;
+            .map_or(0, |v| s.recv.agreeing(&v));
         let holds: BTreeMap<i64, i64> = s
             .recv
+            .votes
             .iter()
+            .map(|(k, (v, _))| (k, v))
             .filter(|(k, _)| **k != sid)
             .take(MAX_LISTED)
             .map(|(k, v)| (*k, v.leader))
