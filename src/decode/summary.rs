@@ -49,6 +49,9 @@ const CAUSE_WINDOW_SECS: f64 = 30.0;
 /// A server that began looking this soon after the leader decided started with the election
 /// (servers started together come up a few hundred milliseconds apart); later, it rejoins.
 const REJOIN_GRACE_SECS: f64 = 1.0;
+/// How long before a server's first vote a message it did not answer counts as waiting in its
+/// queue (a server goes LOOKING just before its election begins).
+const QUEUE_WINDOW_SECS: f64 = 0.5;
 /// Messages kept for a server whose election has not begun yet.
 const MAX_QUEUED: usize = 256;
 /// At most this many sids are named in one "why still LOOKING" list.
@@ -363,7 +366,7 @@ struct Server {
     /// Whether `since` is its own first vote (not a message that reached it first).
     since_sent: bool,
     /// Messages that reached it before its own first vote (it reads them once it looks).
-    queued: Vec<(i64, ServerState, VoteKey)>,
+    queued: Vec<(f64, i64, ServerState, VoteKey)>,
     /// Every connection it had closed after it decided: the process is gone (a LOOKING vote
     /// from it now is a restart, even in an old round).
     gone: bool,
@@ -656,7 +659,6 @@ impl Summarizer {
         s.looking = true;
         s.gone = false;
         s.since_sent = false;
-        s.queued.clear();
         s.since = time;
         s.round = round;
         s.pending = None;
@@ -853,8 +855,12 @@ impl Summarizer {
                     self.check_quorum(from, time);
                 }
                 // What reached it before its election began, it reads now.
-                for (peer, state, v) in queued {
-                    self.receive(time, peer, from, state, v);
+                for (at, peer, state, v) in queued {
+                    // A decided server drops what it hears; only what came after it turned
+                    // LOOKING (just before its election began) waits for it.
+                    if at >= time - QUEUE_WINDOW_SECS {
+                        self.receive(time, peer, from, state, v);
+                    }
                 }
                 false
             }
@@ -868,6 +874,7 @@ impl Summarizer {
             ServerState::Following | ServerState::Leading | ServerState::Observing => {
                 let (looking, pending, current) = {
                     let s = self.servers.entry(from).or_default();
+                    s.queued.clear();
                     (s.looking || !s.seen, s.pending, s.decision)
                 };
                 let current = current.map(|d| &self.decisions[d]);
@@ -922,10 +929,13 @@ impl Summarizer {
         }
         {
             let s = self.servers.get_mut(&to).expect("seen");
-            if s.looking && !s.since_sent {
+            // A decided server answers at once; one that does not is already LOOKING and its
+            // election has not begun: the message waits in its queue until it does (an answer
+            // it sends shows it was still decided, and clears this).
+            if !s.looking || !s.since_sent {
                 // Its election has not begun: the message waits in its queue.
                 if s.queued.len() < MAX_QUEUED {
-                    s.queued.push((from, state, vote));
+                    s.queued.push((time, from, state, vote));
                 }
                 return;
             }
