@@ -52,6 +52,8 @@ const REJOIN_GRACE_SECS: f64 = 1.0;
 /// How long before a server's first vote a message it did not answer counts as waiting in its
 /// queue (a server goes LOOKING just before its election begins).
 const QUEUE_WINDOW_SECS: f64 = 0.5;
+/// Refused dials this long before a server's first vote make its `took` a lower bound.
+const REFUSED_WINDOW_SECS: f64 = 2.0;
 /// Messages kept for a server whose election has not begun yet.
 const MAX_QUEUED: usize = 256;
 /// At most this many sids are named in one "why still LOOKING" list.
@@ -162,6 +164,10 @@ pub struct Decision {
     pub looking_since: f64,
     /// From `looking_since` to `time`, as Java logs `LEADER ELECTION TOOK`.
     pub took: f64,
+    /// `took` is a lower bound: just before `looking_since`, someone dialled peers that were
+    /// not listening yet (refused connections name no sid), perhaps this server, whose
+    /// election then began before the capture can show it.
+    pub took_at_least: bool,
     /// Its sync with the leader on the quorum port, when the capture has it.
     pub sync: Option<SyncInfo>,
 }
@@ -424,6 +430,8 @@ pub struct Summarizer {
     acks: HashMap<(i64, i64), (BTreeSet<i64>, Option<f64>)>,
     quorum_packets: u64,
     now: f64,
+    /// Times of refused election-port dials (no message, reset): the dialler is unknown.
+    refused: Vec<f64>,
 }
 
 /// An f64 time ordered for the heap (times are finite).
@@ -552,6 +560,10 @@ impl Summarizer {
             self.closes.push((time, q.leader, q.learner, true));
             return;
         }
+        let reset = matches!(r.body, Body::Closed { reset: true });
+        if reset && r.from_sid.is_none() && !self.links.contains_key(&conn) {
+            self.refused.push(time);
+        }
         if let Some((a, b, x, y)) = self.links.remove(&conn) {
             self.closes.push((time, a, b, false));
             if x && y
@@ -639,6 +651,10 @@ impl Summarizer {
             evidence,
             looking_since: since,
             took: time - since,
+            took_at_least: {
+                let at = self.refused.partition_point(|t| *t < since - REFUSED_WINDOW_SECS);
+                self.refused.get(at).is_some_and(|t| *t < since)
+            },
             sync: None,
         });
     }
@@ -1598,6 +1614,7 @@ impl Summary {
                         "election_epoch": d.election_epoch, "time": d.time,
                         "evidence": d.evidence.name(), "looking_since": d.looking_since,
                         "took": d.took,
+                        "took_at_least": d.took_at_least,
                         "sync": d.sync.as_ref().map(sync_json),
                     })).collect::<Vec<_>>(),
                     "winner": r.winner,
@@ -1704,10 +1721,11 @@ impl Summary {
                 lines.push((
                     d.time,
                     format!(
-                        "sid {} {} (leader {}), took {:.0} ms  [{}]",
+                        "sid {} {} (leader {}), took {}{:.0} ms  [{}]",
                         d.sid,
                         d.state.name(),
                         d.leader,
+                        if d.took_at_least { "at least " } else { "" },
                         d.took * 1000.0,
                         d.evidence.words()
                     ),
