@@ -54,6 +54,9 @@ const REJOIN_GRACE_SECS: f64 = 1.0;
 const QUEUE_WINDOW_SECS: f64 = 0.5;
 /// Refused dials this long before a server's first vote make its `took` a lower bound.
 const REFUSED_WINDOW_SECS: f64 = 2.0;
+/// An unanswered message this soon before a decided server's first vote may have been
+/// answered, the answer replaced in Java's one-message send queue by that vote.
+const ANSWER_REPLACED_SECS: f64 = 0.02;
 /// Messages kept for a server whose election has not begun yet.
 const MAX_QUEUED: usize = 256;
 /// At most this many sids are named in one "why still LOOKING" list.
@@ -386,6 +389,9 @@ struct Episode {
     decision: Option<usize>,
     /// First seen in the capture with this episode.
     first: bool,
+    /// The server (re)started with this episode: first seen, or back after all its
+    /// connections closed.
+    started: bool,
 }
 
 /// A quorum-port connection's sync, as it happens.
@@ -639,6 +645,8 @@ impl Summarizer {
         s.pending = None;
         s.decision = Some(index);
         let since = s.since.min(time);
+        // Only a server that just started can have begun before the wire shows it.
+        let started = s.episode.is_some_and(|e| self.episodes[e].started);
         if let Some(e) = s.episode {
             self.episodes[e].decision = Some(index);
         }
@@ -651,7 +659,7 @@ impl Summarizer {
             evidence,
             looking_since: since,
             took: time - since,
-            took_at_least: {
+            took_at_least: started && {
                 let at = self.refused.partition_point(|t| *t < since - REFUSED_WINDOW_SECS);
                 self.refused.get(at).is_some_and(|t| *t < since)
             },
@@ -662,6 +670,7 @@ impl Summarizer {
     /// A server begins looking (a new `lookForLeader`).
     fn begin(&mut self, sid: i64, time: f64, round: i64) {
         let first = !self.servers.get(&sid).is_some_and(|s| s.seen);
+        let gone = self.servers.get(&sid).is_some_and(|s| s.gone);
         let episode = self.episodes.len();
         self.episodes.push(Episode {
             sid,
@@ -669,6 +678,7 @@ impl Summarizer {
             round,
             decision: None,
             first,
+            started: first || gone,
         });
         let s = self.servers.entry(sid).or_default();
         s.seen = true;
@@ -838,6 +848,8 @@ impl Summarizer {
                 } else {
                     std::mem::take(&mut s.queued)
                 };
+                // A server that had decided before (not one just started).
+                let was_fresh = s.decision.is_none_or(|d| self.decisions[d].time >= s.since);
                 s.since_sent = true;
                 if s.last_sent != Some(vote) {
                     self.changes.push(VoteChange {
@@ -872,9 +884,13 @@ impl Summarizer {
                 }
                 // What reached it before its election began, it reads now.
                 for (at, peer, state, v) in queued {
-                    // A decided server drops what it hears; only what came after it turned
-                    // LOOKING (just before its election began) waits for it.
-                    if at >= time - QUEUE_WINDOW_SECS {
+                    // A decided server answers what it hears and drops it; only what came
+                    // after it turned LOOKING (just before its election began) waits for it.
+                    // An answer is missing from the wire also when the server's first vote
+                    // to that peer followed within milliseconds: Java's per-peer send queue
+                    // holds one message, and the vote replaced the unsent answer.
+                    let replaced = !was_fresh && at > time - ANSWER_REPLACED_SECS;
+                    if at >= time - QUEUE_WINDOW_SECS && !replaced {
                         self.receive(time, peer, from, state, v);
                     }
                 }
