@@ -315,12 +315,18 @@ fn summary_story_matches_java_logs() {
                 .iter()
                 .filter(|(t, _)| *t + LOG_TOLERANCE_SECS <= capture_end)
                 .collect();
-            let a = syncs.iter().map(|s| s.mode.unwrap_or("?")).collect::<Vec<_>>();
+            let a = syncs
+                .iter()
+                .map(|s| s.mode.unwrap_or("?"))
+                .collect::<Vec<_>>();
             let b = logged_syncs.iter().map(|s| s.1).collect::<Vec<_>>();
             check!(a == b, "{name}: sid {sid} synced {a:?}, logged {b:?}");
             for (s, (t, mode)) in syncs.iter().zip(&logged_syncs) {
                 let at = s.sync_time.unwrap_or(s.started);
-                check!(near(at, *t), "{name}: sid {sid} {mode} at {at:.3}, logged {t:.3}");
+                check!(
+                    near(at, *t),
+                    "{name}: sid {sid} {mode} at {at:.3}, logged {t:.3}"
+                );
                 let up = logged.uptodate.iter().find(|u| **u >= *t).copied();
                 match (s.uptodate, up) {
                     (Some(a), Some(b)) => check!(
@@ -336,8 +342,10 @@ fn summary_story_matches_java_logs() {
             // Each time this server served as leader, an election says so.
             for t in logged.supporters.iter().filter(|t| **t <= capture_end) {
                 check!(
-                    summary.rounds.iter().any(|r| r.winner == Some(sid)
-                        && r.serving.is_some_and(|s| near(s, *t))),
+                    summary
+                        .rounds
+                        .iter()
+                        .any(|r| r.winner == Some(sid) && r.serving.is_some_and(|s| near(s, *t))),
                     "{name}: sid {sid} had a quorum of supporters at {t:.3}"
                 );
             }

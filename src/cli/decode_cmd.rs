@@ -124,11 +124,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         let summary = summarizer.finish();
         match args.format {
             Format::Jsonl => writeln!(out, "{}", summary.to_json()),
-            Format::Text => out.write_all(
-                summary
-                    .text(t0.unwrap_or(0.0), args.verbose)
-                    .as_bytes(),
-            ),
+            Format::Text => out.write_all(summary.text(t0.unwrap_or(0.0), args.verbose).as_bytes()),
         }
         .map_err(broken_pipe_or)?;
     }
@@ -137,7 +133,11 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         eprintln!(
             "zkfle: {}: no election traffic found (no connection on the election ports {:?} or the quorum ports, and none opening with an initial message or FOLLOWERINFO)",
             args.capture,
-            if args.ports.is_empty() { vec![crate::decode::DEFAULT_ELECTION_PORT] } else { args.ports.clone() }
+            if args.ports.is_empty() {
+                vec![crate::decode::DEFAULT_ELECTION_PORT]
+            } else {
+                args.ports.clone()
+            }
         );
     }
     if errors > 0 {

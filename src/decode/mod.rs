@@ -25,13 +25,13 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
 
+use crate::capture::CloseKind;
 use crate::capture::{
     CaptureError, ConnId, Direction as CapDir, OwnedSegments, Reassembler, ReassemblyConfig,
     SegmentSource, StreamEvent, TcpSegment, TcpSegments, Timestamp,
 };
 use crate::wire::frame::{LENGTH_BYTES, MAX_FRAME_BYTES};
 use crate::wire::initial::Probe;
-use crate::capture::CloseKind;
 use crate::wire::quorum::{LearnerInfo, QuorumItem, QuorumPacket, QuorumStreamDecoder, ptype};
 use crate::wire::{
     Direction, ErrorKind, InitialMessage, Notification, ProtocolVersion, ServerState,
@@ -112,7 +112,9 @@ pub enum Body {
     /// A packet on the quorum (Zab) port.
     Quorum(QuorumMessage),
     /// The connection was closed (both FINs, or a RST).
-    Closed { reset: bool },
+    Closed {
+        reset: bool,
+    },
     Problem(Problem),
 }
 
@@ -361,6 +363,8 @@ impl<S: SegmentSource> Decoder<S> {
         match next {
             Some(Ok(())) => {}
             Some(Err(e)) => {
+                // What reassembly still holds is reported first; the damage ends the output.
+                self.finish();
                 let state = &mut self.state;
                 let time = state.out.back().map(|p| p.record.time).unwrap_or_default();
                 state.push(Record {
@@ -378,7 +382,6 @@ impl<S: SegmentSource> Decoder<S> {
                         message: e.to_string(),
                     }),
                 });
-                self.finish();
             }
             None => self.finish(),
         }
@@ -693,9 +696,7 @@ impl State {
         for (at, m) in out {
             let snap = m.ptype == ptype::SNAP;
             let r = self.record(conn, dir, time, Some(at), Body::Quorum(m));
-            if snap
-                && let Some(q) = self.conns.get_mut(&conn).and_then(|c| c.quorum.as_mut())
-            {
+            if snap && let Some(q) = self.conns.get_mut(&conn).and_then(|c| c.quorum.as_mut()) {
                 // Handed out once the snapshot has streamed, with its size.
                 q[index(dir)].snap = Some((r, 0));
                 continue;

@@ -477,7 +477,9 @@ impl Summarizer {
     fn votes(&self, sid: i64) -> bool {
         match self.members.get(&sid) {
             Some(r) => *r == Role::Participant,
-            None => self.members.is_empty() || !self.members.values().any(|r| *r == Role::Participant),
+            None => {
+                self.members.is_empty() || !self.members.values().any(|r| *r == Role::Participant)
+            }
         }
     }
 
@@ -660,7 +662,9 @@ impl Summarizer {
             looking_since: since,
             took: time - since,
             took_at_least: started && {
-                let at = self.refused.partition_point(|t| *t < since - REFUSED_WINDOW_SECS);
+                let at = self
+                    .refused
+                    .partition_point(|t| *t < since - REFUSED_WINDOW_SECS);
                 self.refused.get(at).is_some_and(|t| *t < since)
             },
             sync: None,
@@ -911,7 +915,9 @@ impl Summarizer {
                 };
                 let current = current.map(|d| &self.decisions[d]);
                 let same = current.is_some_and(|d| {
-                    d.leader == n.leader && d.state == n.state && d.election_epoch == n.election_epoch
+                    d.leader == n.leader
+                        && d.state == n.state
+                        && d.election_epoch == n.election_epoch
                 });
                 if looking || !same {
                     if !self.servers[&from].seen {
@@ -1028,7 +1034,14 @@ impl Summarizer {
                     };
                     if have >= need && leader_ok {
                         let state = self.state_for(to, vote.leader);
-                        self.decide(to, state, vote.leader, vote.round, time, Evidence::QuorumReplies);
+                        self.decide(
+                            to,
+                            state,
+                            vote.leader,
+                            vote.round,
+                            time,
+                            Evidence::QuorumReplies,
+                        );
                         return;
                     }
                 }
@@ -1050,7 +1063,14 @@ impl Summarizer {
                 if have >= need && leader_ok {
                     s.round = vote.round;
                     let state = self.state_for(to, vote.leader);
-                    self.decide(to, state, vote.leader, vote.round, time, Evidence::QuorumReplies);
+                    self.decide(
+                        to,
+                        state,
+                        vote.leader,
+                        vote.round,
+                        time,
+                        Evidence::QuorumReplies,
+                    );
                 }
             }
             _ => {}
@@ -1196,7 +1216,10 @@ impl Summarizer {
         // Elections: decisions grouped by (leader, round).
         let mut groups: BTreeMap<(i64, i64), Vec<usize>> = BTreeMap::new();
         for (i, d) in self.decisions.iter().enumerate() {
-            groups.entry((d.leader, d.election_epoch)).or_default().push(i);
+            groups
+                .entry((d.leader, d.election_epoch))
+                .or_default()
+                .push(i);
         }
         let mut rounds = Vec::new();
         let mut elections: Vec<Round> = Vec::new();
@@ -1225,8 +1248,10 @@ impl Summarizer {
                 // Servers that began looking within REJOIN_GRACE_SECS of the leader's
                 // decision started with the election (servers started together).
                 let rejoin = !voters_decided
-                    || (matches!(d.evidence, Evidence::QuorumReplies | Evidence::OwnNotification)
-                        && d.looking_since >= led + REJOIN_GRACE_SECS);
+                    || (matches!(
+                        d.evidence,
+                        Evidence::QuorumReplies | Evidence::OwnNotification
+                    ) && d.looking_since >= led + REJOIN_GRACE_SECS);
                 if rejoin {
                     rounds.push(Round {
                         kind: RoundKind::Rejoin,
@@ -1259,7 +1284,11 @@ impl Summarizer {
             .episodes
             .iter()
             .filter(|e| e.decision.is_none())
-            .filter(|e| self.servers.get(&e.sid).is_some_and(|s| s.looking && s.episode.is_some()))
+            .filter(|e| {
+                self.servers
+                    .get(&e.sid)
+                    .is_some_and(|s| s.looking && s.episode.is_some())
+            })
             .filter(|e| {
                 self.servers[&e.sid]
                     .episode
@@ -1314,7 +1343,11 @@ impl Summarizer {
                 .iter()
                 .map(|d| d.time)
                 .fold(r.started, f64::max)
-                .max(if r.end == "decided" { r.started } else { next_start.min(self.now) });
+                .max(if r.end == "decided" {
+                    r.started
+                } else {
+                    next_start.min(self.now)
+                });
             let from = changes.partition_point(|c| c.time < r.started);
             r.changes = changes[from..]
                 .iter()
@@ -1426,9 +1459,7 @@ impl Summarizer {
     fn why_looking(&self, sid: i64) -> StillLooking {
         let s = &self.servers[&sid];
         let need = self.need();
-        let agreeing = s
-            .vote
-            .map_or(0, |v| s.recv.agreeing(&v));
+        let agreeing = s.vote.map_or(0, |v| s.recv.agreeing(&v));
         let holds: BTreeMap<i64, i64> = s
             .recv
             .votes
@@ -1598,7 +1629,10 @@ impl StillLooking {
         }
         if !self.dropped_by.is_empty() {
             let u: Vec<String> = self.dropped_by.iter().map(i64::to_string).collect();
-            parts.push(format!("its dials were dropped by {} (sid tie-break)", u.join(", ")));
+            parts.push(format!(
+                "its dials were dropped by {} (sid tie-break)",
+                u.join(", ")
+            ));
         }
         parts.join("; ")
     }
@@ -1723,7 +1757,10 @@ impl Summary {
             if verbose {
                 for c in &r.changes {
                     let what = if c.vote.leader == i64::MIN {
-                        format!("sid {} proposes no leader (a non-voter), round {:#x}", c.sid, c.vote.round)
+                        format!(
+                            "sid {} proposes no leader (a non-voter), round {:#x}",
+                            c.sid, c.vote.round
+                        )
                     } else {
                         format!(
                             "sid {} votes leader {} (zxid {:#x}, round {:#x}, peerEpoch {:#x})",
