@@ -436,14 +436,21 @@ pub struct Summarizer {
     acks: HashMap<(i64, i64), (BTreeSet<i64>, Option<f64>)>,
     quorum_packets: u64,
     now: f64,
+    /// Members that vote (participants) among `members`.
+    participants: usize,
     /// Times of refused election-port dials (no message, reset): the dialler is unknown.
     refused: Vec<f64>,
 }
 
 /// An f64 time ordered for the heap (times are finite).
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Time(f64);
 impl Eq for Time {}
+impl PartialOrd for Time {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 impl Ord for Time {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         self.0.total_cmp(&other.0)
@@ -453,19 +460,31 @@ impl Ord for Time {
 impl Summarizer {
     /// A summarizer that knows the ensemble's members (from `--config` or carried configs).
     pub fn new(members: std::collections::HashMap<i64, Role>) -> Self {
-        Summarizer {
-            members: members.into_iter().collect(),
-            ..Summarizer::default()
+        let mut s = Summarizer::default();
+        for (sid, role) in members {
+            s.set_member(sid, role);
+        }
+        s
+    }
+
+    /// Records a member and its role, keeping the count of voting members.
+    fn set_member(&mut self, sid: i64, role: Role) {
+        if let Some(old) = self.members.insert(sid, role)
+            && old == Role::Participant
+        {
+            self.participants -= 1;
+        }
+        if role == Role::Participant {
+            self.participants += 1;
         }
     }
 
     fn voters(&self) -> usize {
-        let v = self
-            .members
-            .values()
-            .filter(|r| **r == Role::Participant)
-            .count();
-        if v > 0 { v } else { self.lookers.len() }
+        if self.participants > 0 {
+            self.participants
+        } else {
+            self.lookers.len()
+        }
     }
 
     /// Votes needed for a quorum (a majority of the voters).
@@ -477,9 +496,7 @@ impl Summarizer {
     fn votes(&self, sid: i64) -> bool {
         match self.members.get(&sid) {
             Some(r) => *r == Role::Participant,
-            None => {
-                self.members.is_empty() || !self.members.values().any(|r| *r == Role::Participant)
-            }
+            None => self.participants == 0,
         }
     }
 
@@ -741,7 +758,7 @@ impl Summarizer {
             && let Some(cfg) = self.configs.new_config(raw)
         {
             for s in cfg.servers() {
-                self.members.insert(s.id, s.role());
+                self.set_member(s.id, s.role());
             }
         }
         let (Some(from), Some(to)) = (from, to) else {
@@ -1004,10 +1021,9 @@ impl Summarizer {
                         round: vote.round,
                         ..o
                     });
-                    let next = if mine.is_none() || self.better(&vote, mine.as_ref()) {
-                        vote
-                    } else {
-                        mine.expect("some")
+                    let next = match mine {
+                        Some(m) if !self.better(&vote, Some(&m)) => m,
+                        _ => vote,
                     };
                     self.servers.get_mut(&to).expect("seen").vote = Some(next);
                     self.put_vote(to, to, next);
@@ -1104,47 +1120,43 @@ impl Summarizer {
             }
         }
         match q.ptype {
-            ptype::DIFF | ptype::SNAP | ptype::TRUNC if !from_learner => {
-                if c.sync.mode.is_none() {
-                    c.sync.mode = Some(q.type_name());
-                    c.sync.sync_time = Some(time);
-                }
+            ptype::DIFF | ptype::SNAP | ptype::TRUNC if !from_learner && c.sync.mode.is_none() => {
+                c.sync.mode = Some(q.type_name());
+                c.sync.sync_time = Some(time);
             }
             ptype::NEWLEADER if !from_learner => {
                 c.sync.newleader.get_or_insert(time);
                 c.sync.newleader_zxid.get_or_insert(q.zxid);
             }
-            ptype::ACK if from_learner => {
-                if c.sync.newleader_ack.is_none()
+            ptype::ACK
+                if from_learner
+                    && c.sync.newleader_ack.is_none()
                     && c.sync.newleader.is_some()
-                    && c.sync.newleader_zxid == Some(q.zxid)
+                    && c.sync.newleader_zxid == Some(q.zxid) =>
+            {
+                c.sync.newleader_ack = Some(time);
+                let (leader, learner, observer) = (c.leader, c.learner, c.observer);
+                if let (Some(leader), Some(learner)) = (leader, learner)
+                    && !observer
+                    && self.votes(learner)
                 {
-                    c.sync.newleader_ack = Some(time);
-                    let (leader, learner, observer) = (c.leader, c.learner, c.observer);
-                    if let (Some(leader), Some(learner)) = (leader, learner)
-                        && !observer
-                        && self.votes(learner)
-                    {
-                        let need = self.need();
-                        let e = self.acks.entry((leader, q.zxid >> 32)).or_default();
-                        e.0.insert(learner);
-                        if e.1.is_none() && e.0.len() + 1 >= need {
-                            e.1 = Some(time);
-                        }
+                    let need = self.need();
+                    let e = self.acks.entry((leader, q.zxid >> 32)).or_default();
+                    e.0.insert(learner);
+                    if e.1.is_none() && e.0.len() + 1 >= need {
+                        e.1 = Some(time);
                     }
                 }
             }
-            ptype::UPTODATE if !from_learner => {
-                if c.sync.uptodate.is_none() {
-                    c.sync.uptodate = Some(time);
-                    let mut sync = c.sync.clone();
-                    sync.leader = c.leader;
-                    let learner = c.learner;
-                    let observer = c.observer;
-                    if let Some(l) = learner {
-                        self.syncs.push(sync);
-                        self.sync_learners.push((l, observer));
-                    }
+            ptype::UPTODATE if !from_learner && c.sync.uptodate.is_none() => {
+                c.sync.uptodate = Some(time);
+                let mut sync = c.sync.clone();
+                sync.leader = c.leader;
+                let learner = c.learner;
+                let observer = c.observer;
+                if let Some(l) = learner {
+                    self.syncs.push(sync);
+                    self.sync_learners.push((l, observer));
                 }
             }
             _ => {}
@@ -1296,14 +1308,28 @@ impl Summarizer {
             })
             .cloned()
             .collect();
+        // Every member (or every server seen voting), for "no working connection to".
+        let mut others: Vec<i64> = if self.members.is_empty() {
+            self.lookers.iter().copied().collect()
+        } else {
+            self.members.keys().copied().collect()
+        };
+        others.sort_unstable();
         let mut unfinished: Option<Round> = None;
+        elections.sort_by(|a, b| a.started.total_cmp(&b.started));
+        let ends: Vec<f64> = elections
+            .iter()
+            .map(|r| r.decisions.iter().map(|d| d.time).fold(r.started, f64::max))
+            .collect();
         for e in &still {
-            // One that began while an election was still deciding belongs to it.
-            let into = elections.iter_mut().find(|r| {
-                let last = r.decisions.iter().map(|d| d.time).fold(r.started, f64::max);
-                e.since >= r.started && e.since <= last
-            });
-            let why = self.why_looking(e.sid);
+            // One that began while an election was still deciding belongs to it (the latest
+            // one begun before it).
+            let at = elections.partition_point(|r| r.started <= e.since);
+            let into = at
+                .checked_sub(1)
+                .filter(|&i| e.since <= ends[i])
+                .map(|i| &mut elections[i]);
+            let why = self.why_looking(e.sid, &others);
             match into {
                 Some(r) => {
                     r.participants.insert(e.sid);
@@ -1329,6 +1355,10 @@ impl Summarizer {
                 .all(|s| self.servers.get(s).is_none_or(|s| s.open == 0));
             r.end = if shutdown { "shutdown" } else { "capture_end" };
             elections.push(r);
+        }
+        let mut first_seen: HashMap<i64, f64> = HashMap::default();
+        for e in self.episodes.iter().filter(|e| e.first) {
+            first_seen.entry(e.sid).or_insert(e.since);
         }
         // Vote changes, causes and times.
         elections.sort_by(|a, b| a.started.total_cmp(&b.started));
@@ -1364,11 +1394,14 @@ impl Summarizer {
             r.decisions.sort_by(|a, b| a.time.total_cmp(&b.time));
             r.duration = r.decisions.last().map(|d| d.time - r.started);
             // The cause, from the wire.
-            let firsts = self
-                .episodes
+            let firsts = r
+                .participants
                 .iter()
-                .filter(|e| e.first && r.participants.contains(&e.sid))
-                .filter(|e| (e.since - r.started).abs() < 5.0)
+                .filter(|sid| {
+                    first_seen
+                        .get(*sid)
+                        .is_some_and(|t| (t - r.started).abs() < 5.0)
+                })
                 .count();
             match prev_leader {
                 None => {
@@ -1379,9 +1412,13 @@ impl Summarizer {
                     // The old leader's connections that closed last before the election (a
                     // killed process closes all of them at once); quorum-port ones first,
                     // since followers notice those.
-                    let closes: Vec<(f64, bool)> = self
+                    // Closes are in capture order.
+                    let from = self
                         .closes
+                        .partition_point(|c| c.0 < r.started - CAUSE_WINDOW_SECS);
+                    let closes: Vec<(f64, bool)> = self.closes[from..]
                         .iter()
+                        .take_while(|c| c.0 <= r.started + 0.5)
                         .filter(|(t, a, b, _)| {
                             *t <= r.started + 0.5
                                 && *t >= r.started - CAUSE_WINDOW_SECS
@@ -1456,7 +1493,7 @@ impl Summarizer {
     }
 
     /// Why `sid` is still LOOKING, from what the wire showed it.
-    fn why_looking(&self, sid: i64) -> StillLooking {
+    fn why_looking(&self, sid: i64, others: &[i64]) -> StillLooking {
         let s = &self.servers[&sid];
         let need = self.need();
         let agreeing = s.vote.map_or(0, |v| s.recv.agreeing(&v));
@@ -1469,14 +1506,9 @@ impl Summarizer {
             .take(MAX_LISTED)
             .map(|(k, v)| (*k, v.leader))
             .collect();
-        let mut others: Vec<i64> = if self.members.is_empty() {
-            self.lookers.iter().copied().collect()
-        } else {
-            self.members.keys().copied().collect()
-        };
-        others.sort_unstable();
         let unconnected: Vec<i64> = others
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|o| *o != sid)
             .filter(|o| {
                 self.working

@@ -1,0 +1,145 @@
+//! How the summary scales with the number of servers: a crafted capture of N distinct sids,
+//! each sending 20 notifications to a hub (and getting 20 answers), for N = 1,000 and 8,000,
+//! measured in one run. A benchmark, not a timed assertion: run it with
+//!
+//! ```sh
+//! cargo test --release --test summary_scale -- --ignored --nocapture
+//! ```
+//!
+//! and read the ratio it prints (the target: 8,000 sids take at most 12 times as long as 1,000).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Instant;
+
+use zkfle::capture::{TcpSegment, Timestamp};
+use zkfle::decode::summary::Summarizer;
+use zkfle::decode::{DecodeOptions, Decoder, Record};
+use zkfle::wire::{
+    ElectionAddress, InitialMessage, Notification, ProtocolVersion, ServerState, encode_frame,
+};
+
+const NOTIFICATIONS: usize = 20;
+const HUB: i64 = 1;
+
+fn addr(sid: i64, port: u16) -> SocketAddr {
+    let s = sid as u32;
+    SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::new(10, (s >> 16) as u8, (s >> 8) as u8, s as u8)),
+        port,
+    )
+}
+
+fn seg(
+    time: u64,
+    src: SocketAddr,
+    dst: SocketAddr,
+    seq: u32,
+    syn: bool,
+    payload: Vec<u8>,
+) -> TcpSegment {
+    TcpSegment {
+        time: Timestamp {
+            secs: 1_000_000 + (time / 1_000_000) as i64,
+            nanos: (time % 1_000_000) as u32 * 1000,
+        },
+        src,
+        dst,
+        seq,
+        // The opening SYN carries no ACK; everything else does.
+        ack: (!syn || src.port() == 3888).then_some(1),
+        syn,
+        fin: false,
+        rst: false,
+        payload,
+        missing: 0,
+        record: 0,
+    }
+}
+
+fn vote(leader: i64, zxid: i64, round: i64) -> Vec<u8> {
+    let n = Notification {
+        state: ServerState::Looking,
+        leader,
+        zxid,
+        election_epoch: round,
+        peer_epoch: Some(0),
+        version: Some(2),
+        config: Some(b"version=0".to_vec()),
+        trailing: Vec::new(),
+    };
+    encode_frame(&n.encode().unwrap()).unwrap()
+}
+
+/// N servers (sids 2..=N+1), each dialling the hub, sending its initial message and 20 LOOKING
+/// votes (for itself, then for the largest sid), interleaved in time; the hub answers each.
+fn crafted(n: i64) -> Vec<TcpSegment> {
+    let hub = addr(HUB, 3888);
+    let mut out = Vec::new();
+    let mut t = 0u64;
+    let mut seqs = vec![(1u32, 1u32); n as usize + 2];
+    for sid in 2..=n + 1 {
+        let me = addr(sid, 40000);
+        out.push(seg(t, me, hub, 0, true, Vec::new()));
+        out.push(seg(t, hub, me, 0, true, Vec::new()));
+        let initial = InitialMessage::versioned(
+            ProtocolVersion::V1,
+            sid,
+            vec![ElectionAddress::parse(&addr(sid, 3888).to_string(), 0).unwrap()],
+        )
+        .encode()
+        .unwrap();
+        let (a, _) = &mut seqs[sid as usize];
+        out.push(seg(t, me, hub, *a, false, initial.clone()));
+        *a += initial.len() as u32;
+        t += 10;
+    }
+    for k in 0..NOTIFICATIONS {
+        for sid in 2..=n + 1 {
+            let me = addr(sid, 40000);
+            let leader = if k < NOTIFICATIONS / 2 { sid } else { n + 1 };
+            let (a, b) = &mut seqs[sid as usize];
+            let mine = vote(leader, 0, 1);
+            out.push(seg(t, me, hub, *a, false, mine.clone()));
+            *a += mine.len() as u32;
+            let answer = vote(n + 1, 0, 1);
+            out.push(seg(t + 5, hub, me, *b, false, answer.clone()));
+            *b += answer.len() as u32;
+            t += 10;
+        }
+    }
+    out
+}
+
+/// Seconds to decode and to summarize the crafted capture of `n` sids.
+fn measure(n: i64) -> (f64, f64, usize) {
+    let segments = crafted(n);
+    let started = Instant::now();
+    let records: Vec<Record> =
+        Decoder::new(segments.into_iter().map(Ok), DecodeOptions::default()).collect();
+    let decoded = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let mut summarizer = Summarizer::new(Default::default());
+    for r in &records {
+        summarizer.add(r);
+    }
+    let summary = summarizer.finish();
+    let summarized = started.elapsed().as_secs_f64();
+    let still: usize = summary.rounds.iter().map(|r| r.still_looking.len()).sum();
+    (decoded, summarized, records.len().max(still))
+}
+
+#[test]
+#[ignore = "a benchmark: run with --release -- --ignored --nocapture"]
+fn summary_time_is_near_linear_in_sids() {
+    // Warm up allocators and caches once.
+    measure(200);
+    let (d1, s1, r1) = measure(1_000);
+    let (d8, s8, r8) = measure(8_000);
+    println!("1,000 sids: {r1} records, decode {d1:.3} s, summary {s1:.3} s");
+    println!("8,000 sids: {r8} records, decode {d8:.3} s, summary {s8:.3} s");
+    println!(
+        "ratio 8,000 / 1,000: summary {:.1}x, decode + summary {:.1}x (target: at most 12x)",
+        s8 / s1,
+        (d8 + s8) / (d1 + s1)
+    );
+}
