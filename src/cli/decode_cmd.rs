@@ -28,6 +28,10 @@ pub struct DecodeArgs {
     /// With --summary: every vote change too, not only decisions and syncs.
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// With --format jsonl: also a `closed` object for each connection closed by FIN or RST
+    /// (the text timeline and the summary always have them).
+    #[arg(long)]
+    pub closes: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -76,6 +80,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     if !args.quorum_ports.is_empty() {
         options.quorum_ports = args.quorum_ports.clone();
     }
+    options.closes = args.summary || args.closes || args.format == Format::Text;
     let decoder = Decoder::from_capture(segments, options);
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());

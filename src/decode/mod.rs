@@ -64,6 +64,9 @@ pub struct DecodeOptions {
     pub ports: Vec<u16>,
     /// Quorum (Zab) ports; connections to them are decoded as Zab packets.
     pub quorum_ports: Vec<u16>,
+    /// Whether closed connections give [`Body::Closed`] records (the summary needs them; a
+    /// message stream need not carry them).
+    pub closes: bool,
     /// Addresses known before reading (from `--config`, `--sid-map`).
     pub book: AddressBook,
     /// Reassembly limits.
@@ -75,6 +78,7 @@ impl Default for DecodeOptions {
         DecodeOptions {
             ports: vec![DEFAULT_ELECTION_PORT],
             quorum_ports: vec![DEFAULT_QUORUM_PORT],
+            closes: true,
             book: AddressBook::default(),
             reassembly: ReassemblyConfig::default(),
         }
@@ -210,6 +214,7 @@ pub struct Decoder<S> {
 struct State {
     ports: Vec<u16>,
     quorum_ports: Vec<u16>,
+    closes: bool,
     book: AddressBook,
     configs: identity::ConfigCache,
     conns: HashMap<ConnId, Conn>,
@@ -326,6 +331,7 @@ impl<S: SegmentSource> Decoder<S> {
             state: State {
                 ports: options.ports,
                 quorum_ports: options.quorum_ports,
+                closes: options.closes,
                 book: options.book,
                 configs: identity::ConfigCache::default(),
                 conns: HashMap::default(),
@@ -732,7 +738,9 @@ impl State {
                 unfinished.push((dir, at, bytes));
             }
         }
-        let close = matches!(how, CloseKind::Fin | CloseKind::Rst) && c.recognising.is_none();
+        let close = self.closes
+            && matches!(how, CloseKind::Fin | CloseKind::Rst)
+            && c.recognising.is_none();
         {
             for (dir, at, bytes) in unfinished {
                 let end = match how {
