@@ -81,7 +81,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         options.quorum_ports = args.quorum_ports.clone();
     }
     options.closes = args.summary || args.closes || args.format == Format::Text;
-    let decoder = Decoder::from_capture(segments, options);
+    let mut decoder = Decoder::from_capture(segments, options);
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut summarizer = Summarizer::new(members);
@@ -91,7 +91,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let mut errors = 0u64;
     let mut first_error = None;
     let mut decoded = 0u64;
-    for record in decoder {
+    for record in decoder.by_ref() {
         let time = record.time.as_secs_f64();
         if !matches!(record.body, Body::Problem(_)) {
             decoded += 1;
@@ -134,6 +134,19 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         .map_err(broken_pipe_or)?;
     }
     out.flush().map_err(broken_pipe_or)?;
+    let stats = *decoder.segments().stats();
+    if let Some(t) = stats.first_unsupported_link_type {
+        let what = format!(
+            "{}: {} packet(s) of unsupported link type {t}{}; zkfle reads Ethernet (with VLAN tags), Linux cooked v1/v2, BSD loopback/null and raw IPv4/IPv6",
+            args.capture,
+            stats.unsupported_link_type,
+            linktype_name(t).map_or_else(String::new, |n| format!(" ({n})")),
+        );
+        if decoded == 0 {
+            return Err(CliError::failure(what));
+        }
+        eprintln!("zkfle: warning: {what}");
+    }
     if decoded == 0 {
         eprintln!(
             "zkfle: {}: no election traffic found (no connection on the election ports {:?} or the quorum ports, and none opening with an initial message or FOLLOWERINFO)",
@@ -153,6 +166,25 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         )));
     }
     Ok(())
+}
+
+/// The tcpdump name of some link types zkfle does not read, for the error that names them.
+fn linktype_name(t: u16) -> Option<&'static str> {
+    Some(match t {
+        6 => "IEEE802_5",
+        9 => "PPP",
+        10 => "FDDI",
+        50 => "PPP_HDLC",
+        51 => "PPP_ETHER",
+        105 => "IEEE802_11",
+        119 => "IEEE802_11_PRISM",
+        127 => "IEEE802_11_RADIOTAP",
+        147..=162 => "USER",
+        192 => "PPI",
+        195 => "IEEE802_15_4",
+        220 => "USB_LINUX_MMAPPED",
+        _ => return None,
+    })
 }
 
 /// A closed pipe (`zkfle decode x | head`) ends the output quietly.
