@@ -1299,6 +1299,39 @@ mod tests {
         assert!(types(&records).is_empty());
     }
 
+    proptest::proptest! {
+        /// Any bytes on a quorum connection, in any pieces, joined mid-way or not: no panic,
+        /// and what is held while hunting stays within its bound.
+        #[test]
+        fn any_quorum_bytes_decode_within_bounds(
+            pieces in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..300), 0..12),
+            mid in proptest::bool::ANY,
+        ) {
+            let mut segs = Vec::new();
+            if !mid {
+                segs.push(seg("127.0.0.1:40000", "127.0.0.2:2888", 0, true, Vec::new()));
+                segs.push(seg("127.0.0.2:2888", "127.0.0.1:40000", 0, true, Vec::new()));
+            }
+            let mut seq = 1u32;
+            for p in pieces {
+                let n = p.len() as u32;
+                segs.push(seg("127.0.0.2:2888", "127.0.0.1:40000", seq, false, p));
+                seq += n;
+            }
+            let mut d = Decoder::new(segs.into_iter().map(Ok), DecodeOptions::default());
+            while d.next().is_some() {
+                for c in d.state.conns.values() {
+                    if let Some(q) = &c.quorum {
+                        for dir in q.iter() {
+                            let held = dir.hunt.as_ref().map_or(0, |h| h.0.len());
+                            proptest::prop_assert!(held <= MAX_QUORUM_HUNT_BYTES + 4096);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn quorum_stream_joined_mid_way_resynchronises() {
         // The capture starts after the handshake and the FOLLOWERINFO.
