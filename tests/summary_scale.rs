@@ -110,22 +110,42 @@ fn crafted(n: i64) -> Vec<TcpSegment> {
     out
 }
 
+/// The hub's address is known, as `--sid-map 10.0.0.1:3888=1` would tell it.
+fn options() -> DecodeOptions {
+    let mut options = DecodeOptions::default();
+    let hub = ElectionAddress::parse(&addr(HUB, 3888).to_string(), 0).unwrap();
+    options.book.learn(HUB, &hub);
+    options
+}
+
 /// Seconds to decode and to summarize the crafted capture of `n` sids.
 fn measure(n: i64) -> (f64, f64, usize) {
     let segments = crafted(n);
-    let started = Instant::now();
-    let records: Vec<Record> =
-        Decoder::new(segments.into_iter().map(Ok), DecodeOptions::default()).collect();
-    let decoded = started.elapsed().as_secs_f64();
-    let started = Instant::now();
-    let mut summarizer = Summarizer::new(Default::default());
-    for r in &records {
-        summarizer.add(r);
+    // The fastest of several runs: the machine is shared, and other work only adds time.
+    let mut decoded = f64::INFINITY;
+    let mut records: Vec<Record> = Vec::new();
+    for _ in 0..3 {
+        let segments = segments.clone();
+        let started = Instant::now();
+        records = Decoder::new(segments.into_iter().map(Ok), options()).collect();
+        decoded = decoded.min(started.elapsed().as_secs_f64());
     }
-    let summary = summarizer.finish();
-    let summarized = started.elapsed().as_secs_f64();
-    let still: usize = summary.rounds.iter().map(|r| r.still_looking.len()).sum();
-    (decoded, summarized, records.len().max(still))
+    let mut summarized = f64::INFINITY;
+    let mut still = 0;
+    for _ in 0..7 {
+        let started = Instant::now();
+        let mut summarizer = Summarizer::new(Default::default());
+        for r in &records {
+            summarizer.add(r);
+        }
+        let summary = summarizer.finish();
+        summarized = summarized.min(started.elapsed().as_secs_f64());
+        still = summary.rounds.iter().map(|r| r.still_looking.len()).sum();
+    }
+    // Only the hub hears a quorum (for the largest sid): the other servers are still LOOKING,
+    // each with its reason.
+    assert!(still + 2 >= n as usize, "{still} of {n} still LOOKING");
+    (decoded, summarized, records.len())
 }
 
 #[test]
@@ -135,8 +155,8 @@ fn summary_time_is_near_linear_in_sids() {
     measure(200);
     let (d1, s1, r1) = measure(1_000);
     let (d8, s8, r8) = measure(8_000);
-    println!("1,000 sids: {r1} records, decode {d1:.3} s, summary {s1:.3} s");
-    println!("8,000 sids: {r8} records, decode {d8:.3} s, summary {s8:.3} s");
+    println!("1,000 sids: {r1} records, decode {d1:.3} s, summary {s1:.4} s");
+    println!("8,000 sids: {r8} records, decode {d8:.3} s, summary {s8:.4} s");
     println!(
         "ratio 8,000 / 1,000: summary {:.1}x, decode + summary {:.1}x (target: at most 12x)",
         s8 / s1,
