@@ -303,11 +303,11 @@ impl VoteSet {
 
     fn insert(&mut self, sid: i64, vote: VoteKey, state: ServerState) {
         if let Some((old, st)) = self.votes.insert(sid, (vote, state)) {
-            dec(self.full.get_mut(&old));
+            dec(&mut self.full, &old);
             if st == ServerState::Looking {
-                dec(self.looking.get_mut(&old));
+                dec(&mut self.looking, &old);
             } else {
-                dec(self.decided.get_mut(&old.leader));
+                dec(&mut self.decided, &old.leader);
             }
         }
         *self.full.entry(vote).or_default() += 1;
@@ -334,9 +334,34 @@ impl VoteSet {
     }
 }
 
-fn dec(c: Option<&mut u32>) {
-    if let Some(c) = c {
-        *c = c.saturating_sub(1);
+/// Takes one from a count, forgetting it at zero (so that the maps hold only votes in use).
+fn dec<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, u32>, key: &K) {
+    if let Some(c) = counts.get_mut(key) {
+        *c -= 1;
+        if *c == 0 {
+            counts.remove(key);
+        }
+    }
+}
+
+/// The times of consecutive identical votes from one server to another, kept inline (one per
+/// pair of servers): time-outs double from 200 ms to 60 s, so a dozen shows the pattern.
+#[derive(Debug, Clone, Copy, Default)]
+struct Repeats {
+    times: [f64; 12],
+    len: u8,
+}
+
+impl Repeats {
+    fn push(&mut self, t: f64) {
+        if (self.len as usize) < self.times.len() {
+            self.times[self.len as usize] = t;
+            self.len += 1;
+        }
+    }
+
+    fn as_slice(&self) -> &[f64] {
+        &self.times[..self.len as usize]
     }
 }
 
@@ -417,7 +442,7 @@ pub struct Summarizer {
     changes: Vec<VoteChange>,
     anomalies: Vec<Anomaly>,
     /// (from, to) -> (vote, times) of consecutive identical LOOKING notifications.
-    repeats: HashMap<(i64, i64), (VoteKey, Vec<f64>)>,
+    repeats: HashMap<(i64, i64), (VoteKey, Repeats)>,
     tie_breaks: BTreeMap<(i64, i64), u32>,
     resent: u64,
     configs: super::identity::ConfigCache,
@@ -856,14 +881,14 @@ impl Summarizer {
                     self.new_round(from, vote.round);
                 }
                 if let Some(to) = Some(to) {
-                    let e = self.repeats.entry((from, to)).or_insert((vote, Vec::new()));
+                    let e = self
+                        .repeats
+                        .entry((from, to))
+                        .or_insert((vote, Repeats::default()));
                     if e.0 != vote {
-                        *e = (vote, Vec::new());
+                        *e = (vote, Repeats::default());
                     }
-                    // Time-outs double from 200 ms to 60 s: a dozen shows the pattern.
-                    if e.1.len() < 12 {
-                        e.1.push(time);
-                    }
+                    e.1.push(time);
                 }
                 let s = self.servers.get_mut(&from).expect("begun");
                 let queued = if s.since_sent {
@@ -1538,6 +1563,7 @@ impl Summarizer {
 
     fn finish_anomalies(&mut self, _rounds: &[Round]) {
         for ((from, to), (vote, times)) in &self.repeats {
+            let times = times.as_slice();
             let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
             // Java re-sends an unchanged vote when its poll times out, doubling the wait.
             let doubling = gaps.windows(2).filter(|g| g[1] > g[0] * 1.5).count();
@@ -1744,11 +1770,12 @@ impl Summary {
                 RoundKind::Rejoin => {
                     let d = &r.decisions[0];
                     s.push_str(&format!(
-                        "rejoin at {}: sid {} learned the established leader {} (round {:#x}), took {:.0} ms\n",
+                        "rejoin at {}: sid {} learned the established leader {} (round {:#x}), took {}{:.0} ms\n",
                         rel(r.started),
                         d.sid,
                         d.leader,
                         d.election_epoch,
+                        if d.took_at_least { "at least " } else { "" },
                         d.took * 1000.0
                     ));
                 }
