@@ -6,7 +6,8 @@
 //! cargo test --release --test summary_scale -- --ignored --nocapture
 //! ```
 //!
-//! and read the ratio it prints (the target: 8,000 sids take at most 12 times as long as 1,000).
+//! and read the ratio it prints (the target: 8,000 sids take at most 12 times as long as 1,000);
+//! with `ZKFLE_SCALE_CURVE=1` it also prints the cost per record from 500 to 16,000 sids.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -190,6 +191,15 @@ fn write_crafted_captures() {
 fn summary_time_is_near_linear_in_sids() {
     // Warm up allocators and caches once.
     measure(200);
+    if std::env::var("ZKFLE_SCALE_CURVE").is_ok() {
+        for n in [500, 1_000, 2_000, 4_000, 8_000, 16_000] {
+            let (d, s, r) = measure(n);
+            println!(
+                "{n} sids: {r} records, decode {d:.3} s, summary {s:.4} s, {:.0} ns/record",
+                s / r as f64 * 1e9
+            );
+        }
+    }
     let (d1, s1, r1) = measure(1_000);
     let (d8, s8, r8) = measure(8_000);
     println!("1,000 sids: {r1} records, decode {d1:.3} s, summary {s1:.4} s");
