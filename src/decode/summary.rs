@@ -282,8 +282,84 @@ pub struct Summary {
 /// compares them: a LOOKING tracker vote matches entries equal in leader, zxid, round and peer
 /// epoch; a FOLLOWING/LEADING one matches LOOKING entries the same way and answers by leader
 /// alone (Java stores those without a version, and a version mismatch compares only the id).
+///
+/// Most servers hold a handful of votes (one per voter of an ensemble): those are kept in one
+/// small list and counted by scanning it; past [`SMALL_VOTES`] the set moves to maps with
+/// counts kept as they change, so that a large one costs the same per message.
 #[derive(Debug, Default)]
 struct VoteSet {
+    small: Vec<(i64, VoteKey, ServerState)>,
+    big: Option<Box<VoteMaps>>,
+}
+
+/// Votes held in the small list before [`VoteSet`] switches to maps.
+const SMALL_VOTES: usize = 16;
+
+impl VoteSet {
+    fn clear(&mut self) {
+        self.small.clear();
+        self.big = None;
+    }
+
+    fn insert(&mut self, sid: i64, vote: VoteKey, state: ServerState) {
+        if let Some(big) = &mut self.big {
+            return big.insert(sid, vote, state);
+        }
+        match self.small.iter_mut().find(|e| e.0 == sid) {
+            Some(e) => *e = (sid, vote, state),
+            None => self.small.push((sid, vote, state)),
+        }
+        if self.small.len() > SMALL_VOTES {
+            let mut big = Box::<VoteMaps>::default();
+            for (sid, vote, state) in self.small.drain(..) {
+                big.insert(sid, vote, state);
+            }
+            self.big = Some(big);
+        }
+    }
+
+    /// Entries a LOOKING proposal `vote` gathers.
+    fn agreeing(&self, vote: &VoteKey) -> usize {
+        match &self.big {
+            Some(big) => big.agreeing(vote),
+            None => self.small.iter().filter(|e| e.1 == *vote).count(),
+        }
+    }
+
+    /// Entries a FOLLOWING/LEADING `vote` gathers.
+    fn backing(&self, vote: &VoteKey) -> usize {
+        match &self.big {
+            Some(big) => big.backing(vote),
+            None => self
+                .small
+                .iter()
+                .filter(|e| match e.2 {
+                    ServerState::Looking => e.1 == *vote,
+                    _ => e.1.leader == vote.leader,
+                })
+                .count(),
+        }
+    }
+
+    fn state_of(&self, sid: i64) -> Option<ServerState> {
+        match &self.big {
+            Some(big) => big.state_of(sid),
+            None => self.small.iter().find(|e| e.0 == sid).map(|e| e.2),
+        }
+    }
+
+    /// Every vote held: (sid, vote).
+    fn iter(&self) -> Box<dyn Iterator<Item = (i64, VoteKey)> + '_> {
+        match &self.big {
+            Some(big) => Box::new(big.votes.iter().map(|(k, (v, _))| (*k, *v))),
+            None => Box::new(self.small.iter().map(|e| (e.0, e.1))),
+        }
+    }
+}
+
+/// A large [`VoteSet`]: the votes, and counts kept as they change.
+#[derive(Debug, Default)]
+struct VoteMaps {
     votes: HashMap<i64, (VoteKey, ServerState)>,
     /// Every entry by its full vote.
     full: HashMap<VoteKey, u32>,
@@ -293,14 +369,7 @@ struct VoteSet {
     decided: HashMap<i64, u32>,
 }
 
-impl VoteSet {
-    fn clear(&mut self) {
-        self.votes.clear();
-        self.full.clear();
-        self.looking.clear();
-        self.decided.clear();
-    }
-
+impl VoteMaps {
     fn insert(&mut self, sid: i64, vote: VoteKey, state: ServerState) {
         if let Some((old, st)) = self.votes.insert(sid, (vote, state)) {
             dec(&mut self.full, &old);
@@ -1526,12 +1595,10 @@ impl Summarizer {
         let agreeing = s.vote.map_or(0, |v| s.recv.agreeing(&v));
         let holds: BTreeMap<i64, i64> = s
             .recv
-            .votes
             .iter()
-            .map(|(k, (v, _))| (k, v))
-            .filter(|(k, _)| **k != sid)
+            .filter(|(k, _)| *k != sid)
             .take(MAX_LISTED)
-            .map(|(k, v)| (*k, v.leader))
+            .map(|(k, v)| (k, v.leader))
             .collect();
         let unconnected: Vec<i64> = others
             .iter()
