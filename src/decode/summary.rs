@@ -276,6 +276,9 @@ pub struct Summary {
     pub sids_unknown: bool,
     /// The capture's last record.
     pub end: f64,
+    /// When the servers shut down: every election connection had closed by the end of the
+    /// capture, from this time on (the first close after the last message).
+    pub shutdown: Option<f64>,
 }
 
 /// Votes a server holds from voters (Java's `recvset`), counted the way Java's vote tracker
@@ -533,6 +536,8 @@ pub struct Summarizer {
     now: f64,
     /// Members that vote (participants) among `members`.
     participants: usize,
+    /// The last election message (initial or notification).
+    last_message: f64,
     /// Times of refused election-port dials (no message, reset): the dialler is unknown.
     refused: Vec<f64>,
 }
@@ -634,6 +639,7 @@ impl Summarizer {
                 }
             }
             Body::Notification(n) => {
+                self.last_message = time;
                 self.link(r, true);
                 self.notification(time, r.from_sid, r.to_sid, n);
             }
@@ -1282,12 +1288,23 @@ impl Summarizer {
         let mut rounds = self.build_rounds(sids_unknown);
         rounds.sort_by(|a, b| a.started.total_cmp(&b.started));
         self.finish_anomalies(&rounds);
+        let shutdown = if self.links.is_empty() && !self.closes.is_empty() {
+            let after = self
+                .closes
+                .iter()
+                .map(|c| c.0)
+                .find(|t| *t >= self.last_message);
+            after.or(self.closes.last().map(|c| c.0))
+        } else {
+            None
+        };
         Summary {
             rounds,
             anomalies: self.anomalies,
             quorum_port: self.quorum_packets > 0,
             sids_unknown,
             end: self.now,
+            shutdown,
         }
     }
 
@@ -1809,6 +1826,8 @@ impl Summary {
             .collect();
         json!({
             "type": "summary",
+            "end": self.end,
+            "shutdown": self.shutdown,
             "quorum_port": self.quorum_port,
             "sids_unknown": self.sids_unknown,
             "rounds": rounds,
@@ -1944,6 +1963,17 @@ impl Summary {
                 ),
                 _ => {}
             }
+        }
+        match self.shutdown {
+            Some(t) => s.push_str(&format!(
+                "the servers shut down: every election connection closed from {} on; the capture ends at {}\n",
+                rel(t),
+                rel(self.end)
+            )),
+            None if !self.rounds.is_empty() => {
+                s.push_str(&format!("the capture ends at {}\n", rel(self.end)))
+            }
+            None => {}
         }
         if !self.anomalies.is_empty() {
             s.push_str("anomalies:\n");
