@@ -36,9 +36,6 @@ use crate::capture::ConnId;
 use crate::wire::quorum::ptype;
 use crate::wire::{Notification, Role, ServerState};
 
-/// Votes that do not change for this long after a quorum agrees end an election (kept for
-/// the replay's recordings).
-pub const SETTLE_SECS: f64 = 1.0;
 /// Java's finalizeWait: a server decides this long after the last notification it received
 /// once its vote had a quorum.
 pub const FINALIZE_WAIT_SECS: f64 = 0.2;
@@ -625,7 +622,7 @@ impl Summarizer {
                     let s = self.servers.entry(from).or_default();
                     s.last_active = time;
                 }
-                self.link(r, true);
+                self.link(r);
             }
             Body::Problem(p) => {
                 if p.severity == Severity::Error {
@@ -640,7 +637,7 @@ impl Summarizer {
             }
             Body::Notification(n) => {
                 self.last_message = time;
-                self.link(r, true);
+                self.link(r);
                 self.notification(time, r.from_sid, r.to_sid, n);
             }
             Body::Quorum(q) => self.quorum_packet(time, r, q),
@@ -649,7 +646,7 @@ impl Summarizer {
     }
 
     /// Tracks which election connections work (carried messages both ways).
-    fn link(&mut self, r: &Record, _message: bool) {
+    fn link(&mut self, r: &Record) {
         let Some(conn) = r.conn else { return };
         let e = self
             .links
@@ -877,13 +874,10 @@ impl Summarizer {
                 message: format!("sid {from} votes for {}, which is not a member", n.leader),
             });
         }
-        let stale = self.sender(time, from, to, n);
-        if !stale {
-            self.receiver(time, from, to, n);
-        } else {
-            // Java still reads a re-sent message; it counts as a notification received.
-            self.receiver(time, from, to, n);
-        }
+        // A re-sent last vote tells nothing of its sender, but its receiver reads it all the
+        // same.
+        self.sender(time, from, to, n);
+        self.receiver(time, from, to, n);
     }
 
     /// The sender's side: what its message says about its own state. Returns whether the
@@ -971,7 +965,7 @@ impl Summarizer {
                 } else {
                     std::mem::take(&mut s.queued)
                 };
-                // A server that had decided before (not one just started).
+                // Whether it had not decided before this election (it just started).
                 let was_fresh = s.decision.is_none_or(|d| self.decisions[d].time >= s.since);
                 s.since_sent = true;
                 if s.last_sent != Some(vote) {
@@ -1287,7 +1281,7 @@ impl Summarizer {
         let sids_unknown = self.unknown_sids * 10 > self.notifications && self.unknown_sids > 0;
         let mut rounds = self.build_rounds(sids_unknown);
         rounds.sort_by(|a, b| a.started.total_cmp(&b.started));
-        self.finish_anomalies(&rounds);
+        self.finish_anomalies();
         let shutdown = if self.links.is_empty() && !self.closes.is_empty() {
             let after = self
                 .closes
@@ -1645,7 +1639,7 @@ impl Summarizer {
         }
     }
 
-    fn finish_anomalies(&mut self, _rounds: &[Round]) {
+    fn finish_anomalies(&mut self) {
         for ((from, to), (vote, times)) in &self.repeats {
             let times = times.as_slice();
             let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
