@@ -414,8 +414,10 @@ impl State {
                 time,
                 mid_stream,
             } => {
+                // A quorum port, or a member's quorum address named by a config.
                 let quorum = self.quorum_ports.contains(&acceptor.port())
-                    || (mid_stream && self.quorum_ports.contains(&initiator.port()));
+                    || (mid_stream && self.quorum_ports.contains(&initiator.port()))
+                    || self.book.quorum_sid_of(acceptor).is_some();
                 let ports = if quorum {
                     &self.quorum_ports
                 } else {
