@@ -146,15 +146,7 @@ fn measure(n: i64) -> (f64, f64, usize) {
         for r in &records {
             summarizer.add(r);
         }
-        let mid = cpu_secs();
         let summary = summarizer.finish();
-        if std::env::var("ZKFLE_SCALE_SPLIT").is_ok() {
-            eprintln!(
-                "n {n}: add {:.4} finish {:.4}",
-                mid - started,
-                cpu_secs() - mid
-            );
-        }
         summarized = summarized.min(cpu_secs() - started);
         still = summary.rounds.iter().map(|r| r.still_looking.len()).sum();
     }
