@@ -403,6 +403,20 @@ impl VoteMaps {
     }
 }
 
+/// Connections, closes and refused dials the summary follows at most (reassembly follows
+/// as many connections at once).
+const MAX_TRACKED: usize = 65536;
+/// Pairs of servers followed at most for repeated votes and tie-break drops.
+const MAX_PAIRS: usize = 1 << 18;
+
+/// Appends to a time-ordered list, dropping its older half once it holds twice the bound.
+fn bounded_push<T>(list: &mut Vec<T>, item: T) {
+    if list.len() >= 2 * MAX_TRACKED {
+        list.drain(..MAX_TRACKED);
+    }
+    list.push(item);
+}
+
 /// Takes one from a count, forgetting it at zero (so that the maps hold only votes in use).
 fn dec<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, u32>, key: &K) {
     if let Some(c) = counts.get_mut(key) {
@@ -615,6 +629,8 @@ impl Summarizer {
             Body::Initial(_) => {
                 if let (Some(from), Some(to)) = (r.from_sid, r.to_sid)
                     && from < to
+                    && (self.tie_breaks.len() < MAX_PAIRS
+                        || self.tie_breaks.contains_key(&(from, to)))
                 {
                     *self.tie_breaks.entry((from, to)).or_default() += 1;
                 }
@@ -645,9 +661,19 @@ impl Summarizer {
         }
     }
 
+    /// Keeps a closed connection, forgetting the oldest past the bound.
+    fn push_close(&mut self, close: (f64, Option<i64>, Option<i64>, bool)) {
+        bounded_push(&mut self.closes, close);
+    }
+
     /// Tracks which election connections work (carried messages both ways).
     fn link(&mut self, r: &Record) {
         let Some(conn) = r.conn else { return };
+        if self.links.len() >= MAX_TRACKED && !self.links.contains_key(&conn) {
+            // Connections that never closed in the capture (evicted by reassembly) are not
+            // followed past the bound.
+            return;
+        }
         let e = self
             .links
             .entry(conn)
@@ -680,15 +706,15 @@ impl Summarizer {
     fn closed(&mut self, time: f64, r: &Record) {
         let Some(conn) = r.conn else { return };
         if let Some(q) = self.quorum.remove(&conn) {
-            self.closes.push((time, q.leader, q.learner, true));
+            self.push_close((time, q.leader, q.learner, true));
             return;
         }
         let reset = matches!(r.body, Body::Closed { reset: true });
         if reset && r.from_sid.is_none() && !self.links.contains_key(&conn) {
-            self.refused.push(time);
+            bounded_push(&mut self.refused, time);
         }
         if let Some((a, b, x, y)) = self.links.remove(&conn) {
-            self.closes.push((time, a, b, false));
+            self.push_close((time, a, b, false));
             if x && y
                 && let (Some(a), Some(b)) = (a, b)
             {
@@ -949,7 +975,7 @@ impl Summarizer {
                 } else if vote.round > round {
                     self.new_round(from, vote.round);
                 }
-                if let Some(to) = Some(to) {
+                if self.repeats.len() < MAX_PAIRS || self.repeats.contains_key(&(from, to)) {
                     let e = self
                         .repeats
                         .entry((from, to))
@@ -1192,6 +1218,9 @@ impl Summarizer {
     fn quorum_packet(&mut self, time: f64, r: &Record, q: &super::QuorumMessage) {
         self.quorum_packets += 1;
         let Some(conn) = r.conn else { return };
+        if self.quorum.len() >= MAX_TRACKED && !self.quorum.contains_key(&conn) {
+            return;
+        }
         let c = self.quorum.entry(conn).or_default();
         if let Some(l) = &q.learner {
             c.learner = Some(l.sid);
