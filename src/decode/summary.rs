@@ -406,6 +406,8 @@ impl VoteMaps {
 /// Connections, closes and refused dials the summary follows at most (reassembly follows
 /// as many connections at once).
 const MAX_TRACKED: usize = 65536;
+/// Servers (distinct sids) followed at most; a real ensemble has a few dozen.
+const MAX_SERVERS: usize = 65536;
 /// Pairs of servers followed at most for repeated votes and tie-break drops.
 const MAX_PAIRS: usize = 1 << 18;
 
@@ -547,6 +549,8 @@ pub struct Summarizer {
     now: f64,
     /// Members that vote (participants) among `members`.
     participants: usize,
+    /// Notifications between servers beyond [`MAX_SERVERS`], not followed.
+    beyond_bound: u64,
     /// The last election message (initial or notification).
     last_message: f64,
     /// Times of refused election-port dials (no message, reset): the dialler is unknown.
@@ -889,6 +893,12 @@ impl Summarizer {
             self.unknown_sids += 1;
             return;
         };
+        if self.servers.len() >= MAX_SERVERS
+            && !(self.servers.contains_key(&from) && self.servers.contains_key(&to))
+        {
+            self.beyond_bound += 1;
+            return;
+        }
         if !self.members.is_empty()
             && n.state == ServerState::Looking
             && n.leader != i64::MIN
@@ -1726,6 +1736,16 @@ impl Summarizer {
                 message: format!(
                     "{} LOOKING notification(s) from already-decided servers were their last message re-sent on a new connection (not new elections)",
                     self.resent
+                ),
+            });
+        }
+        if self.beyond_bound > 0 {
+            self.anomalies.push(Anomaly {
+                kind: "too_many_servers",
+                time: None,
+                message: format!(
+                    "{} notifications involve servers beyond the first {MAX_SERVERS} sids and were not followed",
+                    self.beyond_bound
                 ),
             });
         }
