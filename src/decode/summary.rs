@@ -638,7 +638,9 @@ impl Summarizer {
                 {
                     *self.tie_breaks.entry((from, to)).or_default() += 1;
                 }
-                if let Some(from) = r.from_sid {
+                if let Some(from) = r.from_sid
+                    && (self.servers.len() < MAX_SERVERS || self.servers.contains_key(&from))
+                {
                     let s = self.servers.entry(from).or_default();
                     s.last_active = time;
                 }
