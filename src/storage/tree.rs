@@ -482,8 +482,7 @@ impl DataTree {
                 .or_default()
                 .insert(Arc::from(path));
         }
-        if parent.starts_with(QUOTA) {
-            let real = &parent[QUOTA.len()..];
+        if let Some(real) = parent.strip_prefix(QUOTA) {
             if child == LIMIT_NODE && !real.is_empty() {
                 self.quotas.insert(real.to_string());
             }
@@ -513,10 +512,12 @@ impl DataTree {
         self.acls.remove_usage(node.acl);
         let owner = node.stat.ephemeral_owner;
         let (container, ttl) = owner_kind(owner);
-        if !container && !ttl && owner != 0 {
-            if let Some(set) = self.ephemerals.get_mut(&owner) {
-                set.remove(path);
-            }
+        if !container
+            && !ttl
+            && owner != 0
+            && let Some(set) = self.ephemerals.get_mut(&owner)
+        {
+            set.remove(path);
         }
         if parent.starts_with(ZOOKEEPER) && child == LIMIT_NODE && parent.len() >= QUOTA.len() {
             let real = &parent[QUOTA.len()..];
