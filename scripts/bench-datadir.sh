@@ -2,7 +2,7 @@
 # bench-datadir.sh: a long-running voter's data directory, zkfle next to a Java follower. A
 # benchmark, not a test: it prints figures, it does not judge them.
 #
-# Usage: scripts/bench-datadir.sh [--txns 500000] [--keep]
+# Usage: scripts/bench-datadir.sh [--txns 500000] [--znodes 100000] [--keep]
 #
 # One 3-node ensemble on the loopback layout of scripts/ensemble.sh (tickTime 2000, Java 3.8
 # from scripts/zk-env.sh): zkfle 1 (release build) and Java 2, 3, with Java's defaults for the
@@ -15,7 +15,8 @@
 #   restart      kill -9, start again, time until synced with the leader (zkfle: its
 #                "synced with leader" line; Java: "Learner received UPTODATE message"),
 #                including the JVM's start for Java
-#   memory       zkfle's VmRSS and VmHWM after the writes (the tree is in memory)
+#   memory       zkfle's VmRSS and VmHWM after the writes (the tree is in memory), and after
+#                --znodes more znodes of 100 bytes are created (64 in flight)
 #
 # Needs the release builds (cargo build --release --bin zkfle --example zk_load) and a Java
 # ZooKeeper. Holds the loopback-ensemble lock ($TMPDIR/zkfle-loopback-ensemble.lock).
@@ -26,10 +27,12 @@ ROOT=$(cd "$HERE/.." && pwd)
 ENS=$HERE/ensemble.sh
 
 TXNS=500000
+ZNODES=100000
 KEEP=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --txns) TXNS=${2:?}; shift 2 ;;
+    --znodes) ZNODES=${2:?}; shift 2 ;;
     --keep) KEEP=1; shift ;;
     -h|--help) sed -n '2,/^$/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
@@ -95,14 +98,10 @@ echo "zkfle 1 follows Java $LEADER; Java follower $JAVA" >&2
 # Writes until the zxid counter passes TXNS (each run: 1,000 creates, then setData).
 run=0
 while :; do
-  z=$(grep -o 'last zxid 0x[0-9a-f]*' "$OUT/zkfle.log" | tail -n 1 || true)
-  cnt=$(python3 - "$OUT/zkfle" <<'EOF'
-import os, sys, struct
-v2 = os.path.join(sys.argv[1], "version-2")
-logs = sorted((int(n.split(".")[1], 16), n) for n in os.listdir(v2) if n.startswith("log."))
-print(logs[-1][0] & 0xffffffff if logs else 0)
-EOF
-)
+  cnt=$(python3 -c '
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1])] if sys.argv[1] else []
+print(sum(r["ops"] + 1000 for r in runs))' "$([ -s "$OUT/load.jsonl" ] && echo "$OUT/load.jsonl")")
   [ "$cnt" -ge "$TXNS" ] && break
   run=$((run + 1))
   "$LOAD" "127.0.0.$LEADER:2181" load --prefix "r${run}_" --count 1000 --secs 20 --size 100 --window 64 \
@@ -133,12 +132,18 @@ sleep 1
 read -r zs2 zl2 zb2 <<<"$(dir_figures "$OUT/zkfle")"
 read -r js2 jl2 jb2 <<<"$(dir_figures "$DIR/$JAVA/data")"
 
+"$LOAD" "127.0.0.$LEADER:2181" fill --prefix big --count "$ZNODES" --size 100 --window 64 >/dev/null
+sleep 2
+ZK_RSS3=$(awk '/VmRSS/{print $2}' /proc/$ZKFLE_PID/status)
+ZK_HWM3=$(awk '/VmHWM/{print $2}' /proc/$ZKFLE_PID/status)
+
 cat <<EOF
-txns written: $cnt (zxid counter), $(wc -l <"$OUT/load.jsonl") load runs
+txns written: $cnt (creates and setData; $(wc -l <"$OUT/load.jsonl") load runs)
 zkfle snapshots taken: $TAKEN, skipped (too busy): $SKIPPED
                  snapshots logs   bytes        after restart: snapshots logs bytes
 zkfle            $zs          $zl      $zb        $zs2 $zl2 $zb2
 Java follower    $js          $jl      $jb        $js2 $jl2 $jb2
 restart to synced: zkfle $ZK_RESTART ms ($LOADED); Java $JAVA_RESTART ms (JVM start included)
 zkfle memory after the writes: VmRSS $ZK_RSS kB, VmHWM $ZK_HWM kB; after restart VmRSS $ZK_RSS2 kB ($NODES)
+zkfle memory with $ZNODES more znodes of 100 bytes: VmRSS $ZK_RSS3 kB, VmHWM $ZK_HWM3 kB
 EOF

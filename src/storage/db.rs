@@ -349,6 +349,7 @@ impl Storage {
         }
         snaps.sort_unstable_by(|a, b| b.cmp(a));
         let mut tree = None;
+        let mut unreadable = Vec::new();
         for z in snaps.iter().take(100) {
             let p = self.dir.join(snapshot_name(*z));
             if !snapshot_looks_valid(&p) {
@@ -370,8 +371,22 @@ impl Storage {
                     tree = Some(t);
                     break;
                 }
-                Err(e) => tracing::warn!("problem reading snap file {}: {e}", p.display()),
+                Err(e) => {
+                    tracing::warn!("problem reading snap file {}: {e}", p.display());
+                    unreadable.push(e.to_string());
+                }
             }
+        }
+        if tree.is_none() && !unreadable.is_empty() {
+            // FileSnap.deserialize: "Not able to find valid snapshots".
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: not able to find a valid snapshot: {}",
+                    self.dir.display(),
+                    unreadable.join("; ")
+                ),
+            ));
         }
         let logs = self.logs_sorted()?;
         let had_snapshot = tree.is_some();

@@ -617,8 +617,10 @@ mod tests {
         s.append(0x1_0000_0001, &txn(0x1_0000_0001, 1)).unwrap();
         s.sync().unwrap();
         s.begin_snapshot(0x2_0000_0005).unwrap();
-        s.snapshot_data(&[0, 0, 0, 0]).unwrap();
-        s.snapshot_data(&[0, 0, 0, 0, 0, 0, 0, 1, b'/']).unwrap();
+        tree::DataTree::new()
+            .snapshot()
+            .write_body(&mut |b| s.snapshot_data(b))
+            .unwrap();
         s.finish_snapshot(0x2_0000_0005).unwrap();
         assert!(s.logs().unwrap().is_empty());
         drop(s);
