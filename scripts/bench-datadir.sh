@@ -114,7 +114,6 @@ TAKEN=$(grep -c "Snapshot 0x" "$OUT/zkfle.log" || true)
 SKIPPED=$(grep -c "Too busy to snap" "$OUT/zkfle.log" || true)
 read -r zs zl zb <<<"$(dir_figures "$OUT/zkfle")"
 read -r js jl jb <<<"$(dir_figures "$DIR/$JAVA/data")"
-NODES=$(grep -o 'data tree of [0-9]* nodes' "$OUT/zkfle.log" | tail -n 1 || true)
 
 # Restarts.
 kill -9 "$ZKFLE_PID"; wait "$ZKFLE_PID" 2>/dev/null || true
@@ -144,6 +143,6 @@ zkfle snapshots taken: $TAKEN, skipped (too busy): $SKIPPED
 zkfle            $zs          $zl      $zb        $zs2 $zl2 $zb2
 Java follower    $js          $jl      $jb        $js2 $jl2 $jb2
 restart to synced: zkfle $ZK_RESTART ms ($LOADED); Java $JAVA_RESTART ms (JVM start included)
-zkfle memory after the writes: VmRSS $ZK_RSS kB, VmHWM $ZK_HWM kB; after restart VmRSS $ZK_RSS2 kB ($NODES)
+zkfle memory after the writes: VmRSS $ZK_RSS kB, VmHWM $ZK_HWM kB; after restart VmRSS $ZK_RSS2 kB
 zkfle memory with $ZNODES more znodes of 100 bytes: VmRSS $ZK_RSS3 kB, VmHWM $ZK_HWM3 kB
 EOF
