@@ -667,6 +667,36 @@ mod tests {
     }
 
     #[test]
+    fn txns_apply_at_commit_and_at_session_end() {
+        let d = tmp("commit");
+        let mut s = Storage::open(&d).unwrap();
+        s.set_prealloc(0);
+        let z = |i: i64| 0x1_0000_0000 + i;
+        // A COMMIT may come before the proposal is logged (sync proposals wait for NEWLEADER).
+        s.commit(z(1));
+        s.append(z(1), &create(z(1), "/a")).unwrap();
+        s.append(z(2), &create(z(2), "/b")).unwrap();
+        s.sync().unwrap();
+        assert!(s.tree().get("/a").is_some());
+        assert!(s.tree().get("/b").is_none(), "not committed yet");
+        s.commit(z(2));
+        assert!(s.tree().get("/b").is_some());
+        s.append(z(3), &create(z(3), "/c")).unwrap();
+        s.sync().unwrap();
+        s.fast_forward();
+        assert!(
+            s.tree().get("/c").is_some(),
+            "logged txns are applied when the session ends"
+        );
+        assert_eq!(s.tree().last_processed_zxid, z(3));
+        // TRUNC reloads the tree from the snapshot and what is left of the log.
+        s.truncate(z(2)).unwrap();
+        assert!(s.tree().get("/c").is_none());
+        assert_eq!(s.tree().last_processed_zxid, z(2));
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
     fn roll_snapshot_purge_restore() {
         let d = tmp("roll");
         let mut s = Storage::open(&d).unwrap();
