@@ -185,17 +185,20 @@ fn a_long_running_voter_rolls_snapshots_purges_and_restarts() {
     for (p, node) in mine.iter() {
         let shown = if p.is_empty() { "/" } else { p };
         let lines = f.get(shown).unwrap_or_else(|| panic!("{shown} not shown"));
-        assert!(
-            lines.contains(&format!("cZxid = 0x{:014x}", node.stat.czxid)),
-            "{shown}: {lines:?}"
-        );
-        assert!(
-            lines.contains(&format!(
-                "dataLength = {}",
-                node.data.as_ref().map_or(0, |d| d.len())
-            )),
-            "{shown}: {lines:?}"
-        );
+        let st = &node.stat;
+        let hex = |v: i64| format!("{v:#016x}");
+        for want in [
+            format!("cZxid = 0x{:014x}", st.czxid),
+            format!("mZxid = 0x{:014x}", st.mzxid),
+            format!("pZxid = 0x{:014x}", st.pzxid),
+            format!("cversion = {}", st.cversion),
+            format!("dataVersion = {}", st.version),
+            format!("aclVersion = {}", st.aversion),
+            format!("ephemeralOwner = {}", hex(st.ephemeral_owner)),
+            format!("dataLength = {}", node.data.as_ref().map_or(0, |d| d.len())),
+        ] {
+            assert!(lines.contains(&want), "{shown}: {want} not in {lines:?}");
+        }
     }
 
     // zkfle's tree equals the Java follower's, both restored from their data directories.
