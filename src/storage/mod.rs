@@ -6,7 +6,9 @@
 //!   steps like Java's; a new file is started on the first append after opening, after a
 //!   truncation and after a snapshot. ZooKeeper's `LogFormatter` and `TxnLogToolkit` read them.
 //! - `snapshot.<zxid>`: a snapshot received by SNAP, stored as `FileSnap` writes one (header,
-//!   the streamed body as-is, Adler-32 seal), written to `tmp.snapshot.<zxid>` first.
+//!   the streamed body as-is, Adler-32 seal), written to `tmp.snapshot.<zxid>` first; and the
+//!   follower's own snapshots of its data tree ([`db`], [`tree`]: loading, rolling,
+//!   snapshotting and purging as Java does).
 //!
 //! Durability: [`Storage::append`] buffers; [`Storage::sync`] writes and `fdatasync`s (and
 //! fsyncs the directory when a file was created). Epoch files, truncation and snapshot
