@@ -113,7 +113,45 @@ fn a_long_running_voter_rolls_snapshots_purges_and_restarts() {
     let mut zk = Zk::connect(&client(leader)).unwrap();
     let ok = zk.create_many(&paths("n", 3000), &[7u8; 100], 64).unwrap();
     assert_eq!(ok, 3000);
+    // setData, delete, ephemerals (one session closed, one still open), a failed multi-free
+    // error txn (a delete of a missing node), so every kind of txn reaches the trees.
+    let call = |zk: &mut Zk, op: i32, path: &str, tail: &[u8]| {
+        let mut b = Vec::new();
+        put_str(&mut b, path.as_bytes());
+        b.extend_from_slice(tail);
+        zk.call(op, &b).unwrap().0
+    };
+    let ephemeral = |zk: &mut Zk, path: &str| {
+        let mut tail = Vec::new();
+        put_str(&mut tail, b"e");
+        tail.extend(1i32.to_be_bytes());
+        tail.extend(31i32.to_be_bytes());
+        put_str(&mut tail, b"world");
+        put_str(&mut tail, b"anyone");
+        tail.extend(1i32.to_be_bytes()); // EPHEMERAL
+        call(zk, 1, path, &tail)
+    };
+    for i in 0..50 {
+        let mut tail = Vec::new();
+        put_str(&mut tail, b"changed");
+        tail.extend((-1i32).to_be_bytes());
+        assert_eq!(call(&mut zk, 5, &format!("/n{i}"), &tail), 0, "setData");
+        assert_eq!(
+            call(
+                &mut zk,
+                2,
+                &format!("/n{}", 2999 - i),
+                &(-1i32).to_be_bytes()
+            ),
+            0
+        );
+    }
+    assert_eq!(call(&mut zk, 2, "/missing", &(-1i32).to_be_bytes()), -101);
+    assert_eq!(ephemeral(&mut zk, "/n0/gone-with-its-session"), 0);
     drop(zk);
+    // A session left to expire (4 s at tickTime 200): the leader closes it.
+    let mut expiring = Zk::connect(&client(other)).unwrap();
+    assert_eq!(ephemeral(&mut expiring, "/n1/expires"), 0);
     write_all(other, &paths("w", 20), Duration::from_secs(10));
     // A purge is due every second; it runs with the next write.
     std::thread::sleep(Duration::from_millis(1200));
@@ -202,6 +240,10 @@ fn a_long_running_voter_rolls_snapshots_purges_and_restarts() {
     }
 
     // zkfle's tree equals the Java follower's, both restored from their data directories.
+    wait_for("the session expired", Duration::from_secs(20), || {
+        read(leader, "/n1/expires").is_none().then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(500));
     drop(n);
     let java_follower = if other != leader { other } else { 2 };
     e.run(&["stop-node", &java_follower.to_string()]);
@@ -214,6 +256,11 @@ fn a_long_running_voter_rolls_snapshots_purges_and_restarts() {
         assert_eq!(Some(v), b.get(p), "{p}");
     }
     assert_eq!(zk_tree.digest(), java_tree.digest());
+    assert!(zk_tree.get("/n0/gone-with-its-session").is_none());
+    assert!(zk_tree.get("/n1/expires").is_none());
+    assert!(zk_tree.get("/n2999").is_none());
+    assert_eq!(zk_tree.session_count(), java_tree.session_count());
+    drop(expiring);
     e.run(&["start-node", &java_follower.to_string()]);
 
     // Restart: snapshot + logs, then a DIFF from the leader.
