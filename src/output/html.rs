@@ -102,6 +102,9 @@ mod tests {
         assert!(page.contains("\\u003c/script>\\u003cb>"));
         assert!(page.contains("a &lt;title&gt;"));
         assert!(!page.contains("{{"));
-        assert!(!page.contains("http://") && !page.contains("https://"), "offline");
+        assert!(
+            !page.contains("http://") && !page.contains("https://"),
+            "offline"
+        );
     }
 }

@@ -22,7 +22,10 @@ pub fn election_window<'a>(
     summary: &'a Value,
     round: Option<i64>,
 ) -> Result<(Vec<&'a Record>, &'a Value, usize), OutputError> {
-    let rounds = summary["rounds"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let rounds = summary["rounds"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
     let available = || {
         let r: Vec<String> = rounds
             .iter()
@@ -45,7 +48,9 @@ pub fn election_window<'a>(
     let start = if index == 0 {
         f64::NEG_INFINITY
     } else {
-        rounds[index]["started"].as_f64().unwrap_or(f64::NEG_INFINITY)
+        rounds[index]["started"]
+            .as_f64()
+            .unwrap_or(f64::NEG_INFINITY)
     };
     let end = rounds
         .get(index + 1)
@@ -134,7 +139,10 @@ pub fn diagram(
         if let Some(c) = d.get("cause").filter(|c| !c.is_null()) {
             write!(text, " cause {}", mermaid_text(&plain(c))).ok();
         }
-        notes.push((d["time"].as_f64().unwrap_or(started), format!("    Note over {id}: {text}")));
+        notes.push((
+            d["time"].as_f64().unwrap_or(started),
+            format!("    Note over {id}: {text}"),
+        ));
     }
     let mut out = String::from("sequenceDiagram\n");
     writeln!(

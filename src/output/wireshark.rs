@@ -54,7 +54,12 @@ pub fn dissector(election_ports: &[u16], quorum_ports: &[u16]) -> String {
     writeln!(s, "L.packet_types = {{{}}}", types.join(", ")).ok();
     writeln!(s, "L.frame_length = {}", field(&FRAME_LENGTH)).ok();
     writeln!(s, "L.initial_forms = {{\n{}}}", forms(INITIAL_FORMS)).ok();
-    writeln!(s, "L.notification_forms = {{\n{}}}", forms(NOTIFICATION_FORMS)).ok();
+    writeln!(
+        s,
+        "L.notification_forms = {{\n{}}}",
+        forms(NOTIFICATION_FORMS)
+    )
+    .ok();
     writeln!(
         s,
         "L.quorum_packet = {}",
@@ -62,7 +67,12 @@ pub fn dissector(election_ports: &[u16], quorum_ports: &[u16]) -> String {
     )
     .ok();
     writeln!(s, "L.authinfo_id = {{{}}}", fields(QUORUM_AUTHINFO_ID)).ok();
-    writeln!(s, "L.quorum_data_forms = {{\n{}}}", forms(QUORUM_DATA_FORMS)).ok();
+    writeln!(
+        s,
+        "L.quorum_data_forms = {{\n{}}}",
+        forms(QUORUM_DATA_FORMS)
+    )
+    .ok();
     s.push_str(INTERPRETER);
     s
 }

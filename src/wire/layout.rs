@@ -13,7 +13,10 @@ pub enum FieldType {
     I64,
     /// Bytes whose count is the value of the named earlier `I32` field (jute `buffer`/`ustring`,
     /// -1 meaning null). Shown as text when `text` is true.
-    Counted { count: &'static str, text: bool },
+    Counted {
+        count: &'static str,
+        text: bool,
+    },
 }
 
 /// One field of a message form.
@@ -470,7 +473,8 @@ mod tests {
             time: 1_700_000_000_000,
             op: 1,
         };
-        let (th, _) = read_fields(form(QUORUM_DATA_FORMS, "txn_header").fields, &h.encode()).unwrap();
+        let (th, _) =
+            read_fields(form(QUORUM_DATA_FORMS, "txn_header").fields, &h.encode()).unwrap();
         assert_eq!(int(&th, "txn_client_id"), h.client_id);
         assert_eq!(int(&th, "txn_cxid"), i64::from(h.cxid));
         assert_eq!(int(&th, "txn_zxid"), h.zxid);

@@ -185,7 +185,7 @@
 
   // ---- view ----
   let v0 = tMin, v1 = tMax;
-  const LEFT = 96, TOP = 34, BOTTOM = 8;
+  const LEFT = 96, TOP = 46, BOTTOM = 8;
   let W = 0, H = 0, laneH = 40;
   function setView(a, b) {
     const span = Math.max(b - a, 1e-6);
@@ -229,14 +229,22 @@
       ctx.fillText(fmtRel(t, step), x + 3, 12);
     }
     // election starts
+    let labelEnd = [-Infinity, -Infinity], lastLine = -Infinity;
+    ctx.strokeStyle = "#c0c0c0"; ctx.setLineDash([4, 3]);
+    const starts = new Path2D();
     rounds.forEach((r, i) => {
       const x = X(r.started);
-      if (x < LEFT || x > W) return;
-      ctx.strokeStyle = "#c0c0c0"; ctx.setLineDash([4, 3]);
-      ctx.beginPath(); ctx.moveTo(x + 0.5, TOP - 14); ctx.lineTo(x + 0.5, H); ctx.stroke(); ctx.setLineDash([]);
+      if (x < LEFT || x > W || x - lastLine < 2) return;
+      lastLine = x;
+      starts.moveTo(x + 0.5, TOP - 12); starts.lineTo(x + 0.5, H);
+      const rowi = labelEnd[0] <= labelEnd[1] ? 0 : 1;
+      if (x < labelEnd[rowi] + 4) return;
+      const text = "election " + (i + 1) + " (round 0x" + Number(r.election_epoch).toString(16) + ")";
       ctx.fillStyle = "#333";
-      ctx.fillText("election " + (i + 1) + " (round 0x" + Number(r.election_epoch).toString(16) + ")", x + 3, TOP - 16);
+      ctx.fillText(text, x + 3, rowi ? TOP - 14 : TOP - 26);
+      labelEnd[rowi] = x + 3 + ctx.measureText(text).width;
     });
+    ctx.stroke(starts); ctx.setLineDash([]);
     // lanes and bands
     for (let li = 0; li < lanes.length; li++) {
       const y = laneY(li), top = y - laneH / 2;
@@ -246,7 +254,7 @@
       ctx.strokeStyle = "#ddd"; ctx.beginPath(); ctx.moveTo(LEFT, y + 0.5); ctx.lineTo(W, y + 0.5); ctx.stroke();
       const bandH = Math.min(10, laneH / 4), bandY = y - bandH / 2;
       for (const b of bands[li]) paintBand(b, bandY, bandH, stateCss[b.state] || stateCss.UNKNOWN);
-      for (const b of down[li]) paintBand(b, bandY, bandH, stateCss.down);
+      for (const b of down[li]) { ctx.fillStyle = "#fff"; ctx.fillRect(Math.max(LEFT, X(b.s)), bandY, Math.max(0, Math.min(W, X(b.e)) - Math.max(LEFT, X(b.s))), bandH); paintBand(b, bandY, bandH, stateCss.down); }
       for (const b of extra[li]) {
         paintBand(b, bandY + bandH + 2, 5, "#8c564b");
         const x = Math.max(LEFT, X(b.s));
@@ -258,18 +266,24 @@
     // messages
     const i0 = lowerBound(v0), i1 = lowerBound(v1 + 1e-9);
     let visible = 0;
-    for (let i = i0; i < i1; i++) if (passes(i)) visible++;
+    if (filterLane < 0 && filterRound === null) visible = i1 - i0;
+    else for (let i = i0; i < i1; i++) if (passes(i)) visible++;
     aggregated = visible > (W - LEFT) * 1.5;
     drawnArrows = 0;
     if (aggregated) drawAggregated(i0, i1); else drawArrows(i0, i1);
     // decisions
+    const diamonds = new Map();
     for (const dm of decisions) {
       const x = X(dm.d.time), y = laneY(dm.li);
       if (x < LEFT - 6 || x > W + 6) continue;
       if (filterLane >= 0 && filterLane !== dm.li) continue;
-      ctx.fillStyle = leaderCss(dm.d.leader); ctx.strokeStyle = "#000";
-      ctx.beginPath(); ctx.moveTo(x, y - 7); ctx.lineTo(x + 7, y); ctx.lineTo(x, y + 7); ctx.lineTo(x - 7, y); ctx.closePath(); ctx.fill(); ctx.stroke();
+      const css = leaderCss(dm.d.leader);
+      let p = diamonds.get(css);
+      if (!p) { p = new Path2D(); diamonds.set(css, p); }
+      p.moveTo(x, y - 7); p.lineTo(x + 7, y); p.lineTo(x, y + 7); p.lineTo(x - 7, y); p.closePath();
     }
+    ctx.strokeStyle = "#000";
+    for (const [css, p] of diamonds) { ctx.fillStyle = css; ctx.fill(p); ctx.stroke(p); }
     // anomalies with a time
     for (const am of anomalies) {
       if (am.t === null) continue;
@@ -289,6 +303,8 @@
   function paintBand(b, y, h, css) {
     const a = Math.max(LEFT, X(b.s)), e = Math.min(W, Math.max(X(b.e), X(b.s) + 2));
     if (e < LEFT || a > W) return;
+    if (e - a < 1 && Math.floor(a) === paintBand.last) return;
+    paintBand.last = Math.floor(a);
     ctx.globalAlpha = 0.55; ctx.fillStyle = css; ctx.fillRect(a, y, Math.max(1, e - a), h); ctx.globalAlpha = 1;
   }
   function drawArrows(i0, i1) {
@@ -319,27 +335,29 @@
     hits.bins = null;
   }
   function drawAggregated(i0, i1) {
-    // Per 2-pixel column and sender: how many messages, in the colour most of them have.
-    const px = hits.binPx, nb = Math.ceil((W - LEFT) / px) + 1;
-    const bins = new Map();
+    // Per 2-pixel column and sender: how many messages, in the colour of the last of them.
+    const px = hits.binPx, nb = Math.ceil((W - LEFT) / px) + 1, nl = lanes.length;
+    const n = new Int32Array(nb * nl), col = new Int32Array(nb * nl);
+    const scale = (W - LEFT - 10) / (v1 - v0) / px;
     for (let i = i0; i < i1; i++) {
-      if (!passes(i)) continue;
-      const b = Math.floor((X(mt[i]) - LEFT) / px);
+      if ((filterLane >= 0 || filterRound !== null) && !passes(i)) continue;
+      const b = Math.floor((mt[i] - v0) * scale);
       if (b < 0 || b >= nb) continue;
-      const key = b * 65536 + mfrom[i];
-      let e = bins.get(key);
-      if (!e) { e = { n: 0, col: new Map(), b, li: mfrom[i], first: i }; bins.set(key, e); }
-      e.n++;
-      e.col.set(mcol[i], (e.col.get(mcol[i]) || 0) + 1);
+      const k = b * nl + mfrom[i];
+      n[k]++;
+      col[k] = mcol[i];
     }
-    for (const e of bins.values()) {
-      let best = 0, bc = 0;
-      for (const [c, n] of e.col) if (n > bc) { bc = n; best = c; }
-      const h = Math.min(laneH * 0.45, 2 + 3 * Math.log2(1 + e.n));
-      ctx.fillStyle = colours[best].css;
-      ctx.fillRect(LEFT + e.b * px, laneY(e.li) - h, px, h * 2);
+    for (let li = 0; li < nl; li++) {
+      const y = laneY(li);
+      for (let b = 0; b < nb; b++) {
+        const c = n[b * nl + li];
+        if (!c) continue;
+        const h = Math.min(laneH * 0.45, 2 + 3 * Math.log2(1 + c));
+        ctx.fillStyle = colours[col[b * nl + li]].css;
+        ctx.fillRect(LEFT + b * px, y - h, px, h * 2);
+      }
     }
-    hits.bins = bins;
+    hits.bins = { n, col, nl };
   }
 
   // ---- hover and click ----
@@ -355,8 +373,8 @@
       const b = Math.floor((mx - LEFT) / hits.binPx);
       for (let li = 0; li < lanes.length; li++) {
         if (Math.abs(laneY(li) - my) > laneH / 2) continue;
-        const e = hits.bins.get(b * 65536 + li);
-        if (e) return { bin: e };
+        const c = hits.bins.n[b * hits.bins.nl + li];
+        if (c) return { bin: { n: c, b, li } };
       }
       return null;
     }
