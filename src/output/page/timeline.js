@@ -89,10 +89,16 @@
   const tEnd = tMax;
   const bands = lanes.map(() => []); // {s, e, state}
   {
+    // What each server said it was, and what the summary says it decided (a decision is often
+    // visible on the election port only later, when the server next answers someone).
+    const changes = msgs.filter((r) => r.type === "notification").map((r) => ({ time: r.time, state: r.state, li: lane(r.from_sid, r.src) }));
+    for (const r of S.rounds || []) for (const d of r.decisions || []) {
+      if (typeof d.time === "number" && d.state) changes.push({ time: d.time, state: d.state, li: lane(d.sid, null) });
+    }
+    changes.sort((a, b) => a.time - b.time);
     const last = lanes.map(() => null);
-    for (const r of msgs) {
-      if (r.type !== "notification") continue;
-      const li = lane(r.from_sid, r.src);
+    for (const r of changes) {
+      const li = r.li;
       const cur = last[li];
       if (cur && cur.state === r.state) { cur.e = r.time; continue; }
       if (cur) cur.e = r.time;
@@ -108,15 +114,15 @@
     if (i + 1 < rounds.length) return rounds[i + 1].started;
     return typeof r.duration === "number" ? Math.max(r.started + r.duration, tEnd) : tEnd;
   };
-  // A server with no message at all during an election it is not part of was down (not started,
-  // killed, or stopped): shown from the election's start to its next message.
+  // A server with no message at the start of an election it is not part of was down (not
+  // started, killed, or stopped): shown from the election's start to its next message.
   const sentTimes = lanes.map(() => []);
   for (let i = 0; i < N; i++) sentTimes[mfrom[i]].push(mt[i]);
   const down = lanes.map(() => []);
   rounds.forEach((r, i) => {
-    // Silent from the election's start to its first decision (or its end, undecided).
-    const firsts = (r.decisions || []).map((d) => d.time).filter((t) => typeof t === "number");
-    const s = r.started, e = firsts.length ? Math.min.apply(null, firsts) : roundEnd(i);
+    // Live servers answer a LOOKING vote within milliseconds; one silent for the first second
+    // of an election (or all of a shorter one) was not running.
+    const s = r.started, e = Math.min(roundEnd(i), s + 1.0);
     const parts = new Set(r.participants || []);
     lanes.forEach((l, li) => {
       if (l.sid === null || parts.has(l.sid)) return;
