@@ -245,9 +245,10 @@ fn timeline_page_holds_100k_messages() {
     assert_eq!(c["decisions"], decisions(&s).to_string());
     assert_eq!(c["aggregated"], "true");
     println!(
-        "100,000 messages: {} MB page, draw of the whole capture {} ms (aggregated)",
+        "100,000 messages: {} MB page, draw of the whole capture {} ms (aggregated: {})",
         std::fs::metadata(&page).unwrap().len() / 1_000_000,
-        c["draw-ms"]
+        c["draw-ms"],
+        c["draw-parts"]
     );
 }
 

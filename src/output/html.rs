@@ -6,13 +6,17 @@
 //! server, state bands, one arrow per message, decisions and anomalies) and aggregates
 //! messages per pixel column when more are in view than can be told apart.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 use serde_json::Value;
 
 use super::is_message;
 use crate::decode::{Body, Record};
-use crate::json::RecordLineWriter;
+use crate::json::RecordJson;
+
+/// Distinct config texts kept once each; more than this (never seen) stay in their records.
+const MAX_SHARED_CONFIGS: usize = 4096;
 
 const TEMPLATE: &str = include_str!("page/timeline.html");
 const STYLE: &str = include_str!("page/timeline.css");
@@ -31,14 +35,36 @@ pub fn write_page(
     data.extend_from_slice(b",\"summary\":");
     serde_json::to_writer(&mut data, summary).map_err(io::Error::other)?;
     data.extend_from_slice(b",\"records\":[");
-    let mut lines = RecordLineWriter::new();
+    // Every notification carries the ensemble's config text, most of a record's bytes; the
+    // page keeps each distinct text once (`configs`) and the records point at it
+    // (`config_ref`); the script puts the text back before anything reads the records.
+    let mut configs: Vec<String> = Vec::new();
+    let mut config_index: HashMap<String, usize> = HashMap::new();
     for (i, r) in records.iter().enumerate() {
         if i > 0 {
             data.push(b',');
         }
-        lines.write(&mut data, r);
+        let mut v = serde_json::to_value(RecordJson(r)).map_err(io::Error::other)?;
+        if let Some(Value::String(text)) = v.get("config") {
+            let at = match config_index.get(text.as_str()) {
+                Some(&at) => Some(at),
+                None if configs.len() < MAX_SHARED_CONFIGS => {
+                    configs.push(text.clone());
+                    config_index.insert(text.clone(), configs.len() - 1);
+                    Some(configs.len() - 1)
+                }
+                None => None,
+            };
+            if let (Some(at), Value::Object(m)) = (at, &mut v) {
+                m.insert("config".into(), Value::Null);
+                m.insert("config_ref".into(), at.into());
+            }
+        }
+        serde_json::to_writer(&mut data, &v).map_err(io::Error::other)?;
     }
-    data.extend_from_slice(b"]}");
+    data.extend_from_slice(b"],\"configs\":");
+    serde_json::to_writer(&mut data, &configs).map_err(io::Error::other)?;
+    data.extend_from_slice(b"}");
     let messages = records.iter().filter(|r| is_message(r)).count();
     let problems = records
         .iter()
@@ -106,5 +132,37 @@ mod tests {
             !page.contains("http://") && !page.contains("https://"),
             "offline"
         );
+    }
+
+    #[test]
+    fn each_config_text_is_stored_once() {
+        use crate::capture::Timestamp;
+        use crate::decode::{Body, Record};
+        use crate::wire::{Notification, ServerState};
+        let config = "server.1=127.0.0.1:2888:3888:participant\nversion=0";
+        let r = Record {
+            time: Timestamp { secs: 1, nanos: 0 },
+            conn: None,
+            src: None,
+            dst: None,
+            from_sid: Some(1),
+            to_sid: Some(2),
+            offset: Some(0),
+            raw: Vec::new(),
+            body: Body::Notification(Notification::current(
+                ServerState::Looking,
+                1,
+                0,
+                1,
+                0,
+                config,
+            )),
+        };
+        let mut out = Vec::new();
+        let summary = serde_json::json!({"rounds": [], "anomalies": []});
+        write_page(&mut out, "t", &[r.clone(), r], &summary).unwrap();
+        let page = String::from_utf8(out).unwrap();
+        assert_eq!(page.matches("server.1=127.0.0.1").count(), 1);
+        assert_eq!(page.matches("\"config_ref\":0").count(), 2);
     }
 }

@@ -5,6 +5,10 @@
   const D = JSON.parse(document.getElementById("zkfle-data").textContent);
   const S = D.summary || {};
   const recs = D.records || [];
+  // Config texts are stored once each; put them back into the notifications.
+  for (const r of recs) {
+    if (r.config_ref !== undefined) { r.config = (D.configs || [])[r.config_ref]; delete r.config_ref; }
+  }
   const $ = (id) => document.getElementById(id);
   const canvas = $("canvas"), tip = $("tip"), counts = $("zkfle-counts");
   const ctx = canvas.getContext("2d");
@@ -234,6 +238,7 @@
       ctx.beginPath(); ctx.moveTo(x + 0.5, TOP - 4); ctx.lineTo(x + 0.5, H); ctx.stroke();
       ctx.fillText(fmtRel(t, step), x + 3, 12);
     }
+    const tAxis = performance.now();
     // election starts
     let labelEnd = [-Infinity, -Infinity], lastLine = -Infinity;
     ctx.strokeStyle = "#c0c0c0"; ctx.setLineDash([4, 3]);
@@ -251,6 +256,7 @@
       labelEnd[rowi] = x + 3 + ctx.measureText(text).width;
     });
     ctx.stroke(starts); ctx.setLineDash([]);
+    const tRounds = performance.now();
     // lanes and bands
     for (let li = 0; li < lanes.length; li++) {
       const y = laneY(li), top = y - laneH / 2;
@@ -260,7 +266,7 @@
       ctx.strokeStyle = "#ddd"; ctx.beginPath(); ctx.moveTo(LEFT, y + 0.5); ctx.lineTo(W, y + 0.5); ctx.stroke();
       const bandH = Math.min(10, laneH / 4), bandY = y - bandH / 2;
       for (const b of bands[li]) paintBand(b, bandY, bandH, stateCss[b.state] || stateCss.UNKNOWN);
-      for (const b of down[li]) { ctx.fillStyle = "#fff"; ctx.fillRect(Math.max(LEFT, X(b.s)), bandY, Math.max(0, Math.min(W, X(b.e)) - Math.max(LEFT, X(b.s))), bandH); paintBand(b, bandY, bandH, stateCss.down); }
+      for (const b of down[li]) paintBand(b, bandY, bandH, stateCss.down, 1);
       for (const b of extra[li]) {
         paintBand(b, bandY + bandH + 2, 5, "#8c564b");
         const x = Math.max(LEFT, X(b.s));
@@ -269,6 +275,7 @@
       ctx.fillStyle = dim ? "#aaa" : "#111";
       ctx.fillText(lanes[li].label, 6, y + 4);
     }
+    const tLanes = performance.now();
     // messages
     const i0 = lowerBound(v0), i1 = lowerBound(v1 + 1e-9);
     let visible = 0;
@@ -277,12 +284,17 @@
     aggregated = visible > (W - LEFT) * 1.5;
     drawnArrows = 0;
     if (aggregated) drawAggregated(i0, i1); else drawArrows(i0, i1);
+    const tMsgs = performance.now();
     // decisions
     const diamonds = new Map();
+    const lastDiamond = new Float64Array(lanes.length).fill(-Infinity);
     for (const dm of decisions) {
       const x = X(dm.d.time), y = laneY(dm.li);
       if (x < LEFT - 6 || x > W + 6) continue;
       if (filterLane >= 0 && filterLane !== dm.li) continue;
+      // Decisions closer than 2 px on one lane are one diamond (hover shows the first).
+      if (x - lastDiamond[dm.li] < 2) continue;
+      lastDiamond[dm.li] = x;
       const css = leaderCss(dm.d.leader);
       let p = diamonds.get(css);
       if (!p) { p = new Path2D(); diamonds.set(css, p); }
@@ -305,13 +317,18 @@
     counts.dataset.visible = String(visible);
     counts.dataset.aggregated = String(aggregated);
     counts.dataset.drawMs = lastDrawMs.toFixed(1);
+    const ms = (a, b) => (b - a).toFixed(1);
+    counts.dataset.drawParts = "axis " + ms(started, tAxis) + ", elections " + ms(tAxis, tRounds) + ", lanes " + ms(tRounds, tLanes) +
+      ", messages " + ms(tLanes, tMsgs) + ", marks " + ms(tMsgs, started + lastDrawMs);
   }
-  function paintBand(b, y, h, css) {
+  function paintBand(b, y, h, css, alpha) {
     const a = Math.max(LEFT, X(b.s)), e = Math.min(W, Math.max(X(b.e), X(b.s) + 2));
     if (e < LEFT || a > W) return;
-    if (e - a < 1 && Math.floor(a) === paintBand.last) return;
+    // Bands narrower than a pixel, inside a pixel already painted, are skipped.
+    if (e - a < 1 && Math.floor(a) === paintBand.last && y === paintBand.y) return;
     paintBand.last = Math.floor(a);
-    ctx.globalAlpha = 0.55; ctx.fillStyle = css; ctx.fillRect(a, y, Math.max(1, e - a), h); ctx.globalAlpha = 1;
+    paintBand.y = y;
+    ctx.globalAlpha = alpha || 0.55; ctx.fillStyle = css; ctx.fillRect(a, y, Math.max(1, e - a), h); ctx.globalAlpha = 1;
   }
   function drawArrows(i0, i1) {
     // One path per colour and dash style: a few canvas calls however many arrows.
@@ -353,16 +370,20 @@
       n[k]++;
       col[k] = mcol[i];
     }
+    const rects = new Map();
     for (let li = 0; li < nl; li++) {
       const y = laneY(li);
       for (let b = 0; b < nb; b++) {
         const c = n[b * nl + li];
         if (!c) continue;
         const h = Math.min(laneH * 0.45, 2 + 3 * Math.log2(1 + c));
-        ctx.fillStyle = colours[col[b * nl + li]].css;
-        ctx.fillRect(LEFT + b * px, y - h, px, h * 2);
+        const ci = col[b * nl + li];
+        let p = rects.get(ci);
+        if (!p) { p = new Path2D(); rects.set(ci, p); }
+        p.rect(LEFT + b * px, y - h, px, h * 2);
       }
     }
+    for (const [ci, p] of rects) { ctx.fillStyle = colours[ci].css; ctx.fill(p); }
     hits.bins = { n, col, nl };
   }
 
