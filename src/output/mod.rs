@@ -17,7 +17,7 @@ use std::fmt;
 use crate::decode::{Body, Record};
 
 /// At most this many records are held for one drawing: a page or diagram of more could not be
-/// read by a browser anyway (about 350 bytes a record in the page).
+/// read by a browser anyway (about 330 bytes a record in the page).
 pub const MAX_RECORDS: usize = 1_000_000;
 
 /// An output that cannot be made.
