@@ -112,10 +112,14 @@ fn browser_args(profile: &Path) -> Vec<String> {
 
 /// The page after its script ran, as Chromium's DOM dump: the counts element's attributes.
 fn page_counts(page: &Path, profile: &Path) -> BTreeMap<String, String> {
+    page_counts_at(&page.display().to_string(), page, profile)
+}
+
+fn page_counts_at(url: &str, page: &Path, profile: &Path) -> BTreeMap<String, String> {
     let out = Command::new(chromium())
         .args(browser_args(profile))
         .arg("--dump-dom")
-        .arg(page)
+        .arg(url)
         .output()
         .unwrap();
     let dom = String::from_utf8_lossy(&out.stdout);
@@ -180,6 +184,47 @@ fn timeline_page_in_chromium_draws_every_message_server_and_decision() {
         // Zoomed out to the whole capture, small fixtures show every arrow.
         assert_eq!(c["aggregated"], "false", "{name}");
         assert_eq!(c["drawn-arrows"], msgs.len().to_string(), "{name}: drawn");
+    }
+    // Filters and hover, exercised by the page itself (`#selftest`) on a capture with a
+    // kill and a restart: each server's filter shows the messages to and from it, each
+    // round's the notifications of that round, and hovering an arrow shows every field.
+    for name in ["basic3", "staggered5"] {
+        let fixture = fixtures().into_iter().find(|d| d.ends_with(name)).unwrap();
+        let msgs = messages(&fixture);
+        let page = dir.join(format!("{name}.html"));
+        let url = format!("file://{}#selftest", page.display());
+        let c = page_counts_at(&url, &page, &profile);
+        let mut lanes_expected = Vec::new();
+        let sids: BTreeSet<i64> = msgs
+            .iter()
+            .flat_map(|m| {
+                [
+                    m["from_sid"].as_i64().unwrap(),
+                    m["to_sid"].as_i64().unwrap(),
+                ]
+            })
+            .collect();
+        for sid in &sids {
+            let n = msgs
+                .iter()
+                .filter(|m| m["from_sid"] == *sid || m["to_sid"] == *sid)
+                .count();
+            lanes_expected.push(format!("sid {sid}={n}"));
+        }
+        assert_eq!(c["selftest-lanes"], lanes_expected.join(";"), "{name}");
+        let epochs: BTreeSet<i64> = msgs
+            .iter()
+            .filter_map(|m| m["election_epoch"].as_i64())
+            .collect();
+        let rounds_expected: Vec<String> = epochs
+            .iter()
+            .map(|e| {
+                let n = msgs.iter().filter(|m| m["election_epoch"] == *e).count();
+                format!("{e}={n}")
+            })
+            .collect();
+        assert_eq!(c["selftest-rounds"], rounds_expected.join(";"), "{name}");
+        assert_eq!(c["selftest-hover"], "every field", "{name}");
     }
     // The picture: a real screenshot of one page.
     let shot = dir.join("basic3.png");

@@ -550,5 +550,33 @@
   counts.dataset.anomalies = String(anomalies.length);
   counts.dataset.rounds = String(rounds.length);
   counts.dataset.drawnArrows = String(drawnArrows);
+  // `election.html#selftest`: the page exercises its own filters and hover and records what
+  // it saw in the counts element, for tests in a headless browser (no input events there).
+  if (location.hash === "#selftest") {
+    const perLane = [];
+    for (const li of order) {
+      setFilter(li, null, false);
+      perLane.push(lanes[li].label + "=" + counts.dataset.visible);
+    }
+    counts.dataset.selftestLanes = perLane.join(";");
+    const perRound = [];
+    for (const e of epochs) {
+      setFilter(-1, e, false);
+      fit();
+      perRound.push(e + "=" + counts.dataset.visible);
+    }
+    counts.dataset.selftestRounds = perRound.join(";");
+    setFilter(-1, null, false);
+    fit();
+    // Hover the first notification's arrow, halfway between its lanes; zoom in on it first.
+    const i = msgs.findIndex((r) => r.type === "notification");
+    if (i >= 0) {
+      setView(mt[i] - 1e-4, mt[i] + 1e-4);
+      const p = pick(X(mt[i]) + 1.5, (laneY(mfrom[i]) + laneY(mto[i])) / 2);
+      const text = p && p.msg !== undefined ? describe(p) : "";
+      counts.dataset.selftestHover = Object.keys(msgs[i]).every((k) => text.includes(k + ": ")) ? "every field" : "missing: " + text;
+      fit();
+    }
+  }
   counts.dataset.ready = "true";
 })();
