@@ -482,6 +482,26 @@ mod tests {
         assert_eq!(int(&th, "txn_type"), i64::from(h.op));
     }
 
+    proptest::proptest! {
+        /// Reading any bytes through any form's table never panics and never reads past them.
+        #[test]
+        fn read_fields_is_total(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..96)) {
+            let all = INITIAL_FORMS
+                .iter()
+                .chain(NOTIFICATION_FORMS)
+                .chain(QUORUM_DATA_FORMS)
+                .chain([&QUORUM_PACKET]);
+            for f in all {
+                if let Some((_, used)) = read_fields(f.fields, &bytes) {
+                    proptest::prop_assert!(used <= bytes.len());
+                }
+            }
+            if let Some((_, used)) = read_fields(QUORUM_AUTHINFO_ID, &bytes) {
+                proptest::prop_assert!(used <= bytes.len());
+            }
+        }
+    }
+
     #[test]
     fn value_strings_are_the_codec_names() {
         assert_eq!(quorum_packet_types()[0], (1, "REQUEST"));
