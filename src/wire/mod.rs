@@ -21,6 +21,7 @@ pub mod initial;
 pub mod layout;
 pub mod notification;
 pub mod quorum;
+pub mod txn;
 
 pub use addr::ElectionAddress;
 pub use config::{QuorumConfig, Role, ServerLine};
