@@ -309,14 +309,18 @@ fn mermaid_parses_back_to_the_decode() {
         let mut seen_epochs = BTreeSet::new();
         for (i, round) in rounds.iter().enumerate() {
             let epoch = round["election_epoch"].as_i64().unwrap();
-            // --round picks the first election in that round.
-            if !seen_epochs.insert(epoch) {
-                continue;
-            }
             let text = run(
                 &fixture,
-                &["--format", "mermaid", "--round", &format!("{epoch:#x}")],
+                &["--format", "mermaid", "--election", &(i + 1).to_string()],
             );
+            // --round picks the first election that ended in that round.
+            if seen_epochs.insert(epoch) {
+                let by_round = run(
+                    &fixture,
+                    &["--format", "mermaid", "--round", &format!("{epoch:#x}")],
+                );
+                assert_eq!(by_round, text, "{name}: --round {epoch:#x}");
+            }
             let mut lines = text.lines();
             assert_eq!(lines.next(), Some("sequenceDiagram"));
             let start = if i == 0 {

@@ -35,8 +35,12 @@ pub struct DecodeArgs {
     pub sid_map: Vec<String>,
     /// With `--format mermaid`: the election to draw, by its round (election epoch, as the
     /// summary names it: decimal or 0x hex); the first election when not given.
-    #[arg(long, value_name = "N", value_parser = parse_round)]
+    #[arg(long, value_name = "N", value_parser = parse_round, conflicts_with = "election")]
     pub round: Option<i64>,
+    /// With `--format mermaid`: the election to draw, by its number in the summary (1, 2, ...),
+    /// for when several elections ended in the same round.
+    #[arg(long, value_name = "K")]
+    pub election: Option<usize>,
 }
 
 fn parse_round(s: &str) -> Result<i64, String> {
@@ -94,8 +98,10 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let mut errors = 0u64;
     let mut first_error = None;
     let drawing = matches!(args.format, Format::Html | Format::Mermaid | Format::Shiviz);
-    if args.round.is_some() && args.format != Format::Mermaid {
-        return Err(CliError::input("--round applies to --format mermaid only"));
+    if (args.round.is_some() || args.election.is_some()) && args.format != Format::Mermaid {
+        return Err(CliError::input(
+            "--round and --election apply to --format mermaid only",
+        ));
     }
     let mut collected = crate::output::Collected::default();
     for record in decoder {
@@ -143,8 +149,14 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
                 crate::output::html::write_page(&mut out, &args.capture, records, &summary)
             }
             Format::Mermaid => {
-                let text = crate::output::mermaid::diagram(records, &summary, args.round)
-                    .map_err(|e| CliError::failure(format!("{}: {e}", args.capture)))?;
+                use crate::output::mermaid::Choice;
+                let choice = match (args.round, args.election) {
+                    (Some(r), _) => Choice::Round(r),
+                    (None, Some(k)) => Choice::Number(k),
+                    (None, None) => Choice::First,
+                };
+                let text = crate::output::mermaid::diagram(records, &summary, choice)
+                    .map_err(|e| CliError::input(format!("{}: {e}", args.capture)))?;
                 out.write_all(text.as_bytes())
             }
             _ => out.write_all(crate::output::shiviz::log(records, &summary).as_bytes()),

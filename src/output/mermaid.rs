@@ -1,8 +1,8 @@
 //! `zkfle decode --format mermaid [--round N]`: one election as a Mermaid `sequenceDiagram`,
 //! for pasting into a GitHub issue or a Markdown document.
 //!
-//! The election is the summary's round with election epoch N (the first one without
-//! `--round`); its messages are those from its start up to the next election's start (the
+//! The election is the first that ended in round N (election epoch), or the Kth of the
+//! capture with `--election K` (as the summary numbers them), or the first; its messages are those from its start up to the next election's start (the
 //! first election also takes the connections opened before it). Each message is one arrow,
 //! solid for a LOOKING vote and dashed for a decided server's answer, with the time since the
 //! election began; each decision is a note over its server.
@@ -15,12 +15,23 @@ use serde_json::Value;
 use super::{OutputError, endpoint_name, is_message};
 use crate::decode::{Body, Record};
 
-/// The records that belong to the election with epoch `round` (or the first), and that
-/// election's JSON object from the summary.
+/// Which election to draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    /// The first.
+    First,
+    /// The first that ended in this round (election epoch).
+    Round(i64),
+    /// The Nth of the capture, from 1, as the summary numbers them.
+    Number(usize),
+}
+
+/// The records that belong to the chosen election, that election's JSON object from the
+/// summary, and its index.
 pub fn election_window<'a>(
     records: &'a [Record],
     summary: &'a Value,
-    round: Option<i64>,
+    choice: Choice,
 ) -> Result<(Vec<&'a Record>, &'a Value, usize), OutputError> {
     let rounds = summary["rounds"]
         .as_array()
@@ -37,13 +48,20 @@ pub fn election_window<'a>(
             format!("elections in the capture: round {}", r.join(", "))
         }
     };
-    let index = match round {
-        None if rounds.is_empty() => return Err(OutputError(available())),
-        None => 0,
-        Some(n) => rounds
+    let index = match choice {
+        _ if rounds.is_empty() => return Err(OutputError(available())),
+        Choice::First => 0,
+        Choice::Round(n) => rounds
             .iter()
             .position(|r| r["election_epoch"].as_i64() == Some(n))
             .ok_or_else(|| OutputError(format!("no election in round {n:#x}; {}", available())))?,
+        Choice::Number(k) if (1..=rounds.len()).contains(&k) => k - 1,
+        Choice::Number(k) => {
+            return Err(OutputError(format!(
+                "no election {k}: the capture has {} (numbered from 1)",
+                rounds.len()
+            )));
+        }
     };
     let start = if index == 0 {
         f64::NEG_INFINITY
@@ -68,12 +86,8 @@ pub fn election_window<'a>(
 }
 
 /// The diagram text.
-pub fn diagram(
-    records: &[Record],
-    summary: &Value,
-    round: Option<i64>,
-) -> Result<String, OutputError> {
-    let (window, election, index) = election_window(records, summary, round)?;
+pub fn diagram(records: &[Record], summary: &Value, choice: Choice) -> Result<String, OutputError> {
+    let (window, election, index) = election_window(records, summary, choice)?;
     let started = election["started"].as_f64().unwrap_or(0.0);
     // Participants in sid order, then unknown addresses; ids are plain words Mermaid accepts.
     let mut names: BTreeMap<(bool, i64, String), String> = BTreeMap::new();
