@@ -297,6 +297,40 @@ fn timeline_page_holds_100k_messages() {
     );
 }
 
+/// Summary fields the page does not know by name (quorum-port sync phases, serving times,
+/// causes) are drawn and listed: a summary with such fields added to `basic3`'s.
+#[test]
+fn timeline_page_shows_sync_phases_and_causes_from_the_summary() {
+    use zkfle::decode::summary::Summarizer;
+    let fixture = fixtures()
+        .into_iter()
+        .find(|d| d.ends_with("basic3"))
+        .unwrap();
+    let records = decode_fixture(&fixture);
+    let mut summarizer = Summarizer::default();
+    for r in &records {
+        summarizer.add(r);
+    }
+    let mut s = summarizer.finish().to_json();
+    let t = s["rounds"][0]["started"].as_f64().unwrap();
+    s["rounds"][0]["cause"] = Value::from("servers started");
+    s["rounds"][1]["cause"] = serde_json::json!({"kind": "leader_lost", "sid": 3});
+    s["sync"] = serde_json::json!([
+        {"sid": 1, "phase": "DIFF", "start": t + 0.3, "end": t + 0.35},
+        {"sid": 2, "phases": [{"phase": "SNAP", "start": t + 0.3, "end": t + 0.4},
+                               {"phase": "UPTODATE", "start": t + 0.4, "end": t + 0.41}]},
+    ]);
+    s["rounds"][0]["serving"] = serde_json::json!([{"sid": 3, "from": t + 0.5, "until": t + 5.0}]);
+    let dir = scratch("visual-fields");
+    let page = dir.join("fields.html");
+    let mut out = std::fs::File::create(&page).unwrap();
+    zkfle::output::html::write_page(&mut out, "fields", &records, &s).unwrap();
+    drop(out);
+    let c = page_counts(&page, &dir.join("profile"));
+    assert_eq!(c["phases"], "4");
+    assert_eq!(c["causes"], "2");
+}
+
 /// `--format mermaid --round N` for every election of every fixture: one participant per
 /// server, one arrow per message of that election with its fields, one note per decision.
 #[test]

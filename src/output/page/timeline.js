@@ -549,6 +549,8 @@
   counts.dataset.listedDecisions = String(listedDecisions);
   counts.dataset.anomalies = String(anomalies.length);
   counts.dataset.rounds = String(rounds.length);
+  counts.dataset.phases = String(extra.reduce((n, l) => n + l.length, 0));
+  counts.dataset.causes = String(side.querySelectorAll(".cause").length);
   counts.dataset.drawnArrows = String(drawnArrows);
   // `election.html#selftest`: the page exercises its own filters and hover and records what
   // it saw in the counts element, for tests in a headless browser (no input events there).
