@@ -117,7 +117,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
             summarizer.add(&record);
             if drawing {
                 collected
-                    .add(&record)
+                    .add(record)
                     .map_err(|e| CliError::failure(format!("{}: {e}", args.capture)))?;
             }
             continue;

@@ -40,13 +40,13 @@ pub struct Collected {
 
 impl Collected {
     /// Keeps a record; fails once [`MAX_RECORDS`] are held.
-    pub fn add(&mut self, r: &Record) -> Result<(), OutputError> {
+    pub fn add(&mut self, r: Record) -> Result<(), OutputError> {
         if self.records.len() >= MAX_RECORDS {
             return Err(OutputError(format!(
                 "more than {MAX_RECORDS} records: too many to draw; cut the capture first (editcap -A/-B, or tcpdump -r with a filter)"
             )));
         }
-        self.records.push(r.clone());
+        self.records.push(r);
         Ok(())
     }
 }
