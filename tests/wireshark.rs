@@ -577,3 +577,92 @@ impl Drop for Tcpdump {
         let _ = self.0.wait();
     }
 }
+
+/// Damaged traffic on both ports (random bytes, frames and packets with lengths out of range,
+/// a SNAP followed by garbage): tshark finishes, with no Lua error, and flags what it cannot read.
+#[test]
+fn tshark_survives_damaged_traffic() {
+    let dir = scratch("wireshark-damaged");
+    let mut segs = Vec::new();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rand = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut add = |src: &str, dst: &str, seq: u32, payload: Vec<u8>, t: u32| {
+        segs.push(TcpSegment {
+            time: Timestamp {
+                secs: 1_790_000_000,
+                nanos: t * 1000,
+            },
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            seq,
+            ack: Some(1),
+            syn: false,
+            fin: false,
+            rst: false,
+            payload,
+            missing: 0,
+            record: 0,
+        });
+    };
+    let mut t = 0;
+    for port in [3888u16, 2888] {
+        for conn in 0..20u32 {
+            let client = format!("127.0.0.1:{}", 40000 + conn + u32::from(port));
+            let server = format!("127.0.0.2:{port}");
+            let mut seq = 1000;
+            let mut payload: Vec<u8> = match conn % 5 {
+                // A frame or packet length far out of range.
+                0 => vec![0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0],
+                // A versioned initial message with a negative address length.
+                1 => [
+                    (-65536i64).to_be_bytes().to_vec(),
+                    1i64.to_be_bytes().to_vec(),
+                    vec![0xff; 4],
+                ]
+                .concat(),
+                // SNAP, then garbage that never ends the snapshot.
+                2 => QuorumPacket::new(ptype::SNAP, 1, None).encode().unwrap(),
+                _ => Vec::new(),
+            };
+            payload.extend((0..(rand() % 300)).map(|_| rand() as u8));
+            for piece in payload.chunks(1 + (rand() % 40) as usize) {
+                t += 1;
+                add(&client, &server, seq, piece.to_vec(), t);
+                seq += piece.len() as u32;
+            }
+        }
+    }
+    let pcap = dir.join("damaged.pcap");
+    write_pcap(&pcap, &segs);
+    let lua = dissector(&dir, &[3888], &[2888]);
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg("tshark")
+        .arg("-X")
+        .arg(format!("lua_script:{}", lua.display()))
+        .arg("-r")
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.contains("Lua Error"), "{text}");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("Lua"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("ZK election") && text.contains("ZK quorum"),
+        "{text}"
+    );
+}
