@@ -2,7 +2,8 @@
 # The test command. On a fresh machine it installs what the tests need: a Java ZooKeeper
 # 3.8.0 (Debian's `zookeeper`, through scripts/zk-env.sh) and the jars of 3.4.14, 3.6.3 and
 # 3.9.5 (scripts/zk-fetch.sh: PyPI's pyspark source packages, cached under
-# ${ZKFLE_CACHE:-~/.cache/zkfle} so later runs download nothing). Then it runs the format
+# ${ZKFLE_CACHE:-~/.cache/zkfle} so later runs download nothing), and Debian's chromium and
+# tshark (scripts/viewers-env.sh, for tests/visual.rs and tests/wireshark.rs). Then it runs the format
 # check, the lints, every test, and the version matrix (scripts/matrix.sh: tests/versions.rs,
 # against real Java servers of every version and mixed ensembles, one test at a time).
 #
@@ -36,6 +37,9 @@ for p in "${pids[@]}"; do
 done
 echo "fetch: $((SECONDS - fetch_start)) s"
 export ZKFLE_SKIP_VERSIONS=$SKIPPED
+
+echo "== Chromium and tshark for the page and dissector tests (scripts/viewers-env.sh)"
+scripts/viewers-env.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

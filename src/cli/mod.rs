@@ -7,6 +7,7 @@ pub mod join_cmd;
 mod probe_cmd;
 mod replay_cmd;
 mod wire_cmd;
+mod wireshark_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -31,6 +32,8 @@ enum Command {
     /// Decode and encode single election-port messages.
     #[command(subcommand)]
     Wire(wire_cmd::WireCommand),
+    /// Print a Wireshark Lua dissector for the election and quorum ports.
+    WiresharkDissector(wireshark_cmd::WiresharkArgs),
 }
 
 /// An error for the user: printed as one line, then the process exits with `status`.
@@ -73,6 +76,7 @@ pub fn run() -> i32 {
         Command::Replay(args) => replay_cmd::run(args),
         Command::Probe(args) => probe_cmd::run(args),
         Command::Wire(cmd) => wire_cmd::run(cmd),
+        Command::WiresharkDissector(args) => wireshark_cmd::run(args),
     };
     match result {
         Ok(()) => 0,
