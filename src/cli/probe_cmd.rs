@@ -44,6 +44,7 @@ pub fn run(args: ProbeArgs) -> Result<(), CliError> {
     let opts = ProbeOptions {
         sid: args.sid,
         timeout: Duration::from_secs_f64(args.timeout),
+        ..ProbeOptions::default()
     };
     if opts.sid != probe::PROBE_SID {
         check_sid(&args.servers, &opts)?;

@@ -76,6 +76,9 @@ pub enum ProbeError {
 pub struct ProbeOptions {
     pub sid: i64,
     pub timeout: Duration,
+    /// The initial message's form: V1 (every 3.4.14+ and 3.5+ server reads it) or V2 (3.6+
+    /// and 3.4; 3.5.x before 3.5.8 refuse it, ZOOKEEPER-3720).
+    pub protocol: ProtocolVersion,
 }
 
 impl Default for ProbeOptions {
@@ -83,6 +86,7 @@ impl Default for ProbeOptions {
         ProbeOptions {
             sid: PROBE_SID,
             timeout: Duration::from_secs(5),
+            protocol: ProtocolVersion::V1,
         }
     }
 }
@@ -120,11 +124,11 @@ fn framed_probe_notification() -> Vec<u8> {
     encode_frame(&n).expect("40 bytes frame")
 }
 
-/// The bytes a probe sends first: a V1 initial message naming our local address, then one
-/// framed probe notification.
-pub fn request(sid: i64, local: SocketAddr) -> Vec<u8> {
+/// The bytes a probe sends first: an initial message (V1 or V2) naming our local address, then
+/// one framed probe notification.
+pub fn request(protocol: ProtocolVersion, sid: i64, local: SocketAddr) -> Vec<u8> {
     let addr = ElectionAddress::from_socket_addr(local);
-    let mut out = InitialMessage::versioned(ProtocolVersion::V1, sid, vec![addr])
+    let mut out = InitialMessage::versioned(protocol, sid, vec![addr])
         .encode()
         .expect("a local address encodes");
     out.extend_from_slice(&framed_probe_notification());
@@ -153,7 +157,7 @@ pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
     let start = std::time::Instant::now();
     let mut s = connect(target, opts.timeout)?;
     let local = s.local_addr().map_err(|e| io_error(e, "connecting"))?;
-    s.write_all(&request(opts.sid, local))
+    s.write_all(&request(opts.protocol, opts.sid, local))
         .map_err(|e| io_error(e, "sending"))?;
     // The first frame may be a stale re-send (see the module's comment); the one after our
     // second notification is an answer.
