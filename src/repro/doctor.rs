@@ -432,23 +432,23 @@ fn check_agreement(servers: &mut [ServerReport]) {
             ));
         }
     }
-    // The leader most follow must answer, and LEADING.
+    // The leader most follow must be LEADING. When it was examined its own row says what is
+    // wrong with it; when it was not (its sid unknown or not listed), its followers say.
     if let Some(leader) = leader {
-        let leader_answers = servers.iter().any(|s| {
-            s.member.sid == Some(leader)
-                && s.answer
-                    .as_ref()
-                    .is_ok_and(|a| a.state == ServerState::Leading)
+        let examined = servers.iter().any(|s| s.member.sid == Some(leader));
+        let leading = servers.iter().any(|s| {
+            s.answer
+                .as_ref()
+                .is_ok_and(|a| a.state == ServerState::Leading && a.leader == leader)
         });
-        let sids_known = servers.iter().any(|s| s.member.sid.is_some());
-        if sids_known && !leader_answers {
+        if !examined && !leading {
             for s in servers.iter_mut().filter(|s| {
                 s.answer
                     .as_ref()
                     .is_ok_and(|a| a.state != ServerState::Looking && a.leader == leader)
             }) {
                 s.problems.push(format!(
-                    "follows leader {leader}, which does not answer LEADING"
+                    "follows leader {leader}, which no examined server answers as LEADING"
                 ));
             }
         }

@@ -1,0 +1,169 @@
+//! `zkfle repro` against real Java ZooKeeper servers of every release line the project runs
+//! (3.4.14, 3.6.3, 3.8.0, 3.9.5): each repro's verdict must be the one in the repro matrix
+//! (`src/repro/matrix.rs`, docs/repro.md), and the servers' own logs must show what the
+//! verdict says. One ensemble per version: the non-destructive repros and ZOOKEEPER-3769 run
+//! against server 1, port-out-of-range against server 2, bad-config-server-id against
+//! server 3, so that no destructive repro meets a server an earlier one broke.
+//!
+//! Each test prints `VERDICT <name> <verdict>` lines, which scripts/matrix.sh collects into the
+//! repro table. These tests are named `v3_*` and run from scripts/matrix.sh, like
+//! tests/versions.rs.
+
+#[path = "common/join.rs"]
+mod join;
+
+use std::process::Command;
+
+use join::{Ensemble, ZKFLE, cached_jars, jars_args, lock_loopback};
+use serde_json::Value;
+use zkfle::repro::matrix::{MATRIX, VERSIONS};
+
+/// (repro, target sid, extra arguments).
+const PLAN: &[(&str, i64, &[&str])] = &[
+    ("ZOOKEEPER-2164", 1, &[]),
+    ("ZOOKEEPER-4787", 1, &[]),
+    // 3.4 reads notifications only from voters: zkfle stands in for member 3.
+    ("ZOOKEEPER-3769", 1, &["--destructive", "--peer-sid", "3"]),
+    ("port-out-of-range", 2, &["--destructive"]),
+    ("bad-config-server-id", 3, &["--destructive"]),
+];
+
+/// Runs `zkfle repro NAME --target 127.0.0.SID:3888 --format json`: (exit code, the object).
+fn repro(name: &str, sid: i64, extra: &[&str]) -> (i32, Value) {
+    let out = Command::new(ZKFLE)
+        .args(["repro", name, "--format", "json", "--timeout", "1.5"])
+        .args(["--target", &format!("127.0.0.{sid}:3888")])
+        .args(extra)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "{name}: not one JSON object ({e}): {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), v)
+}
+
+fn logs(e: &Ensemble, sid: i64) -> String {
+    // The JVM's stdout has what the logger did not catch (a thread's uncaught exception).
+    let stdout = std::fs::read_to_string(e.dir.join(format!("{sid}/stdout.log")));
+    e.log(sid) + &stdout.unwrap_or_default()
+}
+
+fn repros(version: &str) {
+    let Some(jars) = cached_jars(version) else {
+        return;
+    };
+    let column = VERSIONS.iter().position(|v| *v == version).unwrap();
+    let _l = lock_loopback();
+    let mut extra = vec!["--tick".to_string(), "200".to_string()];
+    extra.extend(jars_args(&jars, 3));
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let e = Ensemble::start(
+        &format!("repro-{version}"),
+        "1:participant,2:participant,3:participant",
+        &extra,
+    );
+    e.wait_stable();
+    let mut failures = Vec::new();
+    for (name, sid, args) in PLAN {
+        let (code, v) = repro(name, *sid, args);
+        let verdict = v["verdict"].as_str().unwrap_or("?").to_string();
+        println!("VERDICT {name} {verdict}");
+        println!("{v}");
+        assert_eq!(v["name"], *name, "{v}");
+        assert_eq!(v["target"], format!("127.0.0.{sid}:3888"), "{v}");
+        let evidence = v["evidence"].as_array().expect("evidence is a list");
+        assert!(evidence.len() >= 2, "{v}");
+        assert!(evidence.iter().all(Value::is_string), "{v}");
+        let wire = if version.starts_with("3.4.") {
+            "3.4"
+        } else {
+            "3.5+"
+        };
+        assert_eq!(v["server_version"], wire, "{v}");
+        assert_eq!(code, i32::from(verdict != "not_vulnerable"), "exit status: {v}");
+        let want = MATRIX
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, row)| row[column].name())
+            .unwrap();
+        if verdict != want {
+            failures.push(format!("{name}: {verdict}, the matrix says {want}"));
+        }
+    }
+    // The servers' own words for what the verdicts say.
+    let log = |sid| logs(&e, sid);
+    let vulnerable = |name: &str| {
+        MATRIX.iter().find(|(n, _)| *n == name).unwrap().1[column]
+            == zkfle::repro::Verdict::Vulnerable
+    };
+    if vulnerable("port-out-of-range") {
+        assert!(log(2).contains("port out of range:70000"), "server 2's log");
+    }
+    if vulnerable("bad-config-server-id") {
+        assert!(
+            log(3).contains("NumberFormatException: For input string: \"x\""),
+            "server 3's log"
+        );
+    }
+    if vulnerable("ZOOKEEPER-3769") {
+        assert!(
+            log(1).contains("Exception in thread \"WorkerReceiver"),
+            "server 1's log"
+        );
+    } else {
+        // Caught and logged, the thread lives on.
+        assert!(log(1).contains("BufferUnderflowException"), "server 1's log");
+    }
+    assert!(failures.is_empty(), "ZooKeeper {version}: {failures:?}");
+}
+
+/// `--list` names every repro of the matrix and says which are destructive; a destructive
+/// repro without `--destructive` is refused (exit 2) before anything is sent.
+#[test]
+fn list_and_the_destructive_guard() {
+    let out = Command::new(ZKFLE)
+        .args(["repro", "--list", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let listed: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (name, _) in MATRIX {
+        let r = listed.iter().find(|r| r["name"] == *name).expect(name);
+        assert_eq!(r["destructive"], r["breaks"].is_string(), "{r}");
+    }
+    // Nothing listens on 127.0.0.1:9 here; the guard answers before any connection.
+    let out = Command::new(ZKFLE)
+        .args(["repro", "port-out-of-range", "--target", "127.0.0.1:9"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--destructive"));
+    let out = Command::new(ZKFLE)
+        .args(["repro", "ZOOKEEPER-0", "--target", "127.0.0.1:9"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+macro_rules! version_tests {
+    ($m:ident, $v:expr) => {
+        mod $m {
+            #[test]
+            fn repros() {
+                super::repros($v);
+            }
+        }
+    };
+}
+
+version_tests!(v3_4_14, "3.4.14");
+version_tests!(v3_6_3, "3.6.3");
+version_tests!(v3_8_0, "3.8.0");
+version_tests!(v3_9_5, "3.9.5");
