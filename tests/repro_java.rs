@@ -84,7 +84,11 @@ fn repros(version: &str) {
             "3.5+"
         };
         assert_eq!(v["server_version"], wire, "{v}");
-        assert_eq!(code, i32::from(verdict != "not_vulnerable"), "exit status: {v}");
+        assert_eq!(
+            code,
+            i32::from(verdict != "not_vulnerable"),
+            "exit status: {v}"
+        );
         let want = MATRIX
             .iter()
             .find(|(n, _)| n == name)
@@ -116,7 +120,10 @@ fn repros(version: &str) {
         );
     } else {
         // Caught and logged, the thread lives on.
-        assert!(log(1).contains("BufferUnderflowException"), "server 1's log");
+        assert!(
+            log(1).contains("BufferUnderflowException"),
+            "server 1's log"
+        );
     }
     assert!(failures.is_empty(), "ZooKeeper {version}: {failures:?}");
 }
