@@ -126,6 +126,87 @@ fn repros(version: &str) {
         );
     }
     assert!(failures.is_empty(), "ZooKeeper {version}: {failures:?}");
+    drop(e);
+    disloyal_voter(version, &jars, column);
+}
+
+/// ZOOKEEPER-3109 needs a server LOOKING for want of one vote: members 1 and 3 are listed but
+/// not started, zkfle stands in for one of them. With the default config every version waits
+/// initLimit x tickTime (here 10 x 500 ms); with `leader.maxTimeToWaitForEpoch=0` in zoo.cfg
+/// (the system property `zookeeper.leader.maxTimeToWaitForEpoch`), 3.6+ quit at once.
+fn disloyal_voter(version: &str, jars: &str, column: usize) {
+    let mut extra = vec!["--tick".to_string(), "500".to_string()];
+    extra.extend(jars_args(jars, 3));
+    extra.push("--no-start".into());
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let e = Ensemble::start(
+        &format!("repro-3109-{version}"),
+        "1:participant:external,2:participant,3:participant:external",
+        &extra,
+    );
+    let cfg = e.zoo_cfg();
+    let cfg = cfg.to_str().unwrap();
+    let args = |peer: &'static str| -> Vec<String> {
+        ["--destructive", "--peer-sid", peer, "--config", cfg]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    };
+    // Member 1 is below the target: the target drops zkfle's connection and dials member 1's
+    // address back, where zkfle listens.
+    e.start_node(2);
+    let default_args = args("1");
+    let default_args: Vec<&str> = default_args.iter().map(String::as_str).collect();
+    let (_, v) = repro_when_looking("ZOOKEEPER-3109", 2, &default_args);
+    let verdict = v["verdict"].as_str().unwrap_or("?");
+    println!("VERDICT ZOOKEEPER-3109 {verdict}");
+    println!("{v}");
+    let want = MATRIX
+        .iter()
+        .find(|(n, _)| *n == "ZOOKEEPER-3109")
+        .unwrap()
+        .1[column]
+        .name();
+    assert_eq!(verdict, want, "ZooKeeper {version}: {v}");
+    assert!(
+        e.log(2)
+            .contains("Timeout while waiting for epoch from quorum"),
+        "server 2's log"
+    );
+
+    e.run(&["stop-node", "2"]);
+    e.append_config("leader.maxTimeToWaitForEpoch=0");
+    e.start_node(2);
+    let fixed_args = args("3");
+    let fixed_args: Vec<&str> = fixed_args.iter().map(String::as_str).collect();
+    let (_, v) = repro_when_looking("ZOOKEEPER-3109", 2, &fixed_args);
+    let verdict = v["verdict"].as_str().unwrap_or("?");
+    println!("VERDICT ZOOKEEPER-3109(maxTimeToWaitForEpoch=0) {verdict}");
+    println!("{v}");
+    if version.starts_with("3.4.") {
+        assert_eq!(verdict, "vulnerable", "{v}");
+    } else {
+        assert_eq!(verdict, "not_vulnerable", "{v}");
+        assert!(
+            e.log(2).contains("Quit leading due to voter changed mind"),
+            "server 2's log"
+        );
+    }
+}
+
+/// Runs the repro once the target answers probes (a JVM just started may not yet).
+fn repro_when_looking(name: &str, sid: i64, extra: &[&str]) -> (i32, Value) {
+    let start = std::time::Instant::now();
+    loop {
+        let (code, v) = repro(name, sid, extra);
+        let unanswered = v["evidence"][0]
+            .as_str()
+            .is_some_and(|e| e.contains("did not answer a probe"));
+        if !unanswered || start.elapsed() > std::time::Duration::from_secs(30) {
+            return (code, v);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
 }
 
 /// `--list` names every repro of the matrix and says which are destructive; a destructive

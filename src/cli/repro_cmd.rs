@@ -22,10 +22,15 @@ pub struct ReproArgs {
     /// Allow a repro that breaks a vulnerable target (each says what).
     #[arg(long)]
     pub destructive: bool,
-    /// A member's sid above the target's, for triggers a 3.4 server reads only from voters
-    /// (ZOOKEEPER-3769); zkfle takes over that member's election connection to the target.
+    /// The member zkfle stands in for: ZOOKEEPER-3769 against 3.4, a member's sid above the
+    /// target's (zkfle takes over that member's election connection to the target);
+    /// ZOOKEEPER-3109, a member whose server is down (zkfle listens on its election address).
     #[arg(long, value_name = "SID")]
     pub peer_sid: Option<i64>,
+    /// The ensemble's zoo.cfg, for repros that need the members when the target's answers
+    /// carry no config (3.4 servers; ZOOKEEPER-3109).
+    #[arg(long, value_name = "ZOO.CFG")]
+    pub config: Option<std::path::PathBuf>,
     /// Output format: text, or one JSON object.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -67,9 +72,18 @@ pub fn run(args: ReproArgs) -> Result<(), CliError> {
     let target_text = args.target.as_deref().unwrap_or_default();
     let target =
         Target::resolve(target_text).map_err(|e| CliError::input(format!("--target: {e}")))?;
+    let config = match &args.config {
+        Some(path) => Some(
+            crate::zoocfg::ZooCfg::read(path)
+                .map_err(|e| CliError::input(format!("--config: {e}")))?
+                .quorum,
+        ),
+        None => None,
+    };
     let opts = ReproOptions {
         timeout: Duration::from_secs_f64(args.timeout),
         peer_sid: args.peer_sid,
+        config,
     };
     let report = repro::run(r, &target, &opts);
     match args.format {

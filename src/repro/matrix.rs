@@ -29,6 +29,12 @@ pub const MATRIX: &[(&str, [Verdict; 4])] = &[
         "ZOOKEEPER-4787",
         [NotVulnerable, Inconclusive, Inconclusive, Inconclusive],
     ),
+    // With the servers' default config: the fix is off unless
+    // zookeeper.leader.maxTimeToWaitForEpoch is set (then 3.6.3+ are not vulnerable).
+    (
+        "ZOOKEEPER-3109",
+        [Vulnerable, Vulnerable, Vulnerable, Vulnerable],
+    ),
 ];
 
 /// The measured column for `version`: an exact release, else one of the same line

@@ -12,6 +12,7 @@
 //! time-outs, so no repro hangs. A repro that may break the target is marked destructive and
 //! says what it breaks: the command line runs it only with `--destructive`.
 
+mod disloyal;
 pub mod doctor;
 pub mod matrix;
 
@@ -113,6 +114,15 @@ pub const REPROS: &[Repro] = &[
         breaks: None,
         run: zookeeper_4787,
     },
+    Repro {
+        name: "ZOOKEEPER-3109",
+        trigger: "as member --peer-sid (whose server is down), votes a LOOKING target into LEADING, never connects to its quorum port, then goes LOOKING again",
+        symptom: "the leader waits initLimit x tickTime for followers that cannot come instead of quitting when its voter goes LOOKING (the fix needs zookeeper.leader.maxTimeToWaitForEpoch, off by default)",
+        breaks: Some(
+            "the target's availability: it leads without followers for up to initLimit x tickTime before it elects again; zkfle listens on the member's election address meanwhile",
+        ),
+        run: disloyal::zookeeper_3109,
+    },
 ];
 
 /// Finds a repro by name, ignoring case.
@@ -125,8 +135,11 @@ pub fn find(name: &str) -> Option<&'static Repro> {
 pub struct ReproOptions {
     /// Per probe and per read.
     pub timeout: Duration,
-    /// A member's sid above the target's, for triggers 3.4 only reads from voters.
+    /// The member zkfle stands in for: for ZOOKEEPER-3769 against 3.4 a sid above the
+    /// target's; for ZOOKEEPER-3109 a member whose server is down.
     pub peer_sid: Option<i64>,
+    /// The ensemble's members, when the target's answers carry no config (3.4).
+    pub config: Option<crate::wire::QuorumConfig>,
 }
 
 impl Default for ReproOptions {
@@ -134,6 +147,7 @@ impl Default for ReproOptions {
         ReproOptions {
             timeout: Duration::from_secs(3),
             peer_sid: None,
+            config: None,
         }
     }
 }
@@ -753,7 +767,7 @@ mod tests {
             &t,
             &ReproOptions {
                 timeout: Duration::from_millis(500),
-                peer_sid: None,
+                ..ReproOptions::default()
             },
         );
         assert_eq!(r.verdict, Verdict::Inconclusive);
