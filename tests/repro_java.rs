@@ -11,6 +11,8 @@
 
 #[path = "common/join.rs"]
 mod join;
+#[path = "common/zab.rs"]
+mod zab;
 
 use std::process::Command;
 
@@ -128,6 +130,80 @@ fn repros(version: &str) {
     assert!(failures.is_empty(), "ZooKeeper {version}: {failures:?}");
     drop(e);
     disloyal_voter(version, &jars, column);
+    early_ack(version, &jars, column);
+}
+
+/// The verdict the matrix has for `name` on `column`.
+fn expected(name: &str, column: usize) -> &'static str {
+    MATRIX
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("{name} in the matrix"))
+        .1[column]
+        .name()
+}
+
+/// ZOOKEEPER-4685: servers 2 and 3 commit some writes, server 3 stops, and server 2, LOOKING
+/// with those writes in its committed log, needs the vote of member 1 (zkfle). zkfle votes it
+/// into LEADING, follows it claiming the epoch's first zxid, and ACKs the DIFF's first
+/// PROPOSAL before NEWLEADER.
+fn early_ack(version: &str, jars: &str, column: usize) {
+    let mut extra = vec!["--tick".to_string(), "500".to_string()];
+    extra.extend(jars_args(jars, 3));
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let e = Ensemble::start(
+        &format!("repro-4685-{version}"),
+        "1:participant:external,2:participant,3:participant",
+        &extra,
+    );
+    e.wait_stable();
+    zab::write_all(
+        2,
+        &zab::paths("zkfle-4685-", 5),
+        std::time::Duration::from_secs(30),
+    );
+    e.run(&["stop-node", "3"]);
+    // Server 2 notices it lost its quorum (syncLimit x tickTime), then LOOKs.
+    let start = std::time::Instant::now();
+    loop {
+        let out = Command::new(ZKFLE)
+            .args(["probe", "--format", "json", "127.0.0.2:3888"])
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&out.stdout).contains("\"LOOKING\"") {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "server 2 never went LOOKING"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let cfg = e.zoo_cfg();
+    let args = [
+        "--destructive",
+        "--peer-sid",
+        "1",
+        "--config",
+        cfg.to_str().unwrap(),
+    ];
+    let (_, v) = repro("ZOOKEEPER-4685", 2, &args);
+    let verdict = v["verdict"].as_str().unwrap_or("?");
+    println!("VERDICT ZOOKEEPER-4685 {verdict}");
+    println!("{v}");
+    assert_eq!(
+        verdict,
+        expected("ZOOKEEPER-4685", column),
+        "ZooKeeper {version}: {v}"
+    );
+    if verdict == "vulnerable" {
+        let log = e.log(2);
+        assert!(log.contains("is from a different epoch"), "server 2's log");
+        assert!(
+            log.contains("Timeout while waiting for NEWLEADER to be acked by quorum"),
+            "server 2's log"
+        );
+    }
 }
 
 /// ZOOKEEPER-3109 needs a server LOOKING for want of one vote: members 1 and 3 are listed but
@@ -161,13 +237,11 @@ fn disloyal_voter(version: &str, jars: &str, column: usize) {
     let verdict = v["verdict"].as_str().unwrap_or("?");
     println!("VERDICT ZOOKEEPER-3109 {verdict}");
     println!("{v}");
-    let want = MATRIX
-        .iter()
-        .find(|(n, _)| *n == "ZOOKEEPER-3109")
-        .unwrap()
-        .1[column]
-        .name();
-    assert_eq!(verdict, want, "ZooKeeper {version}: {v}");
+    assert_eq!(
+        verdict,
+        expected("ZOOKEEPER-3109", column),
+        "ZooKeeper {version}: {v}"
+    );
     assert!(
         e.log(2)
             .contains("Timeout while waiting for epoch from quorum"),

@@ -35,6 +35,10 @@ pub const MATRIX: &[(&str, [Verdict; 4])] = &[
         "ZOOKEEPER-3109",
         [Vulnerable, Vulnerable, Vulnerable, Vulnerable],
     ),
+    (
+        "ZOOKEEPER-4685",
+        [Vulnerable, Vulnerable, Vulnerable, Vulnerable],
+    ),
 ];
 
 /// The measured column for `version`: an exact release, else one of the same line

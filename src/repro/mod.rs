@@ -12,9 +12,9 @@
 //! time-outs, so no repro hangs. A repro that may break the target is marked destructive and
 //! says what it breaks: the command line runs it only with `--destructive`.
 
-mod disloyal;
 pub mod doctor;
 pub mod matrix;
+mod member;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -121,7 +121,16 @@ pub const REPROS: &[Repro] = &[
         breaks: Some(
             "the target's availability: it leads without followers for up to initLimit x tickTime before it elects again; zkfle listens on the member's election address meanwhile",
         ),
-        run: disloyal::zookeeper_3109,
+        run: member::zookeeper_3109,
+    },
+    Repro {
+        name: "ZOOKEEPER-4685",
+        trigger: "as member --peer-sid (whose server is down), votes a LOOKING target into LEADING, follows it on its quorum port claiming its last epoch's first zxid, and ACKs the first PROPOSAL of the DIFF before NEWLEADER",
+        symptom: "the leader takes the PROPOSAL's ACK for the NEWLEADER ACK (\"is from a different epoch\"), misses its quorum of NEWLEADER ACKs and shuts down",
+        breaks: Some(
+            "the target's leadership: a vulnerable leader shuts down and elects again; zkfle listens on the member's election address meanwhile",
+        ),
+        run: member::zookeeper_4685,
     },
 ];
 
