@@ -14,6 +14,7 @@
 //!   misses its quorum and shuts down.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -167,13 +168,16 @@ fn state_of(target: &Target) -> Option<ServerState> {
     probe::probe(&target.text, &opts).ok().map(|a| a.state)
 }
 
-/// Starts the member's election side and votes for the target until it leads (10 s at
-/// most). `Some((voter, when it led))`, or `None` with the evidence.
+/// Starts the member's election side, learns the target's own proposal from the notification
+/// it sends zkfle (a probe shows only the last election's result while LOOKING), hands it to
+/// `check`, then votes for the target with that proposal until it leads (10 s at most).
+/// `Some((voter, when it led))`, or `None` with the evidence.
 async fn vote_into_leading(
     target: &Target,
     opts: &super::ReproOptions,
     before: &Answer,
     m: &Member,
+    check: impl Fn(&Notification) -> Result<(), String>,
     ev: &mut Vec<String>,
 ) -> Option<(Voter, Instant)> {
     let legacy = super::is_34(before);
@@ -206,17 +210,74 @@ async fn vote_into_leading(
             return None;
         }
     };
-    // Drain what the target sends (its votes), so that its connection never backs up.
-    let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
-    let voter = Voter {
+    // Keep the target's latest notification; reading also keeps its connection from backing up.
+    let latest: Arc<Mutex<Option<Notification>>> = Arc::default();
+    let drain = {
+        let latest = latest.clone();
+        let leader = m.leader;
+        tokio::spawn(async move {
+            while let Some(r) = rx.recv().await {
+                if r.from == leader
+                    && let Ok(n) = Notification::decode(&r.payload)
+                {
+                    *latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(n);
+                }
+            }
+        })
+    };
+    let mut voter = Voter {
         manager,
         drain,
         legacy,
         config_text: m.config.to_string(),
-        zxid: before.zxid,
+        zxid: i64::MIN,
         round: before.election_epoch,
-        peer_epoch: before.peer_epoch,
+        peer_epoch: i64::MIN,
     };
+    // 1. Learn the target's proposal: a vote for zkfle's member that loses to anything.
+    let start = Instant::now();
+    let proposal = loop {
+        let seen = latest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .filter(|n| n.state == ServerState::Looking);
+        if let Some(n) = seen {
+            break Some(n);
+        }
+        if start.elapsed() > Duration::from_secs(5) {
+            break None;
+        }
+        voter
+            .manager
+            .to_send(m.leader, voter.vote(ServerState::Looking, m.me));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let Some(proposal) = proposal else {
+        ev.push(format!(
+            "the target sent member {} no LOOKING notification within 5 s",
+            m.me
+        ));
+        voter.stop();
+        return None;
+    };
+    if proposal.leader != m.leader {
+        ev.push(format!(
+            "the target proposes {} (zxid {:#x}), not itself: zkfle's vote cannot make it lead",
+            proposal.leader, proposal.zxid
+        ));
+        voter.stop();
+        return None;
+    }
+    if let Err(why) = check(&proposal) {
+        ev.push(why);
+        voter.stop();
+        return None;
+    }
+    voter.zxid = proposal.zxid;
+    voter.round = proposal.election_epoch;
+    voter.peer_epoch = proposal.effective_peer_epoch();
+    // 2. Vote for it until it leads.
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(10) {
         voter
@@ -230,11 +291,11 @@ async fn vote_into_leading(
             .flatten();
         if state == Some(ServerState::Leading) {
             ev.push(format!(
-                "trigger: voted for {} as member {} (zxid {:#x}, round {:#x}); the target became LEADING {} ms later",
+                "trigger: voted for {} as member {} (its own proposal: zxid {:#x}, round {:#x}); the target became LEADING {} ms later",
                 m.leader,
                 m.me,
-                before.zxid,
-                before.election_epoch,
+                voter.zxid,
+                voter.round,
                 start.elapsed().as_millis()
             ));
             return Some((voter, Instant::now()));
@@ -242,7 +303,7 @@ async fn vote_into_leading(
     }
     ev.push(format!(
         "trigger: voted LOOKING for {} as member {} (zxid {:#x}, round {:#x}) for 10 s; the target never became LEADING",
-        m.leader, m.me, before.zxid, before.election_epoch
+        m.leader, m.me, voter.zxid, voter.round
     ));
     voter.stop();
     None
@@ -260,7 +321,9 @@ pub(super) fn zookeeper_3109(
     let Some(rt) = runtime(ev) else {
         return Verdict::Inconclusive;
     };
-    let Some((voter, led_at)) = rt.block_on(vote_into_leading(target, opts, before, &m, ev)) else {
+    let Some((voter, led_at)) =
+        rt.block_on(vote_into_leading(target, opts, before, &m, |_| Ok(()), ev))
+    else {
         return Verdict::Inconclusive;
     };
     ev.push("zkfle never connects to the leader's quorum port".into());
@@ -407,18 +470,6 @@ pub(super) fn zookeeper_4685(
     let Some(m) = member(target, opts, before, ev) else {
         return Verdict::Inconclusive;
     };
-    // A history the leader completes by DIFF: its last epoch's first transaction. The leader
-    // then sends the rest of that epoch as PROPOSAL + COMMIT pairs before NEWLEADER.
-    let epoch = before.zxid >> 32;
-    let counter = before.zxid & 0xffff_ffff;
-    if counter < 2 {
-        ev.push(format!(
-            "the target's last zxid is {:#x}: fewer than 2 transactions in its last epoch, so no DIFF could carry a PROPOSAL before NEWLEADER (write to the ensemble, then stop the member zkfle stands in for)",
-            before.zxid
-        ));
-        return Verdict::Inconclusive;
-    }
-    let claimed = (epoch << 32) | 1;
     let Some(quorum) = m
         .config
         .server(m.leader)
@@ -431,9 +482,25 @@ pub(super) fn zookeeper_4685(
     let Some(rt) = runtime(ev) else {
         return Verdict::Inconclusive;
     };
-    let Some((voter, led_at)) = rt.block_on(vote_into_leading(target, opts, before, &m, ev)) else {
+    // A history the leader completes by DIFF: its last epoch's first transaction. The leader
+    // then sends the rest of that epoch as PROPOSAL + COMMIT pairs before NEWLEADER.
+    let enough = |n: &Notification| {
+        if n.zxid & 0xffff_ffff < 2 {
+            Err(format!(
+                "the target's last zxid is {:#x}: fewer than 2 transactions in its last epoch, so no DIFF could carry a PROPOSAL before NEWLEADER (write to the ensemble, then stop the member zkfle stands in for); zkfle did not vote for it",
+                n.zxid
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    let Some((voter, led_at)) =
+        rt.block_on(vote_into_leading(target, opts, before, &m, enough, ev))
+    else {
         return Verdict::Inconclusive;
     };
+    let epoch = voter.zxid >> 32;
+    let claimed = (epoch << 32) | 1;
     let verdict = follow_badly(target, opts, &m, quorum, epoch, claimed, led_at, ev);
     rt.block_on(async { voter.stop() });
     verdict
