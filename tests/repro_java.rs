@@ -9,15 +9,16 @@
 //! repro table. These tests are named `v3_*` and run from scripts/matrix.sh, like
 //! tests/versions.rs.
 
-#[path = "common/join.rs"]
-mod join;
+// The Java ensemble helpers (tests/common/join.rs) through the Zab helpers, whose tiny
+// client makes the writes ZOOKEEPER-4685 needs.
 #[path = "common/zab.rs"]
 mod zab;
 
 use std::process::Command;
 
-use join::{Ensemble, ZKFLE, cached_jars, jars_args, lock_loopback};
 use serde_json::Value;
+use zab::ensemble::{cached_jars, jars_args};
+use zab::{Ensemble, ZKFLE, lock_loopback, wait_for};
 use zkfle::repro::matrix::{MATRIX, VERSIONS};
 
 /// (repro, target sid, extra arguments).
@@ -164,21 +165,19 @@ fn early_ack(version: &str, jars: &str, column: usize) {
     );
     e.run(&["stop-node", "3"]);
     // Server 2 notices it lost its quorum (syncLimit x tickTime), then LOOKs.
-    let start = std::time::Instant::now();
-    loop {
-        let out = Command::new(ZKFLE)
-            .args(["probe", "--format", "json", "127.0.0.2:3888"])
-            .output()
-            .unwrap();
-        if String::from_utf8_lossy(&out.stdout).contains("\"LOOKING\"") {
-            break;
-        }
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(30),
-            "server 2 never went LOOKING"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    wait_for(
+        "server 2 LOOKING",
+        std::time::Duration::from_secs(30),
+        || {
+            let out = Command::new(ZKFLE)
+                .args(["probe", "--format", "json", "127.0.0.2:3888"])
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&out.stdout)
+                .contains("\"LOOKING\"")
+                .then_some(())
+        },
+    );
     let cfg = e.zoo_cfg();
     let args = [
         "--destructive",

@@ -14,8 +14,8 @@
 //!   misses its quorum and shuts down.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{Target, Verdict};
