@@ -73,8 +73,14 @@ pub fn advice(version: &str) -> Vec<String> {
         .iter()
         .filter(|(_, v)| cols.iter().any(|&c| v[c] == Vulnerable))
         .map(|(name, _)| {
+            // The member repros need a voting member's seat; the others only the port.
+            let how = if matches!(*name, "ZOOKEEPER-3109" | "ZOOKEEPER-4685") {
+                "a voting member that misbehaves"
+            } else {
+                "anyone who reaches its election port"
+            };
             format!(
-                "ZooKeeper {shown} is vulnerable to `zkfle repro {name}`: one unauthenticated packet to its election port breaks it (docs/repro.md)"
+                "ZooKeeper {shown} was measured vulnerable to `zkfle repro {name}` ({how} can trigger it; docs/repro.md)"
             )
         })
         .collect()
