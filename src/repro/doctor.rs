@@ -522,6 +522,59 @@ mod tests {
         assert!(p[0].contains("server.1") && p[0].contains("wildcard"));
     }
 
+    fn answered(sid: i64, state: ServerState, leader: i64, round: i64) -> ServerReport {
+        ServerReport {
+            member: Member {
+                address: format!("127.0.0.{sid}:3888"),
+                sid: Some(sid),
+                client: None,
+            },
+            answer: Ok(Answer {
+                state,
+                leader,
+                zxid: 0,
+                election_epoch: round,
+                peer_epoch: 1,
+                config_version: Some(0),
+                config: None,
+                size: 53,
+                elapsed: Duration::ZERO,
+            }),
+            version: None,
+            problems: Vec::new(),
+            advice: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn agreement() {
+        use ServerState::*;
+        let mut ok = vec![
+            answered(1, Following, 3, 1),
+            answered(2, Following, 3, 1),
+            answered(3, Leading, 3, 1),
+        ];
+        check_agreement(&mut ok);
+        assert!(ok.iter().all(|s| s.problems.is_empty()), "{ok:?}");
+
+        let mut bad = vec![
+            answered(1, Looking, 1, 2),
+            answered(2, Following, 3, 1),
+            answered(3, Leading, 3, 1),
+            answered(4, Following, 2, 1),
+            answered(5, Following, 3, 7),
+        ];
+        check_agreement(&mut bad);
+        assert!(bad[0].problems[0].contains("LOOKING while the others follow leader 3"));
+        assert!(bad[1].problems.is_empty() && bad[2].problems.is_empty());
+        assert!(bad[3].problems[0].contains("follows leader 2 while most follow 3"));
+        assert!(bad[4].problems[0].contains("round 0x7 while most are in round 0x1"));
+
+        let mut nobody = vec![answered(1, Looking, 1, 1), answered(2, Looking, 2, 1)];
+        check_agreement(&mut nobody);
+        assert!(nobody.iter().all(|s| s.problems[0].contains("no leader")));
+    }
+
     #[test]
     fn client_addresses() {
         assert_eq!(
