@@ -517,13 +517,21 @@ fn follow_badly(
     led_at: Instant,
     ev: &mut Vec<String>,
 ) -> Verdict {
-    let s = match std::net::TcpStream::connect_timeout(&quorum, opts.timeout) {
-        Ok(s) => s,
-        Err(e) => {
-            ev.push(format!(
-                "cannot connect to the leader's quorum port {quorum}: {e}"
-            ));
-            return Verdict::Inconclusive;
+    // A leader opens its quorum port just after it says LEADING: retry for a while, as a
+    // Java learner does.
+    let start = Instant::now();
+    let s = loop {
+        match std::net::TcpStream::connect_timeout(&quorum, opts.timeout) {
+            Ok(s) => break s,
+            Err(_) if start.elapsed() < Duration::from_secs(5) => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => {
+                ev.push(format!(
+                    "cannot connect to the leader's quorum port {quorum} for 5 s: {e}"
+                ));
+                return Verdict::Inconclusive;
+            }
         }
     };
     let _ = s.set_nodelay(true);
