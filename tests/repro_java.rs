@@ -1,9 +1,11 @@
 //! `zkfle repro` against real Java ZooKeeper servers of every release line the project runs
 //! (3.4.14, 3.6.3, 3.8.0, 3.9.5): each repro's verdict must be the one in the repro matrix
 //! (`src/repro/matrix.rs`, docs/repro.md), and the servers' own logs must show what the
-//! verdict says. One ensemble per version: the non-destructive repros and ZOOKEEPER-3769 run
-//! against server 1, port-out-of-range against server 2, bad-config-server-id against
-//! server 3, so that no destructive repro meets a server an earlier one broke.
+//! verdict says. Two ensembles per version: in the first, the non-destructive repros and
+//! ZOOKEEPER-3769 run against server 1, port-out-of-range against server 2,
+//! bad-config-server-id against server 3, so that no destructive repro meets a server an
+//! earlier one broke; the second is for the repros in which zkfle is a member
+//! ([`member_repros`]).
 //!
 //! Each test prints `VERDICT <name> <verdict>` lines, which scripts/matrix.sh collects into the
 //! repro table. These tests are named `v3_*` and run from scripts/matrix.sh, like
@@ -130,8 +132,7 @@ fn repros(version: &str) {
     }
     assert!(failures.is_empty(), "ZooKeeper {version}: {failures:?}");
     drop(e);
-    disloyal_voter(version, &jars, column);
-    early_ack(version, &jars, column);
+    member_repros(version, &jars, column);
 }
 
 /// The verdict the matrix has for `name` on `column`.
@@ -144,27 +145,8 @@ fn expected(name: &str, column: usize) -> &'static str {
         .name()
 }
 
-/// ZOOKEEPER-4685: servers 2 and 3 commit some writes, server 3 stops, and server 2, LOOKING
-/// with those writes in its committed log, needs the vote of member 1 (zkfle). zkfle votes it
-/// into LEADING, follows it claiming the epoch's first zxid, and ACKs the DIFF's first
-/// PROPOSAL before NEWLEADER.
-fn early_ack(version: &str, jars: &str, column: usize) {
-    let mut extra = vec!["--tick".to_string(), "500".to_string()];
-    extra.extend(jars_args(jars, 3));
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let e = Ensemble::start(
-        &format!("repro-4685-{version}"),
-        "1:participant:external,2:participant,3:participant",
-        &extra,
-    );
-    e.wait_stable();
-    zab::write_all(
-        2,
-        &zab::paths("zkfle-4685-", 5),
-        std::time::Duration::from_secs(30),
-    );
-    e.run(&["stop-node", "3"]);
-    // Server 2 notices it lost its quorum (syncLimit x tickTime), then LOOKs.
+/// Waits until server 2 answers probes LOOKING.
+fn wait_looking() {
     wait_for(
         "server 2 LOOKING",
         std::time::Duration::from_secs(30),
@@ -178,106 +160,91 @@ fn early_ack(version: &str, jars: &str, column: usize) {
                 .then_some(())
         },
     );
-    let cfg = e.zoo_cfg();
-    let args = [
-        "--destructive",
-        "--peer-sid",
-        "1",
-        "--config",
-        cfg.to_str().unwrap(),
-    ];
-    let (_, v) = repro("ZOOKEEPER-4685", 2, &args);
-    let verdict = v["verdict"].as_str().unwrap_or("?");
-    println!("VERDICT ZOOKEEPER-4685 {verdict}");
+}
+
+/// Runs a member repro against server 2 as `peer`: its verdict.
+fn member_repro(name: &str, peer: &str, cfg: &str, label: &str) -> String {
+    let args = ["--destructive", "--peer-sid", peer, "--config", cfg];
+    let (_, v) = repro(name, 2, &args);
+    let verdict = v["verdict"].as_str().unwrap_or("?").to_string();
+    println!("VERDICT {label} {verdict}");
     println!("{v}");
-    assert_eq!(
-        verdict,
-        expected("ZOOKEEPER-4685", column),
-        "ZooKeeper {version}: {v}"
+    verdict
+}
+
+/// The repros in which zkfle is a member, in one ensemble whose member 1 is listed but never
+/// started: servers 2 and 3 commit some writes, server 3 stops, and server 2, LOOKING with
+/// those writes in its committed log, needs member 1's vote.
+/// - ZOOKEEPER-4685: zkfle (member 1) votes it into LEADING, follows it claiming the epoch's
+///   first zxid, and ACKs the DIFF's first PROPOSAL before NEWLEADER.
+/// - ZOOKEEPER-3109: zkfle (member 1, below server 2: server 2 dials it back) votes it into
+///   LEADING and goes LOOKING again. With the default config every version waits initLimit x
+///   tickTime (here 10 x 500 ms). Then again as member 3 after server 2 restarted with
+///   `leader.maxTimeToWaitForEpoch=0` in zoo.cfg (the system property
+///   `zookeeper.leader.maxTimeToWaitForEpoch`): 3.6+ quit at once.
+fn member_repros(version: &str, jars: &str, column: usize) {
+    let mut extra = vec!["--tick".to_string(), "500".to_string()];
+    extra.extend(jars_args(jars, 3));
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let e = Ensemble::start(
+        &format!("repro-member-{version}"),
+        "1:participant:external,2:participant,3:participant",
+        &extra,
     );
+    e.wait_stable();
+    zab::write_all(
+        2,
+        &zab::paths("zkfle-4685-", 5),
+        std::time::Duration::from_secs(30),
+    );
+    e.run(&["stop-node", "3"]);
+    // Server 2 notices it lost its quorum (syncLimit x tickTime), then LOOKs.
+    wait_looking();
+    let cfg = e.zoo_cfg();
+    let cfg = cfg.to_str().unwrap();
+    let since = |mark: usize| e.log(2)[mark..].to_string();
+
+    let mark = e.log(2).len();
+    let verdict = member_repro("ZOOKEEPER-4685", "1", cfg, "ZOOKEEPER-4685");
+    assert_eq!(verdict, expected("ZOOKEEPER-4685", column), "{version}");
     if verdict == "vulnerable" {
-        let log = e.log(2);
+        let log = since(mark);
         assert!(log.contains("is from a different epoch"), "server 2's log");
         // 3.4: "Not sufficient followers synced, only synced with sids"; 3.6+: "Waiting for a
         // quorum of followers, only synced with sids".
         assert!(log.contains("only synced with sids"), "server 2's log");
     }
-}
 
-/// ZOOKEEPER-3109 needs a server LOOKING for want of one vote: members 1 and 3 are listed but
-/// not started, zkfle stands in for one of them. With the default config every version waits
-/// initLimit x tickTime (here 10 x 500 ms); with `leader.maxTimeToWaitForEpoch=0` in zoo.cfg
-/// (the system property `zookeeper.leader.maxTimeToWaitForEpoch`), 3.6+ quit at once.
-fn disloyal_voter(version: &str, jars: &str, column: usize) {
-    let mut extra = vec!["--tick".to_string(), "500".to_string()];
-    extra.extend(jars_args(jars, 3));
-    extra.push("--no-start".into());
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let e = Ensemble::start(
-        &format!("repro-3109-{version}"),
-        "1:participant:external,2:participant,3:participant:external",
-        &extra,
-    );
-    let cfg = e.zoo_cfg();
-    let cfg = cfg.to_str().unwrap();
-    let args = |peer: &'static str| -> Vec<String> {
-        ["--destructive", "--peer-sid", peer, "--config", cfg]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    };
-    // Member 1 is below the target: the target drops zkfle's connection and dials member 1's
-    // address back, where zkfle listens.
-    e.start_node(2);
-    let default_args = args("1");
-    let default_args: Vec<&str> = default_args.iter().map(String::as_str).collect();
-    let (_, v) = repro_when_looking("ZOOKEEPER-3109", 2, &default_args);
-    let verdict = v["verdict"].as_str().unwrap_or("?");
-    println!("VERDICT ZOOKEEPER-3109 {verdict}");
-    println!("{v}");
-    assert_eq!(
-        verdict,
-        expected("ZOOKEEPER-3109", column),
-        "ZooKeeper {version}: {v}"
-    );
-    assert!(
-        e.log(2)
-            .contains("Timeout while waiting for epoch from quorum"),
-        "server 2's log"
-    );
+    wait_looking();
+    let mark = e.log(2).len();
+    let verdict = member_repro("ZOOKEEPER-3109", "1", cfg, "ZOOKEEPER-3109");
+    assert_eq!(verdict, expected("ZOOKEEPER-3109", column), "{version}");
+    if verdict == "vulnerable" {
+        assert!(
+            since(mark).contains("Timeout while waiting for epoch from quorum"),
+            "server 2's log"
+        );
+    }
 
     e.run(&["stop-node", "2"]);
     e.append_config("leader.maxTimeToWaitForEpoch=0");
     e.start_node(2);
-    let fixed_args = args("3");
-    let fixed_args: Vec<&str> = fixed_args.iter().map(String::as_str).collect();
-    let (_, v) = repro_when_looking("ZOOKEEPER-3109", 2, &fixed_args);
-    let verdict = v["verdict"].as_str().unwrap_or("?");
-    println!("VERDICT ZOOKEEPER-3109(maxTimeToWaitForEpoch=0) {verdict}");
-    println!("{v}");
+    wait_looking();
+    let mark = e.log(2).len();
+    let verdict = member_repro(
+        "ZOOKEEPER-3109",
+        "3",
+        cfg,
+        "ZOOKEEPER-3109(maxTimeToWaitForEpoch=0)",
+    );
     if version.starts_with("3.4.") {
-        assert_eq!(verdict, "vulnerable", "{v}");
+        assert_eq!(verdict, "vulnerable", "{version}");
     } else {
-        assert_eq!(verdict, "not_vulnerable", "{v}");
+        assert_eq!(verdict, "not_vulnerable", "{version}");
         assert!(
-            e.log(2).contains("Quit leading due to voter changed mind"),
+            since(mark).contains("Quit leading due to voter changed mind"),
             "server 2's log"
         );
-    }
-}
-
-/// Runs the repro once the target answers probes (a JVM just started may not yet).
-fn repro_when_looking(name: &str, sid: i64, extra: &[&str]) -> (i32, Value) {
-    let start = std::time::Instant::now();
-    loop {
-        let (code, v) = repro(name, sid, extra);
-        let unanswered = v["evidence"][0]
-            .as_str()
-            .is_some_and(|e| e.contains("did not answer a probe"));
-        if !unanswered || start.elapsed() > std::time::Duration::from_secs(30) {
-            return (code, v);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(300));
     }
 }
 
