@@ -188,6 +188,12 @@ pub fn examine(mut members: Vec<Member>, opts: &DoctorOptions) -> Report {
         answers.extend(probe::probe_all(&more, &v1));
         members.extend(extra);
     }
+    // A member no config describes: its client port is assumed to be its host's 2181.
+    for m in members.iter_mut().filter(|m| m.client.is_none()) {
+        if let Ok(a) = crate::wire::ElectionAddress::parse(&m.address, 0) {
+            m.client = client_of(None, &a.host);
+        }
+    }
     let v2 = ProbeOptions {
         protocol: ProtocolVersion::V2,
         ..v1
@@ -232,6 +238,13 @@ pub fn examine(mut members: Vec<Member>, opts: &DoctorOptions) -> Report {
             }
         })
         .collect();
+    for s in servers.iter_mut() {
+        if s.member.sid.is_none() && s.answer.as_ref().is_ok_and(|a| a.config.is_none()) {
+            s.advice.push(
+                "its answer carries no config (a 3.4 server): give --config zoo.cfg to examine every member".into(),
+            );
+        }
+    }
     servers.sort_by_key(|s| (s.member.sid.is_none(), s.member.sid));
     check_agreement(&mut servers);
     check_addresses(&mut servers);
@@ -433,22 +446,20 @@ fn check_agreement(servers: &mut [ServerReport]) {
         }
     }
     // The leader most follow must be LEADING. When it was examined its own row says what is
-    // wrong with it; when it was not (its sid unknown or not listed), its followers say.
+    // wrong with it. When every examined server has a sid (the membership is known) and none
+    // is the leader's, the followers say so; with the membership unknown (a 3.4 server named
+    // alone), nothing can be said.
     if let Some(leader) = leader {
         let examined = servers.iter().any(|s| s.member.sid == Some(leader));
-        let leading = servers.iter().any(|s| {
-            s.answer
-                .as_ref()
-                .is_ok_and(|a| a.state == ServerState::Leading && a.leader == leader)
-        });
-        if !examined && !leading {
+        let membership_known = servers.iter().all(|s| s.member.sid.is_some());
+        if membership_known && !examined {
             for s in servers.iter_mut().filter(|s| {
                 s.answer
                     .as_ref()
                     .is_ok_and(|a| a.state != ServerState::Looking && a.leader == leader)
             }) {
                 s.problems.push(format!(
-                    "follows leader {leader}, which no examined server answers as LEADING"
+                    "follows leader {leader}, which is not a member this ensemble's config names"
                 ));
             }
         }
@@ -569,6 +580,12 @@ mod tests {
         assert!(bad[1].problems.is_empty() && bad[2].problems.is_empty());
         assert!(bad[3].problems[0].contains("follows leader 2 while most follow 3"));
         assert!(bad[4].problems[0].contains("round 0x7 while most are in round 0x1"));
+
+        // A 3.4 server named alone: no sid, no config; nothing to hold against it.
+        let mut alone = vec![answered(1, Following, 3, 1)];
+        alone[0].member.sid = None;
+        check_agreement(&mut alone);
+        assert!(alone[0].problems.is_empty(), "{alone:?}");
 
         let mut nobody = vec![answered(1, Looking, 1, 1), answered(2, Looking, 2, 1)];
         check_agreement(&mut nobody);
