@@ -9,6 +9,7 @@ mod probe_cmd;
 mod replay_cmd;
 mod repro_cmd;
 mod wire_cmd;
+mod wireshark_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -37,6 +38,8 @@ enum Command {
     /// Decode and encode single election-port messages.
     #[command(subcommand)]
     Wire(wire_cmd::WireCommand),
+    /// Print a Wireshark Lua dissector for the election and quorum ports.
+    WiresharkDissector(wireshark_cmd::WiresharkArgs),
 }
 
 /// An error for the user: printed as one line, then the process exits with `status`.
@@ -81,6 +84,7 @@ pub fn run() -> i32 {
         Command::Repro(args) => repro_cmd::run(args),
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Wire(cmd) => wire_cmd::run(cmd),
+        Command::WiresharkDissector(args) => wireshark_cmd::run(args),
     };
     match result {
         Ok(()) => 0,
