@@ -26,7 +26,8 @@
 #   probe        zkfle probe reports each server's state and leader (tests/versions.rs)
 # A second table: each `zkfle repro` against each version (tests/repro_java.rs, one
 # ensemble per version): vulnerable / not_vulnerable / inconclusive, or FAIL when the verdict
-# differs from the matrix in src/repro/matrix.rs (docs/repro.md).
+# differs from the matrix in src/repro/matrix.rs (docs/repro.md); one more row,
+# ZOOKEEPER-3109(maxTimeToWaitForEpoch=0), for servers with that fix switched on.
 # Mixed rows: `join` = every member decides the same leader and the Java follower syncs.
 # Each cell runs one test of tests/versions.rs; its output is kept in $MATRIX_LOGS
 # (default: a temp dir, printed at the end). Exit status 1 if any cell failed.
@@ -176,6 +177,8 @@ declare -A VERDICT
 REPRO_NAMES=""
 if has_subcommand repro; then
   REPRO_NAMES=$("$ZKFLE_BIN" repro --list | grep -v '^ ' | awk '{print $1}' | tr '\n' ' ')
+  # tests/repro_java.rs also runs ZOOKEEPER-3109 against servers with the fix switched on.
+  [[ " $REPRO_NAMES " == *" ZOOKEEPER-3109 "* ]] && REPRO_NAMES+="ZOOKEEPER-3109(maxTimeToWaitForEpoch=0) "
 fi
 for v in $VERSIONS; do
   m=$(mod_of "$v")
