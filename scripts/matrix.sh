@@ -24,8 +24,8 @@
 #   replay       every participant of the version's fixtures replays into the native target
 #                with its recorded decisions (zkfle replay --as SID; --config for 3.4)
 #   probe        zkfle probe reports each server's state and leader (tests/versions.rs)
-# A second table: each `zkfle repro` against each version (tests/repro_java.rs, one
-# ensemble per version): vulnerable / not_vulnerable / inconclusive, or FAIL when the verdict
+# A second table: each `zkfle repro` against each version (tests/repro_java.rs, two
+# ensembles per version): vulnerable / not_vulnerable / inconclusive, or FAIL when the verdict
 # differs from the matrix in src/repro/matrix.rs (docs/repro.md); one more row,
 # ZOOKEEPER-3109(maxTimeToWaitForEpoch=0), for servers with that fix switched on.
 # Mixed rows: `join` = every member decides the same leader and the Java follower syncs.
