@@ -47,7 +47,7 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
 
-echo "== cargo test (the per-version tests of tests/versions.rs run next, in the matrix)"
+echo "== cargo test (the per-version tests of tests/versions.rs and tests/repro_java.rs run next, in the matrix)"
 cargo test --all-targets -- --skip v3_ --skip mixed_
 
 if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
@@ -55,7 +55,7 @@ if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
   ZK_JARS=$(scripts/zk-fetch.sh 3.9.5 | tail -n1) cargo test --test zab_java --test zab_datadir
 fi
 
-echo "== version matrix (scripts/matrix.sh --no-fetch: tests/versions.rs one by one, replay, decode per version)"
+echo "== version matrix (scripts/matrix.sh --no-fetch: tests/versions.rs one by one, replay, decode and the repros of tests/repro_java.rs per version)"
 scripts/matrix.sh --no-fetch
 
 if [ -n "${SKIPPED// /}" ]; then

@@ -21,6 +21,8 @@
 //! - [`zab`]: the Zab learner (follower) state machine, sans-I/O.
 //! - [`output`]: the drawn and exported formats: the timeline page, Mermaid, ShiViz, and the
 //!   generated Wireshark dissector.
+//! - [`repro`]: known election bugs triggered against a live server (`zkfle repro`), and the
+//!   health checks of `zkfle doctor`.
 //! - [`zoocfg`]: reading a server's `zoo.cfg`.
 //! - [`cli`]: the `zkfle` command line; `main.rs` only calls [`cli::run`].
 pub mod capture;
@@ -31,6 +33,7 @@ pub mod json;
 pub mod net;
 pub mod output;
 pub mod replay;
+pub mod repro;
 pub mod storage;
 pub mod wire;
 pub mod zab;
