@@ -20,6 +20,7 @@
 //! us report history we did log (see docs/zab.md).
 
 pub mod format;
+pub mod history;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};

@@ -2,7 +2,9 @@
 
 use std::collections::VecDeque;
 
-use crate::wire::quorum::{LearnerInfo, PROTOCOL_VERSION, QuorumPacket, TxnHeader, ptype};
+use crate::wire::quorum::{
+    LearnerInfo, PROTOCOL_VERSION, QuorumPacket, TxnHeader, is_handover_txn, ptype,
+};
 
 /// What the learner needs to know about itself and the ensemble's timing.
 #[derive(Debug, Clone)]
@@ -280,6 +282,12 @@ impl Learner {
             return;
         }
         self.last_heard = now;
+        if p.ptype == ptype::PROPOSAL && p.data.as_deref().is_some_and(is_handover_txn) {
+            // A zkfle leader's hand-over txn is meant to make a Java server's vote beat the
+            // leader's; a zkfle follower neither logs nor acknowledges it (docs/lead.md).
+            tracing::debug!("ignoring the hand-over txn 0x{:x}", p.zxid);
+            return;
+        }
         match self.phase {
             Phase::AwaitLeaderInfo => {
                 if p.ptype != ptype::LEADERINFO {
