@@ -166,7 +166,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         .collect();
     if participant && !lower.is_empty() {
         tracing::warn!(
-            "server id {my_id} is not lower than every other voter's ({lower:?}): give zkfle the lowest sid so that ties in the election go to the Java servers (zkfle cannot lead)"
+            "server id {my_id} is not lower than every other voter's ({lower:?}): on equal data the election goes to zkfle, which then syncs the ensemble and hands leadership over to a Java server, one extra election round (docs/lead.md); a lower sid avoids that"
         );
     }
     // Only a participant that votes with its own data follows the leader (Zab) and needs the
@@ -194,9 +194,19 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
                 quorum_addrs.insert(s.id, a);
             }
         }
+        let my_quorum_addr = me.addresses.iter().find_map(|a| {
+            a.quorum_socket_addr().or_else(|| {
+                use std::net::ToSocketAddrs;
+                (a.host.as_str(), a.quorum_port)
+                    .to_socket_addrs()
+                    .ok()?
+                    .next()
+            })
+        });
         Some(crate::net::ZabConfig {
             data_dir,
             quorum_addrs,
+            my_quorum_addr,
             learner: crate::zab::LearnerConfig {
                 my_sid: my_id,
                 config_version: quorum_cfg.version() as i64,

@@ -491,6 +491,9 @@ pub struct SnapshotWalker {
     field_at: u64,
     summary: SnapshotSummary,
     body_done: bool,
+    /// Stop at the `"/"` end marker (a snapshot file's body, followed by a seal, not the
+    /// signature).
+    body_only: bool,
 }
 
 impl Default for SnapshotWalker {
@@ -512,7 +515,22 @@ impl SnapshotWalker {
             field_at: 0,
             summary: SnapshotSummary::default(),
             body_done: false,
+            body_only: false,
         }
+    }
+
+    /// A walker of a snapshot body only: [`SnapshotWalker::feed`] consumes nothing after the
+    /// `"/"` end marker (for a snapshot file, whose body is followed by its seal).
+    pub fn body_only() -> Self {
+        SnapshotWalker {
+            body_only: true,
+            ..Self::new()
+        }
+    }
+
+    /// The `"/"` end marker has been read.
+    pub fn is_body_done(&self) -> bool {
+        self.body_done
     }
 
     pub fn is_done(&self) -> bool {
@@ -533,7 +551,8 @@ impl SnapshotWalker {
     pub fn feed(&mut self, input: &[u8]) -> Result<SnapshotProgress, WireError> {
         let mut i = 0;
         let mut body = 0;
-        while i < input.len() && self.step != SnapStep::Done {
+        while i < input.len() && self.step != SnapStep::Done && !(self.body_only && self.body_done)
+        {
             let before = i;
             if self.skip > 0 {
                 let n = (self.skip.min((input.len() - i) as u64)) as usize;
@@ -991,6 +1010,10 @@ mod tests {
                 }
             );
         }
+        // Body only: stops at the end marker.
+        let mut w = SnapshotWalker::body_only();
+        let p = w.feed(&s).unwrap();
+        assert_eq!((p.consumed, p.body, w.is_body_done()), (body, body, true));
         // Never consumes past the signature.
         let mut more = s.clone();
         more.extend([9, 9, 9]);
