@@ -64,6 +64,36 @@ fn states(e: &Ensemble, sid: i64, skip: usize) -> Vec<String> {
         .collect()
 }
 
+/// SIGSTOPs Java server `sid` and waits until `leader` has closed its connection to it
+/// (syncLimit*tickTime without a reply: `GOODBYE`).
+fn pause_until_dropped(e: &Ensemble, sid: i64, leader: i64) {
+    let mark = e.log(leader).len();
+    e.signal(sid, "-STOP");
+    wait_for("the leader drops the paused follower", Duration::from_secs(15), || {
+        e.log(leader)[mark..].contains("GOODBYE").then_some(())
+    });
+}
+
+/// zkfle's log lines about its leadership, for the test's output.
+fn print_leadership(log: &str) {
+    for l in log.lines().filter(|l| {
+        [
+            "LEADING",
+            "Synchronizing",
+            "Have quorum",
+            "hand-over",
+            "handing",
+            "sent the snapshot",
+            "learner sid",
+            "epoch ",
+        ]
+        .iter()
+        .any(|k| l.contains(k))
+    }) {
+        eprintln!("  zkfle: {}", l.split("zkfle::").nth(1).unwrap_or(l));
+    }
+}
+
 fn serves(sid: i64, path: &str) -> bool {
     read(sid, path).is_some()
 }
@@ -93,8 +123,9 @@ fn zkfle_elected_leads_the_sync_and_hands_over() {
     });
     write_all(leader, &paths("a", 3), Duration::from_secs(10));
 
-    // F pauses; writes commit on the leader's and zkfle's ACKs.
-    e.signal(f, "-STOP");
+    // F pauses; once the leader has dropped it (so that no proposal waits in F's socket
+    // buffer, to be read after SIGCONT), writes commit on the leader's and zkfle's ACKs.
+    pause_until_dropped(&e, f, leader);
     write_all(leader, &paths("w", 5), Duration::from_secs(10));
     let fmark = e.log(f).len();
     let nmark = n.log().len();
@@ -111,6 +142,7 @@ fn zkfle_elected_leads_the_sync_and_hands_over() {
     eprintln!("leader killed -> F serves the writes and accepts one: {serving_ms} ms");
 
     let nlog = n.log()[nmark..].to_string();
+    print_leadership(&nlog);
     assert!(nlog.contains("LEADING on"), "{nlog}");
     assert!(
         nlog.contains(&format!("Synchronizing with Learner sid: {f} ")) && nlog.contains("Sending DIFF"),
