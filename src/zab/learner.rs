@@ -282,9 +282,13 @@ impl Learner {
             return;
         }
         self.last_heard = now;
-        if p.ptype == ptype::PROPOSAL && p.data.as_deref().is_some_and(is_handover_txn) {
+        if p.ptype == ptype::PROPOSAL
+            && matches!(self.phase, Phase::AwaitUpToDate | Phase::Broadcast)
+            && p.data.as_deref().is_some_and(is_handover_txn)
+        {
             // A zkfle leader's hand-over txn is meant to make a Java server's vote beat the
-            // leader's; a zkfle follower neither logs nor acknowledges it (docs/lead.md).
+            // leader's; a zkfle follower neither logs nor acknowledges it while it is only
+            // proposed (committed history, in a DIFF, is logged as any txn) (docs/lead.md).
             tracing::debug!("ignoring the hand-over txn 0x{:x}", p.zxid);
             return;
         }
@@ -376,6 +380,10 @@ impl Learner {
                         ));
                     }
                     // 3.8.5+/3.9 order: log the sync proposals, then currentEpoch, then ACK.
+                    // An uncommitted hand-over txn (a zkfle leader's, sent to a late
+                    // learner) is neither logged nor acknowledged, as in broadcast.
+                    self.sync_proposals
+                        .retain(|sp| sp.committed || !is_handover_txn(&sp.txn));
                     for sp in &mut self.sync_proposals {
                         if sp.zxid > self.last_zxid {
                             self.ready.persist.push(Persist::Append {
