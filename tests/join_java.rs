@@ -78,7 +78,7 @@ fn java_needs_the_native_vote_to_lead() {
 }
 
 /// (c) Native 3 (the highest sid) and Java 1, 2 start together: the Java servers follow 3;
-/// the native leader steps down after initLimit*tickTime since nobody syncs.
+/// the native leader syncs them and hands leadership over (docs/lead.md), so it looks again.
 #[test]
 fn java_follows_the_native_leader() {
     let _l = lock_loopback();
@@ -111,7 +111,7 @@ fn java_follows_the_native_leader() {
     let lead_at = wait_for("native LEADING", Duration::from_secs(5), || {
         n.events().iter().position(|v| decided(v, "LEADING", 3))
     });
-    // initLimit*tickTime = 1 s: then the native leader looks again.
+    // After the hand-over the native leader looks again.
     wait_for("native steps down", Duration::from_secs(10), || {
         n.events()[lead_at + 1..]
             .iter()

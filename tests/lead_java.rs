@@ -439,3 +439,65 @@ fn five_voters_two_zkfle_and_zkfle_killed_while_leading() {
     dirs.push(e.dir.join("native2"));
     toolkit_reads(&dirs);
 }
+
+/// One run of the scenario for scripts/bench-lead.sh: slot 1 is zkfle (`zkfle`) or
+/// a Java server (`java`); F pauses until dropped, writes commit with the leader and slot 1,
+/// the leader is killed and F resumes. Returns the milliseconds from the kill to F serving the
+/// last write and accepting a new one.
+fn leader_death_to_serving(slot1: &str, run: usize) -> u128 {
+    let servers = if slot1 == "zkfle" {
+        "1:participant:external,2:participant,3:participant"
+    } else {
+        "1:participant,2:participant,3:participant"
+    };
+    let e = Ensemble::start(&format!("bench{slot1}{run}"), servers, &["--tick", "200"]);
+    e.run(&["wait-stable", "--timeout", "30"]);
+    let n = (slot1 == "zkfle").then(|| Native::start(&e, 1));
+    let leader = match &n {
+        Some(n) => {
+            let l = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
+                following(n, 0)
+            });
+            wait_for("zkfle synced", Duration::from_secs(10), || {
+                n.log().contains("synced with leader").then_some(())
+            });
+            l
+        }
+        None => e.leader(&[1, 2, 3]).expect("a leader"),
+    };
+    let f = [2, 3].into_iter().find(|s| *s != leader).unwrap();
+    write_all(leader, &paths("a", 3), Duration::from_secs(10));
+    pause_until_dropped(&e, f, leader);
+    write_all(leader, &paths("w", 5), Duration::from_secs(10));
+    let killed = Instant::now();
+    e.signal(leader, "-9");
+    e.signal(f, "-CONT");
+    loop {
+        assert!(killed.elapsed() < Duration::from_secs(60), "{slot1}: never served");
+        if let Ok(mut zk) = Zk::connect(&client(f))
+            && zk.get("/w4").ok().flatten().is_some()
+            && zk.create("/x0", b"x").ok() == Some(0)
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    killed.elapsed().as_millis()
+}
+
+/// scripts/bench-lead.sh: `LEAD_BENCH_RUNS` runs of each (default 3); prints one line per run.
+#[test]
+#[ignore = "a benchmark: scripts/bench-lead.sh"]
+fn bench_leader_death_to_serving() {
+    let _l = lock_loopback();
+    let runs: usize = std::env::var("LEAD_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    for run in 0..runs {
+        for slot1 in ["java", "zkfle"] {
+            let ms = leader_death_to_serving(slot1, run);
+            println!("BENCH slot1={slot1} run={run} leader_death_to_serving_ms={ms}");
+        }
+    }
+}
