@@ -16,12 +16,7 @@ fn files(v2: &Path, prefix: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(v2)
         .map(|d| {
             d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .unwrap()
-                        .to_string_lossy()
-                        .starts_with(prefix)
-                })
+                .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
                 .collect()
         })
         .unwrap_or_default();
@@ -69,9 +64,11 @@ fn states(e: &Ensemble, sid: i64, skip: usize) -> Vec<String> {
 fn pause_until_dropped(e: &Ensemble, sid: i64, leader: i64) {
     let mark = e.log(leader).len();
     e.signal(sid, "-STOP");
-    wait_for("the leader drops the paused follower", Duration::from_secs(15), || {
-        e.log(leader)[mark..].contains("GOODBYE").then_some(())
-    });
+    wait_for(
+        "the leader drops the paused follower",
+        Duration::from_secs(15),
+        || e.log(leader)[mark..].contains("GOODBYE").then_some(()),
+    );
 }
 
 /// zkfle's log lines about its leadership, for the test's output.
@@ -145,7 +142,8 @@ fn zkfle_elected_leads_the_sync_and_hands_over() {
     print_leadership(&nlog);
     assert!(nlog.contains("LEADING on"), "{nlog}");
     assert!(
-        nlog.contains(&format!("Synchronizing with Learner sid: {f} ")) && nlog.contains("Sending DIFF"),
+        nlog.contains(&format!("Synchronizing with Learner sid: {f} "))
+            && nlog.contains("Sending DIFF"),
         "{nlog}"
     );
     assert!(nlog.contains("handing leadership over"), "{nlog}");
@@ -153,7 +151,10 @@ fn zkfle_elected_leads_the_sync_and_hands_over() {
     assert!(flog.contains("Getting a diff from the leader"), "{flog}");
     // F followed zkfle once, then led: no election loop.
     let st = states(&e, f, fmark);
-    assert!(st.iter().filter(|s| *s == "FOLLOWING").count() == 1, "{st:?}");
+    assert!(
+        st.iter().filter(|s| *s == "FOLLOWING").count() == 1,
+        "{st:?}"
+    );
     assert_eq!(st.last().map(String::as_str), Some("LEADING"), "{st:?}");
     assert_eq!(count(&nlog, "LEADING on"), 1, "{nlog}");
     wait_for("zkfle follows F", Duration::from_secs(10), || {
@@ -208,10 +209,15 @@ fn elected_at_startup_and_a_snap_to_a_wiped_follower() {
     let nlog = n.log();
     print_leadership(&nlog);
     assert_eq!(count(&nlog, "LEADING on"), 1, "{nlog}");
-    assert!(nlog.contains("Sending DIFF 0x0 and 0 PROPOSAL+COMMIT pairs"), "{nlog}");
-    wait_for("zkfle follows the Java leader", Duration::from_secs(10), || {
-        (following(&n, 0) == Some(leader)).then_some(())
-    });
+    assert!(
+        nlog.contains("Sending DIFF 0x0 and 0 PROPOSAL+COMMIT pairs"),
+        "{nlog}"
+    );
+    wait_for(
+        "zkfle follows the Java leader",
+        Duration::from_secs(10),
+        || (following(&n, 0) == Some(leader)).then_some(()),
+    );
 
     // zkfle rejoins empty: SNAP from the Java leader, stored as its own snapshot.
     n.kill();
@@ -301,11 +307,15 @@ fn a_survivor_with_an_uncommitted_txn_is_truncated() {
     // The writes' closeSession txns reach everyone.
     std::thread::sleep(Duration::from_millis(500));
     e.run(&["stop-node", &l.to_string()]);
-    wait_for("zkfle synced with F in epoch 2", Duration::from_secs(20), || {
-        n.log()
-            .contains(&format!("synced with leader {f} in epoch 2"))
-            .then_some(())
-    });
+    wait_for(
+        "zkfle synced with F in epoch 2",
+        Duration::from_secs(20),
+        || {
+            n.log()
+                .contains(&format!("synced with leader {f} in epoch 2"))
+                .then_some(())
+        },
+    );
     let extra = {
         let mut st = zkfle::storage::Storage::open(&e.dir.join(format!("{l}/data"))).unwrap();
         st.set_prealloc(0);
@@ -379,9 +389,11 @@ fn five_voters_two_zkfle_and_zkfle_killed_while_leading() {
     for f in &others {
         e.signal(*f, "-CONT");
     }
-    wait_for("a Java follower serves /w4", Duration::from_secs(30), || {
-        others.iter().all(|f| serves(*f, "/w4")).then_some(())
-    });
+    wait_for(
+        "a Java follower serves /w4",
+        Duration::from_secs(30),
+        || others.iter().all(|f| serves(*f, "/w4")).then_some(()),
+    );
     write_all(others[0], &paths("x", 1), Duration::from_secs(20));
     let log2 = n2.log()[m2..].to_string();
     print_leadership(&log2);
@@ -396,7 +408,11 @@ fn five_voters_two_zkfle_and_zkfle_killed_while_leading() {
 
     // Again, but zkfle 2 is killed while it leads: pause the Java followers until dropped,
     // write, kill the leader, resume the followers, and kill zkfle 2 as soon as it leads.
-    let rest: Vec<i64> = others.iter().copied().filter(|s| *s != new_leader).collect();
+    let rest: Vec<i64> = others
+        .iter()
+        .copied()
+        .filter(|s| *s != new_leader)
+        .collect();
     e.run(&["start-node", &leader.to_string()]);
     wait_for("old leader serves", Duration::from_secs(30), || {
         serves(leader, "/x0").then_some(())
@@ -419,17 +435,26 @@ fn five_voters_two_zkfle_and_zkfle_killed_while_leading() {
     let log2 = n2.log()[m2..].to_string();
     eprintln!(
         "zkfle 2 stopped {} the hand-over",
-        if log2.contains("handing") { "after" } else { "before" }
+        if log2.contains("handing") {
+            "after"
+        } else {
+            "before"
+        }
     );
     n2.kill();
     e.run(&["start-node", &new_leader.to_string()]);
     // The Java servers (with zkfle 1) elect among themselves; nothing committed is lost.
-    wait_for("every Java server serves /y2", Duration::from_secs(40), || {
-        [3, 4, 5].iter().all(|s| serves(*s, "/y2")).then_some(())
-    });
+    wait_for(
+        "every Java server serves /y2",
+        Duration::from_secs(40),
+        || [3, 4, 5].iter().all(|s| serves(*s, "/y2")).then_some(()),
+    );
     write_all(rest[0], &paths("z", 1), Duration::from_secs(20));
     for s in [3, 4, 5] {
-        assert!(serves(s, "/w4") && serves(s, "/x0") && serves(s, "/z0"), "{s}");
+        assert!(
+            serves(s, "/w4") && serves(s, "/x0") && serves(s, "/z0"),
+            "{s}"
+        );
     }
     let mut dirs: Vec<PathBuf> = [3, 4, 5]
         .iter()
@@ -473,7 +498,10 @@ fn leader_death_to_serving(slot1: &str, run: usize) -> u128 {
     e.signal(leader, "-9");
     e.signal(f, "-CONT");
     loop {
-        assert!(killed.elapsed() < Duration::from_secs(60), "{slot1}: never served");
+        assert!(
+            killed.elapsed() < Duration::from_secs(60),
+            "{slot1}: never served"
+        );
         if let Ok(mut zk) = Zk::connect(&client(f))
             && zk.get("/w4").ok().flatten().is_some()
             && zk.create("/x0", b"x").ok() == Some(0)

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpListener;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -61,7 +61,11 @@ impl Conn {
     /// Stops reading; lets the writer send what is queued (at most 200 ms more), which also
     /// closes the socket.
     fn close(self) {
-        let Conn { tx, reader, mut writer } = self;
+        let Conn {
+            tx,
+            reader,
+            mut writer,
+        } = self;
         drop(tx);
         reader.abort();
         tokio::spawn(async move {
@@ -85,7 +89,10 @@ async fn read_learner(
     loop {
         let n = match rd.read(&mut buf).await {
             Ok(0) => {
-                let _ = tx.send((conn, FromLearner::Closed("the learner closed the connection".into())));
+                let _ = tx.send((
+                    conn,
+                    FromLearner::Closed("the learner closed the connection".into()),
+                ));
                 return;
             }
             Ok(n) => n,
@@ -125,7 +132,8 @@ impl TxnReader {
     fn read(&mut self, h: &History, at: &crate::storage::history::TxnAt) -> io::Result<Vec<u8>> {
         let reuse = matches!(&self.file, Some((f, _, pos)) if *f == at.file && *pos == at.offset);
         if !reuse {
-            let mut r = BufReader::with_capacity(1 << 16, std::fs::File::open(&h.files[at.file as usize])?);
+            let mut r =
+                BufReader::with_capacity(1 << 16, std::fs::File::open(&h.files[at.file as usize])?);
             r.seek(SeekFrom::Start(at.offset))?;
             self.file = Some((at.file, r, at.offset));
         }
@@ -168,7 +176,10 @@ async fn send_snapshot(
             ));
         }
         let p = walker.feed(&buf[..n]).map_err(|e| {
-            io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
         })?;
         w.write_all(&buf[..p.body]).await?;
         sent += p.body as u64;
@@ -207,9 +218,11 @@ async fn write_learner(
                             io::Error::new(io::ErrorKind::InvalidData, e.to_string())
                         })?;
                         w.write_all(&b).await?;
-                        let c = QuorumPacket::op(ptype::COMMIT, at.zxid).encode().map_err(|e| {
-                            io::Error::new(io::ErrorKind::InvalidData, e.to_string())
-                        })?;
+                        let c = QuorumPacket::op(ptype::COMMIT, at.zxid)
+                            .encode()
+                            .map_err(|e| {
+                                io::Error::new(io::ErrorKind::InvalidData, e.to_string())
+                            })?;
                         w.write_all(&c).await?;
                     }
                 }
@@ -218,7 +231,10 @@ async fn write_learner(
                         return Err(io::Error::other("no snapshot to send"));
                     };
                     let n = send_snapshot(&mut w, path).await?;
-                    info!("sent the snapshot of 0x{z:x} ({n} bytes) from {}", path.display());
+                    info!(
+                        "sent the snapshot of 0x{z:x} ({n} bytes) from {}",
+                        path.display()
+                    );
                 }
             }
             if rx.is_empty() {
@@ -318,7 +334,11 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
         }
         while let Some(ev) = leader.poll_event() {
             match ev {
-                Event::LearnerInfo { conn, sid, observer } => {
+                Event::LearnerInfo {
+                    conn,
+                    sid,
+                    observer,
+                } => {
                     sids.insert(conn, sid);
                     info!(
                         "{} sid: {sid} connected",

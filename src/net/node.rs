@@ -213,7 +213,11 @@ impl Node {
         info!(
             "LEADING: {}{}; acceptedEpoch {}, currentEpoch {}, last zxid 0x{:x}; looking for a leader again",
             end.reason,
-            if end.handed_over { " (handed over)" } else { "" },
+            if end.handed_over {
+                " (handed over)"
+            } else {
+                ""
+            },
             st.accepted_epoch(),
             st.current_epoch(),
             st.last_zxid()

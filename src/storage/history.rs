@@ -127,7 +127,8 @@ mod tests {
             t
         };
         for z in 1..=3 {
-            s.append(0x1_0000_0000 + z, &txn(0x1_0000_0000 + z)).unwrap();
+            s.append(0x1_0000_0000 + z, &txn(0x1_0000_0000 + z))
+                .unwrap();
         }
         s.sync().unwrap();
         drop(s);

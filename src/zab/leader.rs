@@ -63,7 +63,10 @@ impl LeaderLog {
 pub enum Out {
     Packet(QuorumPacket),
     /// PROPOSAL (the logged txn) + COMMIT for every logged txn with `after < zxid <= upto`.
-    LoggedPairs { after: i64, upto: i64 },
+    LoggedPairs {
+        after: i64,
+        upto: i64,
+    },
     /// The newest snapshot's body, then the `"BenWasHere"` signature (follows a SNAP packet).
     Snapshot,
 }
@@ -86,7 +89,11 @@ impl Ready {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// A learner said who it is.
-    LearnerInfo { conn: ConnId, sid: i64, observer: bool },
+    LearnerInfo {
+        conn: ConnId,
+        sid: i64,
+        observer: bool,
+    },
     /// A quorum joined the epoch: LEADERINFO goes out.
     EpochProposed { epoch: i64, sids: Vec<i64> },
     /// The sync chosen for a learner, as Java logs it.
@@ -258,9 +265,7 @@ impl Leader {
     }
 
     fn last_proposed(&self) -> i64 {
-        self.handover
-            .as_ref()
-            .map_or(self.epoch << 32, |h| h.zxid)
+        self.handover.as_ref().map_or(self.epoch << 32, |h| h.zxid)
     }
 
     /// The NEWLEADER config: Java's leader sends its last-seen quorum verifier, whose version
@@ -481,8 +486,7 @@ impl Leader {
     }
 
     fn check_epoch_ack_quorum(&mut self, now: u64) {
-        if self.phase != Phase::AwaitEpochAcks || !self.cfg.quorum.contains_quorum(&self.electing)
-        {
+        if self.phase != Phase::AwaitEpochAcks || !self.cfg.quorum.contains_quorum(&self.electing) {
             return;
         }
         // `self.setCurrentEpoch(epoch)` after waitForEpochAck, before any sync goes out.
@@ -512,8 +516,12 @@ impl Leader {
         };
         let plan = choose_sync(&self.log, self.last_processed(), peer);
         let (kind, op_zxid, pairs, current) = match plan {
-            SyncPlan::Diff { zxid, pairs } => (SyncKind::Diff, zxid, pairs, pairs.map_or(peer, |p| p.1)),
-            SyncPlan::Trunc { zxid, pairs } => (SyncKind::Trunc, zxid, pairs, pairs.map_or(zxid, |p| p.1)),
+            SyncPlan::Diff { zxid, pairs } => {
+                (SyncKind::Diff, zxid, pairs, pairs.map_or(peer, |p| p.1))
+            }
+            SyncPlan::Trunc { zxid, pairs } => {
+                (SyncKind::Trunc, zxid, pairs, pairs.map_or(zxid, |p| p.1))
+            }
             SyncPlan::Snap => {
                 if !self.log.has_snapshot {
                     return self.close_learner(
@@ -547,7 +555,9 @@ impl Leader {
                 .filter(|z| **z > after && **z <= upto)
                 .count() as u64;
             if n > 0 {
-                self.ready.send.push((conn, Out::LoggedPairs { after, upto }));
+                self.ready
+                    .send
+                    .push((conn, Out::LoggedPairs { after, upto }));
             }
         }
         self.events.push_back(Event::Sync {
@@ -723,8 +733,10 @@ impl Leader {
         let conns: Vec<ConnId> = self.learners.keys().copied().collect();
         self.ready.close.extend(conns);
         self.learners.clear();
-        self.events
-            .push_back(Event::Ended { handed_over, reason });
+        self.events.push_back(Event::Ended {
+            handed_over,
+            reason,
+        });
     }
 
     /// When [`Leader::on_timer`] must be called next.
@@ -1020,7 +1032,10 @@ mod tests {
         );
         // Below the snapshot: SNAP; at the snapshot: DIFF.
         let l3 = log(0x1_0000_0010, true, &[0x1_0000_0011, 0x1_0000_0012]);
-        assert_eq!(choose_sync(&l3, 0x1_0000_0012, 0x1_0000_0005), SyncPlan::Snap);
+        assert_eq!(
+            choose_sync(&l3, 0x1_0000_0012, 0x1_0000_0005),
+            SyncPlan::Snap
+        );
         assert_eq!(
             choose_sync(&l3, 0x1_0000_0012, 0x1_0000_0010),
             SyncPlan::Diff {
@@ -1102,9 +1117,7 @@ mod tests {
         let Out::Packet(nl) = &r.send.last().unwrap().1 else {
             panic!()
         };
-        assert!(
-            String::from_utf8_lossy(nl.data.as_ref().unwrap()).ends_with("version=200000000")
-        );
+        assert!(String::from_utf8_lossy(nl.data.as_ref().unwrap()).ends_with("version=200000000"));
         l.on_packet(4, 7, QuorumPacket::ack(0x2_0000_0000));
         let r = l.ready();
         assert_eq!(
