@@ -24,24 +24,40 @@ fn files(v2: &Path, prefix: &str) -> Vec<PathBuf> {
     v
 }
 
-/// ZooKeeper's TxnLogToolkit reads every txn log of each data directory without a CRC error;
-/// returns all the dumps.
+/// ZooKeeper's TxnLogToolkit reads every txn log of each data directory without a CRC error
+/// (one JVM per file, all at once); returns all the dumps.
 fn toolkit_reads(dirs: &[PathBuf]) -> String {
+    let cp = java_classpath();
+    let runs: Vec<(PathBuf, std::process::Child)> = dirs
+        .iter()
+        .flat_map(|d| files(&d.join("version-2"), "log."))
+        .map(|l| {
+            let child = std::process::Command::new("java")
+                .args(["-cp", &cp])
+                .arg("org.apache.zookeeper.server.persistence.TxnLogToolkit")
+                .args(["--dump", l.to_str().unwrap()])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            (l, child)
+        })
+        .collect();
+    assert!(!runs.is_empty(), "no txn logs in {dirs:?}");
     let mut all = String::new();
-    for d in dirs {
-        let logs = files(&d.join("version-2"), "log.");
-        for l in &logs {
-            let dump = zk_tool(
-                "org.apache.zookeeper.server.persistence.TxnLogToolkit",
-                &["--dump", l.to_str().unwrap()],
-            );
-            assert!(
-                !dump.contains("CRC ERROR") && !dump.contains("Exception"),
-                "{}: {dump}",
-                l.display()
-            );
-            all.push_str(&dump);
-        }
+    for (l, child) in runs {
+        let out = child.wait_with_output().unwrap();
+        let dump = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !dump.contains("CRC ERROR") && !dump.contains("Exception"),
+            "{}: {dump}",
+            l.display()
+        );
+        all.push_str(&dump);
     }
     all
 }
