@@ -526,7 +526,37 @@ fn leader_death_to_serving(slot1: &str, run: usize) -> u128 {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    killed.elapsed().as_millis()
+    let took = killed.elapsed().as_millis();
+    if std::env::var("LEAD_BENCH_VERBOSE").is_ok() {
+        // The timeline, for slow runs: F's state lines and zkfle's decisions.
+        for l in e.log(f).lines().filter(|l| {
+            [
+                "- LOOKING",
+                "- FOLLOWING",
+                "- LEADING",
+                "Getting a",
+                "Have quorum",
+                "NEWLEADER",
+                "UPTODATE",
+                "WARN",
+                "ERROR",
+            ]
+            .iter()
+            .any(|k| l.contains(k))
+        }) {
+            eprintln!("  F {}", l.get(..160).unwrap_or(l));
+        }
+        if let Some(n) = &n {
+            for l in n.log().lines().filter(|l| {
+                ["Decided", "net::lead", "LEADING:", "synced with"]
+                    .iter()
+                    .any(|k| l.contains(k))
+            }) {
+                eprintln!("  zkfle {}", l.get(..200).unwrap_or(l));
+            }
+        }
+    }
+    took
 }
 
 /// scripts/bench-lead.sh: `LEAD_BENCH_RUNS` runs of each (default 3); prints one line per run.

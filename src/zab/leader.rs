@@ -600,6 +600,18 @@ impl Leader {
             let l = &self.learners[&conn];
             (l.sid.unwrap_or(-1), l.participant)
         };
+        if p.zxid < self.epoch << 32 {
+            // A Java 3.8.0 learner logs the DIFF's txns at NEWLEADER on its SyncThread, whose
+            // ACKs for them can overtake the NEWLEADER ACK (fixed in 3.8.5, reference F.4).
+            // Java's leader takes the first ACK as the NEWLEADER ACK and does not count it;
+            // zkfle skips them and waits for the real one (seen live: otherwise the epoch is
+            // not established and the round times out after initLimit*tickTime).
+            tracing::debug!(
+                "sid {sid}: ACK 0x{:x} of a synced txn before the NEWLEADER ACK",
+                p.zxid
+            );
+            return;
+        }
         if self.phase == Phase::Broadcast {
             return self.uptodate(conn);
         }
@@ -1118,6 +1130,9 @@ mod tests {
             panic!()
         };
         assert!(String::from_utf8_lossy(nl.data.as_ref().unwrap()).ends_with("version=200000000"));
+        // A 3.8.0 learner's ACK of a synced txn before the NEWLEADER ACK is skipped.
+        l.on_packet(4, 7, QuorumPacket::ack(0x1_0000_0002));
+        assert!(l.ready().send.is_empty());
         l.on_packet(4, 7, QuorumPacket::ack(0x2_0000_0000));
         let r = l.ready();
         assert_eq!(
