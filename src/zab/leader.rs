@@ -1156,6 +1156,43 @@ mod tests {
         ));
     }
 
+    proptest::proptest! {
+        /// Whatever learners send, in any order, with connections coming and going: no panic,
+        /// and the learner table stays bounded.
+        #[test]
+        fn any_learner_traffic_is_handled(
+            steps in proptest::collection::vec(
+                (0u8..4, 0u64..6, 0i32..20, proptest::prelude::any::<i64>(),
+                 proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24))),
+                0..200,
+            )
+        ) {
+            let (c, qc) = cfg(&[1, 2, 3, 4, 5]);
+            let mut l = Leader::new(c, qc, log(0, false, &[0x1_0000_0001]), 1, 1, 0);
+            for (i, (kind, conn, t, zxid, data)) in steps.into_iter().enumerate() {
+                let now = i as u64 * 37;
+                match kind {
+                    0 => l.on_connect(now, conn),
+                    1 => l.on_disconnect(conn, "gone".into()),
+                    2 => l.on_timer(now),
+                    _ => {
+                        let p = if t == ptype::FOLLOWERINFO && data.is_none() {
+                            info(2 + (zxid & 3), zxid & 7)
+                        } else if t == ptype::ACKEPOCH {
+                            QuorumPacket::ack_epoch(zxid & 0x3_0000_000f, (zxid & 3) as i32 - 1)
+                        } else {
+                            QuorumPacket::new(t, zxid, data)
+                        };
+                        l.on_packet(now, conn, p);
+                    }
+                }
+                l.ready();
+                proptest::prop_assert!(l.learners.len() <= MAX_LEARNERS);
+                while l.poll_event().is_some() {}
+            }
+        }
+    }
+
     #[test]
     fn ahead_follower_and_timeouts() {
         let (c, qc) = cfg(&[1, 2, 3]);
