@@ -353,10 +353,24 @@ impl Leader {
                 ),
             );
         }
-        let info = match p.data.as_deref().map(LearnerInfo::decode) {
-            Some(Ok(i)) => i,
-            Some(Err(e)) => return self.close_learner(conn, format!("bad LearnerInfo: {e}")),
-            None => return self.close_learner(conn, "LearnerInfo without data".into()),
+        // As Java reads it: the sid (8 bytes), then the protocol version and the config version
+        // if present (a 3.4 learner sends 12 bytes, no config version).
+        let info = match p.data.as_deref() {
+            Some(d) if d.len() >= 20 => match LearnerInfo::decode(d) {
+                Ok(i) => i,
+                Err(e) => return self.close_learner(conn, format!("bad LearnerInfo: {e}")),
+            },
+            Some(d) if d.len() >= 12 => LearnerInfo {
+                sid: i64::from_be_bytes(d[..8].try_into().unwrap_or_default()),
+                protocol_version: i32::from_be_bytes(d[8..12].try_into().unwrap_or_default()),
+                config_version: 0,
+            },
+            _ => {
+                return self.close_learner(
+                    conn,
+                    "LearnerInfo without a sid and protocol version (pre-Zab 1.0 learners are not supported)".into(),
+                );
+            }
         };
         if info.protocol_version < PROTOCOL_VERSION {
             return self.close_learner(
