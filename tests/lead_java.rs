@@ -11,6 +11,25 @@ use std::time::{Duration, Instant};
 
 use zab::*;
 
+/// Holds the loopback lock and reports how long the test ran once it had it (the lock is
+/// shared with other Java tests on the machine).
+struct Timed(#[allow(dead_code)] LoopbackLock, &'static str, Instant);
+
+fn lock_timed(name: &'static str) -> Timed {
+    let l = lock_loopback();
+    Timed(l, name, Instant::now())
+}
+
+impl Drop for Timed {
+    fn drop(&mut self) {
+        eprintln!(
+            "{}: {:.1} s with the lock",
+            self.1,
+            self.2.elapsed().as_secs_f64()
+        );
+    }
+}
+
 /// The files of a data directory's `version-2` whose names start with `prefix`.
 fn files(v2: &Path, prefix: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(v2)
@@ -119,7 +138,7 @@ fn serves(sid: i64, path: &str) -> bool {
 /// holding several txns more than the survivor is the same story.
 #[test]
 fn zkfle_elected_leads_the_sync_and_hands_over() {
-    let _l = lock_loopback();
+    let _l = lock_timed("zkfle_elected_leads_the_sync_and_hands_over");
     let e = Ensemble::start(
         "lead",
         "1:participant:external,2:participant,3:participant",
@@ -207,7 +226,7 @@ fn signal_native(n: &Native, sig: &str) {
 /// date by SNAP: the snapshot file, then the txns logged after it.
 #[test]
 fn elected_at_startup_and_a_snap_to_a_wiped_follower() {
-    let _l = lock_loopback();
+    let _l = lock_timed("elected_at_startup_and_a_snap_to_a_wiped_follower");
     let e = Ensemble::start(
         "leadsnap",
         "1:participant,2:participant,3:participant:external",
@@ -304,7 +323,7 @@ fn injected_txn(zxid: i64) -> Vec<u8> {
 /// over L (epoch 1, one txn more), sends L a TRUNC, and hands over to it.
 #[test]
 fn a_survivor_with_an_uncommitted_txn_is_truncated() {
-    let _l = lock_loopback();
+    let _l = lock_timed("a_survivor_with_an_uncommitted_txn_is_truncated");
     let e = Ensemble::start(
         "leadtrunc",
         "1:participant:external,2:participant,3:participant",
@@ -377,7 +396,7 @@ fn a_survivor_with_an_uncommitted_txn_is_truncated() {
 /// nothing committed lost.
 #[test]
 fn five_voters_two_zkfle_and_zkfle_killed_while_leading() {
-    let _l = lock_loopback();
+    let _l = lock_timed("five_voters_two_zkfle_and_zkfle_killed_while_leading");
     let e = Ensemble::start(
         "lead5",
         "1:participant:external,2:participant:external,3:participant,4:participant,5:participant",
