@@ -13,14 +13,14 @@ use zab::*;
 
 /// Holds the loopback lock and reports how long the test ran once it had it (the lock is
 /// shared with other Java tests on the machine).
-struct Timed(#[allow(dead_code)] LoopbackLock, &'static str, Instant);
+struct Timed<L>(#[allow(dead_code)] L, &'static str, Instant);
 
-fn lock_timed(name: &'static str) -> Timed {
+fn lock_timed(name: &'static str) -> Timed<impl Sized> {
     let l = lock_loopback();
     Timed(l, name, Instant::now())
 }
 
-impl Drop for Timed {
+impl<L> Drop for Timed<L> {
     fn drop(&mut self) {
         eprintln!(
             "{}: {:.1} s with the lock",
