@@ -188,6 +188,15 @@ async fn send_snapshot(
     Ok(sent)
 }
 
+fn encode(p: &QuorumPacket) -> io::Result<Vec<u8>> {
+    p.encode().map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}", p.type_name()),
+        )
+    })
+}
+
 async fn write_learner(
     conn: ConnId,
     wr: OwnedWriteHalf,
@@ -203,27 +212,15 @@ async fn write_learner(
     while let Some(out) = rx.recv().await {
         let r: io::Result<()> = async {
             match out {
-                Out::Packet(p) => {
-                    let b = p
-                        .encode()
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-                    w.write_all(&b).await?;
-                }
+                Out::Packet(p) => w.write_all(&encode(&p)?).await?,
                 Out::LoggedPairs { after, upto } => {
                     let start = history.txns.partition_point(|t| t.zxid <= after);
                     for at in history.txns[start..].iter().take_while(|t| t.zxid <= upto) {
                         let txn = reader.read(&history, at)?;
                         let p = QuorumPacket::new(ptype::PROPOSAL, at.zxid, Some(txn));
-                        let b = p.encode().map_err(|e| {
-                            io::Error::new(io::ErrorKind::InvalidData, e.to_string())
-                        })?;
-                        w.write_all(&b).await?;
-                        let c = QuorumPacket::op(ptype::COMMIT, at.zxid)
-                            .encode()
-                            .map_err(|e| {
-                                io::Error::new(io::ErrorKind::InvalidData, e.to_string())
-                            })?;
-                        w.write_all(&c).await?;
+                        w.write_all(&encode(&p)?).await?;
+                        let c = QuorumPacket::op(ptype::COMMIT, at.zxid);
+                        w.write_all(&encode(&c)?).await?;
                     }
                 }
                 Out::Snapshot => {
