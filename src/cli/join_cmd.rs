@@ -194,19 +194,23 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
                 quorum_addrs.insert(s.id, a);
             }
         }
-        let my_quorum_addr = me.addresses.iter().find_map(|a| {
-            a.quorum_socket_addr().or_else(|| {
-                use std::net::ToSocketAddrs;
-                (a.host.as_str(), a.quorum_port)
-                    .to_socket_addrs()
-                    .ok()?
-                    .next()
+        let my_quorum_addrs: Vec<_> = me
+            .addresses
+            .iter()
+            .filter_map(|a| {
+                a.quorum_socket_addr().or_else(|| {
+                    use std::net::ToSocketAddrs;
+                    (a.host.as_str(), a.quorum_port)
+                        .to_socket_addrs()
+                        .ok()?
+                        .next()
+                })
             })
-        });
+            .collect();
         Some(crate::net::ZabConfig {
             data_dir,
             quorum_addrs,
-            my_quorum_addr,
+            my_quorum_addrs,
             learner: crate::zab::LearnerConfig {
                 my_sid: my_id,
                 config_version: quorum_cfg.version() as i64,

@@ -29,8 +29,9 @@ use crate::zab::leader::{ConnId, Event, Leader, LeaderConfig, LeaderLog, Out};
 #[derive(Debug, Clone)]
 pub struct LeadConfig {
     pub my_sid: i64,
-    /// Where to listen: the quorum address of my own server line.
-    pub listen: SocketAddr,
+    /// Where to listen: the quorum addresses of my own server line (Java's leader binds
+    /// them all; its learners use the first that connects).
+    pub listen: Vec<SocketAddr>,
     pub quorum: QuorumVerifier,
     pub config: QuorumConfig,
     pub tick_ms: u64,
@@ -260,15 +261,39 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
         Ok(h) => Arc::new(h),
         Err(e) => return end(format!("cannot read the log: {e}"), false),
     };
-    let listener = match bind(cfg.listen, cfg.tick_ms * cfg.init_limit).await {
-        Ok(l) => l,
-        Err(e) => {
-            return end(
-                format!("cannot listen on the quorum port {}: {e}", cfg.listen),
-                false,
-            );
-        }
-    };
+    let (atx, mut accepted) = mpsc::unbounded_channel::<(tokio::net::TcpStream, SocketAddr)>();
+    let mut acceptors: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+    for addr in &cfg.listen {
+        let listener = match bind(*addr, cfg.tick_ms * cfg.init_limit).await {
+            Ok(l) => l,
+            Err(e) => {
+                for a in acceptors {
+                    a.abort();
+                }
+                return end(
+                    format!("cannot listen on the quorum port {addr}: {e}"),
+                    false,
+                );
+            }
+        };
+        let atx = atx.clone();
+        acceptors.push(tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok(s) => {
+                        if atx.send(s).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        warn!("accept on the quorum port: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        }));
+    }
+    let listen: Vec<String> = cfg.listen.iter().map(|a| a.to_string()).collect();
     let log = LeaderLog {
         base: history.base(),
         has_snapshot: history.snapshot.is_some(),
@@ -276,7 +301,7 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
     };
     info!(
         "LEADING on {}: acceptedEpoch {}, currentEpoch {}, history 0x{:x}..0x{:x} ({} logged txns{})",
-        cfg.listen,
+        listen.join(" "),
         storage.accepted_epoch(),
         storage.current_epoch(),
         log.base,
@@ -381,21 +406,20 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
             .map(|d| d.saturating_sub(now()))
             .unwrap_or(1000);
         tokio::select! {
-            a = listener.accept() => match a {
-                Ok((stream, peer)) => {
-                    let id = next_id;
-                    next_id += 1;
-                    let _ = stream.set_nodelay(true);
-                    let (rd, wr) = stream.into_split();
-                    let (otx, orx) = mpsc::unbounded_channel();
-                    let reader = tokio::spawn(read_learner(id, rd, tx.clone()));
-                    let writer = tokio::spawn(write_learner(id, wr, orx, history.clone(), tx.clone()));
-                    conns.insert(id, Conn { tx: otx, reader, writer });
-                    info!("learner connection {id} from {peer}");
-                    leader.on_connect(now(), id);
-                }
-                Err(e) => warn!("accept on the quorum port: {e}"),
-            },
+            a = accepted.recv() => {
+                // The acceptors' sender lives as long as this function: never None.
+                let Some((stream, peer)) = a else { continue };
+                let id = next_id;
+                next_id += 1;
+                let _ = stream.set_nodelay(true);
+                let (rd, wr) = stream.into_split();
+                let (otx, orx) = mpsc::unbounded_channel();
+                let reader = tokio::spawn(read_learner(id, rd, tx.clone()));
+                let writer = tokio::spawn(write_learner(id, wr, orx, history.clone(), tx.clone()));
+                conns.insert(id, Conn { tx: otx, reader, writer });
+                info!("learner connection {id} from {peer}");
+                leader.on_connect(now(), id);
+            }
             m = rx.recv() => {
                 let Some((c, m)) = m else { continue };
                 match m {
@@ -413,6 +437,10 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
     };
     for (_, conn) in conns {
         conn.close();
+    }
+    // The listeners close with their tasks: the port is free for the next leadership.
+    for a in acceptors {
+        a.abort();
     }
     result
 }

@@ -41,8 +41,9 @@ pub struct ZabConfig {
     pub data_dir: PathBuf,
     /// The quorum address of every other voter.
     pub quorum_addrs: BTreeMap<i64, SocketAddr>,
-    /// My own quorum address, where I listen when elected (docs/lead.md).
-    pub my_quorum_addr: Option<SocketAddr>,
+    /// My own quorum addresses (several with multi-address), where I listen when elected
+    /// (docs/lead.md).
+    pub my_quorum_addrs: Vec<SocketAddr>,
     pub learner: LearnerConfig,
 }
 
@@ -273,8 +274,8 @@ impl Node {
                     }
                     if let Some(z) = &self.cfg.zab {
                         if state == ServerState::Leading {
-                            match z.my_quorum_addr {
-                                Some(listen) => {
+                            match z.my_quorum_addrs.clone() {
+                                listen if !listen.is_empty() => {
                                     self.start_lead = Some(LeadConfig {
                                         my_sid: self.el.my_id(),
                                         listen,
@@ -285,7 +286,7 @@ impl Node {
                                         sync_limit: z.learner.sync_limit,
                                     })
                                 }
-                                None => warn!(
+                                _ => warn!(
                                     "elected LEADER, but my server line has no quorum address to listen on: stepping down after initLimit*tickTime = {} ms",
                                     self.cfg.leader_sync_ms
                                 ),
