@@ -390,10 +390,10 @@ fn a_survivor_with_an_uncommitted_txn_is_truncated() {
 
 /// Five voters, zkfle 1 and 2 beside Java 3, 4, 5. Two Java followers pause while writes
 /// commit with the Java leader and both zkfle nodes; the leader dies and the followers
-/// resume. zkfle 2 (the higher sid on equal data) leads, syncs the Java followers and zkfle 1,
-/// and hands over to a Java server (zkfle 1 ignores the hand-over txn). Then zkfle 2 is
-/// killed during a leadership of its own: the Java servers elect among themselves with
-/// nothing committed lost.
+/// resume. A zkfle (the one with the newer log, or zkfle 2 on equal data) leads, syncs the
+/// Java followers and the other zkfle, and hands over to a Java server (the other zkfle
+/// ignores the hand-over txn and never leads). Then a zkfle is killed during a leadership of
+/// its own: the Java servers elect among themselves with nothing committed lost.
 #[test]
 fn five_voters_two_zkfle_and_zkfle_killed_while_leading() {
     let _l = lock_timed("five_voters_two_zkfle_and_zkfle_killed_while_leading");
@@ -419,7 +419,7 @@ fn five_voters_two_zkfle_and_zkfle_killed_while_leading() {
     }
     write_all(leader, &paths("w", 5), Duration::from_secs(10));
     let marks: Vec<usize> = others.iter().map(|f| e.log(*f).len()).collect();
-    let m2 = n2.log().len();
+    let m = [n1.log().len(), n2.log().len()];
     e.signal(leader, "-9");
     for f in &others {
         e.signal(*f, "-CONT");
@@ -430,19 +430,22 @@ fn five_voters_two_zkfle_and_zkfle_killed_while_leading() {
         || others.iter().all(|f| serves(*f, "/w4")).then_some(()),
     );
     write_all(others[0], &paths("x", 1), Duration::from_secs(20));
-    let log2 = n2.log()[m2..].to_string();
-    print_leadership(&log2);
-    assert_eq!(count(&log2, "LEADING on"), 1, "{log2}");
-    assert!(log2.contains("handing leadership over"), "{log2}");
+    let logs = [n1.log()[m[0]..].to_string(), n2.log()[m[1]..].to_string()];
+    let led: Vec<usize> = (0..2).filter(|i| logs[*i].contains("LEADING on")).collect();
+    assert_eq!(led.len(), 1, "exactly one zkfle leads: {logs:?}");
+    let lz = &logs[led[0]];
+    print_leadership(lz);
+    assert_eq!(count(lz, "LEADING on"), 1, "{lz}");
+    assert!(lz.contains("handing leadership over"), "{lz}");
     for (f, m) in others.iter().zip(&marks) {
         let fl = e.log(*f)[*m..].to_string();
         assert!(fl.contains("Getting a diff from the leader"), "{f}: {fl}");
     }
-    assert!(!n1.log().contains("LEADING on"), "zkfle 1 never leads");
     let new_leader = e.leader(&others).expect("a Java server leads");
 
-    // Again, but zkfle 2 is killed while it leads: pause the Java followers until dropped,
-    // write, kill the leader, resume the followers, and kill zkfle 2 as soon as it leads.
+    // Again, but the zkfle that leads is killed during its leadership: pause the Java
+    // followers until dropped, write, kill the leader, resume the followers, and stop the
+    // zkfle as soon as it leads.
     let rest: Vec<i64> = others
         .iter()
         .copied()
@@ -458,27 +461,29 @@ fn five_voters_two_zkfle_and_zkfle_killed_while_leading() {
         pause_until_dropped(&e, *f, new_leader);
     }
     write_all(new_leader, &paths("y", 3), Duration::from_secs(10));
-    let m2 = n2.log().len();
+    let m = [n1.log().len(), n2.log().len()];
     e.signal(new_leader, "-9");
     for f in &paused {
         e.signal(*f, "-CONT");
     }
-    wait_for("zkfle 2 leads", Duration::from_secs(30), || {
-        n2.log()[m2..].contains("LEADING on").then_some(())
+    let ns = [&n1, &n2];
+    let lz = wait_for("a zkfle leads", Duration::from_secs(30), || {
+        (0..2).find(|i| ns[*i].log()[m[*i]..].contains("LEADING on"))
     });
-    signal_native(&n2, "-STOP");
-    let log2 = n2.log()[m2..].to_string();
+    signal_native(ns[lz], "-STOP");
+    let log = ns[lz].log()[m[lz]..].to_string();
     eprintln!(
-        "zkfle 2 stopped {} the hand-over",
-        if log2.contains("handing") {
+        "zkfle {} stopped {} the hand-over",
+        lz + 1,
+        if log.contains("handing") {
             "after"
         } else {
             "before"
         }
     );
-    n2.kill();
+    signal_native(ns[lz], "-KILL");
     e.run(&["start-node", &new_leader.to_string()]);
-    // The Java servers (with zkfle 1) elect among themselves; nothing committed is lost.
+    // The Java servers (with the other zkfle) elect among themselves; nothing committed is lost.
     wait_for(
         "every Java server serves /y2",
         Duration::from_secs(40),
