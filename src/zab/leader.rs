@@ -7,7 +7,7 @@
 //! chosen as `LearnerHandler.syncFollower` chooses, NEWLEADER and a quorum of its ACKs
 //! (`waitForNewLeaderAck`), UPTODATE and PINGs. The leader itself counts in every quorum.
 //!
-//! zkfle keeps no data tree, so it does not serve: once a quorum holds its whole history
+//! zkfle does not serve (no request processing): once a quorum holds its whole history
 //! (NEWLEADER acknowledged), it proposes one txn that changes nothing ([`handover_txn`], an
 //! `ErrorTxn`) at `epoch<<32 | 1`, which it neither logs nor commits itself. A Java follower
 //! that acknowledges it has logged (fsynced, in order) zkfle's whole history and one txn more,
@@ -714,7 +714,7 @@ impl Leader {
             ptype::PING => {} // session touches: zkfle tracks no sessions
             ptype::REQUEST | ptype::REVALIDATE => {
                 // A client's write or session revalidation forwarded by a follower. zkfle has
-                // no data tree to turn it into a txn; the client gets CONNECTIONLOSS when the
+                // no request processor to turn it into a txn; the client gets CONNECTIONLOSS when the
                 // leadership ends moments later and retries on the next leader (docs/lead.md).
                 self.dropped_requests += 1;
             }
