@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -100,10 +102,12 @@ pub async fn run(
         storage,
         ack_stats: AckStats::default(),
         start_follow: None,
+        established_epoch: Arc::new(AtomicI64::new(-1)),
     };
     node.start();
     let mut task: Option<FollowTask> = None;
     loop {
+        node.take_established_epoch();
         if node.flush() {
             return Ok(());
         }
@@ -157,11 +161,24 @@ struct Node {
     ack_stats: AckStats,
     /// A follow session to start (set on a FOLLOWING decision).
     start_follow: Option<FollowConfig>,
+    /// The epoch the follow session established at UPTODATE, -1 when none is pending.
+    established_epoch: Arc<AtomicI64>,
 }
 
 impl Node {
     fn now(&self) -> u64 {
         self.epoch0.elapsed().as_millis() as u64
+    }
+
+    /// Once Zab is up to date with the leader, the vote carries the new epoch, as Java's
+    /// `updateElectionVote` does (ZOOKEEPER-1732): a server joining later counts a FOLLOWING
+    /// vote only when its peer epoch equals the leader's, so without this zkfle's vote would
+    /// not count towards a joiner's quorum after any election zkfle took part in.
+    fn take_established_epoch(&mut self) {
+        let epoch = self.established_epoch.swap(-1, Ordering::AcqRel);
+        if epoch >= 0 && self.el.state() == ServerState::Following {
+            self.el.set_peer_epoch(epoch);
+        }
     }
 
     /// Zab is following a leader: the election-port rules do not apply.
@@ -245,6 +262,7 @@ impl Node {
                                         leader_sid: vote.leader,
                                         leader_addr: *addr,
                                         learner: z.learner.clone(),
+                                        established_epoch: self.established_epoch.clone(),
                                     })
                                 }
                                 None => warn!(
