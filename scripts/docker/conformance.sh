@@ -549,18 +549,21 @@ run_upgrade() {
   write "$BEFORE_PATH" "$BEFORE_DATA" "${JAVA[@]}" || return 1
   local prev=$from extra
   for v in ${UPGRADE_PATH#* }; do
-    # A 3.4 server that synced by DIFF has txn logs but no snapshot, and 3.5.5+ refuses such
-    # a data directory ("No snapshot found, but there are log entries", ZOOKEEPER-3056)
-    # unless snapshot.trust.empty=true: the documented step for upgrading from 3.4, needed
-    # for the first start on the 3.4 data only (3.5+ writes a snapshot at start).
-    extra=""
-    [[ "$prev" == 3.4.* ]] && extra=snapshot.trust.empty=true
     # Followers first, the leader last (as operators do).
     order=()
     for s in "${JAVA[@]}"; do [ "$s" = "$LEADER" ] || order+=("$s"); done
     order+=("$LEADER")
     for s in "${order[@]}"; do
-      log "  $s -> $v (docker-compose up --no-deps: new container, same volumes${extra:+; ZOO_CFG_EXTRA=$extra})"
+      # A server that synced by DIFF since 3.4 has txn logs and no snapshot (3.4 and a
+      # DIFF-synced 3.5+ follower write none until snapCount txns), and 3.5.5+ refuse such a
+      # data directory ("No snapshot found, but there are log entries", ZOOKEEPER-3056)
+      # unless snapshot.trust.empty=true, the documented setting for upgrades from 3.4: it is
+      # given while the data directory holds no snapshot.
+      extra=""
+      if ! docker exec "$(cid "$s")" sh -c 'ls /data/version-2/snapshot.* >/dev/null 2>&1'; then
+        extra=snapshot.trust.empty=true
+      fi
+      log "  $s ($prev) -> $v (docker-compose up --no-deps: new container, same volumes${extra:+; no snapshot in /data: ZOO_CFG_EXTRA=$extra})"
       # While one Java server is away, the three left include zkfle: this write needs its ACK.
       docker stop -t 10 "$(cid "$s")" >/dev/null
       p=$(znode "upgrade-$v-$s")
