@@ -328,6 +328,17 @@ heal_cuts() {
 disconnect() { docker network disconnect "$NET" "$(cid "$1")"; }
 reconnect() { docker network connect --ip "$(ip_of "$1")" --alias "$1" "$NET" "$(cid "$1")"; }
 
+# The tcpdump a scenario started (its pid), stopped by the scenario or, after a failure, by
+# the main loop.
+PCAP_PID=""
+stop_capture() {
+  if [ -n "$PCAP_PID" ]; then
+    kill "$PCAP_PID" 2>/dev/null
+    wait "$PCAP_PID" 2>/dev/null
+    PCAP_PID=""
+  fi
+}
+
 # --- scenarios ------------------------------------------------------------------------------------
 # Each prints what it does; returns 0 on pass. $V is the version, $LEADER the current leader,
 # $SEQ a counter for znode names.
@@ -364,18 +375,17 @@ fresh_ensemble() {
 }
 
 sc_start() {
-  local cap=$OUT/$V/start.pcap pcap_pid summary winner sids
+  local cap=$OUT/$V/start.pcap summary winner sids
   mkdir -p "$OUT/$V"
   teardown
   tcpdump -i any -s 0 -U -w "$cap" 'net 172.28.0.0/24 and tcp port 3888' 2>"$OUT/$V/tcpdump.log" &
-  pcap_pid=$!
-  ZK_IMAGE=zkfle/zookeeper:$V dc up -d >"$OUT/$V/up.log" 2>&1 || { cat "$OUT/$V/up.log"; kill "$pcap_pid"; return 1; }
+  PCAP_PID=$!
+  ZK_IMAGE=zkfle/zookeeper:$V dc up -d >"$OUT/$V/up.log" 2>&1 || { cat "$OUT/$V/up.log"; stop_capture; return 1; }
   refresh_ids
-  agree 120 "${ALL[@]}" && LEADER=$AGREED || { kill "$pcap_pid"; return 1; }
+  agree 120 "${ALL[@]}" && LEADER=$AGREED || { stop_capture; return 1; }
   log "  all four agree on $LEADER ${LAST_AGREE_MS} ms after docker-compose up (bound 120 s, JVM start-up included)"
   sleep 1
-  kill "$pcap_pid"
-  wait "$pcap_pid" 2>/dev/null
+  stop_capture
   # Java's configs name the servers by hostname, which the host cannot resolve: the sids of
   # the containers' addresses come from --sid-map, as docs/docker.md shows.
   local map=() s
@@ -540,7 +550,13 @@ run_upgrade() {
   pick_client 3.9.5 || return 1
   teardown
   log "rolling upgrade: starting at $from"
-  ZK_IMAGE=zkfle/zookeeper:$from dc up -d >"$OUT/upgrade-up.log" 2>&1 || { cat "$OUT/upgrade-up.log"; return 1; }
+  # The election traffic of the whole upgrade, to check that zkfle's wire form follows each
+  # peer: 40-byte notifications to a 3.4 server, 44+N bytes (with the config) once it is 3.5+.
+  local cap=$OUT/upgrade.pcap
+  declare -A LEFT_34
+  tcpdump -i any -s 0 -U -w "$cap" 'net 172.28.0.0/24 and tcp port 3888' 2>"$OUT/upgrade-tcpdump.log" &
+  PCAP_PID=$!
+  ZK_IMAGE=zkfle/zookeeper:$from dc up -d >"$OUT/upgrade-up.log" 2>&1 || { cat "$OUT/upgrade-up.log"; stop_capture; return 1; }
   refresh_ids
   agree 120 "${ALL[@]}" && LEADER=$AGREED || return 1
   log "  all four agree on $LEADER (zkfle following $from)"
@@ -565,6 +581,7 @@ run_upgrade() {
       fi
       log "  $s ($prev) -> $v (docker-compose up --no-deps: new container, same volumes${extra:+; no snapshot in /data: ZOO_CFG_EXTRA=$extra})"
       # While one Java server is away, the three left include zkfle: this write needs its ACK.
+      [[ "$prev" == 3.4.* ]] && LEFT_34[$s]=$(date +%s.%N)
       docker stop -t 10 "$(cid "$s")" >/dev/null
       p=$(znode "upgrade-$v-$s")
       write "$p" "$v-$s" $(others_of "$s") || return 1
@@ -579,10 +596,24 @@ run_upgrade() {
   done
   read_back "$BEFORE_PATH" "$BEFORE_DATA" "${JAVA[@]}" || return 1
   log "  upgrade done in $((SECONDS - start)) s; $BEFORE_PATH (written on $from) reads back from every server"
+  sleep 1
+  stop_capture
+  local map=() jl=$OUT/upgrade.jsonl before after
+  for s in "${ALL[@]}"; do map+=(--sid-map "$(ip_of "$s"):3888=${s#zoo}"); done
+  "$ZKFLE" decode --format jsonl "${map[@]}" "$cap" >"$jl" || { echo "zkfle decode failed on $cap" >&2; return 1; }
+  for s in "${JAVA[@]}"; do
+    before=$(jq -r --argjson to "${s#zoo}" --argjson t "${LEFT_34[$s]}" \
+      'select(.type == "notification" and .from_sid == 1 and .to_sid == $to and .time < $t) | .size' "$jl" | tail -n1)
+    after=$(jq -r --argjson to "${s#zoo}" \
+      'select(.type == "notification" and .from_sid == 1 and .to_sid == $to) | .size' "$jl" | tail -n1)
+    log "  zkfle's last notification to $s: $before bytes while it ran $from, $after bytes at the end (3.9.5)"
+    [ "$before" = 40 ] || { echo "zkfle spoke to $s ($from) in ${before:-no} ${before:+byte }notification, not the 40-byte 3.4 form" >&2; return 1; }
+    [ "${after:-0}" -gt 44 ] || { echo "zkfle still speaks to $s (3.9.5) in ${after:-no} ${after:+byte }notifications, not the 3.5+ form with the config" >&2; return 1; }
+  done
 }
 
 # --- main --------------------------------------------------------------------------------------------
-trap 'teardown; exit 130' INT TERM
+trap 'stop_capture; teardown; exit 130' INT TERM
 total_start=$SECONDS
 FAILED=0
 for V in $VERSIONS; do
@@ -618,6 +649,7 @@ for V in $VERSIONS; do
       FAILED=1
       last_failed=true
     fi
+    stop_capture
     sed 's/^/   /' "$OUT/$V-$scen.out"
     log "   ${RESULT[$scen|$V]}"
     save_logs "$V/$scen"
@@ -641,6 +673,7 @@ if $UPGRADE; then
       RESULT[upgrade]="FAIL"
       FAILED=1
     fi
+    stop_capture
     sed 's/^/   /' "$OUT/upgrade.out"
     save_logs upgrade
     $KEEP || teardown
