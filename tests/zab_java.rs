@@ -195,9 +195,11 @@ fn zkfles_following_vote_carries_the_established_epoch() {
     let other = 5 - first;
     let ev = n.events().len();
     e.run(&["stop-node", &first.to_string()]);
-    wait_for("zkfle follows the survivor", Duration::from_secs(20), || {
-        (following(&n, ev) == Some(other)).then_some(())
-    });
+    wait_for(
+        "zkfle follows the survivor",
+        Duration::from_secs(20),
+        || (following(&n, ev) == Some(other)).then_some(()),
+    );
     wait_for("zkfle synced again", Duration::from_secs(15), || {
         (count(&n.log(), "synced with leader") >= 2).then_some(())
     });
@@ -205,9 +207,11 @@ fn zkfles_following_vote_carries_the_established_epoch() {
     // The old leader returns: it hears LEADING from `other` and FOLLOWING from zkfle.
     let before = e.log(first).len();
     e.run(&["start-node", &first.to_string()]);
-    wait_for("the returning server serves", Duration::from_secs(20), || {
-        read(first, "/g2")
-    });
+    wait_for(
+        "the returning server serves",
+        Duration::from_secs(20),
+        || read(first, "/g2"),
+    );
     let since = e.log(first)[before..].to_string();
     let epoch_of = |sid: i64, state: &str| {
         let key = format!("n.sid:{sid}, n.state:{state}, n.leader:{other}, ");
