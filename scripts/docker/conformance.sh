@@ -11,8 +11,9 @@
 # For each version: scripts/docker/compose.yml (zoo1 = `zkfle join --wire auto`, sid 1; zoo2-4 =
 # Java servers of that version, zkfle's own images from build-images.sh) is started on its
 # bridge, and these scenarios run one after the other on that ensemble (each heals its fault):
-#   start            all four agree on one leader; a capture of the bridge (tcpdump -i
-#                    br-zkfle) decodes with every sid known and its summary names that leader;
+#   start            all four agree on one leader; a capture of the bridge's election traffic
+#                    (tcpdump of 172.28.0.0/24 port 3888) decodes with every sid known and its
+#                    summary names that leader;
 #                    `zkfle probe --all` agrees with each Java server's `srvr`/`mntr`
 #   leader-isolated  the leader's container off the bridge (docker network disconnect)
 #   split-minority   the leader alone on one side (iptables in each container's netns)
@@ -23,7 +24,8 @@
 #   zkfle-cut        zkfle cut off from its leader (both directions), then healed
 #   rolling-restart  every container restarted, one at a time, zkfle included
 # then, unless --no-upgrade, the rolling upgrade 3.4.14 -> 3.6.3 -> 3.8.0 -> 3.9.5, one Java
-# container at a time, zkfle voting and following throughout.
+# container at a time, zkfle voting and following throughout; a capture of it shows zkfle's
+# wire form following each peer (40-byte notifications to 3.4.14, the 3.5+ form after).
 #
 # Every scenario checks, within the bound it prints: the Java servers and zkfle agree on one
 # leader (probe: one LEADING, the rest FOLLOWING it; srvr: the same modes; mntr on the leader:
