@@ -21,6 +21,17 @@ pub struct DecodeArgs {
     /// ports are decoded too when they open with a valid initial message.
     #[arg(long = "port", value_name = "PORT")]
     pub ports: Vec<u16>,
+    /// Quorum (Zab) port to decode (repeatable); replaces the default 2888. Connections on
+    /// other ports are decoded too when they open with a valid FOLLOWERINFO/OBSERVERINFO.
+    #[arg(long = "quorum-port", value_name = "PORT")]
+    pub quorum_ports: Vec<u16>,
+    /// With --summary: every vote change too, not only decisions and syncs.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+    /// With --format jsonl: also a `closed` object for each connection closed by FIN or RST
+    /// (the text timeline and the summary always have them).
+    #[arg(long)]
+    pub closes: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -83,12 +94,18 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         book.learn(sid, &addr);
     }
     let segments = open_with_progress(&args.capture)?;
-    let options = DecodeOptions {
+    let mut options = DecodeOptions {
         ports: args.ports.clone(),
         book,
         ..DecodeOptions::default()
     };
-    let decoder = Decoder::from_capture(segments, options);
+    if !args.quorum_ports.is_empty() {
+        options.quorum_ports = args.quorum_ports.clone();
+    }
+    // The summary needs closed connections (and so do the drawings, built on it); the JSON lines
+    // carry them only when asked.
+    options.closes = args.summary || args.closes || args.format != Format::Jsonl;
+    let mut decoder = Decoder::from_capture(segments, options);
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut summarizer = Summarizer::new(members);
@@ -97,6 +114,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let mut line = Vec::with_capacity(1 << 17);
     let mut errors = 0u64;
     let mut first_error = None;
+    let mut decoded = 0u64;
     let drawing = matches!(args.format, Format::Html | Format::Mermaid | Format::Shiviz);
     if (args.round.is_some() || args.election.is_some()) && args.format != Format::Mermaid {
         return Err(CliError::input(
@@ -104,8 +122,11 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         ));
     }
     let mut collected = crate::output::Collected::default();
-    for record in decoder {
+    for record in decoder.by_ref() {
         let time = record.time.as_secs_f64();
+        if !matches!(record.body, Body::Problem(_)) {
+            decoded += 1;
+        }
         let start = *t0.get_or_insert(time);
         if let Body::Problem(p) = &record.body
             && p.severity == Severity::Error
@@ -166,11 +187,35 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         let summary = summarizer.finish();
         match args.format {
             Format::Jsonl => writeln!(out, "{}", summary.to_json()),
-            _ => out.write_all(summary.to_text(t0.unwrap_or(0.0)).as_bytes()),
+            _ => out.write_all(summary.text(t0.unwrap_or(0.0), args.verbose).as_bytes()),
         }
         .map_err(broken_pipe_or)?;
     }
     out.flush().map_err(broken_pipe_or)?;
+    let stats = *decoder.segments().stats();
+    if let Some(t) = stats.first_unsupported_link_type {
+        let what = format!(
+            "{}: {} packet(s) of unsupported link type {t}{}; zkfle reads Ethernet (with VLAN tags), Linux cooked v1/v2, BSD loopback/null and raw IPv4/IPv6",
+            args.capture,
+            stats.unsupported_link_type,
+            linktype_name(t).map_or_else(String::new, |n| format!(" ({n})")),
+        );
+        if decoded == 0 {
+            return Err(CliError::failure(what));
+        }
+        eprintln!("zkfle: warning: {what}");
+    }
+    if decoded == 0 {
+        eprintln!(
+            "zkfle: {}: no election traffic found (no connection on the election ports {:?} or the quorum ports, and none opening with an initial message or FOLLOWERINFO)",
+            args.capture,
+            if args.ports.is_empty() {
+                vec![crate::decode::DEFAULT_ELECTION_PORT]
+            } else {
+                args.ports.clone()
+            }
+        );
+    }
     if errors > 0 {
         return Err(CliError::failure(format!(
             "{}: {errors} error(s) in the capture; first: {}",
@@ -179,6 +224,25 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         )));
     }
     Ok(())
+}
+
+/// The tcpdump name of some link types zkfle does not read, for the error that names them.
+fn linktype_name(t: u16) -> Option<&'static str> {
+    Some(match t {
+        6 => "IEEE802_5",
+        9 => "PPP",
+        10 => "FDDI",
+        50 => "PPP_HDLC",
+        51 => "PPP_ETHER",
+        105 => "IEEE802_11",
+        119 => "IEEE802_11_PRISM",
+        127 => "IEEE802_11_RADIOTAP",
+        147..=162 => "USER",
+        192 => "PPI",
+        195 => "IEEE802_15_4",
+        220 => "USB_LINUX_MMAPPED",
+        _ => return None,
+    })
 }
 
 /// A closed pipe (`zkfle decode x | head`) ends the output quietly.
@@ -234,6 +298,14 @@ pub fn record_text(r: &Record, t0: f64) -> String {
             }
         ),
         Body::Notification(n) => notification_words(n),
+        Body::Quorum(q) => quorum_words(q),
+        Body::Closed { reset } => {
+            if *reset {
+                "connection reset (RST)".to_string()
+            } else {
+                "connection closed (FIN)".to_string()
+            }
+        }
         Body::Problem(p) => format!(
             "{}: {}",
             match p.severity {
@@ -251,6 +323,24 @@ pub fn record_text(r: &Record, t0: f64) -> String {
         sid(r.to_sid),
         what
     )
+}
+
+/// A quorum packet: its type as Java names it, its zxid, and what else identifies it.
+pub fn quorum_words(q: &crate::decode::QuorumMessage) -> String {
+    let mut s = format!("{} zxid:{:#x}", q.type_name(), q.zxid);
+    if q.type_name() == "UNKNOWN" {
+        s.push_str(&format!(" (type {})", q.ptype));
+    }
+    if let Some(l) = &q.learner {
+        s.push_str(&format!(
+            ", sid {}, protocol {:#x}, config version {:#x}",
+            l.sid, l.protocol_version, l.config_version
+        ));
+    }
+    if let Some(n) = q.snapshot_bytes {
+        s.push_str(&format!(", snapshot of {n} bytes followed"));
+    }
+    s
 }
 
 /// A notification as ZooKeeper 3.5+ logs it on receipt (`Notification: ...`).
