@@ -5,7 +5,9 @@
 # ${ZKFLE_CACHE:-~/.cache/zkfle} so later runs download nothing), and Debian's chromium and
 # tshark (scripts/viewers-env.sh, for tests/visual.rs and tests/wireshark.rs). Then it runs the format
 # check, the lints, every test, and the version matrix (scripts/matrix.sh: tests/versions.rs,
-# against real Java servers of every version and mixed ensembles, one test at a time).
+# against real Java servers of every version and mixed ensembles, one test at a time), and the
+# Docker conformance scenarios (scripts/docker/conformance.sh; it builds its images, installing
+# debootstrap and tcpdump with apt-get where missing, and is skipped loudly without Docker).
 #
 # A version this machine cannot get is skipped loudly: the tests of that version print
 # SKIPPED and this script lists it at the end. ZKFLE_SKIP_VERSIONS="3.9.5 ..." skips on purpose.
@@ -57,6 +59,16 @@ fi
 
 echo "== version matrix (scripts/matrix.sh --no-fetch: tests/versions.rs one by one, replay, decode and the repros of tests/repro_java.rs per version)"
 scripts/matrix.sh --no-fetch
+
+# Docker: images built once (cached by their inputs), every fault scenario on 3.9.5, the others'
+# start with capture and probe checks, the rolling upgrade 3.4.14 -> 3.9.5 with zkfle voting.
+# Without a Docker engine it prints !! SKIPPED and passes; the local-process tests above ran.
+echo "== ZooKeeper in Docker (scripts/docker/conformance.sh --ci)"
+docker_versions=""
+for v in 3.4.14 3.6.3 3.8.0 3.9.5; do
+  [[ " $SKIPPED " == *" $v "* ]] || docker_versions="$docker_versions $v"
+done
+scripts/docker/conformance.sh --ci --versions "${docker_versions# }"
 
 if [ -n "${SKIPPED// /}" ]; then
   echo "!! SKIPPED ZooKeeper versions (their tests passed without running):$SKIPPED" >&2

@@ -167,3 +167,63 @@ fn no_lost_writes_when_the_java_server_with_them_is_down() {
     e.run(&["start-node", &b.to_string()]);
     wait_for("B serves", Duration::from_secs(30), || read(b, "/w0"));
 }
+
+/// After an election zkfle takes part in, its FOLLOWING vote carries the new epoch once it is
+/// up to date, as Java's `updateElectionVote` does (ZOOKEEPER-1732): a server that joins an
+/// established ensemble counts out-of-election votes as one only when their peer epochs match.
+/// With the election's (older) epoch in zkfle's vote, a 3.9.5 server cut off and healed in a
+/// four-voter ensemble stayed LOOKING for good (scripts/docker/conformance.sh, split-majority:
+/// it needed three matching votes, zkfle's among them). Here, three voters on 3.8.0: the
+/// returning server serves, and the vote zkfle answers it with has the leader's epoch (this
+/// assertion fails without the fix).
+#[test]
+fn zkfles_following_vote_carries_the_established_epoch() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "epochvote",
+        "1:participant:external,2:participant,3:participant",
+        &["--tick", "200"],
+    );
+    e.run(&["wait-stable", "--timeout", "30"]);
+    let n = Native::start(&e, 1);
+    let first = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
+        following(&n, 0)
+    });
+    wait_for("zkfle synced", Duration::from_secs(10), || {
+        n.log().contains("synced with leader").then_some(())
+    });
+    // A new epoch decided with zkfle's vote: the leader stops, zkfle and the other elect.
+    let other = 5 - first;
+    let ev = n.events().len();
+    e.run(&["stop-node", &first.to_string()]);
+    wait_for(
+        "zkfle follows the survivor",
+        Duration::from_secs(20),
+        || (following(&n, ev) == Some(other)).then_some(()),
+    );
+    wait_for("zkfle synced again", Duration::from_secs(15), || {
+        (count(&n.log(), "synced with leader") >= 2).then_some(())
+    });
+    write_all(other, &paths("g", 3), Duration::from_secs(10));
+    // The old leader returns: it hears LEADING from `other` and FOLLOWING from zkfle.
+    let before = e.log(first).len();
+    e.run(&["start-node", &first.to_string()]);
+    wait_for(
+        "the returning server serves",
+        Duration::from_secs(20),
+        || read(first, "/g2"),
+    );
+    let since = e.log(first)[before..].to_string();
+    let epoch_of = |sid: i64, state: &str| {
+        let key = format!("n.sid:{sid}, n.state:{state}, n.leader:{other}, ");
+        let line = since.lines().find(|l| l.contains(&key))?;
+        let pe = line.split("n.peerEpoch:").nth(1)?.split(',').next()?;
+        Some(pe.to_string())
+    };
+    let leader_epoch = epoch_of(other, "LEADING").expect("the leader's LEADING notification");
+    assert_eq!(
+        epoch_of(1, "FOLLOWING").as_deref(),
+        Some(leader_epoch.as_str()),
+        "zkfle's FOLLOWING vote carries the leader's epoch: {since}"
+    );
+}

@@ -8,7 +8,9 @@
 //!
 //! [`WireDialect::Auto`] starts with the current form and switches a peer to the 3.4 form as
 //! soon as that peer shows it is a 3.4 server: a legacy initial message from it, or a
-//! notification without a config (28, 36 or 40 bytes). Sans-I/O: the [`super::Manager`] feeds
+//! notification without a config (28, 36 or 40 bytes); and back to the current form when it
+//! shows it is 3.5+ (a V1/V2 initial message, or a notification with a config): in a rolling
+//! upgrade the server behind a sid changes version. Sans-I/O: the [`super::Manager`] feeds
 //! it what it reads, picks the initial message by it, and rewrites each queued notification for
 //! its peer when writing it ([`Dialects::adapt`]).
 
@@ -22,7 +24,7 @@ pub const LEGACY_NOTIFICATION_VERSION: i32 = 1;
 /// What zkfle sends (`zkfle join --wire`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum WireDialect {
-    /// Per peer: the 3.5+ form until the peer is seen speaking 3.4, then the 3.4 form.
+    /// Per peer: the form the peer was last seen speaking (3.5+ until it speaks 3.4).
     #[default]
     Auto,
     /// Always the 3.5+ form: V1/V2 initial message, notifications with the config.
@@ -68,19 +70,19 @@ impl Dialects {
         }
     }
 
-    /// An initial message from `sid` was read. Returns true when this switched the peer to the
-    /// 3.4 form.
-    pub fn saw_initial(&mut self, sid: i64, msg: &InitialMessage) -> bool {
-        msg.protocol == ProtocolVersion::Legacy && self.mark_legacy(sid)
+    /// An initial message from `sid` was read. Returns the new form when this switched the peer.
+    pub fn saw_initial(&mut self, sid: i64, msg: &InitialMessage) -> Option<PeerForm> {
+        self.mark(sid, msg.protocol == ProtocolVersion::Legacy)
     }
 
     /// A frame from `sid` was read (its payload). Notifications without a config (fewer than 44
-    /// bytes, or a version below 2) come only from pre-3.5 senders. Returns true when this
-    /// switched the peer to the 3.4 form.
-    pub fn saw_payload(&mut self, sid: i64, payload: &[u8]) -> bool {
+    /// bytes, or a version below 2) come only from pre-3.5 senders, ones with a config only
+    /// from 3.5+. Returns the new form when this switched the peer.
+    pub fn saw_payload(&mut self, sid: i64, payload: &[u8]) -> Option<PeerForm> {
         match Notification::decode(payload) {
-            Ok(n) if n.config.is_none() && n.version.is_none_or(|v| v < 2) => self.mark_legacy(sid),
-            _ => false,
+            Ok(n) if n.config.is_none() && n.version.is_none_or(|v| v < 2) => self.mark(sid, true),
+            Ok(n) if n.config.is_some() => self.mark(sid, false),
+            _ => None,
         }
     }
 
@@ -99,8 +101,17 @@ impl Dialects {
         }
     }
 
-    fn mark_legacy(&mut self, sid: i64) -> bool {
-        self.mode == WireDialect::Auto && self.legacy_peers.insert(sid)
+    fn mark(&mut self, sid: i64, legacy: bool) -> Option<PeerForm> {
+        if self.mode != WireDialect::Auto {
+            return None;
+        }
+        if legacy && self.legacy_peers.insert(sid) {
+            Some(PeerForm::Legacy)
+        } else if !legacy && self.legacy_peers.remove(&sid) {
+            Some(PeerForm::Current)
+        } else {
+            None
+        }
     }
 }
 
@@ -166,13 +177,17 @@ mod tests {
             2,
             vec![ElectionAddress::parse("127.0.0.2:3888", 0).unwrap()],
         );
-        assert!(!d.saw_initial(2, &v1));
-        assert!(!d.saw_payload(2, &current().encode().unwrap()));
+        assert_eq!(d.saw_initial(2, &v1), None);
+        assert_eq!(d.saw_payload(2, &current().encode().unwrap()), None);
         assert_eq!(d.form_for(2), PeerForm::Current);
-        assert!(d.saw_payload(2, &to_legacy(&current()).encode().unwrap()));
-        assert!(!d.saw_payload(2, &to_legacy(&current()).encode().unwrap()));
+        let legacy = to_legacy(&current()).encode().unwrap();
+        assert_eq!(d.saw_payload(2, &legacy), Some(PeerForm::Legacy));
+        assert_eq!(d.saw_payload(2, &legacy), None);
         assert_eq!(d.form_for(2), PeerForm::Legacy);
-        assert!(d.saw_initial(5, &InitialMessage::legacy(5)));
+        assert_eq!(
+            d.saw_initial(5, &InitialMessage::legacy(5)),
+            Some(PeerForm::Legacy)
+        );
         assert_eq!(d.form_for(5), PeerForm::Legacy);
         assert_eq!(d.form_for(3), PeerForm::Current);
         let queued = current().encode().unwrap();
@@ -180,10 +195,35 @@ mod tests {
         assert_eq!(d.adapt(3, queued.clone()), queued);
     }
 
+    /// A rolling upgrade: sid 2 restarts as a 3.5+ server and is spoken to in its form again.
+    #[test]
+    fn auto_follows_a_peer_upgraded_from_3_4() {
+        let mut d = Dialects::new(WireDialect::Auto);
+        d.saw_initial(2, &InitialMessage::legacy(2));
+        d.saw_initial(4, &InitialMessage::legacy(4));
+        assert_eq!(d.form_for(2), PeerForm::Legacy);
+        let v1 = InitialMessage::versioned(
+            ProtocolVersion::V1,
+            2,
+            vec![ElectionAddress::parse("zoo2:3888", 0).unwrap()],
+        );
+        assert_eq!(d.saw_initial(2, &v1), Some(PeerForm::Current));
+        assert_eq!(d.form_for(2), PeerForm::Current);
+        assert_eq!(
+            d.saw_payload(4, &current().encode().unwrap()),
+            Some(PeerForm::Current)
+        );
+        assert_eq!(d.form_for(4), PeerForm::Current);
+        // A 40-byte notification with version 2 and no config is not a sign either way.
+        let mut ambiguous = to_legacy(&current());
+        ambiguous.version = Some(2);
+        assert_eq!(d.saw_payload(4, &ambiguous.encode().unwrap()), None);
+    }
+
     #[test]
     fn fixed_modes_ignore_what_peers_send() {
         let mut d = Dialects::new(WireDialect::Current);
-        assert!(!d.saw_initial(2, &InitialMessage::legacy(2)));
+        assert_eq!(d.saw_initial(2, &InitialMessage::legacy(2)), None);
         assert_eq!(d.form_for(2), PeerForm::Current);
         let d = Dialects::new(WireDialect::Legacy);
         assert_eq!(d.form_for(7), PeerForm::Legacy);

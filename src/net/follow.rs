@@ -8,6 +8,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{info, warn};
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
 use crate::storage::Storage;
 use crate::wire::quorum::{QuorumItem, QuorumStreamDecoder, ptype};
 use crate::zab::{Event, Learner, LearnerConfig, Persist};
@@ -18,6 +21,10 @@ pub struct FollowConfig {
     pub leader_sid: i64,
     pub leader_addr: SocketAddr,
     pub learner: LearnerConfig,
+    /// Set to the new epoch at UPTODATE, for the node to put into its election vote (Java's
+    /// `updateElectionVote`, ZOOKEEPER-1732): servers that join later count a FOLLOWING vote
+    /// only when its peer epoch is the leader's (`Vote.equals` outside LOOKING).
+    pub established_epoch: Arc<AtomicI64>,
 }
 
 /// How many of the latest latencies [`AckStats`] keeps for its percentiles.
@@ -242,6 +249,7 @@ async fn follow_session(
                 }
                 Event::UpToDate { epoch } => {
                     synced = true;
+                    cfg.established_epoch.store(epoch, Ordering::Release);
                     info!(
                         "synced with leader {} in epoch {epoch} (last zxid 0x{:x})",
                         cfg.leader_sid,

@@ -341,8 +341,17 @@ impl Shared {
             msg.protocol,
             msg.address_text
         );
-        if lock(&self.dialects).saw_initial(sid, &msg) {
-            info!("Server {sid} sent a legacy initial message (3.4): speaking 3.4 to it");
+        match lock(&self.dialects).saw_initial(sid, &msg) {
+            Some(PeerForm::Legacy) => {
+                info!("Server {sid} sent a legacy initial message (3.4): speaking 3.4 to it")
+            }
+            Some(PeerForm::Current) => {
+                info!(
+                    "Server {sid} sent a {:?} initial message (3.5+): speaking 3.5+ to it again",
+                    msg.protocol
+                )
+            }
+            None => {}
         }
         let configured = lock(&self.peers).get(&sid).cloned().unwrap_or_default();
         match core::on_incoming(self.my_sid(), &msg, sid, &configured) {
@@ -554,11 +563,16 @@ impl Shared {
             loop {
                 match dec.decode(&mut s) {
                     Ok(Some(StreamItem::Frame { payload, .. })) => {
-                        if lock(&self.dialects).saw_payload(sid, &payload) {
-                            info!(
+                        match lock(&self.dialects).saw_payload(sid, &payload) {
+                            Some(PeerForm::Legacy) => info!(
                                 "Server {sid} sent a notification without config ({} bytes, 3.4): speaking 3.4 to it",
                                 payload.len()
-                            );
+                            ),
+                            Some(PeerForm::Current) => info!(
+                                "Server {sid} sent a notification with a config ({} bytes, 3.5+): speaking 3.5+ to it again",
+                                payload.len()
+                            ),
+                            None => {}
                         }
                         let r = Received {
                             from: sid,

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -117,10 +119,12 @@ pub async fn run(
         ack_stats: AckStats::default(),
         start_follow: None,
         start_lead: None,
+        established_epoch: Arc::new(AtomicI64::new(-1)),
     };
     node.start();
     let mut task: Option<ZabTask> = None;
     loop {
+        node.take_established_epoch();
         if node.flush() {
             return Ok(());
         }
@@ -186,11 +190,24 @@ struct Node {
     start_follow: Option<FollowConfig>,
     /// A leadership to start (set on a LEADING decision).
     start_lead: Option<LeadConfig>,
+    /// The epoch the follow session established at UPTODATE, -1 when none is pending.
+    established_epoch: Arc<AtomicI64>,
 }
 
 impl Node {
     fn now(&self) -> u64 {
         self.epoch0.elapsed().as_millis() as u64
+    }
+
+    /// Once Zab is up to date with the leader, the vote carries the new epoch, as Java's
+    /// `updateElectionVote` does (ZOOKEEPER-1732): a server joining later counts a FOLLOWING
+    /// vote only when its peer epoch equals the leader's, so without this zkfle's vote would
+    /// not count towards a joiner's quorum after any election zkfle took part in.
+    fn take_established_epoch(&mut self) {
+        let epoch = self.established_epoch.swap(-1, Ordering::AcqRel);
+        if epoch >= 0 && self.el.state() == ServerState::Following {
+            self.el.set_peer_epoch(epoch);
+        }
     }
 
     /// Zab is following or leading: the election-port rules do not apply.
@@ -304,6 +321,7 @@ impl Node {
                                         leader_sid: vote.leader,
                                         leader_addr: *addr,
                                         learner: z.learner.clone(),
+                                        established_epoch: self.established_epoch.clone(),
                                     })
                                 }
                                 None => warn!(

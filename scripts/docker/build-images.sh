@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# build-images.sh: the Docker images the conformance scenarios run, built on this machine
+# without a registry (nothing is pulled).
+#
+# Usage:
+#   scripts/docker/build-images.sh [--print-tags]
+#
+# Images (each rebuilt only when its inputs change: the hash of the inputs is the label
+# zkfle.inputs, compared before building):
+#   zkfle/debian-base:bookworm   Debian 12 by debootstrap (minbase + openjdk-17-jre-headless,
+#                                gosu, procps, netcat-openbsd), loaded with `docker import`;
+#                                the root file system tarball is cached under
+#                                ${ZKFLE_CACHE:-~/.cache/zkfle}/docker/
+#   zkfle/zookeeper:3.8.0        Debian's `zookeeper` package (its .debs, downloaded into the
+#                                cache beside the tarball, installed with dpkg)
+#   zkfle/zookeeper:3.4.14|3.6.3|3.9.5   the jars scripts/zk-fetch.sh caches
+#   zkfle/zkfle:latest           target/release/zkfle (built here with cargo build --release)
+# The ZooKeeper images keep the interface of Docker's official `zookeeper` image
+# (ZOO_MY_ID, ZOO_SERVERS, ZOO_* settings, /conf, /data, /datalog, /logs, ports
+# 2181/2888/3888, `zkServer.sh start-foreground`, zkCli.sh on PATH): see docs/docker.md.
+#
+# Environment: ZKFLE_DOCKER_VERSIONS="3.4.14 3.6.3 3.8.0 3.9.5" (which ZooKeeper images; empty:
+# none, only the base and zkfle),
+# DEBIAN_MIRROR (default http://deb.debian.org/debian). Needs root (debootstrap, chroot).
+# A version whose jars cannot be had is skipped with a message on stderr (exit status 0);
+# any other failure exits 1.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+IMAGE_DIR=$ROOT/scripts/docker/image
+CACHE=${ZKFLE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/zkfle}/docker
+SUITE=bookworm
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+BASE_PACKAGES=openjdk-17-jre-headless,gosu,procps,netcat-openbsd
+# Debian's ZooKeeper 3.8.0 (libzookeeper-java: the jars of Debian's `zookeeper` package, which
+# itself only adds init scripts and depends on the full default-jre with its GUI libraries) and
+# the logging backend zk-env.sh runs it with.
+ZK_DEBS="libzookeeper-java libslf4j-java liblog4j1.2-java"
+VERSIONS=${ZKFLE_DOCKER_VERSIONS-3.4.14 3.6.3 3.8.0 3.9.5}
+
+say() { echo "build-images: $*" >&2; }
+die() {
+  say "$*"
+  exit 1
+}
+hash_of() { sha256sum | cut -c1-16; }
+label_of() { docker image inspect -f '{{index .Config.Labels "zkfle.inputs"}}' "$1" 2>/dev/null || true; }
+
+command -v docker >/dev/null || die "docker is not installed"
+docker info >/dev/null 2>&1 || die "the Docker engine does not answer (docker info failed)"
+
+# --- the Debian base -------------------------------------------------------------------------
+base_hash=$(printf '%s\n' "$SUITE" "$BASE_PACKAGES" "$ZK_DEBS" "v2" | hash_of)
+BASE_TAR=$CACHE/debian-$SUITE-$base_hash.tar
+DEB_DIR=$CACHE/debs-$base_hash
+BASE_IMAGE=zkfle/debian-base:$SUITE
+
+make_rootfs() {
+  if ! command -v debootstrap >/dev/null; then
+    say "installing debootstrap (apt-get)"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+  fi
+  local work
+  work=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-rootfs.XXXXXX")
+  say "debootstrap $SUITE into $work (a few minutes, once: cached as $BASE_TAR)"
+  debootstrap --variant=minbase --include="$BASE_PACKAGES" "$SUITE" "$work/root" "$MIRROR" \
+    >"$work/debootstrap.log" 2>&1 || {
+    tail -n 20 "$work/debootstrap.log" >&2
+    die "debootstrap failed (log: $work/debootstrap.log)"
+  }
+  # The .debs of Debian's ZooKeeper, for the 3.8.0 image only (the base stays without it).
+  rm -f "$work/root/var/cache/apt/archives/"*.deb
+  mount -t proc proc "$work/root/proc"
+  if ! chroot "$work/root" apt-get install -y -qq --no-install-recommends --download-only $ZK_DEBS >"$work/debs.log" 2>&1; then
+    umount "$work/root/proc"
+    tail -n 20 "$work/debs.log" >&2
+    die "downloading Debian's zookeeper package failed"
+  fi
+  umount "$work/root/proc"
+  mkdir -p "$DEB_DIR.tmp"
+  mv "$work/root/var/cache/apt/archives/"*.deb "$DEB_DIR.tmp/"
+  rm -rf "$work/root/var/lib/apt/lists/"* "$work/root/var/cache/apt/"*.bin
+  tar -C "$work/root" -cf "$BASE_TAR.tmp" .
+  mv "$BASE_TAR.tmp" "$BASE_TAR"
+  rm -rf "$DEB_DIR"
+  mv "$DEB_DIR.tmp" "$DEB_DIR"
+  rm -rf "$work"
+}
+
+start=$SECONDS
+mkdir -p "$CACHE"
+if [ "$(label_of "$BASE_IMAGE")" != "$base_hash" ]; then
+  [ -f "$BASE_TAR" ] && [ -d "$DEB_DIR" ] || make_rootfs
+  say "docker import $BASE_TAR as $BASE_IMAGE"
+  docker import --change "LABEL zkfle.inputs=$base_hash" --change 'CMD ["/bin/bash"]' \
+    "$BASE_TAR" "$BASE_IMAGE" >/dev/null
+else
+  say "$BASE_IMAGE is current"
+fi
+
+# --- ZooKeeper images --------------------------------------------------------------------------
+build_zookeeper() {
+  local version=$1 ctx jars="" inputs h image=zkfle/zookeeper:$1
+  ctx=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-image.XXXXXX")
+  mkdir -p "$ctx/lib" "$ctx/debs"
+  cp "$IMAGE_DIR"/docker-entrypoint.sh "$IMAGE_DIR"/zkServer.sh "$IMAGE_DIR"/zkCli.sh \
+    "$IMAGE_DIR"/log4j.properties "$IMAGE_DIR"/log4j2.properties "$ROOT/scripts/zk-env.sh" "$ctx/"
+  if [ "$version" = 3.8.0 ]; then
+    cp "$DEB_DIR"/*.deb "$ctx/debs/"
+  else
+    if ! jars=$(scripts/zk-fetch.sh --cached "$version" 2>/dev/null | tail -n1); then
+      if ! jars=$(scripts/zk-fetch.sh "$version" | tail -n1); then
+        say "SKIPPED zkfle/zookeeper:$version: scripts/zk-fetch.sh cannot get ZooKeeper $version"
+        rm -rf "$ctx"
+        return 0
+      fi
+    fi
+    cp "$jars"/*.jar "$ctx/lib/"
+    jars=/zookeeper/lib
+  fi
+  inputs=$( (
+    echo "$base_hash $version"
+    cat "$IMAGE_DIR/Dockerfile.zookeeper"
+    cd "$ctx" && find . -type f | sort | xargs sha256sum
+  ) | hash_of)
+  if [ "$(label_of "$image")" = "$inputs" ]; then
+    say "$image is current"
+  else
+    say "building $image"
+    docker build -q -f "$IMAGE_DIR/Dockerfile.zookeeper" --build-arg "BASE=$BASE_IMAGE" \
+      --build-arg "ZK_JARS=$jars" --build-arg "ZK_RELEASE=$version" \
+      --label "zkfle.inputs=$inputs" -t "$image" "$ctx" >"$ctx.log" 2>&1 ||
+      { cat "$ctx.log" >&2; die "docker build of $image failed"; }
+    rm -f "$ctx.log"
+  fi
+  rm -rf "$ctx"
+}
+
+for v in $VERSIONS; do
+  build_zookeeper "$v"
+done
+
+# --- zkfle --------------------------------------------------------------------------------------
+say "cargo build --release (zkfle's release binary)"
+cargo build --release --quiet --bin zkfle
+ctx=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-image.XXXXXX")
+cp target/release/zkfle "$IMAGE_DIR/docker-entrypoint.sh" "$ctx/"
+inputs=$( (
+  echo "$base_hash"
+  cat "$IMAGE_DIR/Dockerfile.zkfle"
+  cd "$ctx" && find . -type f | sort | xargs sha256sum
+) | hash_of)
+if [ "$(label_of zkfle/zkfle:latest)" = "$inputs" ]; then
+  say "zkfle/zkfle:latest is current"
+else
+  say "building zkfle/zkfle:latest"
+  docker build -q -f "$IMAGE_DIR/Dockerfile.zkfle" --build-arg "BASE=$BASE_IMAGE" \
+    --label "zkfle.inputs=$inputs" -t zkfle/zkfle:latest "$ctx" >"$ctx.log" 2>&1 ||
+    { cat "$ctx.log" >&2; die "docker build of zkfle/zkfle:latest failed"; }
+  rm -f "$ctx.log"
+fi
+rm -rf "$ctx"
+say "images ready in $((SECONDS - start)) s"

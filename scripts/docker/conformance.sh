@@ -1,0 +1,688 @@
+#!/usr/bin/env bash
+# conformance.sh: zkfle as a voter in Dockerised ZooKeeper ensembles, under faults.
+#
+# Usage:
+#   scripts/docker/conformance.sh [--versions "3.4.14 3.6.3 3.8.0 3.9.5"] [--scenarios "..."]
+#                                 [--ci] [--no-upgrade] [--no-build] [--keep]
+#
+# --ci (what scripts/test.sh runs, to stay within CI's time): every scenario on 3.9.5, `start`
+# on the other versions, and the rolling upgrade (which runs all four versions with zkfle).
+#
+# For each version: scripts/docker/compose.yml (zoo1 = `zkfle join --wire auto`, sid 1; zoo2-4 =
+# Java servers of that version, zkfle's own images from build-images.sh) is started on its
+# bridge, and these scenarios run one after the other on that ensemble (each heals its fault):
+#   start            all four agree on one leader; a capture of the bridge's election traffic
+#                    (tcpdump of 172.28.0.0/24 port 3888) decodes with every sid known and its
+#                    summary names that leader;
+#                    `zkfle probe --all` agrees with each Java server's `srvr`/`mntr`
+#   leader-isolated  the leader's container off the bridge (docker network disconnect)
+#   split-minority   the leader alone on one side (iptables in each container's netns)
+#   split-majority   one Java follower alone; the leader's side (with zkfle) keeps writing
+#   paused-leader    docker pause of the leader
+#   slow-lossy       tc netem (delay 150ms +-50ms, 10% loss) on the leader's and zkfle's links
+#                    (without netem in the kernel: tc tbf 256 kbit/s + 10% loss by iptables)
+#   zkfle-cut        zkfle cut off from its leader (both directions), then healed
+#   rolling-restart  every container restarted, one at a time, zkfle included
+# then, unless --no-upgrade, the rolling upgrade 3.4.14 -> 3.6.3 -> 3.8.0 -> 3.9.5, one Java
+# container at a time, zkfle voting and following throughout; a capture of it shows zkfle's
+# wire form following each peer (40-byte notifications to 3.4.14, the 3.5+ form after).
+#
+# Every scenario checks, within the bound it prints: the Java servers and zkfle agree on one
+# leader (probe: one LEADING, the rest FOLLOWING it; srvr: the same modes; mntr on the leader:
+# every follower synced, zkfle included); writes made through a Java client (zkCli.sh in a
+# container) before the fault read back from every Java server afterwards.
+#
+# Prints a table scenario x version (pass / FAIL / skipped: reason) at the end and exits 1 when
+# anything failed. With no Docker engine it says so loudly, marks everything skipped, exits 0.
+# Logs, captures and each container's output: ${ZKFLE_CONFORMANCE_DIR:-$TMPDIR/zkfle-conformance}.
+# Only the project's own containers and bridge (172.28.0.0/24) get traffic.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+
+ALL_VERSIONS="3.4.14 3.6.3 3.8.0 3.9.5"
+ALL_SCENARIOS="start leader-isolated split-minority split-majority paused-leader slow-lossy zkfle-cut rolling-restart"
+UPGRADE_PATH="3.4.14 3.6.3 3.8.0 3.9.5"
+VERSIONS=$ALL_VERSIONS
+SCENARIOS=$ALL_SCENARIOS
+UPGRADE=true
+BUILD=true
+KEEP=false
+# Versions that get every scenario; the others get `start` only (--ci).
+FULL_VERSIONS=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --versions) VERSIONS=$2; shift 2 ;;
+    --ci) FULL_VERSIONS=3.9.5; shift ;;
+    --scenarios) SCENARIOS=$2; shift 2 ;;
+    --no-upgrade) UPGRADE=false; shift ;;
+    --no-build) BUILD=false; shift ;;
+    --keep) KEEP=true; shift ;;
+    -h | --help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "conformance: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+PROJECT=zkfle-conformance
+NET=${PROJECT}_zkfle
+OUT=${ZKFLE_CONFORMANCE_DIR:-${TMPDIR:-/tmp}/zkfle-conformance}
+ZKFLE=$ROOT/target/release/zkfle
+ZKFLE_IMAGE=zkfle/zkfle:latest
+mkdir -p "$OUT"
+declare -A RESULT
+
+log() { echo "[$(date +%H:%M:%S)] $*"; }
+now_ms() { date +%s%3N; }
+
+# --- the report ---------------------------------------------------------------------------------
+report() {
+  local s v cols="$VERSIONS" line
+  echo
+  echo "== conformance in Docker: scenario x version"
+  line="| scenario |"
+  for v in $cols; do line="$line $v |"; done
+  echo "$line"
+  line="|---|"
+  for v in $cols; do line="$line---|"; done
+  echo "$line"
+  for s in $SCENARIOS; do
+    line="| $s |"
+    for v in $cols; do line="$line ${RESULT[$s|$v]:-not run} |"; done
+    echo "$line"
+  done
+  if $UPGRADE; then
+    echo
+    echo "| rolling upgrade ${UPGRADE_PATH// / -> } | ${RESULT[upgrade]:-not run} |"
+  fi
+}
+
+skip_all() {
+  local why=$1 s v
+  for s in $SCENARIOS; do for v in $VERSIONS; do RESULT[$s|$v]="skipped: $why"; done; done
+  RESULT[upgrade]="skipped: $why"
+}
+
+# --- Docker present? ------------------------------------------------------------------------------
+COMPOSE=()
+if docker compose version >/dev/null 2>&1; then
+  COMPOSE=(docker compose)
+elif command -v docker-compose >/dev/null 2>&1; then
+  COMPOSE=(docker-compose)
+fi
+if ! command -v docker >/dev/null 2>&1 || ! docker info >/dev/null 2>&1; then
+  echo "!! SKIPPED: the Docker conformance scenarios need a Docker engine, and none answers here" >&2
+  echo "!!   (docker $(command -v docker >/dev/null && echo 'is installed but `docker info` fails' || echo 'is not installed'))" >&2
+  skip_all "no Docker engine"
+  report
+  exit 0
+fi
+if [ ${#COMPOSE[@]} = 0 ]; then
+  echo "!! SKIPPED: the Docker conformance scenarios need Docker Compose (docker compose or docker-compose)" >&2
+  skip_all "no Docker Compose"
+  report
+  exit 0
+fi
+for tool in tcpdump jq nsenter iptables tc; do
+  if ! command -v $tool >/dev/null 2>&1; then
+    case $tool in
+      tcpdump | jq) pkg=$tool ;; nsenter) pkg=util-linux ;; iptables) pkg=iptables ;; tc) pkg=iproute2 ;;
+    esac
+    log "installing $pkg (apt-get) for $tool"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null 2>&1 ||
+      { echo "conformance: $tool is missing and apt-get install $pkg failed" >&2; exit 1; }
+  fi
+done
+
+if $BUILD; then
+  build_start=$SECONDS
+  needed=$VERSIONS
+  $UPGRADE && needed="$needed $UPGRADE_PATH"
+  needed=$(tr ' ' '\n' <<<"$needed" | sort -uV | xargs)
+  ZKFLE_DOCKER_VERSIONS=$needed scripts/docker/build-images.sh 2>&1 | tee "$OUT/build.log" ||
+    { echo "conformance: building the images failed ($OUT/build.log)" >&2; exit 1; }
+  log "images: $((SECONDS - build_start)) s"
+fi
+have_image() { docker image inspect "$1" >/dev/null 2>&1; }
+have_image "$ZKFLE_IMAGE" || { echo "conformance: no $ZKFLE_IMAGE (run scripts/docker/build-images.sh)" >&2; exit 1; }
+
+# --- the ensemble -----------------------------------------------------------------------------------
+dc() { ZKFLE_IMAGE=$ZKFLE_IMAGE "${COMPOSE[@]}" -p "$PROJECT" -f scripts/docker/compose.yml "$@"; }
+# Each service's container and its process (for nsenter), looked up once after every change of
+# containers (refresh_ids) rather than at each use: docker calls take seconds on a busy machine.
+declare -A CID PID
+refresh_ids() {
+  local s
+  CID=()
+  PID=()
+  for s in "${ALL[@]}"; do
+    CID[$s]=$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT" \
+      --filter "label=com.docker.compose.service=$s" | head -n1)
+    [ -n "${CID[$s]}" ] && PID[$s]=$(docker inspect -f '{{.State.Pid}}' "${CID[$s]}")
+  done
+}
+cid() { echo "${CID[$1]:-}"; }
+pid_of() { echo "${PID[$1]:-0}"; }
+ip_of() { echo "172.28.0.1${1#zoo}"; }
+JAVA=(zoo2 zoo3 zoo4)
+ALL=(zoo1 zoo2 zoo3 zoo4)
+
+teardown() {
+  dc down -v --remove-orphans >/dev/null 2>&1
+  CID=()
+  PID=()
+}
+
+# Saves every container's output under $OUT/$1/.
+save_logs() {
+  local dir=$OUT/$1 s
+  mkdir -p "$dir"
+  for s in "${ALL[@]}"; do
+    [ -n "$(cid "$s")" ] && docker logs "$(cid "$s")" >"$dir/$s.log" 2>&1
+  done
+}
+
+# A four-letter word from the host to a Java server's client port (2181 on the bridge).
+fourlw() {
+  timeout 3 bash -c 'exec 3<>/dev/tcp/$0/2181 && printf %s "$1" >&3 && cat <&3' "$(ip_of "$1")" "$2" 2>/dev/null
+}
+
+# `zkfle probe` of the given servers from a throwaway container on the bridge, as JSON lines.
+probe() {
+  local args=() s
+  for s in "$@"; do args+=("$s:3888"); done
+  docker run --rm --network "$NET" --entrypoint zkfle "$ZKFLE_IMAGE" \
+    probe --all --format json --timeout 2 "${args[@]}" 2>/dev/null
+}
+
+# Do these members agree on one leader, as the election (probe), the Java servers (srvr) and
+# the leader's Zab (mntr: every other member synced) tell? Prints the leader's name on success,
+# why not on stderr otherwise.
+agree_once() {
+  local members=("$@") rows leader="" s state l mode synced
+  rows=$(probe "${members[@]}")
+  for s in "${members[@]}"; do
+    state=$(jq -r --arg s "$s:3888" 'select(.server == $s) | .state // "error: \(.error)"' <<<"$rows" | head -n1)
+    l=$(jq -r --arg s "$s:3888" 'select(.server == $s) | .leader // empty' <<<"$rows" | head -n1)
+    case "$state" in
+      LEADING) [ "$l" = "${s#zoo}" ] || { echo "why: $s LEADING but votes for $l"; return 1; } ;;
+      FOLLOWING) ;;
+      *) echo "why: $s: ${state:-no answer}"; return 1 ;;
+    esac
+    if [ -z "$leader" ]; then
+      leader=$l
+    elif [ "$leader" != "$l" ]; then
+      echo "why: $s backs $l, another member backs $leader"
+      return 1
+    fi
+  done
+  local in=false
+  for s in "${members[@]}"; do [ "$s" = "zoo$leader" ] && in=true; done
+  $in || { echo "why: all back $leader, which is not among ${members[*]}"; return 1; }
+  for s in "${members[@]}"; do
+    [ "$s" = zoo1 ] && continue
+    mode=$(fourlw "$s" srvr | sed -n 's/^Mode: //p')
+    if [ "$s" = "zoo$leader" ]; then
+      [ "$mode" = leader ] || { echo "why: $s: srvr says '${mode:-no answer}', probe says LEADING"; return 1; }
+    else
+      [ "$mode" = follower ] || { echo "why: $s: srvr says '${mode:-no answer}', probe says FOLLOWING"; return 1; }
+    fi
+  done
+  synced=$(fourlw "zoo$leader" mntr | sed -n 's/^zk_synced_followers[[:space:]]*//p')
+  if [ "${synced:-x}" != "$((${#members[@]} - 1))" ]; then
+    echo "why: leader zoo$leader: zk_synced_followers=${synced:-?}, want $((${#members[@]} - 1))"
+    return 1
+  fi
+  echo "zoo$leader"
+}
+
+# agree BOUND_S MEMBERS...: waits until they agree; sets AGREED (the leader) and LAST_AGREE_MS;
+# fails after BOUND_S with the last reason on stderr.
+AGREED=""
+LAST_AGREE_MS=0
+agree() {
+  local bound=$1 start answer
+  shift
+  start=$(now_ms)
+  while :; do
+    if answer=$(agree_once "$@"); then
+      LAST_AGREE_MS=$(($(now_ms) - start))
+      AGREED=$answer
+      return 0
+    fi
+    if [ $(($(now_ms) - start)) -gt $((bound * 1000)) ]; then
+      echo "no agreement among $* within ${bound} s: ${answer#why: }" >&2
+      return 1
+    fi
+    sleep 1
+  done
+}
+
+# The Java client: zkCli.sh in a container on the bridge. The 3.4.14 client cannot connect on
+# Java 17 (docs/versions.md), so 3.4.14 ensembles are written and read with a 3.5+ client.
+CLIENT_IMAGE=""
+pick_client() {
+  local v=$1 c
+  for c in "$v" 3.9.5 3.8.0 3.6.3; do
+    [[ "$c" == 3.4.* ]] && continue
+    have_image "zkfle/zookeeper:$c" && { CLIENT_IMAGE=zkfle/zookeeper:$c; return 0; }
+  done
+  echo "conformance: no 3.5+ ZooKeeper image for the client" >&2
+  return 1
+}
+zkcli() {
+  local server=$1
+  shift
+  timeout 60 docker run --rm --network "$NET" --entrypoint /zookeeper/bin/zkCli.sh "$CLIENT_IMAGE" \
+    -server "$server" "$@" 2>&1
+}
+# write PATH DATA SERVERS...: creates the znode through a client connected to those servers.
+# zkCli.sh runs its one command at once and gives up on a connection loss (a server that is
+# not serving closes the connection), so a write is tried up to 5 times, 2 s apart; a znode
+# found to exist already (the previous try committed) counts as written.
+write() {
+  local path=$1 data=$2 out conn try
+  shift 2
+  conn=$(printf '%s:2181,' "$@")
+  for try in 1 2 3 4 5; do
+    out=$(zkcli "${conn%,}" create "$path" "$data")
+    grep -q "^Created $path" <<<"$out" && return 0
+    grep -q "Node already exists" <<<"$out" && return 0
+    sleep 2
+  done
+  echo "write $path through $* (5 tries): $out" >&2
+  return 1
+}
+# read_back PATH DATA SERVERS...: reads it from each of those servers alone (up to 3 tries
+# each, for the same reason as write).
+read_back() {
+  local path=$1 data=$2 s out try
+  shift 2
+  for s in "$@"; do
+    for try in 1 2 3; do
+      out=$(zkcli "$s:2181" get "$path")
+      grep -qx "$data" <<<"$out" && continue 2
+      sleep 2
+    done
+    echo "read $path from $s: want '$data', got: $out" >&2
+    return 1
+  done
+}
+
+# --- faults -------------------------------------------------------------------------------------
+netns() {
+  local s=$1
+  shift
+  nsenter -t "$(pid_of "$s")" -n "$@"
+}
+# cut A B: no packet between containers A and B, both directions (silent drops).
+cut() {
+  netns "$1" iptables -I INPUT -s "$(ip_of "$2")" -j DROP
+  netns "$1" iptables -I OUTPUT -d "$(ip_of "$2")" -j DROP
+  netns "$2" iptables -I INPUT -s "$(ip_of "$1")" -j DROP
+  netns "$2" iptables -I OUTPUT -d "$(ip_of "$1")" -j DROP
+}
+heal_cuts() {
+  local s
+  for s in "${ALL[@]}"; do
+    [ -n "$(cid "$s")" ] && netns "$s" iptables -F 2>/dev/null
+  done
+}
+disconnect() { docker network disconnect "$NET" "$(cid "$1")"; }
+reconnect() { docker network connect --ip "$(ip_of "$1")" --alias "$1" "$NET" "$(cid "$1")"; }
+
+# The tcpdump a scenario started (its pid), stopped by the scenario or, after a failure, by
+# the main loop.
+PCAP_PID=""
+stop_capture() {
+  if [ -n "$PCAP_PID" ]; then
+    kill "$PCAP_PID" 2>/dev/null
+    wait "$PCAP_PID" 2>/dev/null
+    PCAP_PID=""
+  fi
+}
+
+# --- scenarios ------------------------------------------------------------------------------------
+# Each prints what it does; returns 0 on pass. $V is the version, $LEADER the current leader,
+# $SEQ a counter for znode names.
+SEQ=0
+znode() { SEQ=$((SEQ + 1)); echo "/conformance-$1-$SEQ"; }
+others_of() {
+  local s out=()
+  for s in "${JAVA[@]}"; do [ "$s" = "$1" ] || out+=("$s"); done
+  echo "${out[@]}"
+}
+
+# Writes a znode before the fault (through the whole ensemble); the caller reads it back after.
+before_fault() {
+  BEFORE_PATH=$(znode "$1")
+  BEFORE_DATA="$1-$V-$SEQ"
+  write "$BEFORE_PATH" "$BEFORE_DATA" "${JAVA[@]}"
+}
+after_heal() {
+  local bound=$1 t
+  agree "$bound" "${ALL[@]}" && LEADER=$AGREED || return 1
+  t=$LAST_AGREE_MS
+  read_back "$BEFORE_PATH" "$BEFORE_DATA" "${JAVA[@]}" || return 1
+  log "  healed: all four agree on $LEADER after ${t} ms (bound ${bound} s); $BEFORE_PATH reads back from every Java server"
+}
+
+# After a failed scenario the next one starts from a fresh ensemble, so that one failure
+# does not fail the rest.
+fresh_ensemble() {
+  log "  (the previous scenario failed: a fresh ensemble first)"
+  teardown
+  ZK_IMAGE=zkfle/zookeeper:$V dc up -d >>"$OUT/$V/up.log" 2>&1 || return 1
+  refresh_ids
+  agree 120 "${ALL[@]}" && LEADER=$AGREED
+}
+
+sc_start() {
+  local cap=$OUT/$V/start.pcap summary winner sids
+  mkdir -p "$OUT/$V"
+  teardown
+  tcpdump -i any -s 0 -U -w "$cap" 'net 172.28.0.0/24 and tcp port 3888' 2>"$OUT/$V/tcpdump.log" &
+  PCAP_PID=$!
+  ZK_IMAGE=zkfle/zookeeper:$V dc up -d >"$OUT/$V/up.log" 2>&1 || { cat "$OUT/$V/up.log"; stop_capture; return 1; }
+  refresh_ids
+  agree 120 "${ALL[@]}" && LEADER=$AGREED || { stop_capture; return 1; }
+  log "  all four agree on $LEADER ${LAST_AGREE_MS} ms after docker-compose up (bound 120 s, JVM start-up included)"
+  sleep 1
+  stop_capture
+  # Java's configs name the servers by hostname, which the host cannot resolve: the sids of
+  # the containers' addresses come from --sid-map, as docs/docker.md shows.
+  local map=() s
+  for s in "${ALL[@]}"; do map+=(--sid-map "$(ip_of "$s"):3888=${s#zoo}"); done
+  "$ZKFLE" decode --format jsonl "${map[@]}" "$cap" >"$OUT/$V/start.jsonl" ||
+    { echo "zkfle decode failed on $cap" >&2; return 1; }
+  local n unknown errors
+  n=$(jq -c 'select(.type != "error")' "$OUT/$V/start.jsonl" | wc -l)
+  unknown=$(jq -c 'select(.type != "error" and (.from_sid == null or .to_sid == null))' "$OUT/$V/start.jsonl" | wc -l)
+  errors=$(jq -c 'select(.type == "error" and .severity == "error")' "$OUT/$V/start.jsonl" | wc -l)
+  # Senders among the members (the probes of `agree` are in the capture too, as a non-member).
+  sids=$(jq -r 'select(.type == "notification" and .from_sid >= 1 and .from_sid <= 4) | .from_sid' "$OUT/$V/start.jsonl" | sort -u | xargs)
+  summary=$("$ZKFLE" decode --summary --format jsonl "${map[@]}" "$cap")
+  winner=$(jq -r '[.rounds[] | select(.winner != null)] | last | .winner' <<<"$summary")
+  log "  capture: $n messages, $unknown with an unknown sid, $errors errors; senders among the members: $sids; summary's last winner: $winner"
+  [ "$n" -gt 0 ] && [ "$unknown" = 0 ] && [ "$errors" = 0 ] && [ "$sids" = "1 2 3 4" ] || return 1
+  [ "zoo$winner" = "$LEADER" ] || { echo "the capture's summary elects $winner, the ensemble $LEADER" >&2; return 1; }
+  # `probe --all` (run by agree) agrees with srvr; writes work.
+  before_fault start
+  read_back "$BEFORE_PATH" "$BEFORE_DATA" "${JAVA[@]}"
+}
+
+sc_leader-isolated() {
+  before_fault isolated || return 1
+  local old=$LEADER rest
+  rest=$(others_of "$old")
+  log "  docker network disconnect $old (the leader)"
+  disconnect "$old"
+  # shellcheck disable=SC2086
+  agree 40 zoo1 $rest && LEADER=$AGREED || { reconnect "$old"; return 1; }
+  log "  the other three agree on $LEADER after ${LAST_AGREE_MS} ms (bound 40 s)"
+  reconnect "$old"
+  after_heal 60
+}
+
+sc_split-minority() {
+  before_fault minority || return 1
+  local old=$LEADER rest s
+  rest=$(others_of "$old")
+  log "  partition: {$old (the leader)} | {zoo1 $rest}"
+  for s in zoo1 $rest; do cut "$old" "$s"; done
+  # shellcheck disable=SC2086
+  agree 40 zoo1 $rest && LEADER=$AGREED || { heal_cuts; return 1; }
+  log "  the majority side agrees on $LEADER after ${LAST_AGREE_MS} ms (bound 40 s)"
+  heal_cuts
+  after_heal 60
+}
+
+sc_split-majority() {
+  before_fault majority || return 1
+  local old=$LEADER lone rest s p
+  rest=$(others_of "$old")
+  lone=${rest%% *}
+  rest=${rest#* }
+  log "  partition: {$lone} | {zoo1 $old (the leader) $rest}"
+  for s in zoo1 "$old" "$rest"; do cut "$lone" "$s"; done
+  sleep 6 # > syncLimit*tickTime: $lone has lost the leader
+  # The leader's side is three of four voters, zkfle among them: a write commits only with
+  # zkfle's acknowledgement.
+  p=$(znode majority-during)
+  write "$p" "during-$SEQ" "$old" "$rest" || { heal_cuts; return 1; }
+  agree 20 zoo1 "$old" "$rest" && LEADER=$AGREED || { heal_cuts; return 1; }
+  [ "$LEADER" = "$old" ] || { echo "the majority side changed leader: $old -> $LEADER" >&2; heal_cuts; return 1; }
+  log "  the majority side keeps $old and commits $p (zkfle's ACK needed)"
+  heal_cuts
+  after_heal 60 || return 1
+  [ "$LEADER" = "$old" ] || { echo "after healing, $LEADER leads instead of $old" >&2; return 1; }
+  read_back "$p" "during-$SEQ" "$lone"
+}
+
+sc_paused-leader() {
+  before_fault paused || return 1
+  local old=$LEADER rest
+  rest=$(others_of "$old")
+  log "  docker pause $old (the leader)"
+  docker pause "$(cid "$old")" >/dev/null
+  # shellcheck disable=SC2086
+  agree 40 zoo1 $rest && LEADER=$AGREED || { docker unpause "$(cid "$old")" >/dev/null; return 1; }
+  log "  the other three agree on $LEADER after ${LAST_AGREE_MS} ms (bound 40 s)"
+  docker unpause "$(cid "$old")" >/dev/null
+  after_heal 60
+}
+
+# A slow and lossy link on a container: tc netem (delay 150ms +-50ms, 10% loss) where the
+# kernel has it; without sch_netem (this project's VM kernel), a token bucket of 256 kbit/s
+# (tc tbf: queueing delay under load) and 10% random loss each way (iptables statistic).
+impair() {
+  if netns "$1" tc qdisc add dev eth0 root netem delay 150ms 50ms loss 10% 2>/dev/null; then
+    echo "netem delay 150ms 50ms loss 10%"
+    return 0
+  fi
+  netns "$1" tc qdisc add dev eth0 root tbf rate 256kbit burst 16kb latency 400ms &&
+    netns "$1" iptables -I INPUT -m statistic --mode random --probability 0.1 -j DROP &&
+    netns "$1" iptables -I OUTPUT -m statistic --mode random --probability 0.1 -j DROP &&
+    echo "no netem in this kernel: tbf rate 256kbit + 10% random loss each way (iptables statistic)"
+}
+unimpair() {
+  netns "$1" tc qdisc del dev eth0 root 2>/dev/null
+  netns "$1" iptables -F
+}
+
+sc_slow-lossy() {
+  before_fault slow || return 1
+  local old=$LEADER p how
+  how=$(impair "$old") && impair zoo1 >/dev/null || { unimpair "$old"; unimpair zoo1; return 1; }
+  log "  $how on $old (the leader) and zoo1 (zkfle)"
+  p=$(znode slow-during)
+  if ! write "$p" "during-$SEQ" "${JAVA[@]}" || ! { agree 60 "${ALL[@]}" && LEADER=$AGREED; }; then
+    unimpair "$old"
+    unimpair zoo1
+    return 1
+  fi
+  log "  over the slow links: a write commits; all four agree on $LEADER after ${LAST_AGREE_MS} ms (bound 60 s)"
+  sleep 10 # the ensemble runs on the impaired links for a while (5 x tickTime)
+  agree 60 "${ALL[@]}" && LEADER=$AGREED || { unimpair "$old"; unimpair zoo1; return 1; }
+  log "  10 s later: all four agree on $LEADER"
+  unimpair "$old"
+  unimpair zoo1
+  after_heal 30 || return 1
+  read_back "$p" "during-$SEQ" "${JAVA[@]}"
+}
+
+sc_zkfle-cut() {
+  before_fault zkfle-cut || return 1
+  local old=$LEADER
+  log "  partition: zoo1 (zkfle) | $old (the leader); both still reach the other servers"
+  cut zoo1 "$old"
+  sleep 8 # > syncLimit*tickTime on both sides: the leader drops zkfle's session, zkfle its leader
+  local synced
+  synced=$(fourlw "$old" mntr | sed -n 's/^zk_synced_followers[[:space:]]*//p')
+  log "  while cut: the leader counts ${synced:-?} synced followers (2 Java, zkfle not)"
+  [ "$synced" = 2 ] || { echo "the leader still counts zkfle as synced (zk_synced_followers=$synced)" >&2; heal_cuts; return 1; }
+  heal_cuts
+  after_heal 60 || return 1
+  [ "$LEADER" = "$old" ] || { echo "cutting zkfle off changed the leader: $old -> $LEADER" >&2; return 1; }
+}
+
+sc_rolling-restart() {
+  before_fault restart || return 1
+  local s p
+  for s in zoo1 "${JAVA[@]}"; do
+    [ "$s" = "$LEADER" ] && continue
+    restart_one "$s" || return 1
+  done
+  restart_one "$LEADER" || return 1
+  after_heal 60
+}
+restart_one() {
+  local s=$1 p
+  log "  docker restart $s"
+  docker restart -t 10 "$(cid "$s")" >/dev/null || return 1
+  refresh_ids
+  agree 90 "${ALL[@]}" && LEADER=$AGREED || return 1
+  p=$(znode "restart-$s")
+  write "$p" "$s" "${JAVA[@]}" || return 1
+  log "    all four agree on $LEADER after ${LAST_AGREE_MS} ms (bound 90 s); $p written"
+}
+
+run_upgrade() {
+  local from=${UPGRADE_PATH%% *} v s p start=$SECONDS order
+  V=$from
+  pick_client 3.9.5 || return 1
+  teardown
+  log "rolling upgrade: starting at $from"
+  # The election traffic of the whole upgrade, to check that zkfle's wire form follows each
+  # peer: 40-byte notifications to a 3.4 server, 44+N bytes (with the config) once it is 3.5+.
+  local cap=$OUT/upgrade.pcap
+  declare -A LEFT_34
+  tcpdump -i any -s 0 -U -w "$cap" 'net 172.28.0.0/24 and tcp port 3888' 2>"$OUT/upgrade-tcpdump.log" &
+  PCAP_PID=$!
+  ZK_IMAGE=zkfle/zookeeper:$from dc up -d >"$OUT/upgrade-up.log" 2>&1 || { cat "$OUT/upgrade-up.log"; stop_capture; return 1; }
+  refresh_ids
+  agree 120 "${ALL[@]}" && LEADER=$AGREED || return 1
+  log "  all four agree on $LEADER (zkfle following $from)"
+  BEFORE_PATH=$(znode upgrade)
+  BEFORE_DATA=upgrade-$from
+  write "$BEFORE_PATH" "$BEFORE_DATA" "${JAVA[@]}" || return 1
+  local prev=$from extra
+  for v in ${UPGRADE_PATH#* }; do
+    # Followers first, the leader last (as operators do).
+    order=()
+    for s in "${JAVA[@]}"; do [ "$s" = "$LEADER" ] || order+=("$s"); done
+    order+=("$LEADER")
+    for s in "${order[@]}"; do
+      # A server that synced by DIFF since 3.4 has txn logs and no snapshot (3.4 and a
+      # DIFF-synced 3.5+ follower write none until snapCount txns), and 3.5.5+ refuse such a
+      # data directory ("No snapshot found, but there are log entries", ZOOKEEPER-3056)
+      # unless snapshot.trust.empty=true, the documented setting for upgrades from 3.4: it is
+      # given while the data directory holds no snapshot.
+      extra=""
+      if ! docker exec "$(cid "$s")" sh -c 'ls /data/version-2/snapshot.* >/dev/null 2>&1'; then
+        extra=snapshot.trust.empty=true
+      fi
+      log "  $s ($prev) -> $v (docker-compose up --no-deps: new container, same volumes${extra:+; no snapshot in /data: ZOO_CFG_EXTRA=$extra})"
+      # While one Java server is away, the three left include zkfle: this write needs its ACK.
+      [[ "$prev" == 3.4.* ]] && LEFT_34[$s]=$(date +%s.%N)
+      docker stop -t 10 "$(cid "$s")" >/dev/null
+      p=$(znode "upgrade-$v-$s")
+      write "$p" "$v-$s" $(others_of "$s") || return 1
+      ZOO_CFG_EXTRA=$extra ZK_IMAGE=zkfle/zookeeper:$v dc up -d --no-deps "$s" >>"$OUT/upgrade-up.log" 2>&1 ||
+        { tail -n 20 "$OUT/upgrade-up.log"; return 1; }
+      refresh_ids
+      agree 90 "${ALL[@]}" && LEADER=$AGREED || return 1
+      read_back "$p" "$v-$s" "$s" || return 1
+      log "    all four agree on $LEADER after ${LAST_AGREE_MS} ms (bound 90 s); $p (written while $s was away) reads back from it"
+    done
+    prev=$v
+  done
+  read_back "$BEFORE_PATH" "$BEFORE_DATA" "${JAVA[@]}" || return 1
+  log "  upgrade done in $((SECONDS - start)) s; $BEFORE_PATH (written on $from) reads back from every server"
+  sleep 1
+  stop_capture
+  local map=() jl=$OUT/upgrade.jsonl before after
+  for s in "${ALL[@]}"; do map+=(--sid-map "$(ip_of "$s"):3888=${s#zoo}"); done
+  "$ZKFLE" decode --format jsonl "${map[@]}" "$cap" >"$jl" || { echo "zkfle decode failed on $cap" >&2; return 1; }
+  for s in "${JAVA[@]}"; do
+    before=$(jq -r --argjson to "${s#zoo}" --argjson t "${LEFT_34[$s]}" \
+      'select(.type == "notification" and .from_sid == 1 and .to_sid == $to and .time < $t) | .size' "$jl" | tail -n1)
+    after=$(jq -r --argjson to "${s#zoo}" \
+      'select(.type == "notification" and .from_sid == 1 and .to_sid == $to) | .size' "$jl" | tail -n1)
+    log "  zkfle's last notification to $s: $before bytes while it ran $from, $after bytes at the end (3.9.5)"
+    [ "$before" = 40 ] || { echo "zkfle spoke to $s ($from) in ${before:-no} ${before:+byte }notification, not the 40-byte 3.4 form" >&2; return 1; }
+    [ "${after:-0}" -gt 44 ] || { echo "zkfle still speaks to $s (3.9.5) in ${after:-no} ${after:+byte }notifications, not the 3.5+ form with the config" >&2; return 1; }
+  done
+}
+
+# --- main --------------------------------------------------------------------------------------------
+trap 'stop_capture; teardown; exit 130' INT TERM
+total_start=$SECONDS
+FAILED=0
+for V in $VERSIONS; do
+  if ! have_image "zkfle/zookeeper:$V"; then
+    for scen in $SCENARIOS; do RESULT[$scen|$V]="skipped: no image (ZooKeeper $V unavailable, see build log)"; done
+    echo "!! SKIPPED: ZooKeeper $V: no image zkfle/zookeeper:$V" >&2
+    continue
+  fi
+  pick_client "$V" || exit 1
+  started=false
+  last_failed=false
+  rm -f "$OUT/$V-"*.out
+  for scen in $SCENARIOS; do
+    if [ -n "$FULL_VERSIONS" ] && [ "$scen" != start ] && [[ " $FULL_VERSIONS " != *" $V "* ]]; then
+      RESULT[$scen|$V]="skipped: --ci runs it on $FULL_VERSIONS only (time)"
+      continue
+    fi
+    if [ "$scen" != start ] && ! $started; then
+      RESULT[$scen|$V]="skipped: the ensemble did not start"
+      continue
+    fi
+    log "== $scen, ZooKeeper $V"
+    t0=$SECONDS
+    if [ "$scen" != start ] && [ "$last_failed" = true ] && ! fresh_ensemble >"$OUT/$V-$scen.out" 2>&1; then
+      RESULT[$scen|$V]="FAIL (no fresh ensemble)"
+      FAILED=1
+    elif "sc_$scen" >>"$OUT/$V-$scen.out" 2>&1; then
+      RESULT[$scen|$V]="pass ($((SECONDS - t0)) s)"
+      [ "$scen" = start ] && started=true
+      last_failed=false
+    else
+      RESULT[$scen|$V]="FAIL"
+      FAILED=1
+      last_failed=true
+    fi
+    stop_capture
+    sed 's/^/   /' "$OUT/$V-$scen.out"
+    log "   ${RESULT[$scen|$V]}"
+    save_logs "$V/$scen"
+    heal_cuts 2>/dev/null
+  done
+  # the start scenario must run first; without it nothing else is set up
+  $KEEP || teardown
+done
+
+if $UPGRADE; then
+  missing=""
+  for v in $UPGRADE_PATH; do have_image "zkfle/zookeeper:$v" || missing="$missing $v"; done
+  if [ -n "$missing" ]; then
+    RESULT[upgrade]="skipped: no image for$missing"
+  else
+    log "== rolling upgrade ${UPGRADE_PATH// / -> }"
+    t0=$SECONDS
+    if run_upgrade >"$OUT/upgrade.out" 2>&1; then
+      RESULT[upgrade]="pass ($((SECONDS - t0)) s)"
+    else
+      RESULT[upgrade]="FAIL"
+      FAILED=1
+    fi
+    stop_capture
+    sed 's/^/   /' "$OUT/upgrade.out"
+    save_logs upgrade
+    $KEEP || teardown
+  fi
+fi
+
+report
+echo
+echo "(Docker conformance: $((SECONDS - total_start)) s; logs in $OUT)"
+exit $FAILED
