@@ -41,6 +41,8 @@
 //! full, or the connection closes, or the capture ends; also immediately for payload bytes
 //! the capture did not record (snap length). Delivery then continues after the hole.
 
+pub mod live;
+pub mod merge;
 pub mod packet;
 pub mod reader;
 pub mod reassembly;
@@ -100,6 +102,7 @@ impl TcpSegments {
                     stats.tcp += 1;
                     if seg.missing > 0 {
                         stats.truncated_tcp += 1;
+                        stats.cut_at = stats.cut_at.max(packet.data.len() as u32);
                     }
                     Some(f(&seg))
                 }

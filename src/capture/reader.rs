@@ -72,6 +72,14 @@ pub enum CaptureError {
         /// Number of complete packet records read.
         record: u64,
     },
+    /// An error in one of several captures read together.
+    #[error("{path}: {source}")]
+    InFile {
+        /// The file.
+        path: String,
+        /// What went wrong in it.
+        source: Box<CaptureError>,
+    },
     /// A block is larger than [`MAX_BLOCK`].
     #[error("block at byte offset {offset} (after packet record {record}) exceeds {limit} bytes")]
     TooLarge {

@@ -3,6 +3,7 @@
 //! of the operation itself.
 
 mod decode_cmd;
+mod decode_time;
 pub mod join_cmd;
 mod probe_cmd;
 mod replay_cmd;

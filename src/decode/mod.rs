@@ -52,6 +52,10 @@ pub struct DecodeOptions {
     pub book: AddressBook,
     /// Reassembly limits.
     pub reassembly: ReassemblyConfig,
+    /// Hand each record out as soon as it decodes (live capture, a pipe), naming the sids
+    /// known at that moment, instead of waiting up to [`RESOLVE_WINDOW_SECS`] of capture
+    /// time for sids learned a little later.
+    pub streaming: bool,
 }
 
 impl Default for DecodeOptions {
@@ -60,6 +64,7 @@ impl Default for DecodeOptions {
             ports: vec![DEFAULT_ELECTION_PORT],
             book: AddressBook::default(),
             reassembly: ReassemblyConfig::default(),
+            streaming: false,
         }
     }
 }
@@ -150,6 +155,7 @@ struct State {
     ignore: Vec<ConnId>,
     out: VecDeque<Pending>,
     finished: bool,
+    streaming: bool,
     /// Scratch lists for `data`, kept so their memory is reused.
     items: Vec<(u64, StreamItem)>,
     problems: Vec<(u64, Severity, ProblemKind, String)>,
@@ -239,6 +245,7 @@ impl<S: SegmentSource> Decoder<S> {
                 ignore: Vec::new(),
                 out: VecDeque::new(),
                 finished: false,
+                streaming: options.streaming,
                 items: Vec::new(),
                 problems: Vec::new(),
             },
@@ -508,6 +515,7 @@ impl State {
         let newest = self.out.back()?.record.time;
         let oldest = &self.out.front()?.record;
         let ready = self.finished
+            || self.streaming
             || self.out.len() > RESOLVE_WINDOW_RECORDS
             || newest.secs - oldest.time.secs > RESOLVE_WINDOW_SECS;
         if !ready {
@@ -667,6 +675,7 @@ fn file_offset(e: &CaptureError) -> Option<u64> {
         | CaptureError::TooLarge { offset, .. } => Some(*offset),
         CaptureError::NotACapture { .. } | CaptureError::Empty => Some(0),
         CaptureError::Open { .. } => None,
+        CaptureError::InFile { source, .. } => file_offset(source),
     }
 }
 

@@ -1,0 +1,645 @@
+//! Several captures of one ensemble, one per host, read as one capture.
+//!
+//! Operators capture on every host; the hosts' clocks differ. Reading them as one needs:
+//!
+//! 1. **Clock offsets.** A segment captured on both its sender's and its receiver's host
+//!    cannot have been received before it was sent. For two files A and B, every shared
+//!    segment gives `d = t_B - t_A`: `d >= c` when A's host sent it and `d <= c` when B's
+//!    host did, where `c` is how far B's clock is ahead of A's. Both directions together bound
+//!    `c` from both sides, as NTP does; the estimate is the middle of the bounds and the error
+//!    half their width. Pair estimates are chained from a reference file (the first one, or
+//!    those given with a fixed offset) along the most precise pairs. A file that shares no
+//!    segment (in both directions) with the aligned ones is reported as unaligned, not
+//!    guessed. [`SegmentIndex`] collects the shared segments in a first pass, bounded by
+//!    sampling (the same fingerprints are kept in every file, so samples still meet).
+//! 2. **One copy per segment.** [`MergedSegments`] reads the files together in corrected
+//!    time order and passes on the first copy of a segment; a copy of the same segment from
+//!    another file within [`DEDUP_WINDOW_NANOS`] is dropped. A segment that one file has and
+//!    another file covering the same connection (at that time) lacks is counted as that
+//!    file's capture loss ([`Loss`]).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::net::{IpAddr, SocketAddr};
+
+use rustc_hash::{FxHashMap, FxHasher};
+
+use super::{CaptureError, SegmentSource, TcpSegment, TcpSegmentRef, TcpSegments, Timestamp};
+
+/// Most fingerprints one file's index holds; beyond it the index keeps a sample (half as
+/// many fingerprints each time it fills up).
+pub const INDEX_CAPACITY: usize = 1 << 17;
+
+/// A copy of a segment from another file is recognised within this much corrected time of
+/// the first copy: transit time plus what the clock estimate may still be off by.
+pub const DEDUP_WINDOW_NANOS: i64 = 2_000_000_000;
+
+/// Most segments remembered for deduplication at once (a bound on memory when a capture
+/// carries more than this many segments in [`DEDUP_WINDOW_NANOS`]).
+pub const DEDUP_CAPACITY: usize = 1 << 20;
+
+/// Most connections whose coverage (which files see them) is remembered.
+pub const COVERAGE_CAPACITY: usize = 1 << 16;
+
+/// Most files merged at once (file sets are bit masks).
+pub const MAX_FILES: usize = 64;
+
+/// Nanoseconds since the epoch.
+pub fn nanos(t: Timestamp) -> i64 {
+    t.secs
+        .saturating_mul(1_000_000_000)
+        .saturating_add(i64::from(t.nanos))
+}
+
+/// The timestamp of `n` nanoseconds since the epoch.
+pub fn from_nanos(n: i64) -> Timestamp {
+    Timestamp {
+        secs: n.div_euclid(1_000_000_000),
+        nanos: n.rem_euclid(1_000_000_000) as u32,
+    }
+}
+
+/// What identifies one TCP segment in every capture that holds it: addresses, sequence and
+/// acknowledgement numbers, flags and length on the wire (so a copy cut by a snap length still
+/// matches). `None` for segments that carry neither data nor SYN/FIN: pure ACKs repeat.
+pub fn fingerprint(seg: &TcpSegmentRef<'_>) -> Option<u64> {
+    let len = seg.payload.len() as u64 + u64::from(seg.missing);
+    if len == 0 && !seg.syn && !seg.fin {
+        return None;
+    }
+    let mut h = FxHasher::default();
+    seg.src.hash(&mut h);
+    seg.dst.hash(&mut h);
+    seg.seq.hash(&mut h);
+    seg.ack.hash(&mut h);
+    (seg.syn, seg.fin, seg.rst).hash(&mut h);
+    len.hash(&mut h);
+    // Mix the bits: FxHasher's low bits are weak, and sampling uses them.
+    Some(splitmix(h.finish()))
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Which way between two hosts a segment went, as a hash of (source IP, destination IP).
+fn host_direction(src: IpAddr, dst: IpAddr) -> u64 {
+    let mut h = FxHasher::default();
+    (src, dst).hash(&mut h);
+    h.finish()
+}
+
+/// One file's shared-segment candidates: fingerprint → (capture time, host direction).
+#[derive(Debug, Default)]
+pub struct SegmentIndex {
+    entries: FxHashMap<u64, (i64, u64)>,
+    /// Only fingerprints whose low `shift` bits are zero are kept.
+    shift: u32,
+    /// Fingerprints seen more than once in this file (retransmissions): their time is the
+    /// first copy's, which is the one the other file's first copy pairs with.
+    pub segments: u64,
+}
+
+impl SegmentIndex {
+    /// Notes a segment of this file.
+    pub fn add(&mut self, seg: &TcpSegmentRef<'_>) {
+        let Some(fp) = fingerprint(seg) else { return };
+        self.segments += 1;
+        if fp & self.mask() != 0 {
+            return;
+        }
+        self.entries
+            .entry(fp)
+            .or_insert((nanos(seg.time), host_direction(seg.src.ip(), seg.dst.ip())));
+        if self.entries.len() >= INDEX_CAPACITY {
+            self.shift += 1;
+            let mask = self.mask();
+            self.entries.retain(|fp, _| fp & mask == 0);
+        }
+    }
+
+    fn mask(&self) -> u64 {
+        if self.shift >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.shift) - 1
+        }
+    }
+
+    /// Fingerprints held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// How far file B's clock is ahead of file A's, from the segments both hold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairEstimate {
+    /// `t_B - t_A` for one instant, nanoseconds.
+    pub ahead: i64,
+    /// Half the width of the interval the bounds leave, nanoseconds.
+    pub error: i64,
+    /// Shared segments the estimate rests on.
+    pub shared: usize,
+}
+
+/// Estimates how far `b`'s clock is ahead of `a`'s; `None` unless segments in both directions
+/// between the two hosts are in both files.
+pub fn estimate_pair(a: &SegmentIndex, b: &SegmentIndex) -> Option<PairEstimate> {
+    let mask = a.mask().max(b.mask());
+    let (small, large, flip) = if a.len() <= b.len() {
+        (a, b, false)
+    } else {
+        (b, a, true)
+    };
+    // Per host direction: (min d, max d, count), d = t_B - t_A.
+    let mut groups: FxHashMap<u64, (i64, i64, usize)> = FxHashMap::default();
+    let mut shared = 0;
+    for (fp, &(t_small, dir)) in &small.entries {
+        if fp & mask != 0 {
+            continue;
+        }
+        let Some(&(t_large, _)) = large.entries.get(fp) else {
+            continue;
+        };
+        let d = if flip {
+            t_small.saturating_sub(t_large)
+        } else {
+            t_large.saturating_sub(t_small)
+        };
+        shared += 1;
+        let g = groups.entry(dir).or_insert((i64::MAX, i64::MIN, 0));
+        g.0 = g.0.min(d);
+        g.1 = g.1.max(d);
+        g.2 += 1;
+    }
+    let mut groups: Vec<(i64, i64)> = groups.into_values().map(|(lo, hi, _)| (lo, hi)).collect();
+    if groups.len() < 2 {
+        return None;
+    }
+    // Segments A's host sent all have d >= c, those B's host sent d <= c: split the host
+    // directions (ordered by their least d) where the bounds fit best.
+    groups.sort_unstable();
+    let mut best: Option<(i64, i64, i64)> = None; // (violation, lower, upper)
+    for split in 1..groups.len() {
+        let lower = groups[..split].iter().map(|g| g.1).max().unwrap_or(i64::MIN);
+        let upper = groups[split..].iter().map(|g| g.0).min().unwrap_or(i64::MAX);
+        let violation = lower.saturating_sub(upper).max(0);
+        if best.is_none_or(|b| violation < b.0) {
+            best = Some((violation, lower, upper));
+        }
+    }
+    let (_, lower, upper) = best?;
+    Some(PairEstimate {
+        ahead: lower / 2 + upper / 2 + (lower % 2 + upper % 2) / 2,
+        error: (upper.saturating_sub(lower) / 2).abs(),
+        shared,
+    })
+}
+
+/// One file's clock correction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ClockOffset {
+    /// Added to the file's times to put them on the reference clock, and how far it may be
+    /// off (nanoseconds).
+    Estimated { offset: i64, error: i64 },
+    /// Given by the user.
+    Fixed { offset: i64 },
+    /// Shares nothing with the aligned files: left as recorded.
+    Unaligned,
+}
+
+impl ClockOffset {
+    /// Nanoseconds to add to the file's times.
+    pub fn nanos(self) -> i64 {
+        match self {
+            ClockOffset::Estimated { offset, .. } | ClockOffset::Fixed { offset } => offset,
+            ClockOffset::Unaligned => 0,
+        }
+    }
+}
+
+/// Every file's offset: files with a fixed offset (or, without any, the first file) are the
+/// reference; the others are reached through pair estimates, each along the path whose summed
+/// error is least.
+pub fn align(indexes: &[SegmentIndex], fixed: &[Option<i64>]) -> Vec<ClockOffset> {
+    let n = indexes.len();
+    let mut pairs = vec![vec![None; n]; n];
+    for i in 0..n {
+        for j in i + 1..n {
+            if let Some(e) = estimate_pair(&indexes[i], &indexes[j]) {
+                pairs[i][j] = Some(e);
+                pairs[j][i] = Some(PairEstimate {
+                    ahead: -e.ahead,
+                    ..e
+                });
+            }
+        }
+    }
+    align_pairs(&pairs, fixed)
+}
+
+/// [`align`] from pair estimates: `pairs[i][j]` says how far j's clock is ahead of i's.
+pub fn align_pairs(pairs: &[Vec<Option<PairEstimate>>], fixed: &[Option<i64>]) -> Vec<ClockOffset> {
+    let n = pairs.len();
+    // (offset, summed error) per file; Dijkstra on the summed error (n is small).
+    let mut best: Vec<Option<(i64, i64)>> = vec![None; n];
+    let mut done = vec![false; n];
+    let any_fixed = fixed.iter().any(Option::is_some);
+    for i in 0..n {
+        if let Some(Some(o)) = fixed.get(i) {
+            best[i] = Some((*o, 0));
+        }
+    }
+    if !any_fixed && n > 0 {
+        best[0] = Some((0, 0));
+    }
+    loop {
+        let next = (0..n)
+            .filter(|&i| !done[i])
+            .filter_map(|i| best[i].map(|b| (b.1, i)))
+            .min();
+        let Some((_, i)) = next else { break };
+        done[i] = true;
+        let (offset_i, err_i) = best[i].unwrap_or((0, 0));
+        for j in 0..n {
+            if done[j] || matches!(fixed.get(j), Some(Some(_))) {
+                continue;
+            }
+            let Some(e) = pairs[i][j] else { continue };
+            // j's clock is `ahead` of i's: subtract it, then apply i's correction.
+            let cand = (offset_i.saturating_sub(e.ahead), err_i.saturating_add(e.error));
+            if best[j].is_none_or(|b| cand.1 < b.1) {
+                best[j] = Some(cand);
+            }
+        }
+    }
+    (0..n)
+        .map(|i| match (fixed.get(i).copied().flatten(), best[i]) {
+            (Some(offset), _) => ClockOffset::Fixed { offset },
+            (None, Some((offset, error))) => ClockOffset::Estimated { offset, error },
+            (None, None) => ClockOffset::Unaligned,
+        })
+        .collect()
+}
+
+/// Segments of one connection direction that one file lacks and another covering file has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loss {
+    /// The file that lacks them.
+    pub file: usize,
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    /// Segments missing.
+    pub segments: u64,
+    /// Their bytes on the wire.
+    pub bytes: u64,
+}
+
+struct Head {
+    seg: TcpSegment,
+    /// Corrected time, nanoseconds.
+    at: i64,
+}
+
+struct Input {
+    name: String,
+    segments: TcpSegments,
+    offset: i64,
+    head: Option<Head>,
+    /// Corrected time of the first and latest segment.
+    first: Option<i64>,
+    last: i64,
+    exhausted: bool,
+    /// A read error, handed out once when this file's turn comes.
+    error: Option<CaptureError>,
+}
+
+impl Input {
+    /// Reads the next segment into `head` (reusing its payload buffer).
+    fn advance(&mut self) {
+        let mut spare = self.head.take().map(|h| h.seg);
+        let offset = self.offset;
+        match self.segments.next_with(|seg| {
+            let mut owned = match spare.take() {
+                Some(mut s) => {
+                    s.payload.clear();
+                    s.payload.extend_from_slice(seg.payload);
+                    s.time = seg.time;
+                    s.src = seg.src;
+                    s.dst = seg.dst;
+                    s.seq = seg.seq;
+                    s.ack = seg.ack;
+                    s.syn = seg.syn;
+                    s.fin = seg.fin;
+                    s.rst = seg.rst;
+                    s.missing = seg.missing;
+                    s.record = seg.record;
+                    s
+                }
+                None => seg.to_segment(),
+            };
+            let at = nanos(seg.time).saturating_add(offset);
+            owned.time = from_nanos(at);
+            Head { seg: owned, at }
+        }) {
+            Some(Ok(head)) => {
+                self.first.get_or_insert(head.at);
+                self.last = self.last.max(head.at);
+                self.head = Some(head);
+            }
+            Some(Err(e)) => {
+                self.error = Some(e);
+                self.exhausted = true;
+            }
+            None => self.exhausted = true,
+        }
+    }
+}
+
+/// A segment's first copy, while copies from other files may still come.
+struct Seen {
+    at: i64,
+    /// Files that held it (bit per file).
+    files: u64,
+    /// The file whose copy came first, and how many of its copies were passed on (a
+    /// retransmission captured in every file is one copy more in each).
+    first: usize,
+    kept: u32,
+    /// Copies seen so far in (up to three) other files.
+    others: [(u8, u32); 3],
+    conn: u64,
+    src: SocketAddr,
+    dst: SocketAddr,
+    bytes: u64,
+}
+
+/// Several captures read as one, in corrected time order, one copy of each segment.
+pub struct MergedSegments {
+    inputs: Vec<Input>,
+    /// (corrected time, file) of each file's head.
+    heap: BinaryHeap<Reverse<(i64, usize)>>,
+    seen: FxHashMap<u64, Seen>,
+    expiry: VecDeque<(i64, u64)>,
+    /// Canonical connection hash → (files that hold segments of it, latest time).
+    coverage: FxHashMap<u64, (u64, i64)>,
+    losses: FxHashMap<(usize, SocketAddr, SocketAddr), (u64, u64)>,
+    /// Copies dropped because another file had them first.
+    pub duplicates: u64,
+}
+
+fn connection_hash(a: SocketAddr, b: SocketAddr) -> u64 {
+    let mut h = FxHasher::default();
+    if a <= b { (a, b) } else { (b, a) }.hash(&mut h);
+    h.finish()
+}
+
+impl MergedSegments {
+    /// Merges `files` (name, segments, offset; at most [`MAX_FILES`]), each corrected by its
+    /// offset.
+    pub fn new(files: Vec<(String, TcpSegments, ClockOffset)>) -> MergedSegments {
+        let mut inputs: Vec<Input> = files
+            .into_iter()
+            .take(MAX_FILES)
+            .map(|(name, segments, offset)| Input {
+                name,
+                segments,
+                offset: offset.nanos(),
+                head: None,
+                first: None,
+                last: i64::MIN,
+                exhausted: false,
+                error: None,
+            })
+            .collect();
+        let mut heap = BinaryHeap::new();
+        for (i, input) in inputs.iter_mut().enumerate() {
+            input.advance();
+            if let Some(h) = &input.head {
+                heap.push(Reverse((h.at, i)));
+            }
+        }
+        MergedSegments {
+            inputs,
+            heap,
+            seen: FxHashMap::default(),
+            expiry: VecDeque::new(),
+            coverage: FxHashMap::default(),
+            losses: FxHashMap::default(),
+            duplicates: 0,
+        }
+    }
+
+    /// Each file's reader (for its statistics).
+    pub fn files(&self) -> impl Iterator<Item = &TcpSegments> {
+        self.inputs.iter().map(|i| &i.segments)
+    }
+
+    /// Capture losses found so far (complete once the merge has ended), per file and
+    /// connection direction.
+    pub fn losses(&self) -> Vec<Loss> {
+        let mut v: Vec<Loss> = self
+            .losses
+            .iter()
+            .map(|(&(file, src, dst), &(segments, bytes))| Loss {
+                file,
+                src,
+                dst,
+                segments,
+                bytes,
+            })
+            .collect();
+        v.sort_by_key(|l| (l.file, l.src, l.dst));
+        v
+    }
+
+    /// Forgets segments older than the window before `now`, counting those a covering file
+    /// lacked.
+    fn expire(&mut self, now: i64) {
+        while let Some(&(at, fp)) = self.expiry.front() {
+            if at > now.saturating_sub(DEDUP_WINDOW_NANOS) && self.expiry.len() < DEDUP_CAPACITY {
+                break;
+            }
+            self.expiry.pop_front();
+            let Some(seen) = self.seen.remove(&fp) else {
+                continue;
+            };
+            let covering = self.coverage.get(&seen.conn).map_or(0, |c| c.0);
+            for (i, input) in self.inputs.iter().enumerate() {
+                let bit = 1u64 << i;
+                if seen.files & bit != 0 || covering & bit == 0 {
+                    continue;
+                }
+                // Only while that file was capturing.
+                let capturing =
+                    input.first.is_some_and(|f| f <= seen.at) && (input.last >= seen.at);
+                if capturing {
+                    let e = self.losses.entry((i, seen.src, seen.dst)).or_default();
+                    e.0 += 1;
+                    e.1 += seen.bytes;
+                }
+            }
+        }
+    }
+
+    fn note_coverage(&mut self, conn: u64, file: usize, at: i64) {
+        let e = self.coverage.entry(conn).or_insert((0, at));
+        e.0 |= 1 << file;
+        e.1 = at;
+        if self.coverage.len() > COVERAGE_CAPACITY {
+            let horizon = at.saturating_sub(10 * DEDUP_WINDOW_NANOS);
+            self.coverage.retain(|_, c| c.1 >= horizon);
+            if self.coverage.len() > COVERAGE_CAPACITY / 2 {
+                self.coverage.clear();
+            }
+        }
+    }
+
+    /// The next segment to pass on, or an error, or the end.
+    fn next_head(&mut self) -> Option<Result<(usize, bool), CaptureError>> {
+        loop {
+            let Some(Reverse((at, i))) = self.heap.pop() else {
+                self.expire(i64::MAX);
+                // A file that ended with an error (say, cut short) does not stop the others:
+                // its error comes after everything else, naming the file.
+                for input in &mut self.inputs {
+                    if let Some(e) = input.error.take() {
+                        return Some(Err(CaptureError::InFile {
+                            path: input.name.clone(),
+                            source: Box::new(e),
+                        }));
+                    }
+                }
+                return None;
+            };
+            self.expire(at);
+            let input = &self.inputs[i];
+            let head = input.head.as_ref()?;
+            let seg = head.seg.as_ref();
+            let conn = connection_hash(seg.src, seg.dst);
+            let keep = match fingerprint(&seg) {
+                None => true,
+                Some(fp) => match self.seen.get_mut(&fp) {
+                    Some(s) if s.first == i => {
+                        s.kept += 1;
+                        true
+                    }
+                    Some(s) => {
+                        s.files |= 1 << i;
+                        // The n-th copy in another file is the n-th copy passed on; one
+                        // beyond those is a retransmission the first file did not hold.
+                        let slot = s
+                            .others
+                            .iter()
+                            .position(|o| o.0 as usize == i && o.1 > 0)
+                            .or_else(|| s.others.iter().position(|o| o.1 == 0));
+                        match slot {
+                            Some(k) => {
+                                s.others[k] = (i as u8, s.others[k].1 + 1);
+                                if s.others[k].1 > s.kept {
+                                    s.kept += 1;
+                                    true
+                                } else {
+                                    false
+                                }
+                            }
+                            None => false,
+                        }
+                    }
+                    None => {
+                        self.seen.insert(
+                            fp,
+                            Seen {
+                                at,
+                                files: 1 << i,
+                                first: i,
+                                kept: 1,
+                                others: [(0, 0); 3],
+                                conn,
+                                src: seg.src,
+                                dst: seg.dst,
+                                bytes: seg.payload.len() as u64 + u64::from(seg.missing),
+                            },
+                        );
+                        self.expiry.push_back((at, fp));
+                        true
+                    }
+                },
+            };
+            self.note_coverage(conn, i, at);
+            if !keep {
+                self.duplicates += 1;
+            }
+            return Some(Ok((i, keep)));
+        }
+    }
+}
+
+impl SegmentSource for MergedSegments {
+    fn next_segment<F: FnMut(&TcpSegmentRef<'_>)>(
+        &mut self,
+        mut f: F,
+    ) -> Option<Result<(), CaptureError>> {
+        loop {
+            let (i, keep) = match self.next_head()? {
+                Ok(x) => x,
+                Err(e) => return Some(Err(e)),
+            };
+            let input = &mut self.inputs[i];
+            if keep && let Some(h) = &input.head {
+                f(&h.seg.as_ref());
+            }
+            input.advance();
+            if let Some(h) = &input.head {
+                self.heap.push(Reverse((h.at, i)));
+            }
+            if keep {
+                return Some(Ok(()));
+            }
+        }
+    }
+}
+
+/// Reads every file once to index its segments (pass 1), aligns the clocks, and opens them
+/// again merged (pass 2). `fixed[i]` overrides file i's offset (nanoseconds). A file that
+/// fails part-way is indexed up to the failure; its error comes out of the merge.
+pub fn open_files(
+    paths: &[String],
+    fixed: &[Option<i64>],
+) -> Result<(MergedSegments, Vec<ClockOffset>), CaptureError> {
+    if paths.len() > MAX_FILES {
+        return Err(CaptureError::InFile {
+            path: paths[MAX_FILES].clone(),
+            source: Box::new(CaptureError::Open {
+                path: paths[MAX_FILES].clone(),
+                source: std::io::Error::other(format!("at most {MAX_FILES} files are merged")),
+            }),
+        });
+    }
+    let in_file = |path: &String, e: CaptureError| CaptureError::InFile {
+        path: path.clone(),
+        source: Box::new(e),
+    };
+    let mut indexes = Vec::with_capacity(paths.len());
+    for path in paths {
+        let mut segments = super::open(path).map_err(|e| in_file(path, e))?;
+        let mut index = SegmentIndex::default();
+        while let Some(Ok(())) = segments.next_with(|seg| index.add(seg)) {}
+        indexes.push(index);
+    }
+    let offsets = align(&indexes, fixed);
+    let mut files = Vec::with_capacity(paths.len());
+    for (path, offset) in paths.iter().zip(&offsets) {
+        let segments = super::open(path).map_err(|e| in_file(path, e))?;
+        files.push((path.clone(), segments, *offset));
+    }
+    Ok((MergedSegments::new(files), offsets))
+}
