@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::{CaptureError, CaptureStats, PacketRef, SegmentSource, TcpSegmentRef, Timestamp};
 use super::packet::decode_tcp_ref;
+use super::{CaptureError, CaptureStats, PacketRef, SegmentSource, TcpSegmentRef, Timestamp};
 
 /// How long one poll of libpcap waits for a packet, milliseconds.
 const POLL_MS: i32 = 100;
@@ -115,7 +115,7 @@ impl SegmentSource for LiveSegments {
                 record: self.records,
                 offset: 0,
                 time: Timestamp::from_fraction(
-                    ts.tv_sec as i64,
+                    ts.tv_sec,
                     u64::try_from(ts.tv_usec).unwrap_or(0),
                     1_000_000,
                 ),

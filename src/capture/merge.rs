@@ -190,8 +190,16 @@ pub fn estimate_pair(a: &SegmentIndex, b: &SegmentIndex) -> Option<PairEstimate>
     groups.sort_unstable();
     let mut best: Option<(i64, i64, i64)> = None; // (violation, lower, upper)
     for split in 1..groups.len() {
-        let lower = groups[..split].iter().map(|g| g.1).max().unwrap_or(i64::MIN);
-        let upper = groups[split..].iter().map(|g| g.0).min().unwrap_or(i64::MAX);
+        let lower = groups[..split]
+            .iter()
+            .map(|g| g.1)
+            .max()
+            .unwrap_or(i64::MIN);
+        let upper = groups[split..]
+            .iter()
+            .map(|g| g.0)
+            .min()
+            .unwrap_or(i64::MAX);
         let violation = lower.saturating_sub(upper).max(0);
         if best.is_none_or(|b| violation < b.0) {
             best = Some((violation, lower, upper));
@@ -254,9 +262,9 @@ pub fn align_pairs(pairs: &[Vec<Option<PairEstimate>>], fixed: &[Option<i64>]) -
     let mut best: Vec<Option<(i64, i64)>> = vec![None; n];
     let mut done = vec![false; n];
     let any_fixed = fixed.iter().any(Option::is_some);
-    for i in 0..n {
-        if let Some(Some(o)) = fixed.get(i) {
-            best[i] = Some((*o, 0));
+    for (slot, f) in best.iter_mut().zip(fixed) {
+        if let Some(o) = f {
+            *slot = Some((*o, 0));
         }
     }
     if !any_fixed && n > 0 {
@@ -276,7 +284,10 @@ pub fn align_pairs(pairs: &[Vec<Option<PairEstimate>>], fixed: &[Option<i64>]) -
             }
             let Some(e) = pairs[i][j] else { continue };
             // j's clock is `ahead` of i's: subtract it, then apply i's correction.
-            let cand = (offset_i.saturating_sub(e.ahead), err_i.saturating_add(e.error));
+            let cand = (
+                offset_i.saturating_sub(e.ahead),
+                err_i.saturating_add(e.error),
+            );
             if best[j].is_none_or(|b| cand.1 < b.1) {
                 best[j] = Some(cand);
             }
@@ -505,7 +516,7 @@ impl MergedSegments {
 
     /// The next segment to pass on, or an error, or the end.
     fn next_head(&mut self) -> Option<Result<(usize, bool), CaptureError>> {
-        loop {
+        {
             let Some(Reverse((at, i))) = self.heap.pop() else {
                 self.expire(i64::MAX);
                 // A file that ended with an error (say, cut short) does not stop the others:
@@ -578,7 +589,7 @@ impl MergedSegments {
             if !keep {
                 self.duplicates += 1;
             }
-            return Some(Ok((i, keep)));
+            Some(Ok((i, keep)))
         }
     }
 }

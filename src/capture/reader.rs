@@ -646,17 +646,34 @@ impl Compression {
 /// compressions and archives, other capture formats, text.
 pub fn magic_hint(magic: &[u8]) -> Option<&'static str> {
     let hint = match magic {
-        [b'B', b'Z', b'h', ..] => "bzip2-compressed: decompress it first (bunzip2 -c FILE | zkfle decode -)",
-        [0xfd, b'7', b'z', b'X', b'Z', 0, ..] => "xz-compressed: decompress it first (xz -dc FILE | zkfle decode -)",
-        [0x04, 0x22, 0x4d, 0x18, ..] => "lz4-compressed: decompress it first (lz4 -dc FILE | zkfle decode -)",
-        [0x5d, 0x00, 0x00, ..] => "looks lzma-compressed: decompress it first (xz --format=lzma -dc FILE | zkfle decode -)",
+        [b'B', b'Z', b'h', ..] => {
+            "bzip2-compressed: decompress it first (bunzip2 -c FILE | zkfle decode -)"
+        }
+        [0xfd, b'7', b'z', b'X', b'Z', 0, ..] => {
+            "xz-compressed: decompress it first (xz -dc FILE | zkfle decode -)"
+        }
+        [0x04, 0x22, 0x4d, 0x18, ..] => {
+            "lz4-compressed: decompress it first (lz4 -dc FILE | zkfle decode -)"
+        }
+        [0x5d, 0x00, 0x00, ..] => {
+            "looks lzma-compressed: decompress it first (xz --format=lzma -dc FILE | zkfle decode -)"
+        }
         [b'P', b'K', 3, 4, ..] => "a zip archive: unzip it and pass the capture inside",
         [b'7', b'z', 0xbc, 0xaf, ..] => "a 7-Zip archive: extract the capture inside",
-        [b's', b'n', b'o', b'o', b'p', 0, ..] => "a Solaris snoop capture: convert it with `editcap -F pcap`",
-        [0x1f, 0x9d, ..] => "compress(1) (.Z) data: decompress it first (gzip -dc FILE | zkfle decode -)",
+        [b's', b'n', b'o', b'o', b'p', 0, ..] => {
+            "a Solaris snoop capture: convert it with `editcap -F pcap`"
+        }
+        [0x1f, 0x9d, ..] => {
+            "compress(1) (.Z) data: decompress it first (gzip -dc FILE | zkfle decode -)"
+        }
         [b'u', b's', b't', b'a', b'r', ..] => "a tar archive: extract the capture inside",
-        [b'{', ..] | [b'[', ..] => "looks like JSON text (zkfle reads the capture itself, not a decoder's output)",
-        m if !m.is_empty() && m.iter().all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace()) => {
+        [b'{', ..] | [b'[', ..] => {
+            "looks like JSON text (zkfle reads the capture itself, not a decoder's output)"
+        }
+        m if !m.is_empty()
+            && m.iter()
+                .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace()) =>
+        {
             "looks like text (tcpdump's printed output?): capture with `tcpdump -w FILE`"
         }
         _ => return None,

@@ -52,7 +52,11 @@ pub struct DecodeArgs {
     #[arg(long = "sid-map", value_name = "ADDR=SID")]
     pub sid_map: Vec<String>,
     /// Seconds added to one file's times, replacing the estimate (repeatable).
-    #[arg(long = "clock-offset", value_name = "FILE=SECONDS", allow_hyphen_values = true)]
+    #[arg(
+        long = "clock-offset",
+        value_name = "FILE=SECONDS",
+        allow_hyphen_values = true
+    )]
     pub clock_offsets: Vec<String>,
     /// Times in the text timeline: wall clock, since the first record, or since the previous.
     #[arg(long, value_enum, default_value_t = TimeMode::Absolute)]
@@ -222,8 +226,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     }
     let (merged, offsets) = capture::merge::open_files(&args.captures, &overrides)
         .map_err(|e| CliError::input(e.to_string()))?;
-    let clocks: Vec<(String, ClockOffset)> =
-        args.captures.iter().cloned().zip(offsets).collect();
+    let clocks: Vec<(String, ClockOffset)> = args.captures.iter().cloned().zip(offsets).collect();
     let mut out = Output::new(&args, filter, members, false);
     out.clocks = clocks.clone();
     out.print_clocks()?;
@@ -537,7 +540,10 @@ impl Output {
             .map_err(broken_pipe_or)?;
         } else if !loss_text.is_empty() {
             match self.format {
-                Format::Text => self.out.write_all(loss_text.as_bytes()).map_err(broken_pipe_or)?,
+                Format::Text => self
+                    .out
+                    .write_all(loss_text.as_bytes())
+                    .map_err(broken_pipe_or)?,
                 Format::Jsonl => eprint!("{loss_text}"),
             }
         }

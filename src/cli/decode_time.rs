@@ -36,7 +36,15 @@ pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let mp = (5 * doy + 2) / 153;
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
 }
 
 /// `secs.nanos` since the epoch as `2026-11-29 17:29:56,291123`, the form (to the
@@ -95,8 +103,15 @@ pub fn parse_when(s: &str, local: bool) -> Result<When, String> {
     let mut tp = time.split(':');
     let hh: i64 = tp.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
     let mm: i64 = tp.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-    let ss: f64 = tp.next().map_or(Some(0.0), |v| v.parse().ok()).ok_or_else(bad)?;
-    if tp.next().is_some() || !(0..24).contains(&hh) || !(0..60).contains(&mm) || !(0.0..61.0).contains(&ss) {
+    let ss: f64 = tp
+        .next()
+        .map_or(Some(0.0), |v| v.parse().ok())
+        .ok_or_else(bad)?;
+    if tp.next().is_some()
+        || !(0..24).contains(&hh)
+        || !(0..60).contains(&mm)
+        || !(0.0..61.0).contains(&ss)
+    {
         return Err(bad());
     }
     let mut secs = days_from_civil(y, m, d) * 86_400 + hh * 3600 + mm * 60;
