@@ -61,6 +61,10 @@ impl LiveSegments {
             .immediate_mode(true)
             .timeout(POLL_MS)
             .open()
+            .map_err(pcap_err)?
+            // Non-blocking, polled here with a timeout: libpcap's own timeout does not end a
+            // blocking read on a quiet Linux interface (TPACKET_V3), and Ctrl-C must be seen.
+            .setnonblock()
             .map_err(pcap_err)?;
         capture.filter(filter, true).map_err(|e| LiveError::Pcap {
             iface: iface.to_string(),
@@ -99,7 +103,16 @@ impl SegmentSource for LiveSegments {
             }
             let packet = match self.capture.next_packet() {
                 Ok(p) => p,
-                Err(pcap::Error::TimeoutExpired) => continue,
+                Err(pcap::Error::TimeoutExpired) => {
+                    let mut fd = libc::pollfd {
+                        fd: std::os::fd::AsRawFd::as_raw_fd(&self.capture),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd, for the duration of the call.
+                    unsafe { libc::poll(&mut fd, 1, POLL_MS) };
+                    continue;
+                }
                 Err(pcap::Error::NoMorePackets) => return None,
                 Err(e) => {
                     return Some(Err(CaptureError::Read {
