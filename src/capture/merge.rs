@@ -516,81 +516,79 @@ impl MergedSegments {
 
     /// The next segment to pass on, or an error, or the end.
     fn next_head(&mut self) -> Option<Result<(usize, bool), CaptureError>> {
-        {
-            let Some(Reverse((at, i))) = self.heap.pop() else {
-                self.expire(i64::MAX);
-                // A file that ended with an error (say, cut short) does not stop the others:
-                // its error comes after everything else, naming the file.
-                for input in &mut self.inputs {
-                    if let Some(e) = input.error.take() {
-                        return Some(Err(CaptureError::InFile {
-                            path: input.name.clone(),
-                            source: Box::new(e),
-                        }));
+        let Some(Reverse((at, i))) = self.heap.pop() else {
+            self.expire(i64::MAX);
+            // A file that ended with an error (say, cut short) does not stop the others:
+            // its error comes after everything else, naming the file.
+            for input in &mut self.inputs {
+                if let Some(e) = input.error.take() {
+                    return Some(Err(CaptureError::InFile {
+                        path: input.name.clone(),
+                        source: Box::new(e),
+                    }));
+                }
+            }
+            return None;
+        };
+        self.expire(at);
+        let input = &self.inputs[i];
+        let head = input.head.as_ref()?;
+        let seg = head.seg.as_ref();
+        let conn = connection_hash(seg.src, seg.dst);
+        let keep = match fingerprint(&seg) {
+            None => true,
+            Some(fp) => match self.seen.get_mut(&fp) {
+                Some(s) if s.first == i => {
+                    s.kept += 1;
+                    true
+                }
+                Some(s) => {
+                    s.files |= 1 << i;
+                    // The n-th copy in another file is the n-th copy passed on; one
+                    // beyond those is a retransmission the first file did not hold.
+                    let slot = s
+                        .others
+                        .iter()
+                        .position(|o| o.0 as usize == i && o.1 > 0)
+                        .or_else(|| s.others.iter().position(|o| o.1 == 0));
+                    match slot {
+                        Some(k) => {
+                            s.others[k] = (i as u8, s.others[k].1 + 1);
+                            if s.others[k].1 > s.kept {
+                                s.kept += 1;
+                                true
+                            } else {
+                                false
+                            }
+                        }
+                        None => false,
                     }
                 }
-                return None;
-            };
-            self.expire(at);
-            let input = &self.inputs[i];
-            let head = input.head.as_ref()?;
-            let seg = head.seg.as_ref();
-            let conn = connection_hash(seg.src, seg.dst);
-            let keep = match fingerprint(&seg) {
-                None => true,
-                Some(fp) => match self.seen.get_mut(&fp) {
-                    Some(s) if s.first == i => {
-                        s.kept += 1;
-                        true
-                    }
-                    Some(s) => {
-                        s.files |= 1 << i;
-                        // The n-th copy in another file is the n-th copy passed on; one
-                        // beyond those is a retransmission the first file did not hold.
-                        let slot = s
-                            .others
-                            .iter()
-                            .position(|o| o.0 as usize == i && o.1 > 0)
-                            .or_else(|| s.others.iter().position(|o| o.1 == 0));
-                        match slot {
-                            Some(k) => {
-                                s.others[k] = (i as u8, s.others[k].1 + 1);
-                                if s.others[k].1 > s.kept {
-                                    s.kept += 1;
-                                    true
-                                } else {
-                                    false
-                                }
-                            }
-                            None => false,
-                        }
-                    }
-                    None => {
-                        self.seen.insert(
-                            fp,
-                            Seen {
-                                at,
-                                files: 1 << i,
-                                first: i,
-                                kept: 1,
-                                others: [(0, 0); 3],
-                                conn,
-                                src: seg.src,
-                                dst: seg.dst,
-                                bytes: seg.payload.len() as u64 + u64::from(seg.missing),
-                            },
-                        );
-                        self.expiry.push_back((at, fp));
-                        true
-                    }
-                },
-            };
-            self.note_coverage(conn, i, at);
-            if !keep {
-                self.duplicates += 1;
-            }
-            Some(Ok((i, keep)))
+                None => {
+                    self.seen.insert(
+                        fp,
+                        Seen {
+                            at,
+                            files: 1 << i,
+                            first: i,
+                            kept: 1,
+                            others: [(0, 0); 3],
+                            conn,
+                            src: seg.src,
+                            dst: seg.dst,
+                            bytes: seg.payload.len() as u64 + u64::from(seg.missing),
+                        },
+                    );
+                    self.expiry.push_back((at, fp));
+                    true
+                }
+            },
+        };
+        self.note_coverage(conn, i, at);
+        if !keep {
+            self.duplicates += 1;
         }
+        Some(Ok((i, keep)))
     }
 }
 
@@ -653,4 +651,235 @@ pub fn open_files(
         files.push((path.clone(), segments, *offset));
     }
     Ok((MergedSegments::new(files), offsets))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::io::Cursor;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::capture::testutil::{Link, Rec, frame, pcap, seg};
+
+    /// A conversation between two hosts: (sent by A?, send time ns, one-way delay ns), sends
+    /// 0.1 to 50 ms apart.
+    fn exchange() -> impl Strategy<Value = Vec<(bool, i64, i64)>> {
+        proptest::collection::vec(
+            (any::<bool>(), 100_000i64..50_000_000, 1i64..5_000_000),
+            4..60,
+        )
+        .prop_map(|v| {
+            let mut at = 0;
+            v.into_iter()
+                .map(|(a, gap, delay)| {
+                    at += gap;
+                    (a, at, delay)
+                })
+                .collect()
+        })
+    }
+
+    /// The segments of `msgs` as each host's capture records them: A's clock true, B's
+    /// `ahead` ns ahead. Both hosts see every segment, sender at sending, receiver later.
+    fn captures(msgs: &[(bool, i64, i64)], ahead: i64) -> (Vec<TcpSegment>, Vec<TcpSegment>) {
+        let base = 1_700_000_000_000_000_000i64;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for (i, &(from_a, sent, delay)) in msgs.iter().enumerate() {
+            let (src, dst) = if from_a {
+                ("10.0.0.1:40000", "10.0.0.2:3888")
+            } else {
+                ("10.0.0.2:3888", "10.0.0.1:40000")
+            };
+            let mut s = seg(src, dst, 1000 + 10 * i as u32, &[i as u8; 10]);
+            let (t_a, t_b) = if from_a {
+                (sent, sent + delay)
+            } else {
+                (sent + delay, sent)
+            };
+            s.time = from_nanos(base + t_a);
+            a.push(s.clone());
+            s.time = from_nanos(base + t_b + ahead);
+            b.push(s);
+        }
+        a.sort_by_key(|s| s.time);
+        b.sort_by_key(|s| s.time);
+        (a, b)
+    }
+
+    fn index(segs: &[TcpSegment]) -> SegmentIndex {
+        let mut i = SegmentIndex::default();
+        for s in segs {
+            i.add(&s.as_ref());
+        }
+        i
+    }
+
+    fn file(segs: &[TcpSegment]) -> Vec<u8> {
+        let recs: Vec<Rec> = segs
+            .iter()
+            .map(|s| {
+                let (_, data) = frame(Link::Ethernet, s);
+                Rec::new(s.time.secs as u32, s.time.nanos / 1000, data)
+            })
+            .collect();
+        pcap(false, false, 1, &recs)
+    }
+
+    fn open(bytes: Vec<u8>) -> TcpSegments {
+        TcpSegments::from_reader(Cursor::new(bytes)).unwrap()
+    }
+
+    proptest! {
+        /// The true offset always lies within the estimate's error bounds, and the bounds are
+        /// no wider than the slowest transit.
+        #[test]
+        fn pair_estimate_brackets_the_true_offset(
+            msgs in exchange(),
+            ahead in -1_000_000_000i64..1_000_000_000,
+        ) {
+            prop_assume!(msgs.iter().any(|m| m.0) && msgs.iter().any(|m| !m.0));
+            let (a, b) = captures(&msgs, ahead);
+            let e = estimate_pair(&index(&a), &index(&b)).expect("both directions shared");
+            prop_assert!((e.ahead - ahead).abs() <= e.error + 1, "{e:?} vs {ahead}");
+            let slowest = msgs.iter().map(|m| m.2).max().unwrap();
+            prop_assert!(e.error <= slowest);
+            prop_assert_eq!(e.shared, msgs.len());
+            // And the other way round.
+            let back = estimate_pair(&index(&b), &index(&a)).unwrap();
+            prop_assert!((back.ahead + ahead).abs() <= back.error + 1);
+        }
+
+        /// Merging two hosts' captures (each missing some segments, clocks apart) gives every
+        /// segment once, in true-time order, and counts what each file lacked.
+        #[test]
+        fn merge_gives_each_segment_once_and_counts_losses(
+            msgs in exchange(),
+            ahead in -300_000_000i64..300_000_000,
+            lost_a in proptest::collection::vec(any::<bool>(), 60),
+            lost_b in proptest::collection::vec(any::<bool>(), 60),
+        ) {
+            let n = msgs.len();
+            prop_assume!(msgs.iter().any(|m| m.0) && msgs.iter().any(|m| !m.0));
+            let (a, b) = captures(&msgs, ahead);
+            // Each copy may be lost in one file, not in both; the first and last of each file
+            // stay (a loss is only counted while the file was capturing), and so does enough
+            // of both directions for the offset.
+            let key = |s: &TcpSegment| s.seq;
+            let drop_a: HashSet<u32> = a.iter().enumerate()
+                .filter(|(i, _)| *i > 1 && *i + 2 < n && lost_a[*i] && *i % 3 != 0)
+                .map(|(_, s)| key(s)).collect();
+            let drop_b: HashSet<u32> = b.iter().enumerate()
+                .filter(|(i, s)| *i > 1 && *i + 2 < n && lost_b[*i] && *i % 3 != 1 && !drop_a.contains(&key(s)))
+                .map(|(_, s)| key(s)).collect();
+            let fa: Vec<TcpSegment> = a.iter().filter(|s| !drop_a.contains(&key(s))).cloned().collect();
+            let fb: Vec<TcpSegment> = b.iter().filter(|s| !drop_b.contains(&key(s))).cloned().collect();
+            let offsets = align(&[index(&fa), index(&fb)], &[None, None]);
+            let mut merged = MergedSegments::new(vec![
+                ("a".into(), open(file(&fa)), offsets[0]),
+                ("b".into(), open(file(&fb)), offsets.get(1).copied().unwrap_or(ClockOffset::Unaligned)),
+            ]);
+            let mut out = Vec::new();
+            while let Some(r) = merged.next_segment(|s| out.push(s.to_segment())) {
+                r.unwrap();
+            }
+            let mut seqs: Vec<u32> = out.iter().map(key).collect();
+            seqs.sort_unstable();
+            let want: Vec<u32> = (0..n as u32).map(|i| 1000 + 10 * i).collect();
+            prop_assert_eq!(seqs, want);
+            if let ClockOffset::Estimated { error, .. } = offsets[1] {
+                // Within the clock error, times never go backwards.
+                for w in out.windows(2) {
+                    prop_assert!(nanos(w[1].time) + error >= nanos(w[0].time));
+                }
+            }
+            // Losses are counted while a file was capturing, which needs the clocks aligned
+            // (the drops may leave one direction unshared).
+            if matches!(offsets[1], ClockOffset::Estimated { .. }) {
+                let losses = merged.losses();
+                let lost = |f: usize| {
+                    losses.iter().filter(|l| l.file == f).map(|l| l.segments).sum::<u64>()
+                };
+                prop_assert_eq!(lost(0), drop_a.len() as u64);
+                prop_assert_eq!(lost(1), drop_b.len() as u64);
+            }
+        }
+
+        /// gzip and zstd captures read exactly as the plain file.
+        #[test]
+        fn compressed_captures_read_as_plain(msgs in exchange(), level in 1i32..9) {
+            use std::io::Write;
+            let (a, _) = captures(&msgs, 0);
+            let plain = file(&a);
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level as u32));
+            gz.write_all(&plain).unwrap();
+            let gz = gz.finish().unwrap();
+            let zst = zstd::encode_all(Cursor::new(plain.clone()), level).unwrap();
+            let read = |bytes: Vec<u8>| -> Vec<TcpSegment> {
+                open(bytes).map(|s| s.unwrap()).collect()
+            };
+            let want = read(plain);
+            prop_assert_eq!(read(gz), want.clone());
+            prop_assert_eq!(read(zst), want);
+        }
+
+        /// Noise after a gzip or zstd magic is an error (or an empty capture), never a panic.
+        #[test]
+        fn noise_after_compression_magic_never_panics(
+            noise in proptest::collection::vec(any::<u8>(), 0..400),
+            zstd_magic in any::<bool>(),
+        ) {
+            let mut bytes = if zstd_magic { vec![0x28, 0xb5, 0x2f, 0xfd] } else { vec![0x1f, 0x8b] };
+            bytes.extend_from_slice(&noise);
+            if let Ok(it) = TcpSegments::from_reader(Cursor::new(bytes)) {
+                for _ in it {}
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_sharing_nothing_is_unaligned() {
+        let msgs = [(true, 0, 1000), (false, 5000, 1000), (true, 9000, 1000)];
+        let (a, b) = captures(&msgs, 42);
+        let (c, _) = captures(&msgs, 0);
+        // c is another conversation: other sequence numbers.
+        let c: Vec<TcpSegment> = c
+            .into_iter()
+            .map(|mut s| {
+                s.seq += 7;
+                s
+            })
+            .collect();
+        let offsets = align(&[index(&a), index(&b), index(&c)], &[None, None, None]);
+        assert!(matches!(
+            offsets[0],
+            ClockOffset::Estimated {
+                offset: 0,
+                error: 0
+            }
+        ));
+        assert!(matches!(offsets[1], ClockOffset::Estimated { .. }));
+        assert_eq!(offsets[2], ClockOffset::Unaligned);
+        // A given offset is a reference too.
+        let offsets = align(&[index(&a), index(&b), index(&c)], &[None, Some(-42), None]);
+        assert_eq!(offsets[1], ClockOffset::Fixed { offset: -42 });
+        assert!(
+            matches!(offsets[0], ClockOffset::Estimated { offset, .. } if offset.abs() <= 1000)
+        );
+    }
+
+    #[test]
+    fn hints_name_other_formats() {
+        use crate::capture::reader::magic_hint;
+        assert!(magic_hint(b"BZh91AY&").unwrap().contains("bzip2"));
+        assert!(
+            magic_hint(&[0xfd, b'7', b'z', b'X', b'Z', 0, 0, 0])
+                .unwrap()
+                .contains("xz")
+        );
+        assert!(magic_hint(b"PK\x03\x04").unwrap().contains("zip"));
+        assert!(magic_hint(b"12:00:01").unwrap().contains("text"));
+        assert_eq!(magic_hint(&[0, 1, 2, 3]), None);
+    }
 }
