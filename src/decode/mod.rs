@@ -26,8 +26,8 @@ use crate::capture::{
 use crate::wire::frame::{LENGTH_BYTES, MAX_FRAME_BYTES};
 use crate::wire::initial::Probe;
 use crate::wire::{
-    Direction, InitialMessage, Notification, ProtocolVersion, ServerState, StreamDecoder,
-    StreamItem, WireError,
+    Direction, InitialMessage, Notification, PartialNotification, ProtocolVersion, ServerState,
+    StreamDecoder, StreamItem, WireError,
 };
 
 pub use identity::AddressBook;
@@ -125,6 +125,12 @@ pub enum ProblemKind {
     Malformed(WireError),
     /// Bytes missing from the capture.
     Gap { missing: u64 },
+    /// A packet cut short by the capture's snap length: `missing` bytes of its payload were
+    /// not recorded, and the fields of the notification they belonged to that were (partial).
+    Cut {
+        missing: u64,
+        partial: Option<PartialNotification>,
+    },
     /// Joined a stream at a frame boundary after skipping bytes.
     Resynced { skipped: u64 },
     /// The connection started before the capture.
@@ -156,6 +162,8 @@ struct State {
     out: VecDeque<Pending>,
     finished: bool,
     streaming: bool,
+    /// The segment being reassembled was cut by the snap length: TCP payload bytes captured.
+    cut: Option<usize>,
     /// Scratch lists for `data`, kept so their memory is reused.
     items: Vec<(u64, StreamItem)>,
     problems: Vec<(u64, Severity, ProblemKind, String)>,
@@ -246,6 +254,7 @@ impl<S: SegmentSource> Decoder<S> {
                 out: VecDeque::new(),
                 finished: false,
                 streaming: options.streaming,
+                cut: None,
                 items: Vec::new(),
                 problems: Vec::new(),
             },
@@ -269,6 +278,7 @@ impl<S: SegmentSource> Decoder<S> {
             state,
         } = self;
         let next = segments.next_segment(|seg| {
+            state.cut = (seg.missing > 0).then_some(seg.payload.len());
             reassembler.push_with(seg, &mut |e| state.handle(e));
         });
         for conn in state.ignore.drain(..) {
@@ -392,16 +402,61 @@ impl State {
                     return;
                 }
                 let d = &mut c.dirs[index(dir)];
+                // What the cut message's first bytes still tell: a notification's first
+                // fields, an initial message's sid. A stream already resynchronising holds
+                // bytes from where the last gap ended, normally a frame's start.
+                let partial = match &d.hunt {
+                    None => d
+                        .decoder
+                        .partial_frame()
+                        .map(|(prefix, size)| PartialNotification::decode(prefix, size)),
+                    Some((held, _)) => frame_prefix(held)
+                        .map(|(prefix, size)| PartialNotification::decode(prefix, size)),
+                };
+                let partial_sid = d
+                    .hunt
+                    .is_none()
+                    .then(|| d.decoder.partial_initial())
+                    .flatten()
+                    .and_then(InitialMessage::partial_sid);
+                if self.cut.is_some()
+                    && let Some(sid) = partial_sid
+                {
+                    c.initiator_sid.get_or_insert(sid);
+                }
+                let d = &mut c.dirs[index(dir)];
                 d.hunt = Some((Vec::new(), offset + missing));
-                let r = self.problem(
-                    conn,
-                    dir,
-                    time,
-                    offset,
-                    Severity::Error,
-                    ProblemKind::Gap { missing },
-                    format!("{missing} bytes missing from the capture; resynchronising"),
-                );
+                let (severity, kind, what) = match self.cut {
+                    // Cut by the snap length: say so plainly, with what was captured.
+                    Some(kept) => (
+                        Severity::Warning,
+                        ProblemKind::Cut { missing, partial },
+                        format!(
+                            "packet cut by the capture's snap length after {kept} payload bytes, {missing} bytes not captured (capture whole packets: tcpdump -s 0){}",
+                            match (partial, partial_sid) {
+                                (Some(p), _) => format!(
+                                    "; partial notification ({} of {} bytes): {}",
+                                    p.captured,
+                                    p.size,
+                                    partial_words(&p)
+                                ),
+                                (None, Some(sid)) =>
+                                    format!("; partial initial message: sid {sid}"),
+                                (None, None) => String::new(),
+                            }
+                        ),
+                    ),
+                    None => (
+                        Severity::Error,
+                        ProblemKind::Gap { missing },
+                        format!("{missing} bytes missing from the capture; resynchronising"),
+                    ),
+                };
+                // A cut notification is reported where its frame starts, as a whole one is.
+                let at = partial.map_or(offset, |p| {
+                    offset.saturating_sub((p.captured + LENGTH_BYTES) as u64)
+                });
+                let r = self.problem(conn, dir, time, at, severity, kind, what);
                 self.push(r);
             }
             StreamEvent::Closed { conn, .. } => {
@@ -664,6 +719,29 @@ fn decode_all(
             }
         }
     }
+}
+
+/// The payload prefix and declared payload size of a frame cut short, from bytes starting at
+/// its length prefix; `None` unless the length is that of a notification.
+fn frame_prefix(held: &[u8]) -> Option<(&[u8], usize)> {
+    let len = i32::from_be_bytes(held.get(..LENGTH_BYTES)?.try_into().ok()?);
+    let size = usize::try_from(len).ok()?;
+    let payload = &held[LENGTH_BYTES..];
+    ((28..=MAX_RECOGNITION_FRAME).contains(&size) && !payload.is_empty() && payload.len() < size)
+        .then_some((payload, size))
+}
+
+/// The fields of a cut notification in the words of ZooKeeper's log, `?` where missing.
+pub fn partial_words(p: &PartialNotification) -> String {
+    let num = |v: Option<i64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+    let hex = |v: Option<i64>| v.map_or_else(|| "?".to_string(), |v| format!("{v:#x}"));
+    format!(
+        "n.state:{}, n.leader:{}, n.zxid:{}, n.round:{}",
+        p.state.map_or("?", |s| s.name()),
+        num(p.leader),
+        hex(p.zxid),
+        hex(p.election_epoch)
+    )
 }
 
 /// Where in the file a read error happened, when it says.
