@@ -1034,3 +1034,60 @@ fn plain_ipv4_fast_path_agrees_with_etherparse() {
     }
     assert!(fast > 10_000, "{fast}");
 }
+
+/// A connection that never gets past its SYN produces no events and costs only a compact
+/// entry; one that does opens with its SYN's id and time, as if opened at the SYN.
+#[test]
+fn syn_only_connections_are_cheap_and_open_later_as_at_their_syn() {
+    let mut r = Reassembler::new(ReassemblyConfig {
+        max_connections: 1000,
+        ..ReassemblyConfig::default()
+    });
+    let mut out = Vec::new();
+    let syn = |port: u16, t: i64| {
+        let mut s = seg(&format!("10.0.0.1:{port}"), "10.0.0.2:3888", 100, &[]);
+        s.syn = true;
+        s.ack = None;
+        s.time = Timestamp { secs: t, nanos: 0 };
+        s
+    };
+    // Many scans: nothing comes out, and the table stays within its bound.
+    for i in 0..5000u16 {
+        r.push(syn(10_000 + i, 1), &mut out);
+    }
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(r.open_connections(), 0);
+    // One dial goes on: SYN-ACK, then data.
+    r.push(syn(50_000, 2), &mut out);
+    r.push(syn(50_000, 2), &mut out); // retransmitted SYN
+    let mut synack = seg("10.0.0.2:3888", "10.0.0.1:50000", 500, &[]);
+    synack.syn = true;
+    synack.ack = Some(101);
+    synack.time = Timestamp { secs: 3, nanos: 0 };
+    r.push(synack, &mut out);
+    r.push(
+        seg("10.0.0.1:50000", "10.0.0.2:3888", 101, b"hello"),
+        &mut out,
+    );
+    match &out[0] {
+        StreamEvent::Opened {
+            conn,
+            initiator,
+            time,
+            mid_stream,
+            ..
+        } => {
+            assert_eq!(*conn, ConnId(5001));
+            assert_eq!(initiator.port(), 50_000);
+            assert_eq!(time.secs, 2);
+            assert!(!mid_stream);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(out.iter().any(|e| matches!(
+        e,
+        StreamEvent::Data { offset: 0, bytes, .. } if bytes == b"hello"
+    )));
+    assert_eq!(r.stats().connections, 5001);
+    assert!(r.stats().evicted >= 4000);
+}
