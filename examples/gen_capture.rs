@@ -4,6 +4,9 @@
 //!
 //! ```sh
 //! cargo run --release --example gen_capture -- fixtures/staggered5/capture.pcap 1G /tmp/big.pcap
+//! for i in 1 2 3; do     # one large capture per host, consistent with each other
+//!   SPAN_SECS=30 cargo run --release --example gen_capture -- fixtures/multihost3/host.$i.pcap 128M /tmp/host.$i.pcap
+//! done
 //! ```
 
 use std::io::{BufWriter, Write};
@@ -43,7 +46,12 @@ fn main() {
         });
     let first = segments.first().map(|s| s.time).unwrap_or_default();
     let last = segments.last().map(|s| s.time).unwrap_or_default();
-    let span = (last.secs - first.secs + 2) as u32;
+    // SPAN_SECS fixes the time between copies, so that the captures of several hosts of one
+    // recording (fixtures/multihost3/host.N.pcap) stay consistent with each other.
+    let span = std::env::var("SPAN_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or((last.secs - first.secs + 2) as u32);
     let file = BufWriter::with_capacity(1 << 20, std::fs::File::create(out).unwrap());
     let mut w = PcapWriter::new(file).unwrap();
     let mut written = 24u64;

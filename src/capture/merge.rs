@@ -33,7 +33,7 @@ pub const INDEX_CAPACITY: usize = 1 << 17;
 
 /// A copy of a segment from another file is recognised within this much corrected time of
 /// the first copy: transit time plus what the clock estimate may still be off by.
-pub const DEDUP_WINDOW_NANOS: i64 = 2_000_000_000;
+pub const DEDUP_WINDOW_NANOS: i64 = 1_000_000_000;
 
 /// Most segments remembered for deduplication at once (a bound on memory when a capture
 /// carries more than this many segments in [`DEDUP_WINDOW_NANOS`]).
@@ -41,6 +41,10 @@ pub const DEDUP_CAPACITY: usize = 1 << 20;
 
 /// Most connections whose coverage (which files see them) is remembered.
 pub const COVERAGE_CAPACITY: usize = 1 << 16;
+
+/// Segments (with data, SYN or FIN) of each file read for the clock estimate before the
+/// first try; more are read only while a file stays unaligned.
+pub const INDEX_BUDGET: u64 = 1 << 18;
 
 /// Most files merged at once (file sets are bit masks).
 pub const MAX_FILES: usize = 64;
@@ -332,6 +336,9 @@ struct Input {
     exhausted: bool,
     /// A read error, handed out once when this file's turn comes.
     error: Option<CaptureError>,
+    /// The connection whose coverage this file last noted: consecutive segments of one
+    /// connection skip the table.
+    noted: u64,
 }
 
 impl Input {
@@ -429,6 +436,7 @@ impl MergedSegments {
                 last: i64::MIN,
                 exhausted: false,
                 error: None,
+                noted: 0,
             })
             .collect();
         let mut heap = BinaryHeap::new();
@@ -508,6 +516,10 @@ impl MergedSegments {
         if self.coverage.len() > COVERAGE_CAPACITY {
             let horizon = at.saturating_sub(10 * DEDUP_WINDOW_NANOS);
             self.coverage.retain(|_, c| c.1 >= horizon);
+            // Entries may have gone: every file notes its next segment's connection again.
+            for input in &mut self.inputs {
+                input.noted = 0;
+            }
             if self.coverage.len() > COVERAGE_CAPACITY / 2 {
                 self.coverage.clear();
             }
@@ -637,13 +649,39 @@ pub fn open_files(
         path: path.clone(),
         source: Box::new(e),
     };
-    let mut indexes = Vec::with_capacity(paths.len());
+    // Pass 1 reads only as much of each file as the alignment needs: the offsets are constants
+    // per file, so a prefix shared by the files tells them as well as the whole would. Files
+    // that stay unaligned are read further, four times as far each round, to their end if
+    // need be.
+    let mut readers = Vec::with_capacity(paths.len());
     for path in paths {
-        let mut segments = super::open(path).map_err(|e| in_file(path, e))?;
-        let mut index = SegmentIndex::default();
-        while let Some(Ok(())) = segments.next_with(|seg| index.add(seg)) {}
-        indexes.push(index);
+        readers.push(Some(super::open(path).map_err(|e| in_file(path, e))?));
     }
+    let mut indexes: Vec<SegmentIndex> = paths.iter().map(|_| SegmentIndex::default()).collect();
+    let mut budget = INDEX_BUDGET;
+    loop {
+        for (reader, index) in readers.iter_mut().zip(&mut indexes) {
+            let Some(segments) = reader else { continue };
+            while index.segments < budget {
+                match segments.next_with(|seg| index.add(seg)) {
+                    Some(Ok(())) => {}
+                    // The end, or an error the merge will report: this file is read.
+                    _ => {
+                        *reader = None;
+                        break;
+                    }
+                }
+            }
+        }
+        let offsets = align(&indexes, fixed);
+        // An unaligned file may meet the others further on in any file still open.
+        let unaligned = offsets.contains(&ClockOffset::Unaligned);
+        if !unaligned || readers.iter().all(Option::is_none) {
+            break;
+        }
+        budget = budget.saturating_mul(4);
+    }
+    drop(readers);
     let offsets = align(&indexes, fixed);
     let mut files = Vec::with_capacity(paths.len());
     for (path, offset) in paths.iter().zip(&offsets) {
