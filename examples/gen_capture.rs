@@ -23,8 +23,49 @@ fn parse_size(s: &str) -> Option<u64> {
     num.parse::<u64>().ok().map(|n| n * mult)
 }
 
+/// `gen_capture --syn-only N OUT`: N connections that never get past their SYN (a port scan,
+/// dials to a dead server), one SYN each, for the reassembly memory benchmark.
+fn syn_only(n: u32, out: &str) {
+    let file = BufWriter::with_capacity(1 << 20, std::fs::File::create(out).unwrap());
+    let mut w = PcapWriter::new(file).unwrap();
+    for i in 0..n {
+        let src = std::net::SocketAddr::from((
+            [10, (i >> 16) as u8, (i >> 8) as u8, i as u8],
+            (40_000 + i % 20_000) as u16,
+        ));
+        let seg = TcpSegment {
+            time: Timestamp {
+                secs: 1_700_000_000 + i64::from(i / 100_000),
+                nanos: (i % 100_000) * 10_000,
+            },
+            src,
+            dst: ([10, 255, 0, 1], 3888).into(),
+            seq: i.wrapping_mul(7919),
+            ack: None,
+            syn: true,
+            fin: false,
+            rst: false,
+            payload: Vec::new(),
+            missing: 0,
+            record: 0,
+        };
+        w.write(&seg).unwrap();
+    }
+    w.finish().unwrap().flush().unwrap();
+    eprintln!("{out}: {n} SYN-only connections");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, n, out] = args.as_slice()
+        && flag == "--syn-only"
+    {
+        let Ok(n) = n.parse() else {
+            eprintln!("usage: gen_capture --syn-only N OUT.pcap");
+            std::process::exit(2);
+        };
+        return syn_only(n, out);
+    }
     let usage = "usage: gen_capture SOURCE.pcap SIZE OUT.pcap";
     let [_, source, size, out] = args.as_slice() else {
         eprintln!("{usage}");

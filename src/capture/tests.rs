@@ -1091,3 +1091,59 @@ fn syn_only_connections_are_cheap_and_open_later_as_at_their_syn() {
     assert_eq!(r.stats().connections, 5001);
     assert!(r.stats().evicted >= 4000);
 }
+
+/// Everything a capture yields, errors as text, and the counters.
+fn everything(mut segs: TcpSegments) -> (Vec<Result<TcpSegment, String>>, CaptureStats) {
+    let mut out = Vec::new();
+    while let Some(r) = segs.next_with(|s| s.to_segment()) {
+        out.push(r.map_err(|e| e.to_string()));
+    }
+    (out, *segs.stats())
+}
+
+proptest! {
+    /// A legacy pcap file read in place from a memory map gives exactly what the stream reader
+    /// gives: packets, counters, and the same error (truncated, too large) at the same offset.
+    #[test]
+    fn mapped_file_reads_as_the_stream(
+        payloads in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 0..20),
+        be in any::<bool>(),
+        nanos in any::<bool>(),
+        cut in any::<proptest::sample::Index>(),
+        do_cut in any::<bool>(),
+        flip in proptest::option::of((any::<proptest::sample::Index>(), any::<u8>())),
+    ) {
+        let recs: Vec<Rec> = payloads
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let s = seg("10.0.0.1:40000", "10.0.0.2:3888", 1000 + i as u32 * 300, p);
+                let (_, data) = frame(Link::Ethernet, &s);
+                Rec::new(1_700_000_000 + i as u32, i as u32 * 1000, data)
+            })
+            .collect();
+        let mut bytes = pcap(be, nanos, 1, &recs);
+        if let Some((at, x)) = flip {
+            // Damage anywhere past the magic (a record length, a header, the data).
+            let at = 4 + at.index(bytes.len() - 4);
+            bytes[at] ^= x;
+        }
+        if do_cut {
+            bytes.truncate(cut.index(bytes.len() + 1));
+        }
+        let path = std::env::temp_dir().join(format!(
+            "zkfle-mapped-{}-{:?}.pcap",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::write(&path, &bytes).unwrap();
+        let mapped = TcpSegments::from_file(std::fs::File::open(&path).unwrap());
+        let stream = TcpSegments::from_reader(io::Cursor::new(bytes.clone()));
+        let _ = std::fs::remove_file(&path);
+        match (mapped, stream) {
+            (Ok(m), Ok(s)) => prop_assert_eq!(everything(m), everything(s)),
+            (Err(m), Err(s)) => prop_assert_eq!(m.to_string(), s.to_string()),
+            (m, s) => prop_assert!(false, "mapped {:?} vs stream {:?}", m.is_ok(), s.is_ok()),
+        }
+    }
+}

@@ -733,7 +733,7 @@ fn open_with_progress(path: &str) -> Result<capture::TcpSegments, CliError> {
         );
         return capture::TcpSegments::from_reader(bar.wrap_read(file)).map_err(open_err);
     }
-    capture::TcpSegments::from_reader(file).map_err(open_err)
+    capture::TcpSegments::from_file(file).map_err(open_err)
 }
 
 fn sid(s: Option<i64>) -> String {
