@@ -72,15 +72,26 @@ pub fn fingerprint(seg: &TcpSegmentRef<'_>) -> Option<u64> {
     if len == 0 && !seg.syn && !seg.fin {
         return None;
     }
-    let mut h = FxHasher::default();
-    seg.src.hash(&mut h);
-    seg.dst.hash(&mut h);
-    seg.seq.hash(&mut h);
-    seg.ack.hash(&mut h);
-    (seg.syn, seg.fin, seg.rst).hash(&mut h);
-    len.hash(&mut h);
-    // Mix the bits: FxHasher's low bits are weak, and sampling uses them.
-    Some(splitmix(h.finish()))
+    // Plain words mixed by splitmix: cheaper than a hasher walking the address enums, and the
+    // low bits are good (sampling uses them).
+    let flags = u64::from(seg.syn) | u64::from(seg.fin) << 1 | u64::from(seg.rst) << 2;
+    let ack = seg.ack.map_or(1 << 32, u64::from);
+    let mut x = splitmix(addr_word(&seg.src) ^ 0x9e37_79b9_7f4a_7c15);
+    x = splitmix(x ^ addr_word(&seg.dst));
+    x = splitmix(x ^ (u64::from(seg.seq) << 32 | (len & 0xffff_ffff)));
+    Some(splitmix(x ^ ack ^ flags << 40))
+}
+
+/// An address and port as one word (IPv6 folded).
+fn addr_word(a: &SocketAddr) -> u64 {
+    let port = u64::from(a.port());
+    match a {
+        SocketAddr::V4(v) => (u64::from(v.ip().to_bits()) << 16) | port,
+        SocketAddr::V6(v) => {
+            let b = v.ip().to_bits();
+            splitmix((b as u64) ^ splitmix((b >> 64) as u64)) ^ (port << 48) ^ 1
+        }
+    }
 }
 
 fn splitmix(mut x: u64) -> u64 {
@@ -415,9 +426,9 @@ pub struct MergedSegments {
 }
 
 fn connection_hash(a: SocketAddr, b: SocketAddr) -> u64 {
-    let mut h = FxHasher::default();
-    if a <= b { (a, b) } else { (b, a) }.hash(&mut h);
-    h.finish()
+    let (x, y) = (addr_word(&a), addr_word(&b));
+    let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
+    splitmix(splitmix(lo) ^ hi)
 }
 
 impl MergedSegments {
@@ -546,8 +557,14 @@ impl MergedSegments {
         let input = &self.inputs[i];
         let head = input.head.as_ref()?;
         let seg = head.seg.as_ref();
-        let conn = connection_hash(seg.src, seg.dst);
-        let keep = match fingerprint(&seg) {
+        let fp = fingerprint(&seg);
+        // Pure ACKs are neither compared nor counted; coverage comes from the others.
+        let conn = if fp.is_some() {
+            connection_hash(seg.src, seg.dst)
+        } else {
+            0
+        };
+        let keep = match fp {
             None => true,
             Some(fp) => match self.seen.get_mut(&fp) {
                 Some(s) if s.first == i => {
@@ -596,7 +613,10 @@ impl MergedSegments {
                 }
             },
         };
-        self.note_coverage(conn, i, at);
+        if fp.is_some() && self.inputs[i].noted != conn {
+            self.inputs[i].noted = conn;
+            self.note_coverage(conn, i, at);
+        }
         if !keep {
             self.duplicates += 1;
         }
