@@ -85,6 +85,11 @@ impl MappedPcap {
         }
     }
 
+    /// The mapped file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> &CaptureStats {
         &self.stats

@@ -334,6 +334,9 @@ struct Head {
     seg: TcpSegment,
     /// Corrected time, nanoseconds.
     at: i64,
+    /// Where the payload lies in the file when it is memory-mapped (then `seg.payload` is
+    /// empty: nothing is copied).
+    in_map: Option<(usize, usize)>,
 }
 
 struct Input {
@@ -353,15 +356,36 @@ struct Input {
 }
 
 impl Input {
+    /// The head segment, its payload lent from the map or from its copy.
+    fn head_ref(&self) -> Option<TcpSegmentRef<'_>> {
+        let head = self.head.as_ref()?;
+        let mut seg = head.seg.as_ref();
+        if let (Some((start, end)), Some(map)) = (head.in_map, self.segments.mapped_bytes()) {
+            seg.payload = map.get(start..end)?;
+        }
+        Some(seg)
+    }
+
     /// Reads the next segment into `head` (reusing its payload buffer).
     fn advance(&mut self) {
         let mut spare = self.head.take().map(|h| h.seg);
         let offset = self.offset;
+        let map = self
+            .segments
+            .mapped_bytes()
+            .map(|m| (m.as_ptr() as usize, m.len()));
         match self.segments.next_with(|seg| {
+            // A payload inside the mapped file is remembered by position, not copied.
+            let at_ptr = seg.payload.as_ptr() as usize;
+            let in_map = map.and_then(|(base, len)| {
+                let start = at_ptr.checked_sub(base)?;
+                (start + seg.payload.len() <= len).then_some((start, start + seg.payload.len()))
+            });
+            let copied: &[u8] = if in_map.is_some() { &[] } else { seg.payload };
             let mut owned = match spare.take() {
                 Some(mut s) => {
                     s.payload.clear();
-                    s.payload.extend_from_slice(seg.payload);
+                    s.payload.extend_from_slice(copied);
                     s.time = seg.time;
                     s.src = seg.src;
                     s.dst = seg.dst;
@@ -374,11 +398,19 @@ impl Input {
                     s.record = seg.record;
                     s
                 }
-                None => seg.to_segment(),
+                None => TcpSegmentRef {
+                    payload: copied,
+                    ..*seg
+                }
+                .to_segment(),
             };
             let at = nanos(seg.time).saturating_add(offset);
             owned.time = from_nanos(at);
-            Head { seg: owned, at }
+            Head {
+                seg: owned,
+                at,
+                in_map,
+            }
         }) {
             Some(Ok(head)) => {
                 self.first.get_or_insert(head.at);
@@ -555,8 +587,7 @@ impl MergedSegments {
         };
         self.expire(at);
         let input = &self.inputs[i];
-        let head = input.head.as_ref()?;
-        let seg = head.seg.as_ref();
+        let seg = input.head_ref()?;
         let fp = fingerprint(&seg);
         // Pure ACKs are neither compared nor counted; coverage comes from the others.
         let conn = if fp.is_some() {
@@ -635,8 +666,8 @@ impl SegmentSource for MergedSegments {
                 Err(e) => return Some(Err(e)),
             };
             let input = &mut self.inputs[i];
-            if keep && let Some(h) = &input.head {
-                f(&h.seg.as_ref());
+            if keep && let Some(seg) = input.head_ref() {
+                f(&seg);
             }
             input.advance();
             if let Some(h) = &input.head {

@@ -128,6 +128,15 @@ impl TcpSegments {
         self.reader.stats()
     }
 
+    /// The whole file, when it is read in place from a memory map: payloads lent by
+    /// [`TcpSegments::next_with`] are slices of it, valid as long as `self`.
+    pub fn mapped_bytes(&self) -> Option<&[u8]> {
+        match &self.reader {
+            Source::Mapped(m) => Some(m.bytes()),
+            Source::Reader(_) => None,
+        }
+    }
+
     /// Calls `f` with the next TCP segment, its payload lent from the read buffer (no copy),
     /// and returns what `f` returned. `None` at the end; a read error is returned once and
     /// ends the capture.
