@@ -342,4 +342,19 @@ fn filters_and_wall_clock_times() {
         logged.iter().any(|t| (t - when).abs() < 1.0),
         "{first}: no log line near {stamp}"
     );
+
+    // --local prints the local zone's wall clock (as the servers' logs do): 5:30 ahead here.
+    let out = zkfle()
+        .env("TZ", "IST-5:30")
+        .args(["decode", "--local"])
+        .args(&hosts)
+        .output()
+        .unwrap();
+    let local = String::from_utf8_lossy(&out.stdout);
+    let first_local = local.lines().find(|l| l.contains("Notification:")).unwrap();
+    let shifted = log_time(&first_local[..23]) - when;
+    assert!(
+        (shifted - 5.5 * 3600.0).abs() < 0.01,
+        "{first_local} vs {first}"
+    );
 }
