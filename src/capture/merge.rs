@@ -113,8 +113,9 @@ pub struct SegmentIndex {
     entries: FxHashMap<u64, (i64, u64)>,
     /// Only fingerprints whose low `shift` bits are zero are kept.
     shift: u32,
-    /// Fingerprints seen more than once in this file (retransmissions): their time is the
-    /// first copy's, which is the one the other file's first copy pairs with.
+    /// Segments with a fingerprint added so far. A fingerprint seen again in this file (a
+    /// retransmission) keeps its first copy's time, which the other file's first copy pairs
+    /// with.
     pub segments: u64,
 }
 
