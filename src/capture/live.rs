@@ -59,6 +59,9 @@ impl LiveSegments {
             .snaplen(65_535)
             .promisc(false)
             .immediate_mode(true)
+            // A large kernel buffer: an election is bursty, and a loaded machine may not
+            // schedule the decoder at once.
+            .buffer_size(32 << 20)
             .timeout(POLL_MS)
             .open()
             .map_err(pcap_err)?
@@ -83,6 +86,13 @@ impl LiveSegments {
     /// Counters of everything captured and skipped so far.
     pub fn stats(&self) -> &CaptureStats {
         &self.stats
+    }
+
+    /// libpcap's own counters: packets the filter passed, and those dropped for lack of
+    /// buffer space (by the kernel or the interface).
+    pub fn drops(&mut self) -> Option<(u32, u32)> {
+        let s = self.capture.stats().ok()?;
+        Some((s.received, s.dropped.saturating_add(s.if_dropped)))
     }
 }
 

@@ -198,6 +198,14 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         let mut decoder = Decoder::with_source(live, options);
         out.consume(&mut decoder)?;
         let stats = *decoder.segments().stats();
+        if let Some((received, dropped)) = decoder.segments_mut().drops()
+            && dropped > 0
+        {
+            eprintln!(
+                "zkfle: warning: {iface}: libpcap dropped {dropped} of {} packets (the decoder fell behind); gaps in the output come from these",
+                u64::from(received) + u64::from(dropped)
+            );
+        }
         return out.finish(&name, &[], &[], &[(iface.clone(), stats)]);
     }
 

@@ -271,6 +271,11 @@ impl<S: SegmentSource> Decoder<S> {
         &self.segments
     }
 
+    /// The segment source, mutably (a live capture's counters need it).
+    pub fn segments_mut(&mut self) -> &mut S {
+        &mut self.segments
+    }
+
     fn step(&mut self) {
         let Decoder {
             segments,
