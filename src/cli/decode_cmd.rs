@@ -77,12 +77,34 @@ pub struct DecodeArgs {
     /// Keep only records of these types (repeatable); problems are always kept.
     #[arg(long = "type", value_enum, value_name = "TYPE")]
     pub types: Vec<RecordType>,
+    /// With `--format mermaid`: the election to draw, by its round (election epoch, as the
+    /// summary names it: decimal or 0x hex); the first election when not given.
+    #[arg(long, value_name = "N", value_parser = parse_round, conflicts_with = "election")]
+    pub round: Option<i64>,
+    /// With `--format mermaid`: the election to draw, by its number in the summary (1, 2, ...),
+    /// for when several elections ended in the same round.
+    #[arg(long, value_name = "K")]
+    pub election: Option<usize>,
+}
+
+fn parse_round(s: &str) -> Result<i64, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => i64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| format!("{s:?} is not a round number (decimal or 0x hex)"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Text,
     Jsonl,
+    /// One self-contained page drawing the elections (open it in a browser).
+    Html,
+    /// A Mermaid sequenceDiagram of one election (`--round`).
+    Mermaid,
+    /// A ShiViz log with vector clocks, its parser regex on the first line.
+    Shiviz,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -159,6 +181,11 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         let addr = ElectionAddress::parse(addr, 0)
             .map_err(|e| CliError::input(format!("--sid-map {entry:?}: {}", e.kind)))?;
         book.learn(sid, &addr);
+    }
+    if (args.round.is_some() || args.election.is_some()) && args.format != Format::Mermaid {
+        return Err(CliError::input(
+            "--round and --election apply to --format mermaid only",
+        ));
     }
     let filter = RecordFilter {
         sids: args.sids.clone(),
@@ -446,6 +473,13 @@ struct Output {
     errors: u64,
     first_error: Option<String>,
     clocks: Vec<(String, ClockOffset)>,
+    /// A drawing format (html, mermaid, shiviz): records are kept and drawn at the end.
+    drawing: bool,
+    collected: crate::output::Collected,
+    round: Option<i64>,
+    election: Option<usize>,
+    /// The captures' names (or the interface), for messages and the page's title.
+    name: String,
 }
 
 impl Output {
@@ -472,6 +506,14 @@ impl Output {
             errors: 0,
             first_error: None,
             clocks: Vec::new(),
+            drawing: matches!(args.format, Format::Html | Format::Mermaid | Format::Shiviz),
+            collected: crate::output::Collected::default(),
+            round: args.round,
+            election: args.election,
+            name: args
+                .interface
+                .clone()
+                .unwrap_or_else(|| args.captures.join(" ")),
         }
     }
 
@@ -487,7 +529,7 @@ impl Output {
         let text = clocks_text(&self.clocks);
         match self.format {
             Format::Text => self.out.write_all(text.as_bytes()).map_err(broken_pipe_or),
-            Format::Jsonl => {
+            _ => {
                 eprint!("{text}");
                 Ok(())
             }
@@ -516,6 +558,13 @@ impl Output {
         if !self.filter.keeps(record, start) {
             return Ok(());
         }
+        if self.drawing {
+            self.summarizer.add(record);
+            return self
+                .collected
+                .add(record.clone())
+                .map_err(|e| CliError::failure(format!("{}: {e}", self.name)));
+        }
         if self.summary {
             self.summarizer.add(record);
             if self.streaming {
@@ -527,7 +576,7 @@ impl Output {
                             json!({"type": "decision", "time": time, "sid": sid, "state": state,
                                    "leader": leader, "election_epoch": round, "evidence": evidence})
                         ),
-                        Format::Text => writeln!(
+                        _ => writeln!(
                             self.out,
                             "{}  sid {sid} {state} (leader {leader}, round {round:#x}){}",
                             self.stamp(time, start),
@@ -561,6 +610,7 @@ impl Output {
                 let stamp = self.stamp(time, start);
                 writeln!(self.out, "{}", record_text(record, &stamp))
             }
+            Format::Html | Format::Mermaid | Format::Shiviz => Ok(()),
         }
         .map_err(broken_pipe_or)?;
         self.previous = Some(time);
@@ -588,7 +638,33 @@ impl Output {
         self.out.write_all(&self.line).map_err(broken_pipe_or)?;
         self.line.clear();
         let loss_text = losses_text(losses, clocks);
-        if self.summary {
+        if self.drawing {
+            let summary = std::mem::take(&mut self.summarizer).finish().to_json();
+            let records = &self.collected.records;
+            match self.format {
+                Format::Html => {
+                    crate::output::html::write_page(&mut self.out, &self.name, records, &summary)
+                }
+                Format::Mermaid => {
+                    use crate::output::mermaid::Choice;
+                    let choice = match (self.round, self.election) {
+                        (Some(r), _) => Choice::Round(r),
+                        (None, Some(k)) => Choice::Number(k),
+                        (None, None) => Choice::First,
+                    };
+                    let text = crate::output::mermaid::diagram(records, &summary, choice)
+                        .map_err(|e| CliError::input(format!("{}: {e}", self.name)))?;
+                    self.out.write_all(text.as_bytes())
+                }
+                _ => self
+                    .out
+                    .write_all(crate::output::shiviz::log(records, &summary).as_bytes()),
+            }
+            .map_err(broken_pipe_or)?;
+            if !loss_text.is_empty() {
+                eprint!("{loss_text}");
+            }
+        } else if self.summary {
             let summary = std::mem::take(&mut self.summarizer).finish();
             match self.format {
                 Format::Jsonl => {
@@ -599,7 +675,7 @@ impl Output {
                     }
                     writeln!(self.out, "{v}")
                 }
-                Format::Text => {
+                _ => {
                     let t0 = self.t0.unwrap_or(0.0);
                     let head = if self.t0.is_none() {
                         "no election traffic in the capture\n".to_string()
@@ -622,7 +698,7 @@ impl Output {
                     .out
                     .write_all(loss_text.as_bytes())
                     .map_err(broken_pipe_or)?,
-                Format::Jsonl => eprint!("{loss_text}"),
+                _ => eprint!("{loss_text}"),
             }
         }
         self.out.flush().map_err(broken_pipe_or)?;
