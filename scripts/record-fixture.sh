@@ -12,6 +12,8 @@
 #   --pcapng         convert the capture with `editcap -F pcapng` (wireshark-common,
 #                    installed with the tshark package when missing) and keep only
 #                    capture.pcapng
+#   --election-only  capture the election ports only (how the older fixtures were
+#                    recorded); by default the quorum (Zab) ports are captured too
 #
 # Scenarios (each: start, wait stable, client writes, kill -9 the leader, wait for
 # the re-election, writes, restart the old leader, wait stable, stop):
@@ -25,9 +27,12 @@
 #   mixed-36-39  rolling upgrade: servers 1, 2 run 3.6.3, server 3 runs 3.9.5
 #                (jars from scripts/zk-fetch.sh, which downloads them if not cached)
 #   big          5 participants + observer sid 6, --multi-address
+#   late3        3 participants; only 1 and 2 start, client writes, then 3 starts
+#                late (an empty server: SNAP from the leader), then the usual kill
+#                of the leader and its restart (DIFF)
 #
-# fixtures/NAME/ gets: capture.pcap (tcpdump -i IFACE, snaplen 0, election ports
-# only), server.N.log (each server's log trimmed to FastLeaderElection,
+# fixtures/NAME/ gets: capture.pcap (tcpdump -i IFACE, snaplen 0, election and quorum
+# ports), server.N.log (each server's log trimmed to FastLeaderElection,
 # QuorumCnxManager, QuorumPeer and Leader/Learner lines), zoo.cfg (the shared
 # part of the config) and README.md (version, date, timeline, who led each round,
 # checks). Needs root for tcpdump. Honours ZK_HOME / ZK_JARS (see zk-env.sh);
@@ -47,6 +52,7 @@ die() { zk_die "$@"; }
 
 IFACE=lo
 PCAPNG=0
+ELECTION_ONLY=0
 POS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -56,6 +62,7 @@ while [ $# -gt 0 ]; do
       [[ "$IFACE" =~ ^(lo|any)$ ]] || die "--iface takes lo or any, got '$IFACE'"
       shift 2 ;;
     --pcapng) PCAPNG=1; shift ;;
+    --election-only) ELECTION_ONLY=1; shift ;;
     -*) die "unknown option '$1' (see -h)" ;;
     *) POS+=("$1"); shift ;;
   esac
@@ -81,13 +88,19 @@ case "$SCENARIO" in
     SIDS="1 2 3 4 5 6" ;;
   mixed-34-38) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); MIXED="3.4.14 3.4.14 3.8.0" ;;
   mixed-36-39) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); MIXED="3.6.3 3.6.3 3.9.5" ;;
-  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5, big, mixed-34-38, mixed-36-39)" ;;
+  late3) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); LATE=3 ;;
+  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5, big, mixed-34-38, mixed-36-39, late3)" ;;
 esac
 if [ "$SCENARIO" = ipv6 ]; then
   PCAP_FILTER="tcp portrange 3881-3889"
+  [ "$ELECTION_ONLY" = 1 ] || PCAP_FILTER="tcp portrange 3881-3889 or tcp portrange 2881-2889"
 else
   PCAP_FILTER="tcp port 3888 or tcp port 3889"
+  [ "$ELECTION_ONLY" = 1 ] || PCAP_FILTER="tcp port 3888 or tcp port 3889 or tcp port 2888 or tcp port 2889"
 fi
+PORTS_TEXT="election and quorum ports"
+[ "$ELECTION_ONLY" = 1 ] && PORTS_TEXT="election ports only"
+
 
 [ "$(id -u)" = 0 ] || die "tcpdump on $IFACE needs root"
 command -v tcpdump >/dev/null 2>&1 || zk_apt_install tcpdump
@@ -99,6 +112,7 @@ fi
 CAPTURE=capture.pcap
 OPTS_TEXT=""
 [ "$IFACE" = lo ] || OPTS_TEXT+="--iface $IFACE "
+[ "$ELECTION_ONLY" = 0 ] || OPTS_TEXT+="--election-only "
 if [ "$PCAPNG" = 1 ]; then CAPTURE=capture.pcapng; OPTS_TEXT+="--pcapng "; fi
 case "$SCENARIO" in
   observer) OBSERVER=4 ;;
@@ -225,14 +239,21 @@ if [ "$SCENARIO" = staggered5 ]; then
 else
   pids=()
   for sid in $SIDS; do
+    [ "$sid" = "${LATE:-}" ] && continue
     "$ENS" start-node "$WORK" "$sid" >/dev/null &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || die "a server failed to start (see above)"; done
-  event "started servers $SIDS together"
+  event "started servers $(for s in $SIDS; do [ "$s" = "${LATE:-}" ] || printf '%s ' "$s"; done)together"
 fi
 wait_stable "start"
 writes a
+if [ -n "${LATE:-}" ]; then
+  "$ENS" start-node "$WORK" "$LATE" >/dev/null
+  event "started server $LATE late (empty data dir)"
+  wait_stable "server $LATE started late"
+  writes l
+fi
 
 old=$(leader_of)
 "$ENS" stop-node "$WORK" "$old" --kill >/dev/null
@@ -314,7 +335,7 @@ size=$(wc -c <"$OUT/$CAPTURE")
   echo "## Files"
   echo
   echo "- \`$CAPTURE\`: \`tcpdump -i $IFACE -s 0 -U -w\` with filter \`$PCAP_FILTER\`"
-  echo "  (election ports only), link type $LINKTYPE$([ "$PCAPNG" = 1 ] && echo ', converted with `editcap -F pcapng` (the pcap is not kept)'),"
+  echo "  ($PORTS_TEXT), link type $LINKTYPE$([ "$PCAPNG" = 1 ] && echo ', converted with `editcap -F pcapng` (the pcap is not kept)'),"
   echo "  $packets packets, $size bytes. Times are the tcpdump host's clock, as are the logs'."
   echo "- \`server.N.log\`: each server's log, trimmed to FastLeaderElection, QuorumCnxManager,"
   echo "  QuorumPeer and Leader/Follower/Observer/Learner lines (stack traces dropped)."

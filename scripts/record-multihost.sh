@@ -191,7 +191,7 @@ done
   echo
   echo "Server N ran in network namespace \`$PREFIX-N\` at $NET.N (eth0, a veth pair to the bridge"
   echo "br0, which had a namespace of its own made by \`unshare -n\`). Each \`host.N.pcap\` is"
-  echo "\`tcpdump -i eth0 -s 0 -U -w\` inside namespace N with filter \`$FILTER\`: the"
+  echo "\`tcpdump -i eth0 -s 0 -U -w\` inside namespace N with filter \`$FILTER\` (election and quorum ports): the"
   echo "election and quorum traffic as that host saw it. A connection between two servers is in"
   echo "both of their captures; \`zkfle decode host.*.pcap\` reports it once. All namespaces share"
   echo "this machine's clock, so the captures agree on time; the tests shift them by known offsets."

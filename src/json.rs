@@ -245,6 +245,8 @@ impl Serialize for RecordJson<'_> {
         let kind = match &r.body {
             Body::Initial(_) => "initial",
             Body::Notification(_) => "notification",
+            Body::Quorum(_) => "quorum",
+            Body::Closed { .. } => "closed",
             Body::Problem(_) => "error",
         };
         m.serialize_entry("type", kind)?;
@@ -259,6 +261,21 @@ impl Serialize for RecordJson<'_> {
         match &r.body {
             Body::Initial(msg) => initial_entries(&mut m, msg)?,
             Body::Notification(n) => notification_entries(&mut m, n)?,
+            Body::Quorum(q) => {
+                m.serialize_entry("packet", q.type_name())?;
+                m.serialize_entry("packet_type", &q.ptype)?;
+                m.serialize_entry("zxid", &q.zxid)?;
+                m.serialize_entry("data_bytes", &q.data_len)?;
+                if let Some(l) = &q.learner {
+                    m.serialize_entry("sid", &l.sid)?;
+                    m.serialize_entry("protocol_version", &l.protocol_version)?;
+                    m.serialize_entry("config_version", &l.config_version)?;
+                }
+                if let Some(n) = q.snapshot_bytes {
+                    m.serialize_entry("snapshot_bytes", &n)?;
+                }
+            }
+            Body::Closed { reset } => m.serialize_entry("reset", reset)?,
             Body::Problem(p) => {
                 let severity = match p.severity {
                     Severity::Error => "error",
@@ -299,6 +316,10 @@ impl Serialize for RecordJson<'_> {
                     }
                     ProblemKind::MidStream => m.serialize_entry("kind", "mid_stream")?,
                     ProblemKind::Capture => m.serialize_entry("kind", "capture")?,
+                    ProblemKind::Unfinished { bytes } => {
+                        m.serialize_entry("kind", "unfinished")?;
+                        m.serialize_entry("bytes", bytes)?;
+                    }
                 }
                 m.serialize_entry("what", &p.message)?;
             }
@@ -344,8 +365,9 @@ impl RecordLineWriter {
         let kind: &[u8] = match &r.body {
             Body::Initial(_) => b"{\"type\":\"initial\",\"time\":",
             Body::Notification(_) => b"{\"type\":\"notification\",\"time\":",
-            Body::Problem(_) => {
-                // Rare: the reference implementation. Writing to a Vec cannot fail.
+            Body::Problem(_) | Body::Quorum(_) | Body::Closed { .. } => {
+                // Rare on the election port: the reference implementation. Writing to a Vec
+                // cannot fail.
                 let _ = serde_json::to_writer(&mut *out, &RecordJson(r));
                 return;
             }
@@ -364,7 +386,7 @@ impl RecordLineWriter {
         match &r.body {
             Body::Initial(m) => write_initial(out, m),
             Body::Notification(n) => self.write_notification(out, n),
-            Body::Problem(_) => {}
+            Body::Problem(_) | Body::Quorum(_) | Body::Closed { .. } => {}
         }
         out.push(b'}');
     }

@@ -39,17 +39,20 @@ fn decode_then_encode_gives_back_every_message() {
         args.push(cap.to_str().unwrap());
         let decoded = zkfle(&args, b"");
         assert!(decoded.status.success(), "{}", text(&decoded.stderr));
-        // Warnings (type "error", severity "warning") are not messages.
+        // Election messages only: warnings (type "error"), closed connections and quorum
+        // packets are not election messages.
         let messages: Vec<&str> = std::str::from_utf8(&decoded.stdout)
             .unwrap()
             .lines()
-            .filter(|l| !l.contains(r#""type":"error""#))
+            .filter(|l| {
+                l.starts_with(r#"{"type":"initial""#) || l.starts_with(r#"{"type":"notification""#)
+            })
             .collect();
         let encoded = zkfle(&["wire", "encode"], messages.join("\n").as_bytes());
         assert!(encoded.status.success(), "{}", text(&encoded.stderr));
         let want: Vec<String> = decode_fixture(&dir)
             .iter()
-            .filter(|r| !matches!(r.body, Body::Problem(_)))
+            .filter(|r| matches!(r.body, Body::Initial(_) | Body::Notification(_)))
             .map(|r| hex::encode(&r.raw))
             .collect();
         let got: Vec<String> = text(&encoded.stdout).lines().map(str::to_string).collect();
@@ -65,7 +68,7 @@ fn wire_decode_encode_round_trip() {
             let kind = match r.body {
                 Body::Initial(_) => "initial",
                 Body::Notification(_) => "notification",
-                Body::Problem(_) => continue,
+                _ => continue,
             };
             let h = hex::encode(&r.raw);
             let json = zkfle(&["wire", "decode", "--kind", kind, &h], b"");
@@ -199,4 +202,199 @@ fn bad_capture_files_are_reported_with_offsets() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains(r#""type":"error""#));
     std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}
+
+/// `--summary --format jsonl` on a capture with the quorum port: each election names its cause,
+/// its serving time and each follower's sync, as the README's contract says.
+#[test]
+fn summary_json_carries_sync_serving_and_cause() {
+    let cap = fixture("late3").join("capture.pcap");
+    let out = zkfle(
+        &[
+            "decode",
+            "--summary",
+            "--format",
+            "jsonl",
+            cap.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["type"], "summary");
+    assert_eq!(v["quorum_port"], true);
+    let rounds = v["rounds"].as_array().unwrap();
+    let elections: Vec<_> = rounds.iter().filter(|r| r["kind"] == "election").collect();
+    let rejoins: Vec<_> = rounds.iter().filter(|r| r["kind"] == "rejoin").collect();
+    assert_eq!(elections.len(), 2, "{v:#}");
+    assert_eq!(rejoins.len(), 2, "late server 3, restarted server 2: {v:#}");
+    assert_eq!(elections[0]["cause"], "servers_started");
+    assert_eq!(elections[1]["cause"], "leader_lost");
+    for e in &elections {
+        let serving = e["serving"].as_f64().unwrap();
+        let lost = e["leader_lost"]
+            .as_f64()
+            .unwrap_or(e["started"].as_f64().unwrap());
+        if e["cause"] == "leader_lost" {
+            assert!((e["unavailable"].as_f64().unwrap() - (serving - lost)).abs() < 1e-9);
+        }
+        let follower = e["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["state"] == "FOLLOWING")
+            .unwrap();
+        let sync = &follower["sync"];
+        assert_eq!(sync["mode"], "DIFF", "{v:#}");
+        assert!(sync["newleader"].as_f64().unwrap() <= sync["uptodate"].as_f64().unwrap());
+        assert!(follower["took"].as_f64().unwrap() > 0.0);
+    }
+    let modes: Vec<&str> = rejoins
+        .iter()
+        .map(|r| r["decisions"][0]["sync"]["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["SNAP", "DIFF"]);
+    // Times run forward.
+    let starts: Vec<f64> = rounds
+        .iter()
+        .map(|r| r["started"].as_f64().unwrap())
+        .collect();
+    assert!(starts.windows(2).all(|w| w[0] <= w[1]));
+}
+
+/// The text is for operators: one header per election with its cause and times, decisions and
+/// syncs in time order; `--verbose` adds the vote changes; a capture of the election port
+/// alone says that the sync is not in it.
+#[test]
+fn summary_text_for_operators() {
+    let cap = fixture("late3").join("capture.pcap");
+    let out = zkfle(&["decode", "--summary", cap.to_str().unwrap()], b"");
+    let s = text(&out.stdout);
+    assert!(s.contains("election 2 at +"), "{s}");
+    assert!(s.contains("the leader's connections closed at +"), "{s}");
+    assert!(s.contains("syncs with 2 by SNAP"), "{s}");
+    assert!(s.contains("rejoin at +"), "{s}");
+    assert!(!s.contains("votes leader"), "{s}");
+    let verbose = zkfle(
+        &["decode", "--summary", "--verbose", cap.to_str().unwrap()],
+        b"",
+    );
+    assert!(text(&verbose.stdout).contains("votes leader"));
+    let cap = fixture("basic3").join("capture.pcap");
+    let out = zkfle(&["decode", "--summary", cap.to_str().unwrap()], b"");
+    let s = text(&out.stdout);
+    assert!(
+        s.starts_with("the quorum port (2888) is not in this capture"),
+        "{s}"
+    );
+    assert!(!s.contains("never reached a quorum"), "{s}");
+}
+
+/// A 3.4 capture without --config says at the top that the sids are unknown and names no
+/// winner.
+#[test]
+fn legacy_capture_without_config_names_no_winner() {
+    let dir = fixture("v3.4.14-basic3");
+    let cap = dir.join("capture.pcap");
+    let out = zkfle(&["decode", "--summary", cap.to_str().unwrap()], b"");
+    let s = text(&out.stdout);
+    assert!(s.starts_with("sids unknown"), "{s}");
+    assert!(!s.contains("winner sid"), "{s}");
+    let cfg = dir.join("zoo.cfg");
+    let args = [
+        "decode",
+        "--summary",
+        "--config",
+        cfg.to_str().unwrap(),
+        cap.to_str().unwrap(),
+    ];
+    let s = text(&zkfle(&args, b"").stdout);
+    assert!(s.contains("winner sid"), "{s}");
+}
+
+/// Nothing to decode: said on stderr. An unsupported link type: an error naming it.
+#[test]
+fn captures_without_election_traffic_say_so() {
+    let tmp = std::env::temp_dir().join(format!("zkfle-cli-none-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let web = tmp.join("web.pcap");
+    let s = zkfle::capture::TcpSegment {
+        time: zkfle::capture::Timestamp {
+            secs: 1_000_000,
+            nanos: 0,
+        },
+        src: "10.0.0.1:40000".parse().unwrap(),
+        dst: "10.0.0.2:80".parse().unwrap(),
+        seq: 1,
+        ack: Some(1),
+        syn: false,
+        fin: false,
+        rst: false,
+        payload: b"GET / HTTP/1.0\r\n\r\n".to_vec(),
+        missing: 0,
+        record: 0,
+    };
+    write_pcap(&web, &[s]);
+    let out = zkfle(&["decode", web.to_str().unwrap()], b"");
+    assert!(out.status.success());
+    assert!(
+        text(&out.stderr).contains("no election traffic found"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A pcap of 802.11 radiotap frames (link type 127).
+    let mut pcap = Vec::new();
+    for v in [
+        0xa1b2c3d4u32.to_le_bytes().as_slice(),
+        &2u16.to_le_bytes(),
+        &4u16.to_le_bytes(),
+    ] {
+        pcap.extend_from_slice(v);
+    }
+    for v in [0u32, 0, 65535, 127] {
+        pcap.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in [1_000_000u32, 0, 8, 8] {
+        pcap.extend_from_slice(&v.to_le_bytes());
+    }
+    pcap.extend_from_slice(&[0u8; 8]);
+    let radio = tmp.join("radiotap.pcap");
+    std::fs::write(&radio, &pcap).unwrap();
+    let out = zkfle(&["decode", radio.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("unsupported link type 127 (IEEE802_11_RADIOTAP)"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_dir_all(&tmp).ok();
+}
+
+/// A capture that ends in the middle of a message reports the unfinished message.
+#[test]
+fn unfinished_frames_at_the_end_are_reported() {
+    let tmp = std::env::temp_dir().join(format!("zkfle-cli-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut segs = segments(&fixture("basic3"));
+    let last = segs.iter().rposition(|s| s.payload.len() > 8).unwrap();
+    segs.truncate(last + 1);
+    let half = segs[last].payload.len() / 2;
+    segs[last].payload.truncate(half);
+    let cut = tmp.join("cut.pcap");
+    write_pcap(&cut, &segs);
+    let out = zkfle(&["decode", "--format", "jsonl", cut.to_str().unwrap()], b"");
+    let s = text(&out.stdout);
+    assert!(s.contains(r#""kind":"unfinished""#), "{s}");
+    assert!(
+        s.contains("the capture ended in the middle of a message"),
+        "{s}"
+    );
+    std::fs::remove_dir_all(&tmp).ok();
 }

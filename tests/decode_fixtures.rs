@@ -27,6 +27,7 @@ fn every_message_round_trips_byte_exactly() {
                     assert_eq!(Notification::decode(&r.raw).as_ref(), Ok(n));
                     Message::Notification(n.clone())
                 }
+                Body::Quorum(_) | Body::Closed { .. } => continue,
                 Body::Problem(p) => {
                     assert_ne!(
                         p.severity,
@@ -203,37 +204,175 @@ fn decoded_notifications_match_java_logs() {
     }
 }
 
-/// The summary's decisions, per server and in order, are the ones each server logged
-/// (`About to leave FLE instance: ... my state=...`).
+/// How far a summary time may be from the moment the server logged it.
+const LOG_TOLERANCE_SECS: f64 = 0.3;
+
+fn summarize(records: &[zkfle::decode::Record]) -> zkfle::decode::summary::Summary {
+    let mut summarizer = Summarizer::new(HashMap::new());
+    for r in records {
+        summarizer.add(r);
+    }
+    summarizer.finish()
+}
+
+/// The summary's story against what each server logged: every decision (state, leader, and
+/// within 0.3 s of `About to leave FLE instance`), in order; its `took` against `LEADER
+/// ELECTION TOOK`; each winner led; no observer wins; and where the capture has the quorum
+/// port, each sync's mode against `Getting a diff/snapshot`, its UPTODATE against `Learner
+/// received UPTODATE message`, and each serving time against the winner's `Have quorum of
+/// supporters`.
 #[test]
-fn summary_decisions_match_java_logs() {
+fn summary_story_matches_java_logs() {
+    use zkfle::decode::summary::RoundKind;
+    let near = |a: f64, b: f64| (a - b).abs() <= LOG_TOLERANCE_SECS;
+    let mut failures: Vec<String> = Vec::new();
+    let mut texts: Vec<String> = Vec::new();
+    macro_rules! check {
+        ($cond:expr, $($fmt:tt)*) => {
+            if !$cond {
+                failures.push(format!($($fmt)*));
+            }
+        };
+    }
     for dir in all_fixtures() {
         let cfg = zoo_cfg(&dir);
         let records = decode_fixture(&dir);
-        let mut summarizer = Summarizer::new(HashMap::new());
-        for r in &records {
-            summarizer.add(r);
-        }
-        let summary = summarizer.finish();
+        let capture_end = records
+            .iter()
+            .map(|r| r.time.as_secs_f64())
+            .fold(0.0, f64::max);
+        let summary = summarize(&records);
+        let t0 = records.first().map_or(0.0, |r| r.time.as_secs_f64());
+        texts.push(format!("{}:\n{}", dir.display(), summary.text(t0, false)));
+        let name = dir.display();
+        let quorum = has_quorum_port(&dir);
+        assert_eq!(summary.quorum_port, quorum, "{name}");
+        let observers: Vec<i64> = cfg
+            .servers()
+            .filter(|s| s.role() == zkfle::wire::Role::Observer)
+            .map(|s| s.id)
+            .collect();
         for server in cfg.servers() {
-            let logged = logged_decisions(&dir, server.id);
-            let summarized: Vec<(String, i64)> = summary
+            let sid = server.id;
+            let logged = logged_story(&dir, sid);
+            let mut ours: Vec<_> = summary
                 .rounds
                 .iter()
                 .flat_map(|r| r.decisions.iter())
-                .filter(|d| d.sid == server.id)
-                .map(|d| (d.state.name().to_string(), d.leader))
+                .filter(|d| d.sid == sid)
                 .collect();
-            assert_eq!(
-                summarized,
-                logged,
-                "{}: sid {}\n{}",
-                dir.display(),
-                server.id,
-                summary.to_text(0.0)
-            );
+            ours.sort_by(|a, b| a.time.total_cmp(&b.time));
+            let theirs: Vec<_> = logged
+                .decisions
+                .iter()
+                .filter(|d| d.0 <= capture_end)
+                .collect();
+            let a = ours
+                .iter()
+                .map(|d| (d.state.name().to_string(), d.leader))
+                .collect::<Vec<_>>();
+            let b = theirs
+                .iter()
+                .map(|d| (d.1.clone(), d.2))
+                .collect::<Vec<_>>();
+            check!(a == b, "{name}: sid {sid} decided {a:?}, logged {b:?}");
+            if a != b {
+                continue;
+            }
+            for (d, l) in ours.iter().zip(&theirs) {
+                check!(
+                    near(d.time, l.0),
+                    "{name}: sid {sid} decided {} (leader {}) at {:.3}, logged {:.3}",
+                    d.state.name(),
+                    d.leader,
+                    d.time,
+                    l.0
+                );
+            }
+            // Followers and leaders log how long the election took, in decision order.
+            let took: Vec<_> = ours
+                .iter()
+                .filter(|d| d.state.name() != "OBSERVING")
+                .collect();
+            for (d, (t, state, secs)) in took.iter().zip(&logged.took) {
+                check!(d.state.name() == state, "{name}: sid {sid} at {t}");
+                // Where the server's election began before the capture can show it, `took` is
+                // a lower bound, and says so.
+                check!(
+                    (d.took - secs).abs() <= LOG_TOLERANCE_SECS
+                        || (d.took_at_least && d.took <= secs + LOG_TOLERANCE_SECS),
+                    "{name}: sid {sid} took {:.3} s, logged {secs:.3} s (at {t})",
+                    d.took
+                );
+            }
+            if !quorum {
+                continue;
+            }
+            // Each sync the learner logged within the capture is in the summary.
+            let syncs: Vec<_> = ours.iter().filter_map(|d| d.sync.as_ref()).collect();
+            let logged_syncs: Vec<_> = logged
+                .syncs
+                .iter()
+                .filter(|(t, _)| *t + LOG_TOLERANCE_SECS <= capture_end)
+                .collect();
+            let a = syncs
+                .iter()
+                .map(|s| s.mode.unwrap_or("?"))
+                .collect::<Vec<_>>();
+            let b = logged_syncs.iter().map(|s| s.1).collect::<Vec<_>>();
+            check!(a == b, "{name}: sid {sid} synced {a:?}, logged {b:?}");
+            for (s, (t, mode)) in syncs.iter().zip(&logged_syncs) {
+                let at = s.sync_time.unwrap_or(s.started);
+                check!(
+                    near(at, *t),
+                    "{name}: sid {sid} {mode} at {at:.3}, logged {t:.3}"
+                );
+                let up = logged.uptodate.iter().find(|u| **u >= *t).copied();
+                match (s.uptodate, up) {
+                    (Some(a), Some(b)) => check!(
+                        near(a, b),
+                        "{name}: sid {sid} UPTODATE at {a:.3}, logged {b:.3}"
+                    ),
+                    (a, b) => check!(
+                        b.is_none_or(|b| b > capture_end),
+                        "{name}: sid {sid} UPTODATE {a:?}, logged {b:?}"
+                    ),
+                }
+            }
+            // Each time this server served as leader, an election says so.
+            for t in logged.supporters.iter().filter(|t| **t <= capture_end) {
+                check!(
+                    summary
+                        .rounds
+                        .iter()
+                        .any(|r| r.winner == Some(sid) && r.serving.is_some_and(|s| near(s, *t))),
+                    "{name}: sid {sid} had a quorum of supporters at {t:.3}"
+                );
+            }
         }
+        for r in &summary.rounds {
+            if let Some(w) = r.winner {
+                check!(r.kind == RoundKind::Election, "{name}");
+                check!(!observers.contains(&w), "{name}: observer {w} won");
+                check!(
+                    r.decisions
+                        .iter()
+                        .any(|d| d.sid == w && d.state.name() == "LEADING"),
+                    "{name}: winner {w} did not lead"
+                );
+            }
+        }
+        // Time order.
+        let starts: Vec<f64> = summary.rounds.iter().map(|r| r.started).collect();
+        check!(starts.windows(2).all(|w| w[0] <= w[1]), "{name}");
     }
+    assert!(
+        failures.is_empty(),
+        "{} disagreement(s) with the logs:\n{}\n\n{}",
+        failures.len(),
+        failures.join("\n"),
+        texts.join("\n")
+    );
 }
 
 /// A 3.4 capture names no addresses: without `--config`, the acceptor side of every connection
@@ -270,7 +409,7 @@ fn legacy_captures_need_the_config_for_sids() {
                         unknown += 1;
                     }
                 }
-                Body::Problem(_) => {}
+                _ => {}
             }
         }
         assert!(initials > 0, "{}", dir.display());

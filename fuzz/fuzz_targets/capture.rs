@@ -1,5 +1,5 @@
 #![no_main]
-//! Any file as a capture: reading, reassembly and the election decoder never panic or hang,
+//! Any file as a capture: reading, reassembly and the election and quorum decoders never panic or hang,
 //! and stay within their bounds.
 use libfuzzer_sys::fuzz_target;
 use zkfle::capture::TcpSegments;
@@ -11,6 +11,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let options = DecodeOptions {
         ports: vec![3888, 0],
+        quorum_ports: vec![2888, 1],
         ..DecodeOptions::default()
     };
     for record in Decoder::new(segments, options) {

@@ -197,6 +197,9 @@ pub struct CaptureStats {
     pub cut_at: u32,
     /// Packets with a link type [`decode_tcp`] does not know.
     pub unsupported_link_type: u64,
+    /// The first such link type, to name it.
+    #[serde(default)]
+    pub first_unsupported_link_type: Option<u16>,
     /// Non-IP packets.
     pub not_ip: u64,
     /// IP packets that are not TCP.
@@ -217,7 +220,10 @@ impl CaptureStats {
     /// Counts a packet that [`decode_tcp`] skipped.
     pub fn note(&mut self, skip: Skip) {
         match skip {
-            Skip::UnsupportedLinkType(_) => self.unsupported_link_type += 1,
+            Skip::UnsupportedLinkType(t) => {
+                self.unsupported_link_type += 1;
+                self.first_unsupported_link_type.get_or_insert(t);
+            }
             Skip::NotIp => self.not_ip += 1,
             Skip::NotTcp => self.not_tcp += 1,
             Skip::Fragment => self.fragments += 1,

@@ -39,6 +39,17 @@ pub struct DecodeArgs {
     /// ports are decoded too when they open with a valid initial message.
     #[arg(long = "port", value_name = "PORT")]
     pub ports: Vec<u16>,
+    /// Quorum (Zab) port to decode (repeatable); replaces the default 2888. Connections on
+    /// other ports are decoded too when they open with a valid FOLLOWERINFO/OBSERVERINFO.
+    #[arg(long = "quorum-port", value_name = "PORT")]
+    pub quorum_ports: Vec<u16>,
+    /// With --summary: every vote change too, not only decisions and syncs.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+    /// With --format jsonl: also a `closed` object for each connection closed by FIN or RST
+    /// (the text timeline and the summary always have them).
+    #[arg(long)]
+    pub closes: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -133,6 +144,8 @@ fn record_type(r: &Record) -> &'static str {
         Body::Initial(_) => "initial",
         Body::Notification(_) => "notification",
         Body::Problem(_) => "error",
+        Body::Quorum(_) => "quorum",
+        Body::Closed { .. } => "closed",
     }
 }
 
@@ -198,6 +211,12 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         book,
         ..DecodeOptions::default()
     };
+    if !args.quorum_ports.is_empty() {
+        options.quorum_ports = args.quorum_ports.clone();
+    }
+    // The summary needs closed connections (and so do the drawings, built on it); the JSON lines
+    // carry them only when asked.
+    options.closes = args.summary || args.closes || args.format != Format::Jsonl;
     let name = args
         .interface
         .clone()
@@ -210,7 +229,11 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         } else {
             args.ports.clone()
         };
-        ports.push(2888);
+        if args.quorum_ports.is_empty() {
+            ports.push(crate::decode::DEFAULT_QUORUM_PORT);
+        } else {
+            ports.extend(&args.quorum_ports);
+        }
         ports.sort_unstable();
         ports.dedup();
         let bpf = args
@@ -344,6 +367,7 @@ impl RecordFilter {
         let kind = record_type(r);
         if !self.types.is_empty()
             && kind != "error"
+            && kind != "closed"
             && !self.types.iter().any(|t| {
                 kind == match t {
                     RecordType::Initial => "initial",
@@ -480,6 +504,11 @@ struct Output {
     election: Option<usize>,
     /// The captures' names (or the interface), for messages and the page's title.
     name: String,
+    /// Records that are not problems.
+    decoded: u64,
+    verbose: bool,
+    /// Election ports asked for, for the message when nothing was found.
+    ports: Vec<u16>,
 }
 
 impl Output {
@@ -514,6 +543,9 @@ impl Output {
                 .interface
                 .clone()
                 .unwrap_or_else(|| args.captures.join(" ")),
+            decoded: 0,
+            verbose: args.verbose,
+            ports: args.ports.clone(),
         }
     }
 
@@ -549,6 +581,9 @@ impl Output {
     fn record(&mut self, record: &Record) -> Result<(), CliError> {
         let time = record.time.as_secs_f64();
         let start = *self.t0.get_or_insert(time);
+        if !matches!(record.body, Body::Problem(_)) {
+            self.decoded += 1;
+        }
         if let Body::Problem(p) = &record.body
             && p.severity == Severity::Error
         {
@@ -677,18 +712,21 @@ impl Output {
                 }
                 _ => {
                     let t0 = self.t0.unwrap_or(0.0);
-                    let head = if self.t0.is_none() {
-                        "no election traffic in the capture\n".to_string()
-                    } else if self.t0.is_some() {
-                        format!(
-                            "times relative to {} {}\n",
+                    // The anchor of the relative times goes last: the summary's first lines
+                    // are what an operator reads first.
+                    let tail = match self.t0 {
+                        None => "no election traffic in the capture\n".to_string(),
+                        Some(t0) => format!(
+                            "(times relative to {} {})\n",
                             self.wall(t0),
                             if self.local { "local time" } else { "UTC" }
-                        )
-                    } else {
-                        String::new()
+                        ),
                     };
-                    write!(self.out, "{head}{}{loss_text}", summary.to_text(t0))
+                    write!(
+                        self.out,
+                        "{}{loss_text}{tail}",
+                        summary.text(t0, self.verbose)
+                    )
                 }
             }
             .map_err(broken_pipe_or)?;
@@ -702,6 +740,29 @@ impl Output {
             }
         }
         self.out.flush().map_err(broken_pipe_or)?;
+        for (file, s) in stats {
+            if let Some(t) = s.first_unsupported_link_type {
+                let what = format!(
+                    "{file}: {} packet(s) of unsupported link type {t}{}; zkfle reads Ethernet (with VLAN tags), Linux cooked v1/v2, BSD loopback/null and raw IPv4/IPv6",
+                    s.unsupported_link_type,
+                    linktype_name(t).map_or_else(String::new, |n| format!(" ({n})")),
+                );
+                if self.decoded == 0 {
+                    return Err(CliError::failure(what));
+                }
+                eprintln!("zkfle: warning: {what}");
+            }
+        }
+        if self.decoded == 0 {
+            eprintln!(
+                "zkfle: {name}: no election traffic found (no connection on the election ports {:?} or the quorum ports, and none opening with an initial message or FOLLOWERINFO)",
+                if self.ports.is_empty() {
+                    vec![crate::decode::DEFAULT_ELECTION_PORT]
+                } else {
+                    self.ports.clone()
+                }
+            );
+        }
         for (file, s) in stats {
             if s.truncated_tcp > 0 {
                 eprintln!(
@@ -791,6 +852,25 @@ fn losses_text(losses: &[Loss], clocks: &[(String, ClockOffset)]) -> String {
     s
 }
 
+/// The tcpdump name of some link types zkfle does not read, for the error that names them.
+fn linktype_name(t: u16) -> Option<&'static str> {
+    Some(match t {
+        6 => "IEEE802_5",
+        9 => "PPP",
+        10 => "FDDI",
+        50 => "PPP_HDLC",
+        51 => "PPP_ETHER",
+        105 => "IEEE802_11",
+        119 => "IEEE802_11_PRISM",
+        127 => "IEEE802_11_RADIOTAP",
+        147..=162 => "USER",
+        192 => "PPI",
+        195 => "IEEE802_15_4",
+        220 => "USB_LINUX_MMAPPED",
+        _ => return None,
+    })
+}
+
 /// A closed pipe (`zkfle decode x | head`) ends the output quietly.
 fn broken_pipe_or(e: std::io::Error) -> CliError {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -844,6 +924,14 @@ pub fn record_text(r: &Record, stamp: &str) -> String {
             }
         ),
         Body::Notification(n) => notification_words(n),
+        Body::Quorum(q) => quorum_words(q),
+        Body::Closed { reset } => {
+            if *reset {
+                "connection reset (RST)".to_string()
+            } else {
+                "connection closed (FIN)".to_string()
+            }
+        }
         Body::Problem(p) => format!(
             "{}: {}",
             match p.severity {
@@ -881,6 +969,24 @@ pub fn notification_words(n: &Notification) -> String {
     }
     if let crate::wire::JavaView::Dropped(why) = n.java_view() {
         s.push_str(&format!("  [{why}]"));
+    }
+    s
+}
+
+/// A quorum packet: its type as Java names it, its zxid, and what else identifies it.
+pub fn quorum_words(q: &crate::decode::QuorumMessage) -> String {
+    let mut s = format!("{} zxid:{:#x}", q.type_name(), q.zxid);
+    if q.type_name() == "UNKNOWN" {
+        s.push_str(&format!(" (type {})", q.ptype));
+    }
+    if let Some(l) = &q.learner {
+        s.push_str(&format!(
+            ", sid {}, protocol {:#x}, config version {:#x}",
+            l.sid, l.protocol_version, l.config_version
+        ));
+    }
+    if let Some(n) = q.snapshot_bytes {
+        s.push_str(&format!(", snapshot of {n} bytes followed"));
     }
     s
 }

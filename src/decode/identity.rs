@@ -19,6 +19,8 @@ pub struct AddressBook {
     by_name: Vec<(ElectionAddress, i64)>,
     /// Sids the user or a config made known, with their roles.
     members: HashMap<i64, crate::wire::Role>,
+    /// Quorum (Zab) addresses from configs, with the sid that owns each.
+    quorum: HashMap<SocketAddr, i64>,
 }
 
 impl AddressBook {
@@ -51,6 +53,9 @@ impl AddressBook {
             self.members.insert(server.id, server.role());
             for a in &server.addresses {
                 self.learn(server.id, &a.election());
+                if let Some(q) = a.quorum_socket_addr() {
+                    self.quorum.insert(q, server.id);
+                }
             }
         }
     }
@@ -64,6 +69,11 @@ impl AddressBook {
                 .find(|(a, _)| a.same_endpoint(&probe))
                 .map(|(_, sid)| *sid)
         })
+    }
+
+    /// The sid whose quorum (Zab) port is `addr`, if a config named it.
+    pub fn quorum_sid_of(&self, addr: SocketAddr) -> Option<i64> {
+        self.quorum.get(&addr).copied()
     }
 
     /// Members named by configs seen so far, with their roles.

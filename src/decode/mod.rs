@@ -10,6 +10,12 @@
 //! followed by a plausible notification. Connections picked up mid-stream, and directions
 //! after a gap, are resynchronised on the first plausible frame boundary, and a warning says
 //! how many bytes were skipped.
+//!
+//! The quorum port (Zab, 2888 unless told otherwise) is decoded too: connections to it, and any
+//! other connection whose initiator opens with a valid FOLLOWERINFO or OBSERVERINFO packet,
+//! give one [`Body::Quorum`] record per packet (a streamed snapshot is walked, not kept). The
+//! learner's sid comes from its LearnerInfo, the leader's from the quorum addresses in configs.
+//! Connections closed by FIN or RST give a [`Body::Closed`] record.
 
 pub mod identity;
 pub mod summary;
@@ -19,21 +25,29 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
 
+use crate::capture::CloseKind;
 use crate::capture::{
     CaptureError, ConnId, Direction as CapDir, OwnedSegments, Reassembler, ReassemblyConfig,
     SegmentSource, StreamEvent, TcpSegment, TcpSegments, Timestamp,
 };
 use crate::wire::frame::{LENGTH_BYTES, MAX_FRAME_BYTES};
 use crate::wire::initial::Probe;
+use crate::wire::quorum::{LearnerInfo, QuorumItem, QuorumPacket, QuorumStreamDecoder, ptype};
 use crate::wire::{
-    Direction, InitialMessage, Notification, PartialNotification, ProtocolVersion, ServerState,
-    StreamDecoder, StreamItem, WireError,
+    Direction, ErrorKind, InitialMessage, Notification, PartialNotification, ProtocolVersion,
+    ServerState, StreamDecoder, StreamItem, WireError,
 };
 
 pub use identity::AddressBook;
 
 /// The default election port.
 pub const DEFAULT_ELECTION_PORT: u16 = 3888;
+/// The default quorum (Zab) port.
+pub const DEFAULT_QUORUM_PORT: u16 = 2888;
+
+/// Bytes held while looking for a packet boundary in a quorum stream joined mid-way (most
+/// packets are small; a stream of only large proposals is picked up at the next small one).
+const MAX_QUORUM_HUNT_BYTES: usize = 256 * 1024;
 
 /// Bytes held while looking for a frame boundary in a stream joined mid-way; a frame can be
 /// 512 KiB, so twice that always contains one whole frame after any start.
@@ -48,6 +62,11 @@ const MAX_RECOGNITION_FRAME: usize = 64 * 1024;
 pub struct DecodeOptions {
     /// Election ports; connections to them are decoded from their first byte.
     pub ports: Vec<u16>,
+    /// Quorum (Zab) ports; connections to them are decoded as Zab packets.
+    pub quorum_ports: Vec<u16>,
+    /// Whether closed connections give [`Body::Closed`] records (the summary needs them; a
+    /// message stream need not carry them).
+    pub closes: bool,
     /// Addresses known before reading (from `--config`, `--sid-map`).
     pub book: AddressBook,
     /// Reassembly limits.
@@ -62,6 +81,8 @@ impl Default for DecodeOptions {
     fn default() -> Self {
         DecodeOptions {
             ports: vec![DEFAULT_ELECTION_PORT],
+            quorum_ports: vec![DEFAULT_QUORUM_PORT],
+            closes: true,
             book: AddressBook::default(),
             reassembly: ReassemblyConfig::default(),
             streaming: false,
@@ -97,7 +118,53 @@ pub struct Record {
 pub enum Body {
     Initial(InitialMessage),
     Notification(Notification),
+    /// A packet on the quorum (Zab) port.
+    Quorum(QuorumMessage),
+    /// The connection was closed (both FINs, or a RST).
+    Closed {
+        reset: bool,
+    },
     Problem(Problem),
+}
+
+/// A quorum-port packet as decoded: its type, zxid and, for FOLLOWERINFO/OBSERVERINFO, the
+/// learner's [`LearnerInfo`]. The data itself is not kept (a PROPOSAL can be 2 MB).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumMessage {
+    /// The packet type code (`ptype`), named by [`QuorumMessage::type_name`].
+    pub ptype: i32,
+    pub zxid: i64,
+    /// Bytes of data; `None` for jute's null buffer.
+    pub data_len: Option<u32>,
+    /// FOLLOWERINFO/OBSERVERINFO: who the learner is.
+    pub learner: Option<LearnerInfo>,
+    /// The bytes of the snapshot streamed after a SNAP packet (set on the SNAP record once the
+    /// snapshot has ended; `None` otherwise).
+    pub snapshot_bytes: Option<u64>,
+}
+
+impl QuorumMessage {
+    fn of(p: &QuorumPacket) -> Self {
+        let learner = match p.ptype {
+            ptype::FOLLOWERINFO | ptype::OBSERVERINFO => p
+                .data
+                .as_deref()
+                .and_then(|d| LearnerInfo::decode_any(d).ok()),
+            _ => None,
+        };
+        QuorumMessage {
+            ptype: p.ptype,
+            zxid: p.zxid,
+            data_len: p.data.as_ref().map(|d| d.len() as u32),
+            learner,
+            snapshot_bytes: None,
+        }
+    }
+
+    /// The type's name as Java logs it (`UNKNOWN` for codes Java does not define).
+    pub fn type_name(&self) -> &'static str {
+        ptype::name(self.ptype)
+    }
 }
 
 /// Something that could not be decoded, or a caveat about what follows.
@@ -137,6 +204,9 @@ pub enum ProblemKind {
     MidStream,
     /// The capture file itself is damaged.
     Capture,
+    /// The capture ended (or the connection closed) in the middle of a message: these bytes
+    /// of it were never completed.
+    Unfinished { bytes: u64 },
 }
 
 /// Streaming decoder over TCP segments.
@@ -154,6 +224,8 @@ pub struct Decoder<S> {
 /// its events to it while it works.
 struct State {
     ports: Vec<u16>,
+    quorum_ports: Vec<u16>,
+    closes: bool,
     book: AddressBook,
     configs: identity::ConfigCache,
     conns: HashMap<ConnId, Conn>,
@@ -175,8 +247,9 @@ struct State {
 /// [`RESOLVE_WINDOW_RECORDS`]) before they are handed out.
 struct Pending {
     record: Record,
-    /// The acceptor's address, and whether the record was sent by the initiator.
-    acceptor: Option<(SocketAddr, bool)>,
+    /// The acceptor's address, whether the record was sent by the initiator, and whether the
+    /// address is a quorum port.
+    acceptor: Option<(SocketAddr, bool, bool)>,
 }
 
 /// How long, in capture time, a record waits for its sids to become known.
@@ -194,6 +267,30 @@ struct Conn {
     recognising: Option<Vec<u8>>,
     initiator_sid: Option<i64>,
     dirs: [DirState; 2],
+    /// `Some` for a quorum-port connection: its directions are decoded as Zab packets (and
+    /// `dirs` is unused).
+    quorum: Option<Box<[QuorumDir; 2]>>,
+}
+
+/// One direction of a quorum-port connection.
+#[derive(Default)]
+struct QuorumDir {
+    decoder: QuorumStreamDecoder,
+    /// Stream offset where `decoder` started (after a resynchronisation).
+    base: u64,
+    /// `Some` while looking for a packet boundary: the bytes held and the offset of the first.
+    hunt: Option<(Vec<u8>, u64)>,
+    /// The SNAP packet whose snapshot is streaming: its record, and the snapshot bytes so far.
+    snap: Option<(Record, u64)>,
+}
+
+impl QuorumDir {
+    fn new(mid_stream: bool) -> Self {
+        QuorumDir {
+            hunt: mid_stream.then(|| (Vec::new(), 0)),
+            ..QuorumDir::default()
+        }
+    }
 }
 
 struct DirState {
@@ -247,6 +344,8 @@ impl<S: SegmentSource> Decoder<S> {
             reassembler: Reassembler::new(options.reassembly),
             state: State {
                 ports: options.ports,
+                quorum_ports: options.quorum_ports,
+                closes: options.closes,
                 book: options.book,
                 configs: identity::ConfigCache::default(),
                 conns: HashMap::default(),
@@ -292,6 +391,8 @@ impl<S: SegmentSource> Decoder<S> {
         match next {
             Some(Ok(())) => {}
             Some(Err(e)) => {
+                // What reassembly still holds is reported first; the damage ends the output.
+                self.finish();
                 let state = &mut self.state;
                 let time = state.out.back().map(|p| p.record.time).unwrap_or_default();
                 state.push(Record {
@@ -309,7 +410,6 @@ impl<S: SegmentSource> Decoder<S> {
                         message: e.to_string(),
                     }),
                 });
-                self.finish();
             }
             None => self.finish(),
         }
@@ -336,12 +436,22 @@ impl State {
                 time,
                 mid_stream,
             } => {
-                let on_port = self.ports.contains(&acceptor.port())
+                // A quorum port, or a member's quorum address named by a config.
+                let quorum = self.quorum_ports.contains(&acceptor.port())
+                    || (mid_stream && self.quorum_ports.contains(&initiator.port()))
+                    || self.book.quorum_sid_of(acceptor).is_some();
+                let ports = if quorum {
+                    &self.quorum_ports
+                } else {
+                    &self.ports
+                };
+                let on_port = quorum
+                    || self.ports.contains(&acceptor.port())
                     || (mid_stream && self.ports.contains(&initiator.port()));
-                // A mid-stream guess of who initiated can be wrong; the election port decides.
+                // A mid-stream guess of who initiated can be wrong; the listening port decides.
                 let flipped = mid_stream
-                    && self.ports.contains(&initiator.port())
-                    && !self.ports.contains(&acceptor.port());
+                    && ports.contains(&initiator.port())
+                    && !ports.contains(&acceptor.port());
                 let (initiator, acceptor) = if flipped {
                     (acceptor, initiator)
                 } else {
@@ -363,6 +473,9 @@ impl State {
                             DirState::new(Direction::FromInitiator, mid_stream),
                             DirState::new(Direction::FromAcceptor, mid_stream),
                         ],
+                        quorum: quorum.then(|| {
+                            Box::new([QuorumDir::new(mid_stream), QuorumDir::new(mid_stream)])
+                        }),
                     },
                 );
                 if mid_stream {
@@ -406,31 +519,39 @@ impl State {
                     self.ignore.push(conn);
                     return;
                 }
-                let d = &mut c.dirs[index(dir)];
-                // What the cut message's first bytes still tell: a notification's first
-                // fields, an initial message's sid. A stream already resynchronising holds
-                // bytes from where the last gap ended, normally a frame's start.
-                let partial = match &d.hunt {
-                    None => d
-                        .decoder
-                        .partial_frame()
-                        .map(|(prefix, size)| PartialNotification::decode(prefix, size)),
-                    Some((held, _)) => frame_prefix(held)
-                        .map(|(prefix, size)| PartialNotification::decode(prefix, size)),
+                let (partial, partial_sid) = if let Some(q) = &mut c.quorum {
+                    let d = &mut q[index(dir)];
+                    d.hunt = Some((Vec::new(), offset + missing));
+                    d.snap = None;
+                    (None, None)
+                } else {
+                    let d = &mut c.dirs[index(dir)];
+                    // What the cut message's first bytes still tell: a notification's first
+                    // fields, an initial message's sid. A stream already resynchronising holds
+                    // bytes from where the last gap ended, normally a frame's start.
+                    let partial = match &d.hunt {
+                        None => d
+                            .decoder
+                            .partial_frame()
+                            .map(|(prefix, size)| PartialNotification::decode(prefix, size)),
+                        Some((held, _)) => frame_prefix(held)
+                            .map(|(prefix, size)| PartialNotification::decode(prefix, size)),
+                    };
+                    let partial_sid = d
+                        .hunt
+                        .is_none()
+                        .then(|| d.decoder.partial_initial())
+                        .flatten()
+                        .and_then(InitialMessage::partial_sid);
+                    if self.cut.is_some()
+                        && let Some(sid) = partial_sid
+                    {
+                        c.initiator_sid.get_or_insert(sid);
+                    }
+                    let d = &mut c.dirs[index(dir)];
+                    d.hunt = Some((Vec::new(), offset + missing));
+                    (partial, partial_sid)
                 };
-                let partial_sid = d
-                    .hunt
-                    .is_none()
-                    .then(|| d.decoder.partial_initial())
-                    .flatten()
-                    .and_then(InitialMessage::partial_sid);
-                if self.cut.is_some()
-                    && let Some(sid) = partial_sid
-                {
-                    c.initiator_sid.get_or_insert(sid);
-                }
-                let d = &mut c.dirs[index(dir)];
-                d.hunt = Some((Vec::new(), offset + missing));
                 let (severity, kind, what) = match self.cut {
                     // Cut by the snap length: say so plainly, with what was captured.
                     Some(kept) => (
@@ -464,9 +585,7 @@ impl State {
                 let r = self.problem(conn, dir, time, at, severity, kind, what);
                 self.push(r);
             }
-            StreamEvent::Closed { conn, .. } => {
-                self.conns.remove(&conn);
-            }
+            StreamEvent::Closed { conn, time, how } => self.closed(conn, time, how),
         }
     }
 
@@ -499,11 +618,19 @@ impl State {
                     self.ignore.push(conn);
                     return;
                 }
+                Recognition::Quorum => {
+                    let held = c.recognising.take().unwrap_or_default();
+                    c.quorum = Some(Box::new([QuorumDir::new(false), QuorumDir::new(false)]));
+                    return self.data(conn, dir, time, &held);
+                }
                 Recognition::Yes => {
                     let held = c.recognising.take().unwrap_or_default();
                     return self.data(conn, dir, time, &held);
                 }
             }
+        }
+        if c.quorum.is_some() {
+            return self.quorum_data(conn, dir, time, bytes);
         }
         let mut items = std::mem::take(&mut self.items);
         let mut problems = std::mem::take(&mut self.problems);
@@ -562,10 +689,175 @@ impl State {
         self.problems = problems;
     }
 
+    /// Decodes bytes of a quorum-port connection.
+    fn quorum_data(&mut self, conn: ConnId, dir: CapDir, time: Timestamp, bytes: &[u8]) {
+        let Some(q) = self.conns.get_mut(&conn).and_then(|c| c.quorum.as_mut()) else {
+            return;
+        };
+        let d = &mut q[index(dir)];
+        let mut out: Vec<(u64, QuorumMessage)> = Vec::new();
+        let mut problems = Vec::new();
+        let mut snap_done: Option<(Record, u64)> = None;
+        let mut input: &[u8] = bytes;
+        let held: Vec<u8>;
+        if let Some((buf, start)) = &mut d.hunt {
+            buf.extend_from_slice(bytes);
+            match find_packet_start(buf) {
+                FrameSearch::Found(at) => {
+                    if at > 0 {
+                        problems.push((
+                            *start,
+                            Severity::Warning,
+                            ProblemKind::Resynced { skipped: at as u64 },
+                            format!("skipped {at} bytes to the next quorum packet"),
+                        ));
+                    }
+                    d.base = *start + at as u64;
+                    d.decoder = QuorumStreamDecoder::new();
+                    held = buf.split_off(at);
+                    d.hunt = None;
+                }
+                FrameSearch::NotBefore(at) => {
+                    let at = at.max(buf.len().saturating_sub(MAX_QUORUM_HUNT_BYTES));
+                    buf.drain(..at);
+                    *start += at as u64;
+                    return;
+                }
+            }
+            input = &held;
+        }
+        loop {
+            match d.decoder.decode(&mut input) {
+                Ok(Some(QuorumItem::Packet { offset, packet })) => {
+                    out.push((d.base + offset, QuorumMessage::of(&packet)));
+                }
+                Ok(Some(QuorumItem::SnapshotData { bytes, .. })) => {
+                    if let Some((_, n)) = &mut d.snap {
+                        *n += bytes.len() as u64;
+                    }
+                }
+                Ok(Some(QuorumItem::SnapshotEnd { .. })) => {
+                    snap_done = d.snap.take();
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let at = d.base + e.offset;
+                    problems.push((
+                        at,
+                        Severity::Error,
+                        ProblemKind::Malformed(e.clone()),
+                        format!("malformed quorum packet: {e}; resynchronising"),
+                    ));
+                    d.hunt = Some((input.to_vec(), d.base + d.decoder.position()));
+                    d.snap = None;
+                    break;
+                }
+            }
+        }
+        let learner = out.iter().find_map(|(_, m)| m.learner.map(|l| l.sid));
+        if let Some(sid) = learner
+            && let Some(c) = self.conns.get_mut(&conn)
+        {
+            c.initiator_sid = Some(sid);
+        }
+        for (at, severity, kind, message) in problems {
+            let r = self.problem(conn, dir, time, at, severity, kind, message);
+            self.push(r);
+        }
+        if let Some((mut r, n)) = snap_done {
+            if let Body::Quorum(m) = &mut r.body {
+                m.snapshot_bytes = Some(n);
+            }
+            self.push(r);
+        }
+        for (at, m) in out {
+            let snap = m.ptype == ptype::SNAP;
+            let r = self.record(conn, dir, time, Some(at), Body::Quorum(m));
+            if snap && let Some(q) = self.conns.get_mut(&conn).and_then(|c| c.quorum.as_mut()) {
+                // Handed out once the snapshot has streamed, with its size.
+                q[index(dir)].snap = Some((r, 0));
+                continue;
+            }
+            self.push(r);
+        }
+    }
+
+    /// A connection ended: a record for FIN/RST, and a warning for a message left unfinished.
+    fn closed(&mut self, conn: ConnId, time: Timestamp, how: CloseKind) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let mut unfinished = Vec::new();
+        for dir in [CapDir::FromInitiator, CapDir::FromAcceptor] {
+            let i = index(dir);
+            let pending = match &c.quorum {
+                Some(q) => {
+                    if let Some((r, n)) = &q[i].snap {
+                        Some((r.offset.unwrap_or(0), *n + 1))
+                    } else {
+                        let b = q[i].decoder.buffered() as u64;
+                        (b > 0).then(|| (q[i].base + q[i].decoder.position() - b, b))
+                    }
+                }
+                None => {
+                    let b = c.dirs[i].decoder.buffered() as u64;
+                    (b > 0 && c.dirs[i].hunt.is_none())
+                        .then(|| (c.dirs[i].decoder.position() - b, b))
+                }
+            };
+            if let Some((at, bytes)) = pending {
+                unfinished.push((dir, at, bytes));
+            }
+        }
+        let close = self.closes
+            && matches!(how, CloseKind::Fin | CloseKind::Rst)
+            && c.recognising.is_none();
+        {
+            for (dir, at, bytes) in unfinished {
+                let end = match how {
+                    CloseKind::CaptureEnd => "the capture ended",
+                    _ => "the connection closed",
+                };
+                let r = self.problem(
+                    conn,
+                    dir,
+                    time,
+                    at,
+                    Severity::Warning,
+                    ProblemKind::Unfinished { bytes },
+                    format!("{end} in the middle of a message ({bytes} bytes of it captured)"),
+                );
+                self.push(r);
+            }
+        }
+        if close {
+            let r = self.record(
+                conn,
+                CapDir::FromInitiator,
+                time,
+                None,
+                Body::Closed {
+                    reset: how == CloseKind::Rst,
+                },
+            );
+            self.push(r);
+        }
+        self.conns.remove(&conn);
+    }
+
+    /// The sid listening on a connection's acceptor address.
+    fn acceptor_sid(&self, c: &Conn) -> Option<i64> {
+        if c.quorum.is_some() {
+            self.book.quorum_sid_of(c.acceptor)
+        } else {
+            self.book.sid_of(c.acceptor)
+        }
+    }
+
     fn push(&mut self, record: Record) {
         let acceptor = record.conn.and_then(|c| self.conns.get(&c)).map(|c| {
             let from_initiator = record.src == Some(c.initiator);
-            (c.acceptor, from_initiator)
+            (c.acceptor, from_initiator, c.quorum.is_some())
         });
         self.out.push_back(Pending { record, acceptor });
     }
@@ -585,8 +877,12 @@ impl State {
             mut record,
             acceptor,
         } = self.out.pop_front()?;
-        if let Some((addr, from_initiator)) = acceptor
-            && let Some(sid) = self.book.sid_of(addr)
+        if let Some((addr, from_initiator, quorum)) = acceptor
+            && let Some(sid) = if quorum {
+                self.book.quorum_sid_of(addr)
+            } else {
+                self.book.sid_of(addr)
+            }
         {
             let slot = if from_initiator {
                 &mut record.to_sid
@@ -602,7 +898,7 @@ impl State {
         let Some(c) = self.conns.get(&conn) else {
             return (None, None);
         };
-        let acceptor = self.book.sid_of(c.acceptor);
+        let acceptor = self.acceptor_sid(c);
         match dir {
             CapDir::FromInitiator => (c.initiator_sid, acceptor),
             CapDir::FromAcceptor => (acceptor, c.initiator_sid),
@@ -765,13 +1061,43 @@ fn file_offset(e: &CaptureError) -> Option<u64> {
 enum Recognition {
     Wait,
     Yes,
+    /// A quorum-port connection: it opens with FOLLOWERINFO/OBSERVERINFO.
+    Quorum,
     No,
+}
+
+/// Whether a stream opens with a learner's FOLLOWERINFO or OBSERVERINFO: a valid packet of
+/// that type whose LearnerInfo names Zab's protocol version.
+fn recognise_learner(held: &[u8]) -> Option<Recognition> {
+    let t = i32::from_be_bytes(held.get(..4)?.try_into().ok()?);
+    if t != ptype::FOLLOWERINFO && t != ptype::OBSERVERINFO {
+        return None;
+    }
+    match QuorumPacket::decode(held) {
+        Ok((p, _)) => {
+            let info = p.data.as_deref().map(LearnerInfo::decode_any);
+            Some(match info {
+                Some(Ok(i)) if i.protocol_version & 0xffff0000u32 as i32 == 0x10000 => {
+                    Recognition::Quorum
+                }
+                _ => Recognition::No,
+            })
+        }
+        Err(WireError {
+            kind: ErrorKind::Truncated { .. },
+            ..
+        }) if held.len() < MAX_RECOGNITION_FRAME => Some(Recognition::Wait),
+        Err(_) => Some(Recognition::No),
+    }
 }
 
 /// Whether the start of a stream on a non-election port is election traffic: a V1/V2 initial
 /// message is specific enough alone; a legacy one (any non-negative long) needs a plausible
-/// notification behind it.
+/// notification behind it. A learner's first packet makes it quorum traffic.
 fn recognise(held: &[u8]) -> Recognition {
+    if let Some(r) = recognise_learner(held) {
+        return r;
+    }
     let size = match InitialMessage::probe(held) {
         Err(_) => return Recognition::No,
         Ok(Probe::NeedAtLeast(_)) => return Recognition::Wait,
@@ -866,6 +1192,45 @@ fn find_frame_start(buf: &[u8]) -> FrameSearch {
     FrameSearch::NotBefore(undecided.unwrap_or(buf.len().saturating_sub(LENGTH_BYTES - 1)))
 }
 
+/// Whether a quorum packet of a plausible type, with null authinfo (what Java sends), decodes
+/// whole at the front of `buf`: `Some(len)`, `None` when not, `Err` when more bytes are needed.
+fn plausible_packet(buf: &[u8]) -> Result<Option<usize>, ()> {
+    if buf.len() < 4 {
+        return Err(());
+    }
+    let t = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    if !(ptype::REQUEST..=ptype::INFORMANDACTIVATE).contains(&t) {
+        return Ok(None);
+    }
+    match QuorumPacket::decode(buf) {
+        Ok((p, n)) if p.authinfo.is_none() => Ok(Some(n)),
+        Ok(_) => Ok(None),
+        Err(WireError {
+            kind: ErrorKind::Truncated { .. },
+            ..
+        }) => Err(()),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The first offset in `buf` where a quorum packet starts that is followed by the start of
+/// another (or by the end of the bytes so far): two in a row make a random match unlikely.
+fn find_packet_start(buf: &[u8]) -> FrameSearch {
+    for i in 0..buf.len().saturating_sub(3) {
+        match plausible_packet(&buf[i..]) {
+            Ok(None) => continue,
+            Err(()) => return FrameSearch::NotBefore(i),
+            Ok(Some(n)) => match plausible_packet(&buf[i + n..]) {
+                Ok(Some(_)) => return FrameSearch::Found(i),
+                Err(()) if buf.len() - (i + n) < 4 => return FrameSearch::NotBefore(i),
+                Err(()) => return FrameSearch::Found(i),
+                Ok(None) => continue,
+            },
+        }
+    }
+    FrameSearch::NotBefore(buf.len().saturating_sub(3))
+}
+
 impl<S: SegmentSource> Iterator for Decoder<S> {
     type Item = Record;
 
@@ -879,5 +1244,201 @@ impl<S: SegmentSource> Iterator for Decoder<S> {
             }
             self.step();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::{TcpSegment, Timestamp};
+    use crate::wire::QuorumConfig;
+
+    fn seg(src: &str, dst: &str, seq: u32, syn: bool, payload: Vec<u8>) -> TcpSegment {
+        TcpSegment {
+            time: Timestamp {
+                secs: 1_000,
+                nanos: seq,
+            },
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            seq,
+            ack: (!syn || src.ends_with(":2888") || src.ends_with(":5000")).then_some(1),
+            syn,
+            fin: false,
+            rst: false,
+            payload,
+            missing: 0,
+            record: 0,
+        }
+    }
+
+    fn packet(t: i32, zxid: i64, data: Option<Vec<u8>>) -> Vec<u8> {
+        QuorumPacket::new(t, zxid, data).encode().unwrap()
+    }
+
+    /// A learner's sync with its leader: FOLLOWERINFO, LEADERINFO, ACKEPOCH, DIFF, NEWLEADER,
+    /// ACK, UPTODATE, as segments on `port`, optionally without their start.
+    fn sync_segments(port: u16, from: usize) -> Vec<TcpSegment> {
+        let learner = "127.0.0.1:40000";
+        let leader = format!("127.0.0.2:{port}");
+        let info = LearnerInfo {
+            sid: 1,
+            protocol_version: 0x10000,
+            config_version: 0,
+        };
+        let up = [
+            QuorumPacket::follower_info(1, &info).encode().unwrap(),
+            QuorumPacket::ack_epoch(0x100000003, 1).encode().unwrap(),
+            QuorumPacket::ack(0x200000000).encode().unwrap(),
+        ];
+        let down = [
+            packet(
+                ptype::LEADERINFO,
+                0x200000000,
+                Some(0x10000i32.to_be_bytes().to_vec()),
+            ),
+            packet(ptype::DIFF, 0x100000003, None),
+            packet(ptype::NEWLEADER, 0x200000000, Some(Vec::new())),
+            packet(ptype::UPTODATE, -1, None),
+        ];
+        let mut out = Vec::new();
+        if from == 0 {
+            out.push(seg(learner, &leader, 0, true, Vec::new()));
+            out.push(seg(&leader, learner, 0, true, Vec::new()));
+        }
+        let (mut a, mut b) = (1u32, 1u32);
+        let order = [
+            (0, true),
+            (0, false),
+            (1, true),
+            (1, false),
+            (2, false),
+            (2, true),
+            (3, false),
+        ];
+        for (i, up_side) in order {
+            let (bytes, seq, src, dst) = if up_side {
+                (&up[i], &mut a, learner, leader.as_str())
+            } else {
+                (&down[i], &mut b, leader.as_str(), learner)
+            };
+            out.push(seg(src, dst, *seq, false, bytes.clone()));
+            *seq += bytes.len() as u32;
+            // Acknowledge what the other side sent so far, as TCP does.
+            let ack = if up_side { b } else { a };
+            if let Some(last) = out.last_mut() {
+                last.ack = Some(ack);
+            }
+        }
+        out.split_off(from.min(out.len()))
+    }
+
+    fn decode(segments: Vec<TcpSegment>, options: DecodeOptions) -> Vec<Record> {
+        Decoder::new(segments.into_iter().map(Ok), options).collect()
+    }
+
+    fn types(records: &[Record]) -> Vec<&'static str> {
+        records
+            .iter()
+            .filter_map(|r| match &r.body {
+                Body::Quorum(q) => Some(q.type_name()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn quorum_port_packets_with_sids() {
+        let mut book = AddressBook::default();
+        book.learn_config(
+            &QuorumConfig::parse(
+                "server.1=127.0.0.1:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:participant",
+            )
+            .unwrap(),
+        );
+        let options = DecodeOptions {
+            book,
+            ..DecodeOptions::default()
+        };
+        let records = decode(sync_segments(2888, 0), options);
+        assert_eq!(
+            types(&records),
+            [
+                "FOLLOWERINFO",
+                "LEADERINFO",
+                "ACKEPOCH",
+                "DIFF",
+                "NEWLEADER",
+                "ACK",
+                "UPTODATE"
+            ]
+        );
+        for r in records.iter().filter(|r| matches!(r.body, Body::Quorum(_))) {
+            let sids = (r.from_sid, r.to_sid);
+            assert!(
+                sids == (Some(1), Some(2)) || sids == (Some(2), Some(1)),
+                "{r:?}"
+            );
+        }
+        let Body::Quorum(fi) = &records[0].body else {
+            panic!()
+        };
+        assert_eq!(fi.learner.map(|l| l.sid), Some(1));
+    }
+
+    #[test]
+    fn followerinfo_on_another_port_is_recognised() {
+        let records = decode(sync_segments(5000, 0), DecodeOptions::default());
+        assert_eq!(types(&records).len(), 7, "{records:?}");
+        // Without the FOLLOWERINFO start, a connection to an unknown port is not taken.
+        let records = decode(sync_segments(5001, 2), DecodeOptions::default());
+        assert!(types(&records).is_empty());
+    }
+
+    proptest::proptest! {
+        /// Any bytes on a quorum connection, in any pieces, joined mid-way or not: no panic,
+        /// and what is held while hunting stays within its bound.
+        #[test]
+        fn any_quorum_bytes_decode_within_bounds(
+            pieces in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..300), 0..12),
+            mid in proptest::bool::ANY,
+        ) {
+            let mut segs = Vec::new();
+            if !mid {
+                segs.push(seg("127.0.0.1:40000", "127.0.0.2:2888", 0, true, Vec::new()));
+                segs.push(seg("127.0.0.2:2888", "127.0.0.1:40000", 0, true, Vec::new()));
+            }
+            let mut seq = 1u32;
+            for p in pieces {
+                let n = p.len() as u32;
+                segs.push(seg("127.0.0.2:2888", "127.0.0.1:40000", seq, false, p));
+                seq += n;
+            }
+            let mut d = Decoder::new(segs.into_iter().map(Ok), DecodeOptions::default());
+            while d.next().is_some() {
+                for c in d.state.conns.values() {
+                    if let Some(q) = &c.quorum {
+                        for dir in q.iter() {
+                            let held = dir.hunt.as_ref().map_or(0, |h| h.0.len());
+                            proptest::prop_assert!(held <= MAX_QUORUM_HUNT_BYTES + 4096);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn quorum_stream_joined_mid_way_resynchronises() {
+        // The capture starts after the handshake and the FOLLOWERINFO.
+        let records = decode(sync_segments(2888, 3), DecodeOptions::default());
+        // The leader's side is picked up at the first of two packets in a row; the learner's
+        // lone ACK cannot be told from noise and is not guessed at.
+        let t = types(&records);
+        assert_eq!(t, ["DIFF", "NEWLEADER", "UPTODATE"]);
+        assert!(records.iter().any(|r| matches!(
+            &r.body,
+            Body::Problem(p) if p.kind == ProblemKind::MidStream
+        )));
     }
 }

@@ -1,26 +1,63 @@
-//! Election rounds, decisions and anomalies, from decoded records.
+//! The election's story, from decoded records: each server's decisions with their time and
+//! evidence, elections and rejoins with their causes, and the sync on the quorum port.
 //!
-//! What the election port shows, and what it does not: every vote a LOOKING server sends is on
-//! the wire, but a decision is only visible when the decided server later answers someone with
-//! a FOLLOWING/LEADING notification. So a decision is reported as **observed** when such a
-//! notification appears, and otherwise as **inferred** when the server's last vote agrees with
-//! a quorum (it decided no earlier than its last vote change plus finalizeWait, 200 ms).
+//! **Decisions as Java makes them.** Every server's part is replayed from the notifications it
+//! receives (what is on the wire to it is what its receiver thread queues; loopback delivers in
+//! well under a millisecond) and the ones it sends (its own vote, which it also delivers to
+//! itself). FastLeaderElection decides in two ways, and so does this model:
 //!
-//! An election ("round" in the output, named by the election epoch it ended in) starts with a
-//! LOOKING notification after the previous one settled, and settles when a quorum agrees and
-//! votes stop changing for [`SETTLE_SECS`].
+//! - its vote holds a quorum of the votes of its round: it then waits finalizeWait (200 ms)
+//!   for a better vote; every notification that is not better restarts the wait, so it decides
+//!   finalizeWait after the last notification it received once its vote had a quorum
+//!   ([`Evidence::ConvergedVotes`]);
+//! - a quorum has answered it FOLLOWING/LEADING for one leader, the leader itself LEADING: it
+//!   follows at once ([`Evidence::QuorumReplies`]).
+//!
+//! A decided server's later FOLLOWING/LEADING answers confirm a decision but are not its time;
+//! they are the evidence only when nothing else on the wire shows the decision
+//! ([`Evidence::OwnNotification`], an upper bound).
+//!
+//! **Elections and rejoins.** Decisions for one leader in one round form an election; a
+//! server that learns an established leader (from its LEADING answer) after that leader had
+//! decided rejoins it, which is not an election. Observers' decisions are reported, but only
+//! participants make a winner.
+//!
+//! **Cost.** Each record is handled in O(1) amortised (vote counts are kept per vote, pending
+//! decisions in a heap), so the summary is linear in messages and servers.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
+use rustc_hash::FxHashMap as HashMap;
 use serde_json::{Value, json};
 
 use super::{Body, Record, Severity};
+use crate::capture::ConnId;
+use crate::wire::quorum::ptype;
 use crate::wire::{Notification, Role, ServerState};
 
-/// Votes that do not change for this long after a quorum agrees end an election.
-pub const SETTLE_SECS: f64 = 1.0;
-/// Java's finalizeWait: a server decides no earlier than this after its quorum formed.
+/// Java's finalizeWait: a server decides this long after the last notification it received
+/// once its vote had a quorum.
 pub const FINALIZE_WAIT_SECS: f64 = 0.2;
+/// How far before an election's first LOOKING vote a closed connection of the old leader
+/// counts as its cause (Java notices a closed quorum connection at once; a silent leader only
+/// after syncLimit ticks).
+const CAUSE_WINDOW_SECS: f64 = 30.0;
+/// A server that began looking this soon after the leader decided started with the election
+/// (servers started together come up a few hundred milliseconds apart); later, it rejoins.
+const REJOIN_GRACE_SECS: f64 = 1.0;
+/// How long before a server's first vote a message it did not answer counts as waiting in its
+/// queue (a server goes LOOKING just before its election begins).
+const QUEUE_WINDOW_SECS: f64 = 0.5;
+/// Refused dials this long before a server's first vote make its `took` a lower bound.
+const REFUSED_WINDOW_SECS: f64 = 2.0;
+/// An unanswered message this soon before a decided server's first vote may have been
+/// answered, the answer replaced in Java's one-message send queue by that vote.
+const ANSWER_REPLACED_SECS: f64 = 0.02;
+/// Messages kept for a server whose election has not begun yet.
+const MAX_QUEUED: usize = 256;
+/// At most this many sids are named in one "why still LOOKING" list.
+const MAX_LISTED: usize = 12;
 
 /// A vote as compared for agreement: leader, zxid, round, peer epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -53,16 +90,17 @@ pub struct VoteChange {
 /// What shows that a server decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Evidence {
-    /// It sent a FOLLOWING/LEADING/OBSERVING notification (the time is that message's).
+    /// Only its own later FOLLOWING/LEADING/OBSERVING notification: the decision was no later
+    /// than that message.
     OwnNotification,
-    /// A quorum answered it FOLLOWING/LEADING for one leader, that leader among them as
-    /// LEADING: Java's out-of-election rule decides then (the time of the completing answer).
+    /// A quorum answered it FOLLOWING/LEADING for one leader, that leader LEADING: Java's
+    /// out-of-election rule decides at once (the time of the completing answer).
     QuorumReplies,
-    /// A quorum's LOOKING votes agreed; decided no earlier than its last vote change plus
-    /// finalizeWait.
+    /// Its vote held a quorum of its round's votes: decided finalizeWait after the last
+    /// notification it received from then on.
     ConvergedVotes,
     /// It started a new round of its own (no peer had shown it that round): it must have
-    /// decided in the round before, on its last vote there, and then lost that leader.
+    /// decided in the round before, on its last vote there.
     NewRound,
 }
 
@@ -76,6 +114,39 @@ impl Evidence {
             Evidence::NewRound => "new_round",
         }
     }
+
+    /// The evidence in words, for people.
+    pub fn words(self) -> &'static str {
+        match self {
+            Evidence::OwnNotification => "its own later answer shows it (no later than this)",
+            Evidence::QuorumReplies => "a quorum answered it FOLLOWING/LEADING",
+            Evidence::ConvergedVotes => {
+                "its vote had a quorum; finalizeWait after the last notification it got"
+            }
+            Evidence::NewRound => "it began a new round of its own afterwards",
+        }
+    }
+}
+
+/// How a learner synced with its leader on the quorum port.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SyncInfo {
+    /// The leader's sid.
+    pub leader: Option<i64>,
+    /// `DIFF`, `SNAP` or `TRUNC`, as the leader sent it.
+    pub mode: Option<&'static str>,
+    /// FOLLOWERINFO/OBSERVERINFO sent.
+    pub started: f64,
+    /// When the sync packet (DIFF/SNAP/TRUNC) came.
+    pub sync_time: Option<f64>,
+    /// NEWLEADER received.
+    pub newleader: Option<f64>,
+    /// The learner's ACK of NEWLEADER.
+    pub newleader_ack: Option<f64>,
+    /// UPTODATE received: the learner serves from here on.
+    pub uptodate: Option<f64>,
+    /// The NEWLEADER zxid (the new epoch in its high 32 bits).
+    pub newleader_zxid: Option<i64>,
 }
 
 /// How a server left LOOKING.
@@ -86,26 +157,101 @@ pub struct Decision {
     pub leader: i64,
     /// The round it decided in.
     pub election_epoch: i64,
-    /// When, as far as the evidence tells.
+    /// When it decided, estimated as Java decides (see the module docs).
     pub time: f64,
     pub evidence: Evidence,
+    /// When it began looking (its first LOOKING vote of this election on the wire).
+    pub looking_since: f64,
+    /// From `looking_since` to `time`, as Java logs `LEADER ELECTION TOOK`.
+    pub took: f64,
+    /// `took` is a lower bound: just before `looking_since`, someone dialled peers that were
+    /// not listening yet (refused connections name no sid), perhaps this server, whose
+    /// election then began before the capture can show it.
+    pub took_at_least: bool,
+    /// Its sync with the leader on the quorum port, when the capture has it.
+    pub sync: Option<SyncInfo>,
 }
 
-/// One election.
+/// What a round is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RoundKind {
+    /// Servers elected a leader (or tried to).
+    #[default]
+    Election,
+    /// A server learned an established leader from its answers.
+    Rejoin,
+}
+
+/// Why an election began, as the wire shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Cause {
+    /// Servers starting (the first election, or servers never seen before).
+    #[default]
+    ServersStarted,
+    /// The leader's connections closed or were reset, or it fell silent.
+    LeaderLost,
+    /// The leader itself went LOOKING: it lost its quorum of followers.
+    QuorumLost,
+}
+
+impl Cause {
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::ServersStarted => "servers_started",
+            Cause::LeaderLost => "leader_lost",
+            Cause::QuorumLost => "quorum_lost",
+        }
+    }
+}
+
+/// Why a server is still LOOKING, from the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StillLooking {
+    pub sid: i64,
+    /// Its vote, when it sent one.
+    pub vote: Option<VoteKey>,
+    /// How many voters' votes (its own included) agree with it, and how many it needs.
+    pub agreeing: usize,
+    pub needs: usize,
+    /// The votes of its round it holds: sid -> leader.
+    pub holds: BTreeMap<i64, i64>,
+    /// Members it has no working connection to (nothing went both ways on an open one).
+    pub unconnected: Vec<i64>,
+    /// Larger sids it dialled that dropped its connection (the sid tie-break).
+    pub dropped_by: Vec<i64>,
+}
+
+/// One election, or one rejoin.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Round {
+    pub kind: RoundKind,
     /// The election epoch the election ended in (the largest seen in it).
     pub election_epoch: i64,
     pub started: f64,
-    /// Servers that sent LOOKING notifications in it.
+    /// Servers that looked in it.
     pub participants: BTreeSet<i64>,
     pub changes: Vec<VoteChange>,
     pub decisions: Vec<Decision>,
+    /// The participant that led (never an observer's choice); `None` when the sids are not
+    /// known (a 3.4 capture without `--config`) or nobody led.
     pub winner: Option<i64>,
-    /// From the first LOOKING notification to the last decision.
+    /// From the first LOOKING vote to the last decision.
     pub duration: Option<f64>,
-    /// Whether a quorum agreed.
+    /// Whether a participant decided.
     pub settled: bool,
+    pub cause: Cause,
+    /// When the old leader was lost (its connections closed), or the election began.
+    pub leader_lost: Option<f64>,
+    /// When the new leader held NEWLEADER ACKs from a quorum (Java: `Have quorum of
+    /// supporters`).
+    pub serving: Option<f64>,
+    /// `serving - leader_lost`.
+    pub unavailable: Option<f64>,
+    /// From leader lost to the new leader's decision (how long there was no leader).
+    pub no_leader: Option<f64>,
+    /// How it ended: `decided`, or for an unfinished election `capture_end` or `shutdown`.
+    pub end: &'static str,
+    pub still_looking: Vec<StillLooking>,
 }
 
 /// Something worth a look.
@@ -121,81 +267,384 @@ pub struct Anomaly {
 pub struct Summary {
     pub rounds: Vec<Round>,
     pub anomalies: Vec<Anomaly>,
+    /// Whether the capture has quorum-port (2888) traffic: without it there is no sync.
+    pub quorum_port: bool,
+    /// Sids could not be told (3.4 without `--config`/`--sid-map`): no winner is named.
+    pub sids_unknown: bool,
+    /// The capture's last record.
+    pub end: f64,
+    /// When the servers shut down: every election connection had closed by the end of the
+    /// capture, from this time on (the first close after the last message).
+    pub shutdown: Option<f64>,
+}
+
+/// Votes a server holds from voters (Java's `recvset`), counted the way Java's vote tracker
+/// compares them: a LOOKING tracker vote matches entries equal in leader, zxid, round and peer
+/// epoch; a FOLLOWING/LEADING one matches LOOKING entries the same way and answers by leader
+/// alone (Java stores those without a version, and a version mismatch compares only the id).
+///
+/// Most servers hold a handful of votes (one per voter of an ensemble): those are kept in one
+/// small list and counted by scanning it; past [`SMALL_VOTES`] the set moves to maps with
+/// counts kept as they change, so that a large one costs the same per message.
+#[derive(Debug, Default)]
+struct VoteSet {
+    small: Vec<(i64, VoteKey, ServerState)>,
+    big: Option<Box<VoteMaps>>,
+}
+
+/// Votes held in the small list before [`VoteSet`] switches to maps.
+const SMALL_VOTES: usize = 16;
+
+impl VoteSet {
+    fn clear(&mut self) {
+        self.small.clear();
+        self.big = None;
+    }
+
+    fn insert(&mut self, sid: i64, vote: VoteKey, state: ServerState) {
+        if let Some(big) = &mut self.big {
+            return big.insert(sid, vote, state);
+        }
+        match self.small.iter_mut().find(|e| e.0 == sid) {
+            Some(e) => *e = (sid, vote, state),
+            None => self.small.push((sid, vote, state)),
+        }
+        if self.small.len() > SMALL_VOTES {
+            let mut big = Box::<VoteMaps>::default();
+            for (sid, vote, state) in self.small.drain(..) {
+                big.insert(sid, vote, state);
+            }
+            self.big = Some(big);
+        }
+    }
+
+    /// Entries a LOOKING proposal `vote` gathers.
+    fn agreeing(&self, vote: &VoteKey) -> usize {
+        match &self.big {
+            Some(big) => big.agreeing(vote),
+            None => self.small.iter().filter(|e| e.1 == *vote).count(),
+        }
+    }
+
+    /// Entries a FOLLOWING/LEADING `vote` gathers.
+    fn backing(&self, vote: &VoteKey) -> usize {
+        match &self.big {
+            Some(big) => big.backing(vote),
+            None => self
+                .small
+                .iter()
+                .filter(|e| match e.2 {
+                    ServerState::Looking => e.1 == *vote,
+                    _ => e.1.leader == vote.leader,
+                })
+                .count(),
+        }
+    }
+
+    fn state_of(&self, sid: i64) -> Option<ServerState> {
+        match &self.big {
+            Some(big) => big.state_of(sid),
+            None => self.small.iter().find(|e| e.0 == sid).map(|e| e.2),
+        }
+    }
+
+    /// Every vote held: (sid, vote).
+    fn iter(&self) -> Box<dyn Iterator<Item = (i64, VoteKey)> + '_> {
+        match &self.big {
+            Some(big) => Box::new(big.votes.iter().map(|(k, (v, _))| (*k, *v))),
+            None => Box::new(self.small.iter().map(|e| (e.0, e.1))),
+        }
+    }
+}
+
+/// A large [`VoteSet`]: the votes, and counts kept as they change.
+#[derive(Debug, Default)]
+struct VoteMaps {
+    votes: HashMap<i64, (VoteKey, ServerState)>,
+    /// Every entry by its full vote.
+    full: HashMap<VoteKey, u32>,
+    /// LOOKING entries by their full vote.
+    looking: HashMap<VoteKey, u32>,
+    /// FOLLOWING/LEADING entries by leader.
+    decided: HashMap<i64, u32>,
+}
+
+impl VoteMaps {
+    fn insert(&mut self, sid: i64, vote: VoteKey, state: ServerState) {
+        if let Some((old, st)) = self.votes.insert(sid, (vote, state)) {
+            dec(&mut self.full, &old);
+            if st == ServerState::Looking {
+                dec(&mut self.looking, &old);
+            } else {
+                dec(&mut self.decided, &old.leader);
+            }
+        }
+        *self.full.entry(vote).or_default() += 1;
+        if state == ServerState::Looking {
+            *self.looking.entry(vote).or_default() += 1;
+        } else {
+            *self.decided.entry(vote.leader).or_default() += 1;
+        }
+    }
+
+    /// Entries a LOOKING proposal `vote` gathers.
+    fn agreeing(&self, vote: &VoteKey) -> usize {
+        self.full.get(vote).copied().unwrap_or(0) as usize
+    }
+
+    /// Entries a FOLLOWING/LEADING `vote` gathers.
+    fn backing(&self, vote: &VoteKey) -> usize {
+        (self.looking.get(vote).copied().unwrap_or(0)
+            + self.decided.get(&vote.leader).copied().unwrap_or(0)) as usize
+    }
+
+    fn state_of(&self, sid: i64) -> Option<ServerState> {
+        self.votes.get(&sid).map(|(_, s)| *s)
+    }
+}
+
+/// Connections, closes and refused dials the summary follows at most (reassembly follows
+/// as many connections at once).
+const MAX_TRACKED: usize = 65536;
+/// Servers (distinct sids) followed at most; a real ensemble has a few dozen.
+const MAX_SERVERS: usize = 65536;
+/// Pairs of servers followed at most for repeated votes and tie-break drops.
+const MAX_PAIRS: usize = 1 << 18;
+
+/// Appends to a time-ordered list, dropping its older half once it holds twice the bound.
+fn bounded_push<T>(list: &mut Vec<T>, item: T) {
+    if list.len() >= 2 * MAX_TRACKED {
+        list.drain(..MAX_TRACKED);
+    }
+    list.push(item);
+}
+
+/// Takes one from a count, forgetting it at zero (so that the maps hold only votes in use).
+fn dec<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, u32>, key: &K) {
+    if let Some(c) = counts.get_mut(key) {
+        *c -= 1;
+        if *c == 0 {
+            counts.remove(key);
+        }
+    }
+}
+
+/// The times of consecutive identical votes from one server to another, kept inline (one per
+/// pair of servers): time-outs double from 200 ms to 60 s, so a dozen shows the pattern.
+#[derive(Debug, Clone, Copy, Default)]
+struct Repeats {
+    times: [f64; 12],
+    len: u8,
+}
+
+impl Repeats {
+    fn push(&mut self, t: f64) {
+        if (self.len as usize) < self.times.len() {
+            self.times[self.len as usize] = t;
+            self.len += 1;
+        }
+    }
+
+    fn as_slice(&self) -> &[f64] {
+        &self.times[..self.len as usize]
+    }
+}
+
+/// One server as the model sees it.
+#[derive(Debug, Default)]
+struct Server {
+    seen: bool,
+    looking: bool,
+    since: f64,
+    round: i64,
+    /// Its current proposal.
+    vote: Option<VoteKey>,
+    /// Its own vote (for itself), as last sent.
+    own: Option<VoteKey>,
+    /// Its last LOOKING vote on the wire.
+    last_sent: Option<VoteKey>,
+    /// The highest round a peer showed it.
+    heard_round: i64,
+    /// LOOKING votes of its round, from voters (itself included), and their counts.
+    /// (Java's `recvset`, with LOOKING votes and FOLLOWING/LEADING answers of its round.)
+    recv: VoteSet,
+    /// FOLLOWING/LEADING answers from other rounds (Java's `outofelection`).
+    out: HashMap<i64, (i64, i64, ServerState)>,
+    out_counts: HashMap<(i64, i64), u32>,
+    /// The decision deadline while its vote holds a quorum, and its generation in the heap.
+    pending: Option<f64>,
+    generation: u64,
+    /// Its current or last decision (index into `decisions`).
+    decision: Option<usize>,
+    /// Its latest episode of looking (index into `episodes`).
+    episode: Option<usize>,
+    /// Open election connections with it.
+    open: u32,
+    /// Last time it sent anything.
+    last_active: f64,
+    /// Whether `since` is its own first vote (not a message that reached it first).
+    since_sent: bool,
+    /// Messages that reached it before its own first vote (it reads them once it looks).
+    queued: Vec<(f64, i64, ServerState, VoteKey)>,
+    /// Every connection it had closed after it decided: the process is gone (a LOOKING vote
+    /// from it now is a restart, even in an old round).
+    gone: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Episode {
+    sid: i64,
+    since: f64,
+    round: i64,
+    decision: Option<usize>,
+    /// First seen in the capture with this episode.
+    first: bool,
+    /// The server (re)started with this episode: first seen, or back after all its
+    /// connections closed.
+    started: bool,
+}
+
+/// A quorum-port connection's sync, as it happens.
+#[derive(Debug, Default)]
+struct QuorumConn {
+    learner: Option<i64>,
+    leader: Option<i64>,
+    observer: bool,
+    sync: SyncInfo,
 }
 
 /// Builds a [`Summary`] from records fed in capture order.
 #[derive(Debug, Default)]
 pub struct Summarizer {
     members: HashMap<i64, Role>,
-    open: Option<Open>,
-    rounds: Vec<Round>,
+    /// Distinct senders of LOOKING votes (the quorum size when no config names the members).
+    lookers: rustc_hash::FxHashSet<i64>,
+    /// Boxed: the map stays small and moves little as it grows.
+    servers: HashMap<i64, Box<Server>>,
+    heap: BinaryHeap<Reverse<(Time, i64, u64)>>,
+    decisions: Vec<Decision>,
+    episodes: Vec<Episode>,
+    changes: Vec<VoteChange>,
     anomalies: Vec<Anomaly>,
-    heard_from: BTreeSet<i64>,
     /// (from, to) -> (vote, times) of consecutive identical LOOKING notifications.
-    repeats: HashMap<(i64, i64), (VoteKey, Vec<f64>)>,
+    repeats: HashMap<(i64, i64), (VoteKey, Repeats)>,
     tie_breaks: BTreeMap<(i64, i64), u32>,
-    /// Each server's last decided round and the vote it decided on.
-    decided: HashMap<i64, (i64, Evidence)>,
-    /// Each server's last LOOKING vote.
-    last_vote: HashMap<i64, VoteKey>,
     resent: u64,
     configs: super::identity::ConfigCache,
     malformed: BTreeMap<String, u32>,
     unknown_sids: u64,
+    notifications: u64,
+    /// Election connections: the two sids, and whether each direction carried a message.
+    links: HashMap<ConnId, (Option<i64>, Option<i64>, bool, bool)>,
+    /// Open election connections per pair (min, max): working ones (traffic both ways).
+    working: HashMap<(i64, i64), u32>,
+    /// Closed connections: (time, sid a, sid b, quorum leader side).
+    closes: Vec<(f64, Option<i64>, Option<i64>, bool)>,
+    quorum: HashMap<ConnId, QuorumConn>,
+    syncs: Vec<SyncInfo>,
+    sync_learners: Vec<(i64, bool)>,
+    /// (leader, epoch) -> NEWLEADER ACKs from voters, and when a quorum was first reached.
+    acks: HashMap<(i64, i64), (BTreeSet<i64>, Option<f64>)>,
+    quorum_packets: u64,
+    now: f64,
+    /// Members that vote (participants) among `members`.
+    participants: usize,
+    /// Notifications between servers beyond [`MAX_SERVERS`], not followed.
+    beyond_bound: u64,
+    /// The last election message (initial or notification).
+    last_message: f64,
+    /// Times of refused election-port dials (no message, reset): the dialler is unknown.
+    refused: Vec<f64>,
 }
 
-#[derive(Debug)]
-struct Open {
-    round: Round,
-    /// Each participant's latest LOOKING vote and when it last changed.
-    latest: BTreeMap<i64, (VoteKey, f64)>,
-    last_change: f64,
-    decided: BTreeSet<i64>,
-    /// Non-LOOKING answers each participant received: sender -> (leader, state).
-    told: HashMap<i64, HashMap<i64, (i64, ServerState)>>,
-    /// The highest round each participant has been sent.
-    heard_round: HashMap<i64, i64>,
+/// An f64 time ordered for the heap (times are finite).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Time(f64);
+impl Eq for Time {}
+impl PartialOrd for Time {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Time {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
 }
 
 impl Summarizer {
     /// A summarizer that knows the ensemble's members (from `--config` or carried configs).
-    pub fn new(members: HashMap<i64, Role>) -> Self {
-        Summarizer {
-            members,
-            ..Summarizer::default()
+    pub fn new(members: std::collections::HashMap<i64, Role>) -> Self {
+        let mut s = Summarizer::default();
+        for (sid, role) in members {
+            s.set_member(sid, role);
+        }
+        s
+    }
+
+    /// Records a member and its role, keeping the count of voting members.
+    fn set_member(&mut self, sid: i64, role: Role) {
+        if let Some(old) = self.members.insert(sid, role)
+            && old == Role::Participant
+        {
+            self.participants -= 1;
+        }
+        if role == Role::Participant {
+            self.participants += 1;
         }
     }
 
-    fn quorum(&self, participants: &BTreeSet<i64>) -> usize {
-        let voters = self
-            .members
-            .values()
-            .filter(|r| **r == Role::Participant)
-            .count();
-        let n = if voters > 0 {
-            voters
+    fn voters(&self) -> usize {
+        if self.participants > 0 {
+            self.participants
         } else {
-            participants.len()
-        };
-        n / 2 + 1
+            self.lookers.len()
+        }
+    }
+
+    /// Votes needed for a quorum (a majority of the voters).
+    fn need(&self) -> usize {
+        self.voters() / 2 + 1
     }
 
     /// Whether `sid` counts toward a quorum: not an observer (when the members are known).
     fn votes(&self, sid: i64) -> bool {
-        self.members.get(&sid) != Some(&Role::Observer)
+        match self.members.get(&sid) {
+            Some(r) => *r == Role::Participant,
+            None => self.participants == 0,
+        }
+    }
+
+    /// Java's totalOrderPredicate: whether `new` beats `cur` (a non-voter never wins).
+    fn better(&self, new: &VoteKey, cur: Option<&VoteKey>) -> bool {
+        if new.leader == i64::MIN || !self.votes(new.leader) {
+            return false;
+        }
+        let Some(cur) = cur else { return true };
+        (new.peer_epoch, new.zxid, new.leader) > (cur.peer_epoch, cur.zxid, cur.leader)
     }
 
     /// Feeds one record.
     pub fn add(&mut self, r: &Record) {
         let time = r.time.as_secs_f64();
+        self.now = self.now.max(time);
+        self.advance(time);
         match &r.body {
-            Body::Initial(m) => {
+            Body::Initial(_) => {
                 if let (Some(from), Some(to)) = (r.from_sid, r.to_sid)
                     && from < to
+                    && (self.tie_breaks.len() < MAX_PAIRS
+                        || self.tie_breaks.contains_key(&(from, to)))
                 {
                     *self.tie_breaks.entry((from, to)).or_default() += 1;
                 }
-                let _ = m;
+                if let Some(from) = r.from_sid
+                    && (self.servers.len() < MAX_SERVERS || self.servers.contains_key(&from))
+                {
+                    let s = self.servers.entry(from).or_default();
+                    s.last_active = time;
+                }
+                self.link(r);
             }
             Body::Problem(p) => {
                 if p.severity == Severity::Error {
@@ -208,85 +657,126 @@ impl Summarizer {
                     *self.malformed.entry(key).or_default() += 1;
                 }
             }
-            Body::Notification(n) => self.notification(time, r.from_sid, r.to_sid, n),
+            Body::Notification(n) => {
+                self.last_message = time;
+                self.link(r);
+                self.notification(time, r.from_sid, r.to_sid, n);
+            }
+            Body::Quorum(q) => self.quorum_packet(time, r, q),
+            Body::Closed { .. } => self.closed(time, r),
         }
     }
 
-    fn notification(&mut self, time: f64, from: Option<i64>, to: Option<i64>, n: &Notification) {
-        if let crate::wire::JavaView::Dropped(why) = n.java_view() {
-            *self.malformed.entry(why.to_string()).or_default() += 1;
-        }
-        if let Some(raw) = &n.config
-            && let Some(cfg) = self.configs.new_config(raw)
-        {
-            for s in cfg.servers() {
-                self.members.insert(s.id, s.role());
-            }
-        }
-        if let (Some(open), Some(to)) = (&mut self.open, to) {
-            let heard = open.heard_round.entry(to).or_insert(i64::MIN);
-            *heard = (*heard).max(n.election_epoch);
-        }
-        let Some(from) = from else {
-            self.unknown_sids += 1;
+    /// Keeps a closed connection, forgetting the oldest past the bound.
+    fn push_close(&mut self, close: (f64, Option<i64>, Option<i64>, bool)) {
+        bounded_push(&mut self.closes, close);
+    }
+
+    /// Tracks which election connections work (carried messages both ways).
+    fn link(&mut self, r: &Record) {
+        let Some(conn) = r.conn else { return };
+        if self.links.len() >= MAX_TRACKED && !self.links.contains_key(&conn) {
+            // Connections that never closed in the capture (evicted by reassembly) are not
+            // followed past the bound.
             return;
-        };
-        self.heard_from.insert(from);
-        if !self.members.is_empty()
-            && n.state == ServerState::Looking
-            && n.leader != i64::MIN
-            && !self.members.contains_key(&n.leader)
+        }
+        let e = self
+            .links
+            .entry(conn)
+            .or_insert((r.from_sid, r.to_sid, false, false));
+        let before = e.2 && e.3;
+        // Direction: the first record's sender is side a.
+        if e.0.is_none() {
+            e.0 = r.from_sid;
+        }
+        if e.1.is_none() {
+            e.1 = r.to_sid;
+        }
+        if r.from_sid == e.0 {
+            e.2 = true;
+        } else {
+            e.3 = true;
+        }
+        if !before
+            && e.2
+            && e.3
+            && let (Some(a), Some(b)) = (e.0, e.1)
         {
-            self.anomalies.push(Anomaly {
-                kind: "vote_for_non_member",
-                time: Some(time),
-                message: format!("sid {from} votes for {}, which is not a member", n.leader),
-            });
-        }
-        match n.state {
-            ServerState::Looking => {
-                let vote = VoteKey::of(n);
-                // A decided server's queues hold, and re-send on every new connection
-                // (QuorumCnxManager), the last vote it had for each peer: a LOOKING vote from a
-                // round it already decided in is such a stale message, not a new election (a
-                // new election has a higher round). Only a decision read from others' answers
-                // is tentative: then just the very same vote again counts as an echo.
-                let stale = match self.decided.get(&from) {
-                    Some((round, evidence)) if vote.round <= *round => {
-                        *evidence != Evidence::QuorumReplies
-                            || self.last_vote.get(&from) == Some(&vote)
-                    }
-                    _ => false,
-                };
-                if stale {
-                    self.resent += 1;
-                    return;
-                }
-                self.last_vote.insert(from, vote);
-                if let Some(to) = to {
-                    let e = self.repeats.entry((from, to)).or_insert((vote, Vec::new()));
-                    if e.0 != vote {
-                        *e = (vote, Vec::new());
-                    }
-                    e.1.push(time);
-                }
-                self.looking(time, from, vote);
+            *self.working.entry((a.min(b), a.max(b))).or_default() += 1;
+            for s in [a, b] {
+                self.servers.entry(s).or_default().open += 1;
             }
-            ServerState::Following | ServerState::Leading | ServerState::Observing => {
-                self.decide(
-                    from,
-                    n.state,
-                    n.leader,
-                    n.election_epoch,
-                    time,
-                    Evidence::OwnNotification,
-                );
-                if let Some(to) = to {
-                    self.told(time, from, to, n);
+        }
+    }
+
+    fn closed(&mut self, time: f64, r: &Record) {
+        let Some(conn) = r.conn else { return };
+        if let Some(q) = self.quorum.remove(&conn) {
+            self.push_close((time, q.leader, q.learner, true));
+            return;
+        }
+        let reset = matches!(r.body, Body::Closed { reset: true });
+        if reset && r.from_sid.is_none() && !self.links.contains_key(&conn) {
+            bounded_push(&mut self.refused, time);
+        }
+        if let Some((a, b, x, y)) = self.links.remove(&conn) {
+            self.push_close((time, a, b, false));
+            if x && y
+                && let (Some(a), Some(b)) = (a, b)
+            {
+                if let Some(w) = self.working.get_mut(&(a.min(b), a.max(b))) {
+                    *w = w.saturating_sub(1);
+                }
+                for s in [a, b] {
+                    let s = self.servers.entry(s).or_default();
+                    s.open = s.open.saturating_sub(1);
+                    if s.open == 0 && !s.looking {
+                        s.gone = true;
+                    }
                 }
             }
-            ServerState::Unknown(_) => {}
         }
+    }
+
+    /// Resolves every pending decision whose finalizeWait ran out before `t`.
+    fn advance(&mut self, t: f64) {
+        while let Some(Reverse((Time(deadline), sid, generation))) = self.heap.peek().copied() {
+            if deadline > t {
+                break;
+            }
+            self.heap.pop();
+            let Some(s) = self.servers.get(&sid) else {
+                continue;
+            };
+            if s.generation != generation || s.pending != Some(deadline) || !s.looking {
+                continue;
+            }
+            let Some(vote) = s.vote else { continue };
+            let state = self.state_for(sid, vote.leader);
+            self.decide(
+                sid,
+                state,
+                vote.leader,
+                vote.round,
+                deadline,
+                Evidence::ConvergedVotes,
+            );
+        }
+    }
+
+    fn state_for(&self, sid: i64, leader: i64) -> ServerState {
+        match self.members.get(&sid) {
+            Some(Role::Observer) => ServerState::Observing,
+            _ if leader == sid => ServerState::Leading,
+            _ => ServerState::Following,
+        }
+    }
+
+    fn schedule(&mut self, sid: i64, deadline: f64) {
+        let s = self.servers.entry(sid).or_default();
+        s.generation += 1;
+        s.pending = Some(deadline);
+        self.heap.push(Reverse((Time(deadline), sid, s.generation)));
     }
 
     fn decide(
@@ -298,219 +788,901 @@ impl Summarizer {
         time: f64,
         evidence: Evidence,
     ) {
-        let Some(open) = &mut self.open else {
-            return;
-        };
-        if !open.round.participants.contains(&sid) || open.decided.contains(&sid) {
-            return;
+        let index = self.decisions.len();
+        let s = self.servers.entry(sid).or_default();
+        s.looking = false;
+        s.pending = None;
+        s.decision = Some(index);
+        let since = s.since.min(time);
+        // Only a server that just started can have begun before the wire shows it.
+        let started = s.episode.is_some_and(|e| self.episodes[e].started);
+        if let Some(e) = s.episode {
+            self.episodes[e].decision = Some(index);
         }
-        open.decided.insert(sid);
-        self.decided.insert(sid, (round, evidence));
-        open.round.decisions.push(Decision {
+        self.decisions.push(Decision {
             sid,
             state,
             leader,
             election_epoch: round,
             time,
             evidence,
-        });
-    }
-
-    /// Java's out-of-election rule, seen from outside: a LOOKING server that hears
-    /// FOLLOWING/LEADING for one leader from a quorum, the leader itself LEADING, follows it.
-    fn told(&mut self, time: f64, from: i64, to: i64, n: &Notification) {
-        let need = match &self.open {
-            Some(open) => self.quorum(&open.round.participants),
-            None => return,
-        };
-        let Some(open) = &mut self.open else {
-            return;
-        };
-        if !open.round.participants.contains(&to) || open.decided.contains(&to) {
-            return;
-        }
-        let told = open.told.entry(to).or_default();
-        told.insert(from, (n.leader, n.state));
-        let members = &self.members;
-        let backers = told
-            .iter()
-            .filter(|(sid, (l, _))| *l == n.leader && members.get(sid) != Some(&Role::Observer))
-            .count();
-        let leader_says = told.get(&n.leader).map(|(_, s)| *s);
-        if backers >= need && leader_says == Some(ServerState::Leading) {
-            let state = match self.members.get(&to) {
-                Some(Role::Observer) => ServerState::Observing,
-                _ => ServerState::Following,
-            };
-            self.decide(
-                to,
-                state,
-                n.leader,
-                n.election_epoch,
-                time,
-                Evidence::QuorumReplies,
-            );
-        }
-    }
-
-    fn looking(&mut self, time: f64, from: i64, vote: VoteKey) {
-        // A decision read from others' answers is tentative: Java processes its queue in order,
-        // and a LOOKING vote from that server in a round up to the decided one shows it was
-        // still looking. Take the decision back; the election goes on.
-        if let Some(open) = &mut self.open
-            && let Some(at) = open.round.decisions.iter().position(|d| {
-                d.sid == from
-                    && d.evidence != Evidence::OwnNotification
-                    && vote.round <= d.election_epoch
-            })
-        {
-            open.round.decisions.remove(at);
-            open.decided.remove(&from);
-            self.decided.remove(&from);
-        }
-        let changed = self
-            .open
-            .as_ref()
-            .is_none_or(|o| o.latest.get(&from).map(|l| l.0) != Some(vote));
-        let over = self.open.as_ref().is_some_and(|o| {
-            let complete = o.round.participants.iter().all(|p| o.decided.contains(p));
-            let settled = time - o.last_change >= SETTLE_SECS && self.agreement(o).is_some();
-            complete || settled
-        });
-        if over && changed {
-            self.close();
-        }
-        self.new_round(time, from, vote);
-        let open = self.open.get_or_insert_with(|| Open {
-            round: Round {
-                started: time,
-                ..Round::default()
+            looking_since: since,
+            took: time - since,
+            took_at_least: started && {
+                let at = self
+                    .refused
+                    .partition_point(|t| *t < since - REFUSED_WINDOW_SECS);
+                self.refused.get(at).is_some_and(|t| *t < since)
             },
-            latest: BTreeMap::new(),
-            last_change: time,
-            decided: BTreeSet::new(),
-            told: HashMap::new(),
-            heard_round: HashMap::new(),
-        });
-        open.round.participants.insert(from);
-        open.round.election_epoch = open.round.election_epoch.max(vote.round);
-        if changed {
-            open.latest.insert(from, (vote, time));
-            open.last_change = time;
-            open.round.changes.push(VoteChange {
-                time,
-                sid: from,
-                vote,
-            });
-        }
-    }
-
-    /// A server that moves to a round nobody showed it left its previous round decided (Java
-    /// only raises its own round when `lookForLeader` starts again). Records that decision,
-    /// and lets it decide again.
-    fn new_round(&mut self, time: f64, from: i64, vote: VoteKey) {
-        let Some(open) = &mut self.open else {
-            return;
-        };
-        let Some((last, at)) = open.latest.get(&from).copied() else {
-            return;
-        };
-        let heard = open.heard_round.get(&from).copied().unwrap_or(i64::MIN);
-        if vote.round <= last.round || vote.round <= heard {
-            return;
-        }
-        if open.decided.remove(&from) {
-            // Already decided in the last round (seen otherwise): it is looking again.
-            return;
-        }
-        let state = match self.members.get(&from) {
-            Some(Role::Observer) => ServerState::Observing,
-            _ if last.leader == from => ServerState::Leading,
-            _ => ServerState::Following,
-        };
-        open.round.decisions.push(Decision {
-            sid: from,
-            state,
-            leader: last.leader,
-            election_epoch: last.round,
-            time: (at + FINALIZE_WAIT_SECS).min(time),
-            evidence: Evidence::NewRound,
+            sync: None,
         });
     }
 
-    /// The vote a quorum of the open election's participants holds, if any.
-    fn agreement(&self, open: &Open) -> Option<VoteKey> {
-        let need = self.quorum(&open.round.participants);
-        let mut counts: HashMap<VoteKey, usize> = HashMap::new();
-        for (sid, (vote, _)) in &open.latest {
-            if self.votes(*sid) {
-                *counts.entry(*vote).or_default() += 1;
+    /// A server begins looking (a new `lookForLeader`).
+    fn begin(&mut self, sid: i64, time: f64, round: i64) {
+        let first = !self.servers.get(&sid).is_some_and(|s| s.seen);
+        let gone = self.servers.get(&sid).is_some_and(|s| s.gone);
+        let episode = self.episodes.len();
+        self.episodes.push(Episode {
+            sid,
+            since: time,
+            round,
+            decision: None,
+            first,
+            started: first || gone,
+        });
+        let s = self.servers.entry(sid).or_default();
+        s.seen = true;
+        s.looking = true;
+        s.gone = false;
+        s.since_sent = false;
+        s.since = time;
+        s.round = round;
+        s.pending = None;
+        s.episode = Some(episode);
+        s.recv.clear();
+        s.out.clear();
+        s.out_counts.clear();
+    }
+
+    /// Records a LOOKING vote of `from` in `to`'s round.
+    fn put_vote(&mut self, to: i64, from: i64, vote: VoteKey) {
+        if !self.votes(from) {
+            return;
+        }
+        let s = self.servers.entry(to).or_default();
+        s.recv.insert(from, vote, ServerState::Looking);
+    }
+
+    /// Clears a server's votes for a new round.
+    fn new_round(&mut self, sid: i64, round: i64) {
+        let s = self.servers.entry(sid).or_default();
+        s.round = round;
+        s.pending = None;
+        s.recv.clear();
+    }
+
+    /// Whether `sid`'s current vote holds a quorum; schedules its decision if so.
+    fn check_quorum(&mut self, sid: i64, time: f64) {
+        let need = self.need();
+        let Some(s) = self.servers.get(&sid) else {
+            return;
+        };
+        let Some(vote) = s.vote else { return };
+        if vote.leader == i64::MIN || !s.looking {
+            return;
+        }
+        let have = s.recv.agreeing(&vote);
+        if have >= need {
+            self.schedule(sid, time + FINALIZE_WAIT_SECS);
+        }
+    }
+
+    fn notification(&mut self, time: f64, from: Option<i64>, to: Option<i64>, n: &Notification) {
+        self.notifications += 1;
+        if let crate::wire::JavaView::Dropped(why) = n.java_view() {
+            *self.malformed.entry(why.to_string()).or_default() += 1;
+            return;
+        }
+        if let Some(raw) = &n.config
+            && let Some(cfg) = self.configs.new_config(raw)
+        {
+            for s in cfg.servers() {
+                self.set_member(s.id, s.role());
             }
         }
-        counts
-            .into_iter()
-            .filter(|(_, c)| *c >= need)
-            .map(|(v, _)| v)
-            .next()
-    }
-
-    fn close(&mut self) {
-        let Some(mut open) = self.open.take() else {
+        let (Some(from), Some(to)) = (from, to) else {
+            self.unknown_sids += 1;
             return;
         };
-        let agreed = self.agreement(&open);
-        if let Some(vote) = agreed {
-            open.round.settled = true;
-            for (sid, (v, at)) in &open.latest {
-                if *v == vote && !open.decided.contains(sid) {
-                    self.decided
-                        .insert(*sid, (v.round, Evidence::ConvergedVotes));
-                    let state = match self.members.get(sid) {
-                        Some(Role::Observer) => ServerState::Observing,
-                        _ if *sid == vote.leader => ServerState::Leading,
-                        _ => ServerState::Following,
-                    };
-                    open.round.decisions.push(Decision {
-                        sid: *sid,
-                        state,
-                        leader: vote.leader,
-                        election_epoch: vote.round,
-                        time: at + FINALIZE_WAIT_SECS,
-                        evidence: Evidence::ConvergedVotes,
+        if self.servers.len() >= MAX_SERVERS
+            && !(self.servers.contains_key(&from) && self.servers.contains_key(&to))
+        {
+            self.beyond_bound += 1;
+            return;
+        }
+        if !self.members.is_empty()
+            && n.state == ServerState::Looking
+            && n.leader != i64::MIN
+            && !self.members.contains_key(&n.leader)
+        {
+            self.anomalies.push(Anomaly {
+                kind: "vote_for_non_member",
+                time: Some(time),
+                message: format!("sid {from} votes for {}, which is not a member", n.leader),
+            });
+        }
+        // A re-sent last vote tells nothing of its sender, but its receiver reads it all the
+        // same.
+        self.sender(time, from, to, n);
+        self.receiver(time, from, to, n);
+    }
+
+    /// The sender's side: what its message says about its own state. Returns whether the
+    /// message is a decided server's last vote re-sent.
+    fn sender(&mut self, time: f64, from: i64, to: i64, n: &Notification) -> bool {
+        {
+            let s = self.servers.entry(from).or_default();
+            s.last_active = time;
+        }
+        match n.state {
+            ServerState::Looking if n.election_epoch == 0 || !self.votes(to) => {
+                // Java sends its proposals to voters only. To a non-voter it answers with its
+                // current (last decided) vote, in round 0 before its first election: not a
+                // proposal.
+                false
+            }
+            ServerState::Looking => {
+                let vote = VoteKey::of(n);
+                if self.votes(from) {
+                    self.lookers.insert(from);
+                }
+                let (seen, looking, decided, last_sent, round, heard, gone) = {
+                    let s = &self.servers[&from];
+                    (
+                        s.seen,
+                        s.looking,
+                        s.decision.map(|d| self.decisions[d].election_epoch),
+                        s.last_sent,
+                        s.round,
+                        s.heard_round,
+                        s.gone,
+                    )
+                };
+                if seen && !looking {
+                    // A decided server re-sends the last vote it had for a peer on every new
+                    // connection (QuorumCnxManager), and votes it queued before deciding go
+                    // out after: not a new election, which would have a higher round (unless
+                    // the process restarted, which resets its round).
+                    if decided.is_some_and(|r| vote.round <= r) && !gone {
+                        if last_sent == Some(vote) {
+                            self.resent += 1;
+                        }
+                        return true;
+                    }
+                    self.begin(from, time, vote.round);
+                } else if !seen {
+                    self.begin(from, time, vote.round);
+                } else if !self.servers[&from].since_sent {
+                    // Looking since a message reached it; its election began with its own
+                    // first vote.
+                    let s = self.servers.get_mut(&from).expect("seen");
+                    s.since = time;
+                    if let Some(e) = s.episode {
+                        self.episodes[e].since = time;
+                    }
+                    if vote.round > round {
+                        self.new_round(from, vote.round);
+                    }
+                } else if vote.round > round && vote.round > heard {
+                    // A round nobody showed it: a new lookForLeader, so the last one ended
+                    // decided on its vote then.
+                    let pending = self.servers[&from].pending;
+                    if let Some(old) = self.servers[&from].vote {
+                        let state = self.state_for(from, old.leader);
+                        let at = pending.unwrap_or(time).min(time);
+                        self.decide(from, state, old.leader, old.round, at, Evidence::NewRound);
+                    }
+                    self.begin(from, time, vote.round);
+                } else if vote.round > round {
+                    self.new_round(from, vote.round);
+                }
+                if self.repeats.len() < MAX_PAIRS || self.repeats.contains_key(&(from, to)) {
+                    let e = self
+                        .repeats
+                        .entry((from, to))
+                        .or_insert((vote, Repeats::default()));
+                    if e.0 != vote {
+                        *e = (vote, Repeats::default());
+                    }
+                    e.1.push(time);
+                }
+                let s = self.servers.get_mut(&from).expect("begun");
+                let queued = if s.since_sent {
+                    Vec::new()
+                } else {
+                    std::mem::take(&mut s.queued)
+                };
+                // Whether it had not decided before this election (it just started).
+                let was_fresh = s.decision.is_none_or(|d| self.decisions[d].time >= s.since);
+                s.since_sent = true;
+                if s.last_sent != Some(vote) {
+                    self.changes.push(VoteChange {
+                        time,
+                        sid: from,
+                        vote,
                     });
                 }
+                s.last_sent = Some(vote);
+                if vote.leader == from {
+                    s.own = Some(vote);
+                }
+                // Within a round a proposal only gets better: a worse one on the wire was
+                // queued before the server took the better one that the model already saw.
+                let held = s.vote;
+                let current = held.filter(|c| c.round == vote.round);
+                let stale_proposal = current.is_some_and(|c| c != vote)
+                    && !self.better(&vote, current.as_ref())
+                    || held.is_some_and(|c| c.round > vote.round);
+                let s = self.servers.get_mut(&from).expect("begun");
+                if !stale_proposal {
+                    s.vote = Some(vote);
+                }
+                let vote = s.vote.unwrap_or(vote);
+                // It delivers its own vote to itself too: a notification it receives.
+                let pending = s.pending;
+                self.put_vote(from, from, vote);
+                if pending.is_some() {
+                    self.schedule(from, time + FINALIZE_WAIT_SECS);
+                } else {
+                    self.check_quorum(from, time);
+                }
+                // What reached it before its election began, it reads now.
+                for (at, peer, state, v) in queued {
+                    // A decided server answers what it hears and drops it; only what came
+                    // after it turned LOOKING (just before its election began) waits for it.
+                    // An answer is missing from the wire also when the server's first vote
+                    // to that peer followed within milliseconds: Java's per-peer send queue
+                    // holds one message, and the vote replaced the unsent answer.
+                    let replaced = !was_fresh && at > time - ANSWER_REPLACED_SECS;
+                    if at >= time - QUEUE_WINDOW_SECS && !replaced {
+                        self.receive(time, peer, from, state, v);
+                    }
+                }
+                false
+            }
+            ServerState::Following | ServerState::Leading | ServerState::Observing
+                if !self.votes(to) =>
+            {
+                // An answer to a non-voter carries the current vote, which Java updates a
+                // moment after the state: not evidence of a decision.
+                false
+            }
+            ServerState::Following | ServerState::Leading | ServerState::Observing => {
+                let (looking, pending, current) = {
+                    let s = self.servers.entry(from).or_default();
+                    s.queued.clear();
+                    (s.looking || !s.seen, s.pending, s.decision)
+                };
+                let current = current.map(|d| &self.decisions[d]);
+                let same = current.is_some_and(|d| {
+                    d.leader == n.leader
+                        && d.state == n.state
+                        && d.election_epoch == n.election_epoch
+                });
+                if looking || !same {
+                    if !self.servers[&from].seen {
+                        self.begin(from, time, n.election_epoch);
+                    }
+                    // Decided earlier than the model could tell, or on something the wire
+                    // does not show: the answer bounds the decision.
+                    let at = pending.unwrap_or(time).min(time);
+                    let evidence = if pending.is_some() && looking {
+                        Evidence::ConvergedVotes
+                    } else {
+                        Evidence::OwnNotification
+                    };
+                    if !looking {
+                        // A decision the model did not foresee: a new episode ended in it.
+                        self.begin(from, time, n.election_epoch);
+                    }
+                    self.decide(from, n.state, n.leader, n.election_epoch, at, evidence);
+                }
+                false
+            }
+            ServerState::Unknown(_) => false,
+        }
+    }
+
+    /// The receiver's side: Java's `lookForLeader` handling one received notification.
+    fn receiver(&mut self, time: f64, from: i64, to: i64, n: &Notification) {
+        self.receive(time, from, to, n.state, VoteKey::of(n));
+    }
+
+    fn receive(&mut self, time: f64, from: i64, to: i64, state: ServerState, vote: VoteKey) {
+        if from == to || !self.votes(from) {
+            // Non-voters' messages are answered before the election loop sees them.
+            return;
+        }
+        let need = self.need();
+        {
+            let s = self.servers.entry(to).or_default();
+            if state == ServerState::Looking {
+                s.heard_round = s.heard_round.max(vote.round);
+            }
+            if !s.seen || s.gone {
+                // A server just started (or restarted) is looking, before its own first vote
+                // shows.
+                self.begin(to, time, 0);
             }
         }
-        let r = &mut open.round;
-        r.decisions.sort_by(|a, b| a.time.total_cmp(&b.time));
-        let mut leaders: HashMap<i64, usize> = HashMap::new();
-        for d in &r.decisions {
-            *leaders.entry(d.leader).or_default() += 1;
+        {
+            let s = self.servers.get_mut(&to).expect("seen");
+            // A decided server answers at once; one that does not is already LOOKING and its
+            // election has not begun: the message waits in its queue until it does (an answer
+            // it sends shows it was still decided, and clears this).
+            if !s.looking || !s.since_sent {
+                // Its election has not begun: the message waits in its queue.
+                if s.queued.len() < MAX_QUEUED {
+                    s.queued.push((time, from, state, vote));
+                }
+                return;
+            }
         }
-        r.winner = agreed.map(|v| v.leader).or_else(|| {
-            leaders
-                .into_iter()
-                .max_by_key(|(l, c)| (*c, *l))
-                .map(|(l, _)| l)
-        });
-        r.duration = r.decisions.last().map(|d| d.time - r.started);
-        if !r.settled && r.decisions.is_empty() {
-            self.anomalies.push(Anomaly {
-                kind: "no_quorum",
-                time: Some(r.started),
-                message: format!(
-                    "election in round {:#x} never reached a quorum in the capture",
-                    r.election_epoch
-                ),
-            });
+        let (looking, pending, cur) = {
+            let s = &self.servers[&to];
+            (s.looking, s.pending, s.vote)
+        };
+        if !looking {
+            return;
         }
-        self.rounds.push(open.round);
+        if pending.is_some() {
+            // In finalizeWait: a better vote ends the wait; any other restarts it.
+            if self.better(&vote, cur.as_ref()) {
+                self.servers.get_mut(&to).expect("seen").pending = None;
+            } else {
+                self.schedule(to, time + FINALIZE_WAIT_SECS);
+                return;
+            }
+        }
+        match state {
+            ServerState::Looking => {
+                let round = self.servers[&to].round;
+                if vote.round > round {
+                    self.new_round(to, vote.round);
+                    let own = self.servers[&to].own;
+                    let mine = own.map(|o| VoteKey {
+                        round: vote.round,
+                        ..o
+                    });
+                    let next = match mine {
+                        Some(m) if !self.better(&vote, Some(&m)) => m,
+                        _ => vote,
+                    };
+                    self.servers.get_mut(&to).expect("seen").vote = Some(next);
+                    self.put_vote(to, to, next);
+                } else if vote.round < round {
+                    return;
+                } else if self.better(&vote, cur.as_ref()) {
+                    self.servers.get_mut(&to).expect("seen").vote = Some(vote);
+                    self.put_vote(to, to, vote);
+                }
+                self.put_vote(to, from, vote);
+                self.check_quorum(to, time);
+            }
+            ServerState::Following | ServerState::Leading => {
+                let key = (vote.leader, vote.peer_epoch);
+                let round = self.servers[&to].round;
+                if vote.round == round {
+                    let s = self.servers.get_mut(&to).expect("seen");
+                    s.recv.insert(from, vote, state);
+                    let have = s.recv.backing(&vote);
+                    let leader_ok = if vote.leader == to {
+                        true
+                    } else {
+                        s.recv.state_of(vote.leader) == Some(ServerState::Leading)
+                    };
+                    if have >= need && leader_ok {
+                        let state = self.state_for(to, vote.leader);
+                        self.decide(
+                            to,
+                            state,
+                            vote.leader,
+                            vote.round,
+                            time,
+                            Evidence::QuorumReplies,
+                        );
+                        return;
+                    }
+                }
+                let s = self.servers.get_mut(&to).expect("seen");
+                if let Some((l, e, _)) = s.out.insert(from, (vote.leader, key.1, state))
+                    && let Some(c) = s.out_counts.get_mut(&(l, e))
+                {
+                    *c = c.saturating_sub(1);
+                }
+                *s.out_counts.entry(key).or_default() += 1;
+                let have = s.out_counts.get(&key).copied().unwrap_or(0) as usize;
+                let leader_ok = if vote.leader == to {
+                    s.round == vote.round
+                } else {
+                    s.out
+                        .get(&vote.leader)
+                        .is_some_and(|(_, _, st)| *st == ServerState::Leading)
+                };
+                if have >= need && leader_ok {
+                    s.round = vote.round;
+                    let state = self.state_for(to, vote.leader);
+                    self.decide(
+                        to,
+                        state,
+                        vote.leader,
+                        vote.round,
+                        time,
+                        Evidence::QuorumReplies,
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn quorum_packet(&mut self, time: f64, r: &Record, q: &super::QuorumMessage) {
+        self.quorum_packets += 1;
+        let Some(conn) = r.conn else { return };
+        if self.quorum.len() >= MAX_TRACKED && !self.quorum.contains_key(&conn) {
+            return;
+        }
+        let c = self.quorum.entry(conn).or_default();
+        if let Some(l) = &q.learner {
+            c.learner = Some(l.sid);
+            c.observer = q.ptype == ptype::OBSERVERINFO;
+            c.sync = SyncInfo {
+                started: time,
+                ..SyncInfo::default()
+            };
+        }
+        // The learner dials the leader: records from the learner carry its sid as from_sid.
+        let from_learner = c.learner.is_some() && r.from_sid == c.learner;
+        if from_learner {
+            if c.leader.is_none() {
+                c.leader = r.to_sid;
+            }
+        } else {
+            if c.learner.is_none() {
+                c.learner = r.to_sid;
+            }
+            if c.leader.is_none() {
+                c.leader = r.from_sid;
+            }
+        }
+        match q.ptype {
+            ptype::DIFF | ptype::SNAP | ptype::TRUNC if !from_learner && c.sync.mode.is_none() => {
+                c.sync.mode = Some(q.type_name());
+                c.sync.sync_time = Some(time);
+            }
+            ptype::NEWLEADER if !from_learner => {
+                c.sync.newleader.get_or_insert(time);
+                c.sync.newleader_zxid.get_or_insert(q.zxid);
+            }
+            ptype::ACK
+                if from_learner
+                    && c.sync.newleader_ack.is_none()
+                    && c.sync.newleader.is_some()
+                    && c.sync.newleader_zxid == Some(q.zxid) =>
+            {
+                c.sync.newleader_ack = Some(time);
+                let (leader, learner, observer) = (c.leader, c.learner, c.observer);
+                if let (Some(leader), Some(learner)) = (leader, learner)
+                    && !observer
+                    && self.votes(learner)
+                {
+                    let need = self.need();
+                    let e = self.acks.entry((leader, q.zxid >> 32)).or_default();
+                    e.0.insert(learner);
+                    if e.1.is_none() && e.0.len() + 1 >= need {
+                        e.1 = Some(time);
+                    }
+                }
+            }
+            ptype::UPTODATE if !from_learner && c.sync.uptodate.is_none() => {
+                c.sync.uptodate = Some(time);
+                let mut sync = c.sync.clone();
+                sync.leader = c.leader;
+                let learner = c.learner;
+                let observer = c.observer;
+                if let Some(l) = learner {
+                    self.syncs.push(sync);
+                    self.sync_learners.push((l, observer));
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Ends the input and returns the summary.
     pub fn finish(mut self) -> Summary {
-        self.close();
+        self.advance(f64::INFINITY);
+        // Syncs that never reached UPTODATE still tell their mode.
+        let open: Vec<(i64, bool, SyncInfo)> = self
+            .quorum
+            .values()
+            .filter(|c| c.sync.uptodate.is_none() && c.sync.started > 0.0)
+            .filter_map(|c| {
+                let mut s = c.sync.clone();
+                s.leader = c.leader;
+                c.learner.map(|l| (l, c.observer, s))
+            })
+            .collect();
+        for (l, o, s) in open {
+            self.syncs.push(s);
+            self.sync_learners.push((l, o));
+        }
+        self.attach_syncs();
+        let sids_unknown = self.unknown_sids * 10 > self.notifications && self.unknown_sids > 0;
+        let mut rounds = self.build_rounds(sids_unknown);
+        rounds.sort_by(|a, b| a.started.total_cmp(&b.started));
+        self.finish_anomalies();
+        let shutdown = if self.links.is_empty() && !self.closes.is_empty() {
+            let after = self
+                .closes
+                .iter()
+                .map(|c| c.0)
+                .find(|t| *t >= self.last_message);
+            after.or(self.closes.last().map(|c| c.0))
+        } else {
+            None
+        };
+        Summary {
+            rounds,
+            anomalies: self.anomalies,
+            quorum_port: self.quorum_packets > 0,
+            sids_unknown,
+            end: self.now,
+            shutdown,
+        }
+    }
+
+    /// Gives each sync to the learner's decision it follows from.
+    fn attach_syncs(&mut self) {
+        let mut by_sid: HashMap<i64, Vec<usize>> = HashMap::default();
+        for (i, d) in self.decisions.iter().enumerate() {
+            by_sid.entry(d.sid).or_default().push(i);
+        }
+        for (sync, (learner, _)) in self.syncs.iter().zip(&self.sync_learners) {
+            let Some(list) = by_sid.get(learner) else {
+                continue;
+            };
+            // The learner's last decision before it dialled the leader (a little slack for a
+            // decision estimated late).
+            let Some(&i) = list
+                .iter()
+                .rev()
+                .find(|&&i| self.decisions[i].time <= sync.started + 0.5)
+            else {
+                continue;
+            };
+            let d = &mut self.decisions[i];
+            if sync.leader.is_none_or(|l| l == d.leader) && d.state != ServerState::Leading {
+                d.sync = Some(SyncInfo {
+                    leader: Some(d.leader),
+                    ..sync.clone()
+                });
+            }
+        }
+    }
+
+    fn build_rounds(&mut self, sids_unknown: bool) -> Vec<Round> {
+        // Elections: decisions grouped by (leader, round).
+        let mut groups: BTreeMap<(i64, i64), Vec<usize>> = BTreeMap::new();
+        for (i, d) in self.decisions.iter().enumerate() {
+            groups
+                .entry((d.leader, d.election_epoch))
+                .or_default()
+                .push(i);
+        }
+        let mut rounds = Vec::new();
+        let mut elections: Vec<Round> = Vec::new();
+        for ((leader, epoch), list) in groups {
+            // The leader established itself when it decided LEADING.
+            let led = list
+                .iter()
+                .map(|&i| &self.decisions[i])
+                .filter(|d| d.sid == leader && d.state == ServerState::Leading)
+                .map(|d| d.time)
+                .fold(f64::INFINITY, f64::min);
+            let voters_decided = list.iter().any(|&i| {
+                let d = &self.decisions[i];
+                self.votes(d.sid)
+                    && (d.evidence != Evidence::QuorumReplies
+                        || d.looking_since < led + REJOIN_GRACE_SECS)
+            });
+            let mut election = Round {
+                kind: RoundKind::Election,
+                election_epoch: epoch,
+                started: f64::INFINITY,
+                ..Round::default()
+            };
+            for &i in &list {
+                let d = self.decisions[i].clone();
+                // Servers that began looking within REJOIN_GRACE_SECS of the leader's
+                // decision started with the election (servers started together).
+                let rejoin = !voters_decided
+                    || (matches!(
+                        d.evidence,
+                        Evidence::QuorumReplies | Evidence::OwnNotification
+                    ) && d.looking_since >= led + REJOIN_GRACE_SECS);
+                if rejoin {
+                    rounds.push(Round {
+                        kind: RoundKind::Rejoin,
+                        election_epoch: epoch,
+                        started: d.looking_since,
+                        participants: [d.sid].into(),
+                        duration: Some(d.time - d.looking_since),
+                        settled: true,
+                        end: "decided",
+                        winner: None,
+                        serving: d.sync.as_ref().and_then(|s| s.uptodate),
+                        decisions: vec![d],
+                        ..Round::default()
+                    });
+                } else {
+                    election.started = election.started.min(d.looking_since);
+                    election.participants.insert(d.sid);
+                    election.decisions.push(d);
+                }
+            }
+            if !election.decisions.is_empty() {
+                election.winner = (!sids_unknown).then_some(leader);
+                election.settled = true;
+                election.end = "decided";
+                elections.push(election);
+            }
+        }
+        // Servers still looking at the end: the election they are in.
+        let still: Vec<Episode> = self
+            .episodes
+            .iter()
+            .filter(|e| e.decision.is_none())
+            .filter(|e| {
+                self.servers
+                    .get(&e.sid)
+                    .is_some_and(|s| s.looking && s.episode.is_some())
+            })
+            .filter(|e| {
+                self.servers[&e.sid]
+                    .episode
+                    .is_some_and(|x| self.episodes[x].since == e.since)
+            })
+            .cloned()
+            .collect();
+        // Every member (or every server seen voting), for "no working connection to".
+        let mut others: Vec<i64> = if self.members.is_empty() {
+            self.lookers.iter().copied().collect()
+        } else {
+            self.members.keys().copied().collect()
+        };
+        others.sort_unstable();
+        let mut unfinished: Option<Round> = None;
+        elections.sort_by(|a, b| a.started.total_cmp(&b.started));
+        let ends: Vec<f64> = elections
+            .iter()
+            .map(|r| r.decisions.iter().map(|d| d.time).fold(r.started, f64::max))
+            .collect();
+        for e in &still {
+            // One that began while an election was still deciding belongs to it (the latest
+            // one begun before it).
+            let at = elections.partition_point(|r| r.started <= e.since);
+            let into = at
+                .checked_sub(1)
+                .filter(|&i| e.since <= ends[i])
+                .map(|i| &mut elections[i]);
+            let why = self.why_looking(e.sid, &others);
+            match into {
+                Some(r) => {
+                    r.participants.insert(e.sid);
+                    r.still_looking.push(why);
+                }
+                None => {
+                    let r = unfinished.get_or_insert_with(|| Round {
+                        kind: RoundKind::Election,
+                        started: e.since,
+                        ..Round::default()
+                    });
+                    r.started = r.started.min(e.since);
+                    r.election_epoch = r.election_epoch.max(e.round);
+                    r.participants.insert(e.sid);
+                    r.still_looking.push(why);
+                }
+            }
+        }
+        if let Some(mut r) = unfinished {
+            let shutdown = r
+                .participants
+                .iter()
+                .all(|s| self.servers.get(s).is_none_or(|s| s.open == 0));
+            r.end = if shutdown { "shutdown" } else { "capture_end" };
+            elections.push(r);
+        }
+        let mut first_seen: HashMap<i64, f64> = HashMap::default();
+        for e in self.episodes.iter().filter(|e| e.first) {
+            first_seen.entry(e.sid).or_insert(e.since);
+        }
+        // Vote changes, causes and times.
+        elections.sort_by(|a, b| a.started.total_cmp(&b.started));
+        let mut changes = std::mem::take(&mut self.changes);
+        changes.sort_by(|a, b| a.time.total_cmp(&b.time));
+        let mut prev_leader: Option<(i64, f64)> = None;
+        for i in 0..elections.len() {
+            let next_start = elections.get(i + 1).map_or(f64::INFINITY, |r| r.started);
+            let r = &mut elections[i];
+            let end = r
+                .decisions
+                .iter()
+                .map(|d| d.time)
+                .fold(r.started, f64::max)
+                .max(if r.end == "decided" {
+                    r.started
+                } else {
+                    next_start.min(self.now)
+                });
+            let from = changes.partition_point(|c| c.time < r.started);
+            r.changes = changes[from..]
+                .iter()
+                .take_while(|c| c.time <= end && c.time < next_start)
+                .filter(|c| r.participants.contains(&c.sid))
+                .cloned()
+                .collect();
+            r.election_epoch = r
+                .decisions
+                .iter()
+                .map(|d| d.election_epoch)
+                .chain(r.changes.iter().map(|c| c.vote.round))
+                .fold(r.election_epoch, i64::max);
+            r.decisions.sort_by(|a, b| a.time.total_cmp(&b.time));
+            r.duration = r.decisions.last().map(|d| d.time - r.started);
+            // The cause, from the wire.
+            let firsts = r
+                .participants
+                .iter()
+                .filter(|sid| {
+                    first_seen
+                        .get(*sid)
+                        .is_some_and(|t| (t - r.started).abs() < 5.0)
+                })
+                .count();
+            match prev_leader {
+                None => {
+                    r.cause = Cause::ServersStarted;
+                    r.leader_lost = None;
+                }
+                Some((old, old_decided)) => {
+                    // The old leader's connections that closed last before the election (a
+                    // killed process closes all of them at once); quorum-port ones first,
+                    // since followers notice those.
+                    // Closes are in capture order.
+                    let from = self
+                        .closes
+                        .partition_point(|c| c.0 < r.started - CAUSE_WINDOW_SECS);
+                    let closes: Vec<(f64, bool)> = self.closes[from..]
+                        .iter()
+                        .take_while(|c| c.0 <= r.started + 0.5)
+                        .filter(|(t, a, b, _)| {
+                            *t <= r.started + 0.5
+                                && *t >= r.started - CAUSE_WINDOW_SECS
+                                && *t > old_decided
+                                && (*a == Some(old) || *b == Some(old))
+                        })
+                        .map(|(t, _, _, q)| (*t, *q))
+                        .collect();
+                    let quorum_only = closes.iter().any(|c| c.1);
+                    let last = closes
+                        .iter()
+                        .filter(|c| c.1 || !quorum_only)
+                        .map(|c| c.0)
+                        .fold(f64::NEG_INFINITY, f64::max);
+                    let lost = closes
+                        .iter()
+                        .filter(|c| (c.1 || !quorum_only) && c.0 >= last - 1.0)
+                        .map(|c| c.0)
+                        .fold(f64::INFINITY, f64::min);
+                    if r.participants.contains(&old) {
+                        r.cause = Cause::QuorumLost;
+                        r.leader_lost = Some(r.started);
+                    } else if lost.is_finite() {
+                        r.cause = Cause::LeaderLost;
+                        r.leader_lost = Some(lost.min(r.started));
+                    } else if firsts * 2 > r.participants.len() {
+                        r.cause = Cause::ServersStarted;
+                    } else {
+                        r.cause = Cause::LeaderLost;
+                        r.leader_lost = Some(r.started);
+                    }
+                }
+            }
+            if let Some(w) = r.winner.or_else(|| {
+                r.decisions
+                    .iter()
+                    .find(|d| d.state == ServerState::Leading)
+                    .map(|d| d.sid)
+            }) {
+                let lead = r
+                    .decisions
+                    .iter()
+                    .find(|d| d.sid == w && d.state == ServerState::Leading)
+                    .map(|d| d.time);
+                let epoch = r
+                    .decisions
+                    .iter()
+                    .filter_map(|d| d.sync.as_ref().and_then(|s| s.newleader_zxid))
+                    .map(|z| z >> 32)
+                    .next();
+                r.serving = self
+                    .acks
+                    .iter()
+                    .filter(|((l, e), _)| *l == w && epoch.is_none_or(|x| x == *e))
+                    .filter_map(|(_, (_, t))| *t)
+                    .filter(|t| {
+                        *t >= r.started
+                            && lead.is_none_or(|l| *t >= l - 0.5)
+                            && *t < next_start + 60.0
+                    })
+                    .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.min(t))));
+                let lost = r.leader_lost.unwrap_or(r.started);
+                r.no_leader = lead.map(|l| l - lost);
+                r.unavailable = r.serving.map(|s| s - lost);
+                if r.end == "decided" {
+                    prev_leader = Some((w, lead.unwrap_or(r.started)));
+                }
+            }
+        }
+        rounds.extend(elections);
+        rounds
+    }
+
+    /// Why `sid` is still LOOKING, from what the wire showed it.
+    fn why_looking(&self, sid: i64, others: &[i64]) -> StillLooking {
+        let s = &self.servers[&sid];
+        let need = self.need();
+        let agreeing = s.vote.map_or(0, |v| s.recv.agreeing(&v));
+        let holds: BTreeMap<i64, i64> = s
+            .recv
+            .iter()
+            .filter(|(k, _)| *k != sid)
+            .take(MAX_LISTED)
+            .map(|(k, v)| (k, v.leader))
+            .collect();
+        let unconnected: Vec<i64> = others
+            .iter()
+            .copied()
+            .filter(|o| *o != sid)
+            .filter(|o| {
+                self.working
+                    .get(&(sid.min(*o), sid.max(*o)))
+                    .is_none_or(|w| *w == 0)
+            })
+            .take(MAX_LISTED)
+            .collect();
+        let dropped_by: Vec<i64> = self
+            .tie_breaks
+            .range((sid, i64::MIN)..=(sid, i64::MAX))
+            .map(|((_, to), _)| *to)
+            .take(MAX_LISTED)
+            .collect();
+        StillLooking {
+            sid,
+            vote: s.vote,
+            agreeing,
+            needs: need,
+            holds,
+            unconnected,
+            dropped_by,
+        }
+    }
+
+    fn finish_anomalies(&mut self) {
         for ((from, to), (vote, times)) in &self.repeats {
+            let times = times.as_slice();
             let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
             // Java re-sends an unchanged vote when its poll times out, doubling the wait.
             let doubling = gaps.windows(2).filter(|g| g[1] > g[0] * 1.5).count();
@@ -545,14 +1717,19 @@ impl Summarizer {
                 message: format!("{n} x {what}"),
             });
         }
-        for sid in self.members.keys() {
-            if !self.heard_from.contains(sid) {
-                self.anomalies.push(Anomaly {
-                    kind: "silent_member",
-                    time: None,
-                    message: format!("member sid {sid} never sent a notification in the capture"),
-                });
-            }
+        let mut silent: Vec<i64> = self
+            .members
+            .keys()
+            .filter(|sid| !self.servers.get(sid).is_some_and(|s| s.last_active > 0.0))
+            .copied()
+            .collect();
+        silent.sort_unstable();
+        for sid in silent {
+            self.anomalies.push(Anomaly {
+                kind: "silent_member",
+                time: None,
+                message: format!("member sid {sid} never sent a notification in the capture"),
+            });
         }
         if self.resent > 0 {
             self.anomalies.push(Anomaly {
@@ -564,12 +1741,22 @@ impl Summarizer {
                 ),
             });
         }
+        if self.beyond_bound > 0 {
+            self.anomalies.push(Anomaly {
+                kind: "too_many_servers",
+                time: None,
+                message: format!(
+                    "{} notifications involve servers beyond the first {MAX_SERVERS} sids and were not followed",
+                    self.beyond_bound
+                ),
+            });
+        }
         if self.unknown_sids > 0 {
             self.anomalies.push(Anomaly {
                 kind: "unknown_sender",
                 time: None,
                 message: format!(
-                    "{} notifications have an unknown sender (no initial message or address for it in the capture; give --config or --sid-map)",
+                    "{} notifications have an unknown sender or receiver (no initial message or address for it in the capture; give --config or --sid-map)",
                     self.unknown_sids
                 ),
             });
@@ -581,10 +1768,62 @@ impl Summarizer {
                 .then(a.kind.cmp(b.kind))
                 .then(a.message.cmp(&b.message))
         });
-        Summary {
-            rounds: self.rounds,
-            anomalies: self.anomalies,
+    }
+}
+
+fn sync_json(s: &SyncInfo) -> Value {
+    json!({
+        "mode": s.mode, "newleader": s.newleader, "uptodate": s.uptodate,
+        "newleader_ack": s.newleader_ack, "started": s.started, "leader": s.leader,
+    })
+}
+
+fn still_json(s: &StillLooking) -> Value {
+    json!({
+        "sid": s.sid,
+        "leader": s.vote.map(|v| v.leader),
+        "election_epoch": s.vote.map(|v| v.round),
+        "agreeing": s.agreeing,
+        "needs": s.needs,
+        "holds": s.holds.iter().map(|(k, v)| json!({"sid": k, "leader": v})).collect::<Vec<_>>(),
+        "unconnected": s.unconnected,
+        "dropped_by": s.dropped_by,
+        "why": s.words(),
+    })
+}
+
+impl StillLooking {
+    /// Why it is still LOOKING, in one line.
+    pub fn words(&self) -> String {
+        let mut parts = Vec::new();
+        match self.vote {
+            Some(v) if v.leader != i64::MIN => parts.push(format!(
+                "its vote (leader {}, round {:#x}) has {} of the {} votes it needs",
+                v.leader, v.round, self.agreeing, self.needs
+            )),
+            Some(_) => parts.push("it proposes no leader (a non-voter)".to_string()),
+            None => parts.push("it sent no vote".to_string()),
         }
+        if !self.holds.is_empty() {
+            let h: Vec<String> = self
+                .holds
+                .iter()
+                .map(|(s, l)| format!("{s}->{l}"))
+                .collect();
+            parts.push(format!("holds votes {}", h.join(", ")));
+        }
+        if !self.unconnected.is_empty() {
+            let u: Vec<String> = self.unconnected.iter().map(i64::to_string).collect();
+            parts.push(format!("no working connection to {}", u.join(", ")));
+        }
+        if !self.dropped_by.is_empty() {
+            let u: Vec<String> = self.dropped_by.iter().map(i64::to_string).collect();
+            parts.push(format!(
+                "its dials were dropped by {} (sid tie-break)",
+                u.join(", ")
+            ));
+        }
+        parts.join("; ")
     }
 }
 
@@ -596,9 +1835,15 @@ impl Summary {
             .iter()
             .map(|r| {
                 json!({
+                    "kind": match r.kind { RoundKind::Election => "election", RoundKind::Rejoin => "rejoin" },
                     "election_epoch": r.election_epoch,
                     "started": r.started,
                     "participants": r.participants,
+                    "cause": (r.kind == RoundKind::Election).then(|| r.cause.name()),
+                    "leader_lost": r.leader_lost,
+                    "no_leader": r.no_leader,
+                    "serving": r.serving,
+                    "unavailable": r.unavailable,
                     "vote_changes": r.changes.iter().map(|c| json!({
                         "time": c.time, "sid": c.sid, "leader": c.vote.leader, "zxid": c.vote.zxid,
                         "election_epoch": c.vote.round, "peer_epoch": c.vote.peer_epoch,
@@ -606,11 +1851,16 @@ impl Summary {
                     "decisions": r.decisions.iter().map(|d| json!({
                         "sid": d.sid, "state": d.state.name(), "leader": d.leader,
                         "election_epoch": d.election_epoch, "time": d.time,
-                        "evidence": d.evidence.name(),
+                        "evidence": d.evidence.name(), "looking_since": d.looking_since,
+                        "took": d.took,
+                        "took_at_least": d.took_at_least,
+                        "sync": d.sync.as_ref().map(sync_json),
                     })).collect::<Vec<_>>(),
                     "winner": r.winner,
                     "duration": r.duration,
                     "settled": r.settled,
+                    "end": r.end,
+                    "still_looking": r.still_looking.iter().map(still_json).collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -619,69 +1869,162 @@ impl Summary {
             .iter()
             .map(|a| json!({"kind": a.kind, "time": a.time, "message": a.message}))
             .collect();
-        json!({"type": "summary", "rounds": rounds, "anomalies": anomalies})
+        json!({
+            "type": "summary",
+            "end": self.end,
+            "shutdown": self.shutdown,
+            "quorum_port": self.quorum_port,
+            "sids_unknown": self.sids_unknown,
+            "rounds": rounds,
+            "anomalies": anomalies,
+        })
     }
 
-    /// The summary for people; times relative to `t0`.
+    /// The summary for people; times relative to `t0`. `verbose` adds every vote change.
     pub fn to_text(&self, t0: f64) -> String {
+        self.text(t0, false)
+    }
+
+    /// The summary for people; `verbose` adds every vote change.
+    pub fn text(&self, t0: f64, verbose: bool) -> String {
         let mut s = String::new();
-        for (i, r) in self.rounds.iter().enumerate() {
-            let ids: Vec<String> = r.participants.iter().map(i64::to_string).collect();
-            s.push_str(&format!(
-                "election {} at +{:.3}s, round {:#x}, participants {}\n",
-                i + 1,
-                r.started - t0,
-                r.election_epoch,
-                ids.join(", ")
-            ));
-            for c in &r.changes {
-                if c.vote.leader == i64::MIN {
+        let rel = |t: f64| format!("+{:.3}s", t - t0);
+        if self.sids_unknown {
+            s.push_str("sids unknown: this capture names no election addresses (ZooKeeper 3.4); decisions and winners need --config zoo.cfg or --sid-map ADDR=SID\n");
+        }
+        if !self.quorum_port && !self.rounds.is_empty() {
+            s.push_str("the quorum port (2888) is not in this capture: sync and serving times are not in it\n");
+        }
+        let mut n = 0;
+        for r in &self.rounds {
+            match r.kind {
+                RoundKind::Rejoin => {
+                    let d = &r.decisions[0];
                     s.push_str(&format!(
-                        "  +{:.3}s  sid {} proposes no leader (a non-voter), round {:#x}\n",
-                        c.time - t0,
-                        c.sid,
-                        c.vote.round
+                        "rejoin at {}: sid {} learned the established leader {} (round {:#x}), took {}{:.0} ms\n",
+                        rel(r.started),
+                        d.sid,
+                        d.leader,
+                        d.election_epoch,
+                        if d.took_at_least { "at least " } else { "" },
+                        d.took * 1000.0
                     ));
-                    continue;
                 }
-                s.push_str(&format!(
-                    "  +{:.3}s  sid {} votes leader {} (zxid {:#x}, round {:#x}, peerEpoch {:#x})\n",
-                    c.time - t0,
-                    c.sid,
-                    c.vote.leader,
-                    c.vote.zxid,
-                    c.vote.round,
-                    c.vote.peer_epoch
-                ));
+                RoundKind::Election => {
+                    n += 1;
+                    let cause = match r.cause {
+                        Cause::ServersStarted => "servers starting".to_string(),
+                        Cause::LeaderLost => match r.leader_lost {
+                            Some(t) if t < r.started => {
+                                format!("the leader's connections closed at {}", rel(t))
+                            }
+                            _ => "the leader fell silent".to_string(),
+                        },
+                        Cause::QuorumLost => "the leader lost its quorum".to_string(),
+                    };
+                    let mut head = format!(
+                        "election {n} at {}, round {:#x}: {cause}",
+                        rel(r.started),
+                        r.election_epoch
+                    );
+                    if let Some(x) = r.no_leader {
+                        head.push_str(&format!("; no leader for {x:.3}s"));
+                    }
+                    if let Some(t) = r.serving {
+                        head.push_str(&format!("; serving at {}", rel(t)));
+                        if let Some(u) = r.unavailable {
+                            head.push_str(&format!(" (unavailable {u:.3}s)"));
+                        }
+                    }
+                    match (r.winner, self.sids_unknown) {
+                        (Some(w), _) => head.push_str(&format!("; winner sid {w}")),
+                        (None, true) => head.push_str("; winner unknown (sids unknown)"),
+                        (None, false) => {}
+                    }
+                    s.push_str(&head);
+                    s.push('\n');
+                }
+            }
+            let mut lines: Vec<(f64, String)> = Vec::new();
+            if verbose {
+                for c in &r.changes {
+                    let what = if c.vote.leader == i64::MIN {
+                        format!(
+                            "sid {} proposes no leader (a non-voter), round {:#x}",
+                            c.sid, c.vote.round
+                        )
+                    } else {
+                        format!(
+                            "sid {} votes leader {} (zxid {:#x}, round {:#x}, peerEpoch {:#x})",
+                            c.sid, c.vote.leader, c.vote.zxid, c.vote.round, c.vote.peer_epoch
+                        )
+                    };
+                    lines.push((c.time, what));
+                }
             }
             for d in &r.decisions {
-                s.push_str(&format!(
-                    "  +{:.3}s  sid {} {} (leader {}){}\n",
-                    d.time - t0,
-                    d.sid,
-                    d.state.name(),
-                    d.leader,
-                    match d.evidence {
-                        Evidence::OwnNotification => "",
-                        Evidence::QuorumReplies => "  [a quorum answered it FOLLOWING/LEADING]",
-                        Evidence::ConvergedVotes =>
-                            "  [votes converged; the decision itself is not on the election port]",
-                        Evidence::NewRound => "  [it began a new round of its own afterwards]",
-                    }
+                lines.push((
+                    d.time,
+                    format!(
+                        "sid {} {} (leader {}), took {}{:.0} ms  [{}]",
+                        d.sid,
+                        d.state.name(),
+                        d.leader,
+                        if d.took_at_least { "at least " } else { "" },
+                        d.took * 1000.0,
+                        d.evidence.words()
+                    ),
                 ));
-            }
-            match (r.winner, r.duration) {
-                (Some(w), Some(d)) => {
-                    s.push_str(&format!("  winner: sid {w}, decided in {:.3}s\n", d))
+                if let Some(y) = &d.sync {
+                    let at = y.sync_time.unwrap_or(y.started);
+                    let mut l = format!(
+                        "sid {} syncs with {} by {}",
+                        d.sid,
+                        d.leader,
+                        y.mode.unwrap_or("?")
+                    );
+                    if let Some(t) = y.newleader {
+                        l.push_str(&format!(", NEWLEADER {}", rel(t)));
+                    }
+                    if let Some(t) = y.uptodate {
+                        l.push_str(&format!(", UPTODATE {}", rel(t)));
+                    } else {
+                        l.push_str(", no UPTODATE in the capture");
+                    }
+                    lines.push((at, l));
                 }
-                _ => s.push_str("  no decision in the capture\n"),
             }
+            lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for (t, l) in lines {
+                s.push_str(&format!("  {}  {l}\n", rel(t)));
+            }
+            for w in &r.still_looking {
+                s.push_str(&format!("  sid {} still LOOKING: {}\n", w.sid, w.words()));
+            }
+            match r.end {
+                "capture_end" => s.push_str("  the capture ended during this election\n"),
+                "shutdown" => s.push_str(
+                    "  the servers shut down during this election (their connections closed)\n",
+                ),
+                _ => {}
+            }
+        }
+        match self.shutdown {
+            Some(t) => s.push_str(&format!(
+                "the servers shut down: every election connection closed from {} on; the capture ends at {}\n",
+                rel(t),
+                rel(self.end)
+            )),
+            None if !self.rounds.is_empty() => {
+                s.push_str(&format!("the capture ends at {}\n", rel(self.end)))
+            }
+            None => {}
         }
         if !self.anomalies.is_empty() {
             s.push_str("anomalies:\n");
             for a in &self.anomalies {
                 match a.time {
-                    Some(t) => s.push_str(&format!("  +{:.3}s  {}\n", t - t0, a.message)),
+                    Some(t) => s.push_str(&format!("  {}  {}\n", rel(t), a.message)),
                     None => s.push_str(&format!("  {}\n", a.message)),
                 }
             }

@@ -133,7 +133,8 @@ pub fn diagram(records: &[Record], summary: &Value, choice: Choice) -> Result<St
                     at
                 ),
             ),
-            Body::Problem(_) => continue,
+            // Drawn are the election messages; quorum packets and closes are not.
+            Body::Problem(_) | Body::Quorum(_) | Body::Closed { .. } => continue,
         };
         lines.push(format!("    {from}{arrow}{to}: {text}"));
     }

@@ -48,6 +48,17 @@ fn describe(r: &Record) -> String {
                 .map_or_else(|| "legacy".to_string(), |c| c.to_string()),
             r.time.as_secs_f64()
         ),
+        Body::Quorum(q) => format!(
+            "{} zxid {:#x} time {:.6}",
+            q.type_name(),
+            q.zxid,
+            r.time.as_secs_f64()
+        ),
+        Body::Closed { reset } => format!(
+            "connection {} time {:.6}",
+            if *reset { "reset" } else { "closed" },
+            r.time.as_secs_f64()
+        ),
         Body::Problem(p) => p.message.clone(),
     }
 }

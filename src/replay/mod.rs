@@ -167,11 +167,16 @@ impl Recording {
             .map(|s| s.role())
             .ok_or(RecordingError::NotMember(sid))?;
         let summary = summarizer.finish();
-        let decisions: Vec<Decided> = summary
+        let mut own: Vec<&crate::decode::summary::Decision> = summary
             .rounds
             .iter()
             .flat_map(|r| r.decisions.iter())
             .filter(|d| d.sid == sid)
+            .collect();
+        // Rounds and rejoins are listed by when they began; decisions go in time order.
+        own.sort_by(|a, b| a.time.total_cmp(&b.time));
+        let decisions: Vec<Decided> = own
+            .into_iter()
             .map(|d| Decided {
                 state: d.state,
                 leader: d.leader,

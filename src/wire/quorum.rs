@@ -295,6 +295,20 @@ impl LearnerInfo {
         b
     }
 
+    /// Decodes the record as any version sends it: 3.5+ sends 20 bytes, 3.4 only 12 (no
+    /// `configVersion`, read as 0). Trailing bytes are ignored, as Java ignores them.
+    pub fn decode_any(buf: &[u8]) -> Result<Self, WireError> {
+        if buf.len() >= 20 {
+            return Self::decode(buf);
+        }
+        let mut c = Cursor::new(buf);
+        Ok(LearnerInfo {
+            sid: c.i64("serverid")?,
+            protocol_version: c.i32("protocolVersion")?,
+            config_version: 0,
+        })
+    }
+
     /// Decodes the 20-byte record (trailing bytes are ignored, as Java ignores them).
     pub fn decode(buf: &[u8]) -> Result<Self, WireError> {
         let mut c = Cursor::new(buf);

@@ -80,6 +80,15 @@ pub fn election_ports(dir: &Path) -> Vec<u16> {
     ports.into_iter().collect()
 }
 
+/// Quorum (Zab) ports named in the fixture's zoo.cfg.
+pub fn quorum_ports(dir: &Path) -> Vec<u16> {
+    let ports: BTreeSet<u16> = zoo_cfg(dir)
+        .servers()
+        .flat_map(|s| s.addresses.iter().map(|a| a.quorum_port))
+        .collect();
+    ports.into_iter().collect()
+}
+
 /// The ZooKeeper version a fixture was recorded with (its README: `Java ZooKeeper **X**`).
 pub fn fixture_version(dir: &Path) -> Option<String> {
     let text = std::fs::read_to_string(dir.join("README.md")).ok()?;
@@ -109,6 +118,7 @@ pub fn options(dir: &Path) -> DecodeOptions {
     }
     DecodeOptions {
         ports: election_ports(dir),
+        quorum_ports: quorum_ports(dir),
         book,
         ..DecodeOptions::default()
     }
@@ -305,4 +315,66 @@ pub fn write_pcap(path: &Path, segments: &[TcpSegment]) {
         w.write(s).unwrap();
     }
     w.finish().unwrap();
+}
+
+/// What a server's log says about its elections and syncs, with the log's times.
+#[derive(Debug, Default, Clone)]
+pub struct LoggedStory {
+    /// `About to leave FLE instance: leader=L, ... my state=S`: (time, state, leader).
+    pub decisions: Vec<(f64, String, i64)>,
+    /// `FOLLOWING|LEADING - LEADER ELECTION TOOK - N MS`: (time, state, seconds).
+    pub took: Vec<(f64, String, f64)>,
+    /// `Getting a diff from the leader` / `Getting a snapshot from leader` / `Truncating log`:
+    /// (time, DIFF|SNAP|TRUNC).
+    pub syncs: Vec<(f64, &'static str)>,
+    /// `Learner received UPTODATE message`.
+    pub uptodate: Vec<f64>,
+    /// `Have quorum of supporters` (the leader serves from here).
+    pub supporters: Vec<f64>,
+}
+
+/// Reads `server.<sid>.log` for [`LoggedStory`].
+pub fn logged_story(dir: &Path, sid: i64) -> LoggedStory {
+    let text = std::fs::read_to_string(dir.join(format!("server.{sid}.log"))).unwrap_or_default();
+    let mut s = LoggedStory::default();
+    for l in text.lines() {
+        if l.len() < 23 || !l.as_bytes()[0].is_ascii_digit() {
+            continue;
+        }
+        let t = log_time(l);
+        if l.contains("About to leave FLE instance:") {
+            s.decisions.push((
+                t,
+                field(l, "my state=", '\n').unwrap().to_string(),
+                field(l, "leader=", ',').unwrap().parse().unwrap(),
+            ));
+        } else if let Some(at) = l.find(" - LEADER ELECTION TOOK - ") {
+            let state = l[..at].rsplit(' ').next().unwrap().to_string();
+            let ms: f64 = l[at + " - LEADER ELECTION TOOK - ".len()..]
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            s.took.push((t, state, ms / 1000.0));
+        } else if l.contains("Getting a diff from the leader") {
+            s.syncs.push((t, "DIFF"));
+        } else if l.contains("Getting a snapshot from leader") {
+            s.syncs.push((t, "SNAP"));
+        } else if l.contains("Truncating log to get in sync with the leader") {
+            s.syncs.push((t, "TRUNC"));
+        } else if l.contains("Learner received UPTODATE message") {
+            s.uptodate.push(t);
+        } else if l.contains("Have quorum of supporters") {
+            s.supporters.push(t);
+        }
+    }
+    s
+}
+
+/// Whether a fixture's capture has the quorum port (recorded without `--election-only`).
+pub fn has_quorum_port(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("README.md"))
+        .unwrap_or_default()
+        .contains("(election and quorum ports)")
 }
