@@ -64,8 +64,8 @@ echo "== cargo test (the per-version tests of tests/versions.rs and tests/repro_
 cargo test --all-targets -- --skip v3_ --skip mixed_
 
 if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
-  echo "== zkfle as a Zab follower of ZooKeeper 3.9.5 (tests/zab_java.rs, tests/zab_datadir.rs with ZK_JARS)"
-  ZK_JARS=$(scripts/zk-fetch.sh 3.9.5 | tail -n1) cargo test --test zab_java --test zab_datadir
+  echo "== zkfle as a Zab follower and elected leader of ZooKeeper 3.9.5 (tests/zab_java.rs, tests/zab_datadir.rs, tests/lead_java.rs with ZK_JARS)"
+  ZK_JARS=$(scripts/zk-fetch.sh 3.9.5 | tail -n1) cargo test --test zab_java --test zab_datadir --test lead_java
 fi
 
 echo "== version matrix (scripts/matrix.sh --no-fetch: tests/versions.rs one by one, replay, decode and the repros of tests/repro_java.rs per version)"

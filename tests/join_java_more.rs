@@ -70,7 +70,13 @@ fn multi_address_native_and_java_agree_on_the_leader() {
             "--no-start",
         ],
     );
-    let n = Native::start(&e, 3, &["--multi-address"]);
+    // Election only: with its data directory native 3 would sync Java 1 and hand over before
+    // Java 2 is up (tests/lead_java.rs), and Java 2 would follow Java 1.
+    let n = Native::start(
+        &e,
+        3,
+        &["--multi-address", "--zxid", "0", "--peer-epoch", "0"],
+    );
     e.start_node(1);
     e.start_node(2);
     e.wait_decision(1, 0, 3, "FOLLOWING");

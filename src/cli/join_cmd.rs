@@ -235,7 +235,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         .collect();
     if participant && !lower.is_empty() {
         tracing::warn!(
-            "server id {my_id} is not lower than every other voter's ({lower:?}): give zkfle the lowest sid so that ties in the election go to the Java servers (zkfle cannot lead)"
+            "server id {my_id} is not lower than every other voter's ({lower:?}): on equal data the election goes to zkfle, which then syncs the ensemble and hands leadership over to a Java server, one extra election round (docs/lead.md); a lower sid avoids that"
         );
     }
     // Only a participant that votes with its own data follows the leader (Zab) and needs the
@@ -263,6 +263,19 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
                 quorum_addrs.insert(s.id, a);
             }
         }
+        let my_quorum_addrs: Vec<_> = me
+            .addresses
+            .iter()
+            .filter_map(|a| {
+                a.quorum_socket_addr().or_else(|| {
+                    use std::net::ToSocketAddrs;
+                    (a.host.as_str(), a.quorum_port)
+                        .to_socket_addrs()
+                        .ok()?
+                        .next()
+                })
+            })
+            .collect();
         let (mut snap, prealloc) =
             snap_config(&cfg, args.autopurge_every).map_err(|e| input(format!("--config {e}")))?;
         snap.config_node = Some((cfg.quorum_text().into_bytes(), quorum_cfg.version() as i64));
@@ -271,6 +284,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
             snap,
             prealloc,
             quorum_addrs,
+            my_quorum_addrs,
             learner: crate::zab::LearnerConfig {
                 my_sid: my_id,
                 config_version: quorum_cfg.version() as i64,

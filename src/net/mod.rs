@@ -12,11 +12,14 @@
 //! - [`node`]: the driver task feeding [`crate::election::Election`] with received
 //!   notifications and timer expiries and sending its outputs through the [`Manager`], plus the
 //!   rules for a decided node without Zab (`docs/join.md`).
+//! - [`lead`]: leading on the quorum port when the election makes zkfle the leader: a
+//!   [`crate::zab::leader::Leader`] over tokio, then the hand-over (`docs/lead.md`).
 //! - [`probe`]: asking a live server for its state and vote as a non-member (`zkfle probe`).
 
 pub mod core;
 pub mod dialect;
 pub mod follow;
+pub mod lead;
 pub mod manager;
 pub mod node;
 pub mod probe;

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::follow::{AckStats, FollowConfig, FollowEnd, follow};
+use super::lead::{LeadConfig, LeadEnd, lead};
 use super::manager::{Manager, NetConfig, Received};
 use crate::election::{Election, ElectionConfig, Output};
 use crate::storage::Storage;
@@ -44,10 +45,19 @@ pub struct ZabConfig {
     pub prealloc: u64,
     /// The quorum address of every other voter.
     pub quorum_addrs: BTreeMap<i64, SocketAddr>,
+    /// My own quorum addresses (several with multi-address), where I listen when elected
+    /// (docs/lead.md).
+    pub my_quorum_addrs: Vec<SocketAddr>,
     pub learner: LearnerConfig,
 }
 
-type FollowTask = tokio::task::JoinHandle<(Storage, AckStats, FollowEnd)>;
+/// How a Zab session (following or leading) ended; the storage comes back with it.
+enum ZabEnd {
+    Follow(Storage, AckStats, FollowEnd),
+    Lead(Storage, LeadEnd),
+}
+
+type ZabTask = tokio::task::JoinHandle<ZabEnd>;
 
 /// A state change, as printed by `--once` and `--events`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -106,9 +116,10 @@ pub async fn run(
         storage,
         ack_stats: AckStats::default(),
         start_follow: None,
+        start_lead: None,
     };
     node.start();
-    let mut task: Option<FollowTask> = None;
+    let mut task: Option<ZabTask> = None;
     loop {
         if node.flush() {
             return Ok(());
@@ -123,7 +134,16 @@ pub async fn run(
                     epoch0.elapsed().as_millis() as u64
                 })
                 .await;
-                (st, stats, end)
+                ZabEnd::Follow(st, stats, end)
+            }));
+        }
+        if let Some(lc) = node.start_lead.take()
+            && let Some(mut st) = node.storage.take()
+        {
+            let epoch0 = node.epoch0;
+            task = Some(tokio::spawn(async move {
+                let end = lead(lc, &mut st, move || epoch0.elapsed().as_millis() as u64).await;
+                ZabEnd::Lead(st, end)
             }));
         }
         let wait = match node.el.next_deadline() {
@@ -138,8 +158,9 @@ pub async fn run(
             r = async { task.as_mut().expect("guarded").await }, if task.is_some() => {
                 task = None;
                 match r {
-                    Ok((st, stats, end)) => node.on_follow_end(st, stats, end),
-                    Err(e) => return Err(std::io::Error::other(format!("follower task: {e}"))),
+                    Ok(ZabEnd::Follow(st, stats, end)) => node.on_follow_end(st, stats, end),
+                    Ok(ZabEnd::Lead(st, end)) => node.on_lead_end(st, end),
+                    Err(e) => return Err(std::io::Error::other(format!("Zab task: {e}"))),
                 }
             }
             _ = tokio::time::sleep(wait) => node.on_tick(),
@@ -163,6 +184,8 @@ struct Node {
     ack_stats: AckStats,
     /// A follow session to start (set on a FOLLOWING decision).
     start_follow: Option<FollowConfig>,
+    /// A leadership to start (set on a LEADING decision).
+    start_lead: Option<LeadConfig>,
 }
 
 impl Node {
@@ -170,7 +193,7 @@ impl Node {
         self.epoch0.elapsed().as_millis() as u64
     }
 
-    /// Zab is following a leader: the election-port rules do not apply.
+    /// Zab is following or leading: the election-port rules do not apply.
     fn zab_following(&self) -> bool {
         self.cfg.zab.is_some() && self.storage.is_none()
     }
@@ -190,6 +213,23 @@ impl Node {
         self.storage = Some(st);
         self.ack_stats = stats;
         info!("FOLLOWING: {}; looking for a leader again", end.reason);
+        self.start();
+    }
+
+    fn on_lead_end(&mut self, st: Storage, end: LeadEnd) {
+        info!(
+            "LEADING: {}{}; acceptedEpoch {}, currentEpoch {}, last zxid 0x{:x}; looking for a leader again",
+            end.reason,
+            if end.handed_over {
+                " (handed over)"
+            } else {
+                ""
+            },
+            st.accepted_epoch(),
+            st.current_epoch(),
+            st.last_zxid()
+        );
+        self.storage = Some(st);
         self.start();
     }
 
@@ -240,10 +280,23 @@ impl Node {
                     }
                     if let Some(z) = &self.cfg.zab {
                         if state == ServerState::Leading {
-                            warn!(
-                                "elected LEADER, but zkfle cannot lead (it keeps no data tree to serve): stepping down after initLimit*tickTime = {} ms unless a newer round starts first",
-                                self.cfg.leader_sync_ms
-                            );
+                            match z.my_quorum_addrs.clone() {
+                                listen if !listen.is_empty() => {
+                                    self.start_lead = Some(LeadConfig {
+                                        my_sid: self.el.my_id(),
+                                        listen,
+                                        quorum: self.cfg.election.quorum.clone(),
+                                        config: self.cfg.election.quorum.config().clone(),
+                                        tick_ms: z.learner.tick_ms,
+                                        init_limit: z.learner.init_limit,
+                                        sync_limit: z.learner.sync_limit,
+                                    })
+                                }
+                                _ => warn!(
+                                    "elected LEADER, but my server line has no quorum address to listen on: stepping down after initLimit*tickTime = {} ms",
+                                    self.cfg.leader_sync_ms
+                                ),
+                            }
                         } else if state == ServerState::Following {
                             match z.quorum_addrs.get(&vote.leader) {
                                 Some(addr) => {
@@ -326,7 +379,7 @@ impl Node {
 
     /// The post-decision rules (docs/join.md).
     fn check_decided(&mut self) {
-        if self.zab_following() || self.start_follow.is_some() {
+        if self.zab_following() || self.start_follow.is_some() || self.start_lead.is_some() {
             return;
         }
         let now = self.now();

@@ -23,6 +23,7 @@
 
 pub mod db;
 pub mod format;
+pub mod history;
 pub mod tree;
 
 use std::fs::{self, File, OpenOptions};

@@ -131,6 +131,31 @@ impl QuorumPacket {
         Self::new(ptype::PING, zxid, Some(Vec::new()))
     }
 
+    /// LEADERINFO (leader to learner): `zxid = epoch << 32`, data = the protocol version.
+    pub fn leader_info(epoch: i64) -> Self {
+        Self::new(
+            ptype::LEADERINFO,
+            epoch << 32,
+            Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
+        )
+    }
+
+    /// NEWLEADER: `zxid = epoch << 32`, data = the config text (3.5+ leaders send the
+    /// last-seen quorum verifier's text, `LearnerHandler.java`).
+    pub fn new_leader(epoch: i64, config: &str) -> Self {
+        Self::new(
+            ptype::NEWLEADER,
+            epoch << 32,
+            Some(config.as_bytes().to_vec()),
+        )
+    }
+
+    /// A packet of this type and zxid with null data (DIFF, TRUNC, SNAP, COMMIT, UPTODATE,
+    /// and the leader's PING).
+    pub fn op(ptype: i32, zxid: i64) -> Self {
+        Self::new(ptype, zxid, None)
+    }
+
     /// The type's name as Java logs it.
     pub fn type_name(&self) -> &'static str {
         ptype::name(self.ptype)
@@ -356,6 +381,42 @@ impl TxnHeader {
     }
 }
 
+/// `OpCode.error`: the txn type of a failed write (`ErrorTxn`), which changes no state.
+pub const OP_ERROR: i32 = -1;
+/// The cxid that marks zkfle's hand-over txn ("zkfl").
+pub const HANDOVER_CXID: i32 = i32::from_be_bytes(*b"zkfl");
+
+/// The txn zkfle proposes, and never logs or commits itself, when it hands leadership over:
+/// `TxnHeader { clientId 0, cxid "zkfl", zxid, time, type error }` + `ErrorTxn { err 0 }`.
+/// Java followers log and acknowledge it like any proposal; applied, it changes nothing
+/// (ZooKeeper logs a failed write the same way). See docs/lead.md.
+pub fn handover_txn(zxid: i64, time_ms: i64) -> Vec<u8> {
+    let h = TxnHeader {
+        client_id: 0,
+        cxid: HANDOVER_CXID,
+        zxid,
+        time: time_ms,
+        op: OP_ERROR,
+    };
+    let mut t = h.encode().to_vec();
+    t.extend_from_slice(&0i32.to_be_bytes());
+    t
+}
+
+/// Whether a txn is zkfle's hand-over txn ([`handover_txn`]).
+pub fn is_handover_txn(txn: &[u8]) -> bool {
+    txn.len() == TxnHeader::LEN + 4
+        && TxnHeader::decode(txn)
+            .is_ok_and(|h| h.client_id == 0 && h.cxid == HANDOVER_CXID && h.op == OP_ERROR)
+}
+
+/// The jute string `"BenWasHere"` a leader writes after a streamed snapshot.
+pub fn snapshot_signature() -> Vec<u8> {
+    let mut b = (SNAPSHOT_SIGNATURE.len() as i32).to_be_bytes().to_vec();
+    b.extend_from_slice(SNAPSHOT_SIGNATURE);
+    b
+}
+
 /// What a walked snapshot held.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SnapshotSummary {
@@ -451,6 +512,9 @@ pub struct SnapshotWalker {
     field_at: u64,
     summary: SnapshotSummary,
     body_done: bool,
+    /// Stop at the `"/"` end marker (a snapshot file's body, followed by a seal, not the
+    /// signature).
+    body_only: bool,
 }
 
 impl Default for SnapshotWalker {
@@ -472,7 +536,22 @@ impl SnapshotWalker {
             field_at: 0,
             summary: SnapshotSummary::default(),
             body_done: false,
+            body_only: false,
         }
+    }
+
+    /// A walker of a snapshot body only: [`SnapshotWalker::feed`] consumes nothing after the
+    /// `"/"` end marker (for a snapshot file, whose body is followed by its seal).
+    pub fn body_only() -> Self {
+        SnapshotWalker {
+            body_only: true,
+            ..Self::new()
+        }
+    }
+
+    /// The `"/"` end marker has been read.
+    pub fn is_body_done(&self) -> bool {
+        self.body_done
     }
 
     pub fn is_done(&self) -> bool {
@@ -493,7 +572,8 @@ impl SnapshotWalker {
     pub fn feed(&mut self, input: &[u8]) -> Result<SnapshotProgress, WireError> {
         let mut i = 0;
         let mut body = 0;
-        while i < input.len() && self.step != SnapStep::Done {
+        while i < input.len() && self.step != SnapStep::Done && !(self.body_only && self.body_done)
+        {
             let before = i;
             if self.skip > 0 {
                 let n = (self.skip.min((input.len() - i) as u64)) as usize;
@@ -695,11 +775,22 @@ pub struct QuorumStreamDecoder {
     offset: u64,
     snapshot: Option<SnapshotWalker>,
     failed: Option<WireError>,
+    /// A learner's stream: packets only, a SNAP type code is just a packet.
+    packets_only: bool,
 }
 
 impl QuorumStreamDecoder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A decoder for what a learner sends its leader: packets only (learners send no
+    /// snapshot, so a packet of type SNAP is not followed by one).
+    pub fn packets_only() -> Self {
+        QuorumStreamDecoder {
+            packets_only: true,
+            ..Self::default()
+        }
     }
 
     /// Bytes held for an incomplete packet.
@@ -772,7 +863,7 @@ impl QuorumStreamDecoder {
                         self.pending.clear();
                     }
                     self.offset += n as u64;
-                    if packet.ptype == ptype::SNAP {
+                    if packet.ptype == ptype::SNAP && !self.packets_only {
                         self.snapshot = Some(SnapshotWalker::new());
                     }
                     return Ok(Some(QuorumItem::Packet { offset, packet }));
@@ -857,6 +948,36 @@ mod tests {
     }
 
     #[test]
+    fn leader_packets_and_handover_txn() {
+        assert_eq!(
+            QuorumPacket::leader_info(2).encode().unwrap(),
+            hex("00000011 0000000200000000 00000004 00010000 ffffffff")
+        );
+        assert_eq!(
+            QuorumPacket::op(ptype::UPTODATE, -1).encode().unwrap(),
+            hex("0000000c ffffffffffffffff ffffffff ffffffff")
+        );
+        let t = handover_txn(0x3_0000_0001, 5);
+        assert!(is_handover_txn(&t));
+        let h = TxnHeader::decode(&t).unwrap();
+        assert_eq!((h.zxid, h.op, h.client_id), (0x3_0000_0001, OP_ERROR, 0));
+        let mut other = t.clone();
+        other[8] ^= 1;
+        assert!(!is_handover_txn(&other));
+        assert_eq!(snapshot_signature(), hex("0000000a 42656e57617348657265"));
+        // A learner's stream: SNAP is only a packet.
+        let mut s = QuorumPacket::op(ptype::SNAP, 1).encode().unwrap();
+        s.extend(QuorumPacket::ack(2).encode().unwrap());
+        let mut d = QuorumStreamDecoder::packets_only();
+        let mut input = &s[..];
+        let mut n = 0;
+        while let Some(QuorumItem::Packet { .. }) = d.decode(&mut input).unwrap() {
+            n += 1;
+        }
+        assert_eq!(n, 2);
+    }
+
+    #[test]
     fn malformed_fields_are_named() {
         let e = QuorumPacket::decode(&hex("00000005 0000000000000000 fffffffe")).unwrap_err();
         assert_eq!((e.field, e.offset), ("data", 12));
@@ -910,6 +1031,10 @@ mod tests {
                 }
             );
         }
+        // Body only: stops at the end marker.
+        let mut w = SnapshotWalker::body_only();
+        let p = w.feed(&s).unwrap();
+        assert_eq!((p.consumed, p.body, w.is_body_done()), (body, body, true));
         // Never consumes past the signature.
         let mut more = s.clone();
         more.extend([9, 9, 9]);

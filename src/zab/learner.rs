@@ -2,7 +2,9 @@
 
 use std::collections::VecDeque;
 
-use crate::wire::quorum::{LearnerInfo, PROTOCOL_VERSION, QuorumPacket, TxnHeader, ptype};
+use crate::wire::quorum::{
+    LearnerInfo, PROTOCOL_VERSION, QuorumPacket, TxnHeader, is_handover_txn, ptype,
+};
 
 /// What the learner needs to know about itself and the ensemble's timing.
 #[derive(Debug, Clone)]
@@ -280,6 +282,16 @@ impl Learner {
             return;
         }
         self.last_heard = now;
+        if p.ptype == ptype::PROPOSAL
+            && matches!(self.phase, Phase::AwaitUpToDate | Phase::Broadcast)
+            && p.data.as_deref().is_some_and(is_handover_txn)
+        {
+            // A zkfle leader's hand-over txn is meant to make a Java server's vote beat the
+            // leader's; a zkfle follower neither logs nor acknowledges it while it is only
+            // proposed (committed history, in a DIFF, is logged as any txn) (docs/lead.md).
+            tracing::debug!("ignoring the hand-over txn 0x{:x}", p.zxid);
+            return;
+        }
         match self.phase {
             Phase::AwaitLeaderInfo => {
                 if p.ptype != ptype::LEADERINFO {
@@ -368,6 +380,10 @@ impl Learner {
                         ));
                     }
                     // 3.8.5+/3.9 order: log the sync proposals, then currentEpoch, then ACK.
+                    // An uncommitted hand-over txn (a zkfle leader's, sent to a late
+                    // learner) is neither logged nor acknowledged, as in broadcast.
+                    self.sync_proposals
+                        .retain(|sp| sp.committed || !is_handover_txn(&sp.txn));
                     for sp in &mut self.sync_proposals {
                         if sp.zxid > self.last_zxid {
                             self.ready.persist.push(Persist::Append {

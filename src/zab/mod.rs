@@ -9,6 +9,11 @@
 //! the honesty rule: an ACK leaves only after the txns and epochs it vouches for are on disk.
 //! The driver also stores the snapshot bytes that follow SNAP (they never enter the machine).
 
+//!
+//! [`leader::Leader`] is the other side, for when the election makes zkfle the leader: Zab's
+//! discovery and synchronization from zkfle's own log, then the hand-over (docs/lead.md).
+
+pub mod leader;
 pub mod learner;
 
 pub use learner::{Event, Learner, LearnerConfig, Persist, Phase, Ready, SyncKind};

@@ -291,7 +291,13 @@ pub fn paths(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("/{prefix}{i}")).collect()
 }
 
+/// The Java ZooKeeper's classpath (scripts/zk-env.sh, asked once per test binary).
 pub fn java_classpath() -> String {
+    static CP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CP.get_or_init(java_classpath_uncached).clone()
+}
+
+fn java_classpath_uncached() -> String {
     let out = Command::new(Path::new(ROOT).join("scripts/zk-env.sh"))
         .arg("--print")
         .output()
