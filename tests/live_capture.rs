@@ -246,7 +246,7 @@ fn live_capture_equals_decoding_the_file() {
         .find("election 1 at")
         .expect("full summary at the end");
     assert!(decided_at < full_at, "{summary}");
-    assert!(summary.contains("winner: sid"), "{summary}");
+    assert!(summary.contains("winner sid"), "{summary}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
