@@ -27,6 +27,9 @@
 #   --ipv6              every server on [::1] (ports differ per server, see below)
 #   --tick MS           tickTime (2000)    --init-limit N (10)    --sync-limit N (5)
 #   --no-start          write the configs only; start servers later with start-node
+#   --host N=ADDR       server N listens on ADDR instead of 127.0.0.N (repeatable)
+#   --netns N=NAME      run server N inside network namespace NAME (`ip netns exec`;
+#                       repeatable), e.g. one namespace per host for multi-host captures
 #   --jars N=DIR        run server N from the jars in DIR (as ZK_JARS would), or from
 #                       Debian's package with N=debian: a mixed-version ensemble, e.g.
 #                       --jars 1="$(scripts/zk-fetch.sh 3.4.14)" --jars 2=debian (repeatable;
@@ -197,6 +200,15 @@ node_jars() {
   echo ""
 }
 
+# The --netns entry of server SID ("" if none).
+node_netns() {
+  local sid=$1 line
+  for line in ${NODE_NETNS:-}; do
+    [ "${line%%=*}" = "$sid" ] && { echo "${line#*=}"; return 0; }
+  done
+  echo ""
+}
+
 # Launch server SID in the background; does not wait. A server with its own --jars runs
 # from those, resolved afresh in a subshell.
 launch_node() {
@@ -222,7 +234,10 @@ _launch_node() {
     echo "server $sid already running (pid $(node_pid "$dir" "$sid"))"
     return 1
   fi
-  check_ports "$sid" "$host"
+  local ns netns=()
+  ns=$(node_netns "$sid")
+  # In its own namespace a server's ports cannot clash with this host's.
+  if [ -n "$ns" ]; then netns=(ip netns exec "$ns"); else check_ports "$sid" "$host"; fi
   local extra=()
   if [ "$MODE" = multi ]; then extra+=(-Dzookeeper.multiAddress.enabled=true); fi
   zk_server_jvm_flags "$dir/$sid/server.log" "$dir" "${extra[@]}"
@@ -230,7 +245,7 @@ _launch_node() {
   # Remember where this start's log begins, to wait for its first state line.
   if [ -f "$dir/$sid/server.log" ]; then wc -l <"$dir/$sid/server.log"; else echo 0; fi >"$dir/$sid/.logmark"
   # setsid: the server must outlive this script and not get its signals.
-  setsid "$JAVA" "${ZK_JVM_FLAGS[@]}" -cp "$ZK_CLASSPATH" "$MAIN_CLASS" "$dir/$sid/zoo.cfg" \
+  setsid ${netns[@]+"${netns[@]}"} "$JAVA" "${ZK_JVM_FLAGS[@]}" -cp "$ZK_CLASSPATH" "$MAIN_CLASS" "$dir/$sid/zoo.cfg" \
     >>"$dir/$sid/stdout.log" 2>&1 </dev/null &
   echo $! >"$dir/$sid/pid"
 }
@@ -302,7 +317,7 @@ cmd_start() {
   local dir=$1
   shift
   local servers="1:participant,2:participant,3:participant" mode=ipv4 tick=2000 init=10 sync=5 nostart=0
-  local extras=() node_jars=""
+  local extras=() node_jars="" node_netns="" hosts=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --servers) servers=${2:?--servers needs a value}; shift 2 ;;
@@ -313,6 +328,12 @@ cmd_start() {
       --init-limit) init=${2:?}; shift 2 ;;
       --sync-limit) sync=${2:?}; shift 2 ;;
       --no-start) nostart=1; shift ;;
+      --host)
+        [[ "${2:-}" =~ ^[0-9]+=[^[:space:]]+$ ]] || die "--host needs N=ADDR"
+        hosts+="${hosts:+ }$2"; shift 2 ;;
+      --netns)
+        [[ "${2:-}" =~ ^[0-9]+=[A-Za-z0-9._-]+$ ]] || die "--netns needs N=NAME"
+        node_netns+="${node_netns:+ }$2"; shift 2 ;;
       --jars)
         [[ "${2:-}" =~ ^[0-9]+=.+$ ]] || die "--jars needs N=DIR (or N=debian)"
         [ "${2#*=}" = debian ] || [ -d "${2#*=}" ] || die "--jars $2: not a directory"
@@ -339,7 +360,9 @@ cmd_start() {
     esac
     [[ "$seen" == *" $sid "* ]] && die "sid $sid listed twice"
     seen+="$sid "
-    members+="$sid $type $flag -"$'\n'
+    host=-
+    for h in $hosts; do [ "${h%%=*}" = "$sid" ] && host=${h#*=}; done
+    members+="$sid $type $flag $host"$'\n'
   done
   for spec in ${extras[@]+"${extras[@]}"}; do
     sid=${spec%%:*}; type=${spec#*:}; host=${type#*:}; type=${type%%:*}
@@ -373,8 +396,9 @@ cmd_start() {
     done <<<"$members"
   )
   local newenv
-  newenv=$(printf 'MODE=%q\nMEMBERS=%q\nNODE_JARS=%q\n' "$mode" "$members" "$node_jars")
+  newenv=$(printf 'MODE=%q\nMEMBERS=%q\nNODE_JARS=%q\nNODE_NETNS=%q\n' "$mode" "$members" "$node_jars" "$node_netns")
   NODE_JARS=$node_jars
+  NODE_NETNS=$node_netns
 
   # Idempotent: a running ensemble with the same layout just gets its missing
   # servers started; a different layout must be stopped first.
@@ -418,7 +442,7 @@ cmd_start() {
   # Check every port first, so a clash starts nothing.
   while read -r sid type flag host; do
     [ -n "$sid" ] && [ "$flag" = 1 ] || continue
-    node_pid "$dir" "$sid" >/dev/null || check_ports "$sid" "$host"
+    node_pid "$dir" "$sid" >/dev/null || [ -n "$(node_netns "$sid")" ] || check_ports "$sid" "$host"
   done <<<"$members"
   local started=()
   while read -r sid type flag host; do

@@ -292,6 +292,24 @@ impl Serialize for RecordJson<'_> {
                         m.serialize_entry("kind", "gap")?;
                         m.serialize_entry("missing", missing)?;
                     }
+                    ProblemKind::Cut { missing, partial } => {
+                        m.serialize_entry("kind", "cut")?;
+                        m.serialize_entry("missing", missing)?;
+                        if let Some(p) = partial {
+                            m.serialize_entry(
+                                "partial",
+                                &serde_json::json!({
+                                    "state": p.state.map(|s| s.name()),
+                                    "leader": p.leader,
+                                    "zxid": p.zxid,
+                                    "election_epoch": p.election_epoch,
+                                    "peer_epoch": p.peer_epoch,
+                                    "captured": p.captured,
+                                    "size": p.size,
+                                }),
+                            )?;
+                        }
+                    }
                     ProblemKind::Resynced { skipped } => {
                         m.serialize_entry("kind", "resynced")?;
                         m.serialize_entry("skipped", skipped)?;

@@ -14,7 +14,7 @@ use zkfle::wire::{InitialMessage, JavaView, Notification};
 
 #[test]
 fn every_message_round_trips_byte_exactly() {
-    for dir in fixtures() {
+    for dir in all_fixtures() {
         let records = decode_fixture(&dir);
         let mut messages = 0;
         for r in &records {
@@ -66,7 +66,7 @@ fn every_message_round_trips_byte_exactly() {
 /// capture ended must all have been captured.
 #[test]
 fn decoded_notifications_match_java_logs() {
-    for dir in fixtures() {
+    for dir in all_fixtures() {
         let cfg = zoo_cfg(&dir);
         let records = decode_fixture(&dir);
         let capture_end = records
@@ -234,7 +234,7 @@ fn summary_story_matches_java_logs() {
             }
         };
     }
-    for dir in fixtures() {
+    for dir in all_fixtures() {
         let cfg = zoo_cfg(&dir);
         let records = decode_fixture(&dir);
         let capture_end = records

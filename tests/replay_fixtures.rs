@@ -9,7 +9,7 @@ use zkfle::replay::{Recording, native};
 #[test]
 fn every_fixture_participant_replays_natively() {
     let mut failures = Vec::new();
-    for dir in fixtures() {
+    for dir in all_fixtures() {
         let records = decode_fixture(&dir);
         let cfg = zoo_cfg(&dir);
         // 3.4 notifications carry no config: the recording takes the fixture's zoo.cfg, as

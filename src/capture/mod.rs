@@ -41,6 +41,9 @@
 //! full, or the connection closes, or the capture ends; also immediately for payload bytes
 //! the capture did not record (snap length). Delivery then continues after the hole.
 
+pub mod live;
+pub mod mapped;
+pub mod merge;
 pub mod packet;
 pub mod reader;
 pub mod reassembly;
@@ -66,13 +69,51 @@ pub use writer::PcapWriter;
 /// Packets that are not TCP are counted in [`TcpSegments::stats`] and skipped. A read error
 /// is yielded once and ends the iteration.
 pub struct TcpSegments {
-    reader: CaptureReader,
+    reader: Source,
+}
+
+/// Where packets come from: a stream, or a legacy pcap file mapped in memory.
+enum Source {
+    Reader(CaptureReader),
+    Mapped(mapped::MappedPcap),
+}
+
+impl Source {
+    fn stats(&self) -> &CaptureStats {
+        match self {
+            Source::Reader(r) => r.stats(),
+            Source::Mapped(m) => m.stats(),
+        }
+    }
+
+    fn next_with<T>(
+        &mut self,
+        f: impl FnMut(&PacketRef<'_>, &mut CaptureStats) -> Option<T>,
+    ) -> Option<Result<T, CaptureError>> {
+        match self {
+            Source::Reader(r) => r.next_with(f),
+            Source::Mapped(m) => m.next_with(f),
+        }
+    }
 }
 
 impl TcpSegments {
     /// Decodes the packets of `reader`.
     pub fn new(reader: CaptureReader) -> TcpSegments {
-        TcpSegments { reader }
+        TcpSegments {
+            reader: Source::Reader(reader),
+        }
+    }
+
+    /// Reads a capture file: a legacy pcap file in place from a memory map (see
+    /// [`mapped`]), anything else (pcapng, compressed) as a stream.
+    pub fn from_file(file: std::fs::File) -> Result<TcpSegments, CaptureError> {
+        match mapped::MappedPcap::open(&file) {
+            Some(m) => Ok(TcpSegments {
+                reader: Source::Mapped(m),
+            }),
+            None => TcpSegments::from_reader(file),
+        }
     }
 
     /// Reads a capture from any input.
@@ -85,6 +126,15 @@ impl TcpSegments {
     /// Counters of everything read and skipped so far.
     pub fn stats(&self) -> &CaptureStats {
         self.reader.stats()
+    }
+
+    /// The whole file, when it is read in place from a memory map: payloads lent by
+    /// [`TcpSegments::next_with`] are slices of it, valid as long as `self`.
+    pub fn mapped_bytes(&self) -> Option<&[u8]> {
+        match &self.reader {
+            Source::Mapped(m) => Some(m.bytes()),
+            Source::Reader(_) => None,
+        }
     }
 
     /// Calls `f` with the next TCP segment, its payload lent from the read buffer (no copy),
@@ -100,6 +150,7 @@ impl TcpSegments {
                     stats.tcp += 1;
                     if seg.missing > 0 {
                         stats.truncated_tcp += 1;
+                        stats.cut_at = stats.cut_at.max(packet.data.len() as u32);
                     }
                     Some(f(&seg))
                 }
@@ -163,5 +214,5 @@ pub fn open(path: &str) -> Result<TcpSegments, CaptureError> {
         path: path.to_string(),
         source,
     })?;
-    TcpSegments::from_reader(file)
+    TcpSegments::from_file(file)
 }

@@ -191,6 +191,10 @@ pub struct CaptureStats {
     pub tcp: u64,
     /// Of those, segments whose payload was cut short by the snap length.
     pub truncated_tcp: u64,
+    /// The most bytes kept of any packet cut short: the capture's snap length, as far as
+    /// the cut packets tell (0 when none was cut).
+    #[serde(default)]
+    pub cut_at: u32,
     /// Packets with a link type [`decode_tcp`] does not know.
     pub unsupported_link_type: u64,
     /// The first such link type, to name it.

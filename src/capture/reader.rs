@@ -45,10 +45,11 @@ pub enum CaptureError {
     /// The input is empty.
     #[error("empty input: not a pcap or pcapng capture")]
     Empty,
-    /// The input does not start with a pcap or pcapng magic number.
-    #[error("not a pcap or pcapng capture (starts with {magic:02x?})")]
+    /// The input does not start with a pcap or pcapng magic number (nor gzip's or zstd's,
+    /// whose content is read as a capture).
+    #[error("not a pcap or pcapng capture (starts with {magic:02x?}){}", hint_text(.magic))]
     NotACapture {
-        /// The first (up to four) bytes.
+        /// The first (up to eight) bytes.
         magic: Vec<u8>,
     },
     /// A block or record could not be parsed; the rest of the file cannot be trusted.
@@ -70,6 +71,14 @@ pub enum CaptureError {
         offset: u64,
         /// Number of complete packet records read.
         record: u64,
+    },
+    /// An error in one of several captures read together.
+    #[error("{path}: {source}")]
+    InFile {
+        /// The file.
+        path: String,
+        /// What went wrong in it.
+        source: Box<CaptureError>,
     },
     /// A block is larger than [`MAX_BLOCK`].
     #[error("block at byte offset {offset} (after packet record {record}) exceeds {limit} bytes")]
@@ -201,20 +210,49 @@ pub struct CaptureReader {
 
 impl CaptureReader {
     /// Probes the input's magic number and prepares the matching pcap-parser reader.
-    pub fn new<R: Read + Send + 'static>(mut input: R) -> Result<CaptureReader, CaptureError> {
-        let mut magic = Vec::with_capacity(4);
-        read_up_to(&mut input, &mut magic, 4)
+    ///
+    /// gzip and zstd input (files or streams, recognised by their magic bytes) is decompressed
+    /// on the fly; byte offsets in errors are then offsets in the decompressed capture.
+    pub fn new<R: Read + Send + 'static>(input: R) -> Result<CaptureReader, CaptureError> {
+        Self::new_at_depth(Box::new(input), 0)
+    }
+
+    fn new_at_depth(
+        mut input: Box<dyn Read + Send>,
+        depth: u8,
+    ) -> Result<CaptureReader, CaptureError> {
+        let mut magic = Vec::with_capacity(8);
+        read_up_to(&mut input, &mut magic, 8)
             .map_err(|source| CaptureError::Read { offset: 0, source })?;
         if magic.is_empty() {
             return Err(CaptureError::Empty);
         }
+        let head = io::Cursor::new(magic.clone()).chain(input);
+        // One level of compression only: a gzip inside a gzip is not a capture habit, and the
+        // bound keeps a crafted file from nesting decoders.
+        if depth == 0 {
+            match Compression::of(&magic) {
+                Some(Compression::Gzip) => {
+                    return Self::new_at_depth(
+                        Box::new(flate2::read::MultiGzDecoder::new(head)),
+                        1,
+                    );
+                }
+                Some(Compression::Zstd) => {
+                    let decoder = zstd::stream::read::Decoder::new(head)
+                        .map_err(|source| CaptureError::Read { offset: 0, source })?;
+                    return Self::new_at_depth(Box::new(decoder), 1);
+                }
+                None => {}
+            }
+        }
         let io_error = Arc::new(Mutex::new(None));
         let src = Greedy {
-            inner: io::Cursor::new(magic.clone()).chain(input),
+            inner: head,
             greedy_left: INITIAL_BUFFER,
             error: Arc::clone(&io_error),
         };
-        let built = match magic.as_slice() {
+        let built = match &magic[..magic.len().min(4)] {
             [0x0a, 0x0d, 0x0d, 0x0a] => PcapNGReader::new(INITIAL_BUFFER, src)
                 .map(|r| Box::new(r) as Box<dyn PcapReaderIterator + Send>),
             [0xd4, 0xc3, 0xb2, 0xa1]
@@ -586,6 +624,67 @@ fn take_io_error(slot: &Mutex<Option<io::Error>>) -> io::Error {
 }
 
 /// Reads until `buf` holds `want` bytes or the input ends.
+/// Compressions read transparently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    Gzip,
+    Zstd,
+}
+
+impl Compression {
+    /// The compression a stream's first bytes announce.
+    pub fn of(magic: &[u8]) -> Option<Compression> {
+        match magic {
+            [0x1f, 0x8b, ..] => Some(Compression::Gzip),
+            [0x28, 0xb5, 0x2f, 0xfd, ..] => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+}
+
+/// What an input that is not a capture looks like, for the error message: other
+/// compressions and archives, other capture formats, text.
+pub fn magic_hint(magic: &[u8]) -> Option<&'static str> {
+    let hint = match magic {
+        [b'B', b'Z', b'h', ..] => {
+            "bzip2-compressed: decompress it first (bunzip2 -c FILE | zkfle decode -)"
+        }
+        [0xfd, b'7', b'z', b'X', b'Z', 0, ..] => {
+            "xz-compressed: decompress it first (xz -dc FILE | zkfle decode -)"
+        }
+        [0x04, 0x22, 0x4d, 0x18, ..] => {
+            "lz4-compressed: decompress it first (lz4 -dc FILE | zkfle decode -)"
+        }
+        [0x5d, 0x00, 0x00, ..] => {
+            "looks lzma-compressed: decompress it first (xz --format=lzma -dc FILE | zkfle decode -)"
+        }
+        [b'P', b'K', 3, 4, ..] => "a zip archive: unzip it and pass the capture inside",
+        [b'7', b'z', 0xbc, 0xaf, ..] => "a 7-Zip archive: extract the capture inside",
+        [b's', b'n', b'o', b'o', b'p', 0, ..] => {
+            "a Solaris snoop capture: convert it with `editcap -F pcap`"
+        }
+        [0x1f, 0x9d, ..] => {
+            "compress(1) (.Z) data: decompress it first (gzip -dc FILE | zkfle decode -)"
+        }
+        [b'u', b's', b't', b'a', b'r', ..] => "a tar archive: extract the capture inside",
+        [b'{', ..] | [b'[', ..] => {
+            "looks like JSON text (zkfle reads the capture itself, not a decoder's output)"
+        }
+        m if !m.is_empty()
+            && m.iter()
+                .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace()) =>
+        {
+            "looks like text (tcpdump's printed output?): capture with `tcpdump -w FILE`"
+        }
+        _ => return None,
+    };
+    Some(hint)
+}
+
+fn hint_text(magic: &[u8]) -> String {
+    magic_hint(magic).map_or_else(String::new, |h| format!(": {h}"))
+}
+
 fn read_up_to<R: Read>(input: &mut R, buf: &mut Vec<u8>, want: usize) -> io::Result<()> {
     let mut chunk = [0u8; 64];
     while buf.len() < want {

@@ -484,6 +484,13 @@ pub struct Reassembler {
     next_id: u64,
     /// Recently closed tuples.
     closed: ClosedTuples,
+    /// Connections seen only as a SYN so far. One that never gets further (a scan, a refused
+    /// or timed-out dial) costs this entry, not a full [`Conn`], and produces no events; the
+    /// first other segment of its tuple opens it as if the SYN had just been seen. At most
+    /// `max_connections`, oldest dropped first.
+    syn_only: HashMap<Key, SynOnly>,
+    /// `syn_only` in arrival order (stale entries skipped): which to drop first.
+    syn_order: VecDeque<(ConnId, Key)>,
     /// Latest capture time seen; the time of events produced by `finish`.
     now: Timestamp,
     stats: ReassemblyStats,
@@ -500,6 +507,8 @@ impl Reassembler {
             clock: 0,
             next_id: 1,
             closed: ClosedTuples::default(),
+            syn_only: HashMap::default(),
+            syn_order: VecDeque::new(),
             now: Timestamp::default(),
             stats: ReassemblyStats::default(),
         }
@@ -569,6 +578,28 @@ impl Reassembler {
             }
             self.close(key, CloseKind::Reused, seg.time, sink);
         }
+        if let Some(first) = self.syn_only.remove(&key) {
+            if is_bare_syn(seg) && seg.seq == first.seq && seg.src == first.src(&key) {
+                // The SYN again (a retransmission): still nothing more.
+                self.syn_only.insert(key, first);
+                return;
+            }
+            if !is_bare_syn(seg) {
+                // Past its SYN: open it as the SYN would have, then take this segment.
+                let syn = first.segment(&key);
+                self.open_as(key, &syn, Some(first.id), sink);
+                if let Some(conn) = self.conns.get_mut(&key) {
+                    let _ = handle(conn, &syn, &self.config, &mut self.stats, sink);
+                }
+                self.stats.segments -= 1;
+                return self.push_with(seg, sink);
+            }
+            // A SYN with another sequence number: a new connection on the tuple, below.
+        }
+        if is_bare_syn(seg) {
+            self.note_syn(key, seg);
+            return;
+        }
         // A SYN reopens a closed tuple. Its entry is not looked up (and removed) here but
         // replaced when the new connection closes with FIN or RST, or removed when it ends
         // otherwise (see `close`): while the connection is open the table is not consulted,
@@ -619,6 +650,8 @@ impl Reassembler {
         }
         self.closed.clear();
         self.lru.clear();
+        self.syn_only.clear();
+        self.syn_order.clear();
     }
 
     /// Drops stale LRU entries once they outnumber the open connections (amortised O(1)).
@@ -640,10 +673,55 @@ impl Reassembler {
         None
     }
 
+    /// Remembers a connection's bare SYN in the compact table.
+    fn note_syn(&mut self, key: Key, seg: &TcpSegmentRef<'_>) {
+        let cap = self.config.max_connections.max(1);
+        while self.syn_only.len() >= cap {
+            let Some((id, old)) = self.syn_order.pop_front() else {
+                break;
+            };
+            if self.syn_only.get(&old).is_some_and(|s| s.id == id) {
+                self.syn_only.remove(&old);
+                self.stats.evicted += 1;
+            }
+        }
+        let id = ConnId(self.next_id);
+        self.next_id += 1;
+        self.stats.connections += 1;
+        self.syn_only.insert(
+            key,
+            SynOnly {
+                id,
+                seq: seg.seq,
+                time: seg.time,
+                record: seg.record,
+                from_first: seg.src == key.0,
+            },
+        );
+        self.syn_order.push_back((id, key));
+        // Stale entries (opened or replaced since) are swept when they dominate.
+        if self.syn_order.len() > 2 * self.syn_only.len() + 1024 {
+            let table = &self.syn_only;
+            self.syn_order
+                .retain(|(id, k)| table.get(k).is_some_and(|s| s.id == *id));
+        }
+    }
+
     fn open<S: FnMut(StreamEvent<&[u8]>)>(
         &mut self,
         key: Key,
         seg: &TcpSegmentRef<'_>,
+        sink: &mut S,
+    ) {
+        self.open_as(key, seg, None, sink);
+    }
+
+    /// Opens a connection; `id` is the one its SYN was given, if it waited in `syn_only`.
+    fn open_as<S: FnMut(StreamEvent<&[u8]>)>(
+        &mut self,
+        key: Key,
+        seg: &TcpSegmentRef<'_>,
+        id: Option<ConnId>,
         sink: &mut S,
     ) {
         if self.conns.len() >= self.config.max_connections.max(1)
@@ -666,9 +744,11 @@ impl Reassembler {
         } else {
             (seg.src, seg.dst, true)
         };
-        let id = ConnId(self.next_id);
-        self.next_id += 1;
-        self.stats.connections += 1;
+        let id = id.unwrap_or_else(|| {
+            self.next_id += 1;
+            self.stats.connections += 1;
+            ConnId(self.next_id - 1)
+        });
         let mut halves = [Half::default(), Half::default()];
         if seg.syn
             && let Some(ack) = seg.ack
@@ -743,6 +823,54 @@ impl Reassembler {
             self.closed.remove(&key);
         }
     }
+}
+
+/// A connection's bare SYN, waiting in [`Reassembler`]'s compact table.
+struct SynOnly {
+    id: ConnId,
+    seq: u32,
+    time: Timestamp,
+    record: u64,
+    /// The SYN was sent by the key's first address.
+    from_first: bool,
+}
+
+impl SynOnly {
+    fn src(&self, key: &Key) -> SocketAddr {
+        if self.from_first { key.0 } else { key.1 }
+    }
+
+    /// The SYN as a segment again.
+    fn segment(&self, key: &Key) -> TcpSegmentRef<'static> {
+        let (src, dst) = if self.from_first {
+            (key.0, key.1)
+        } else {
+            (key.1, key.0)
+        };
+        TcpSegmentRef {
+            time: self.time,
+            src,
+            dst,
+            seq: self.seq,
+            ack: None,
+            syn: true,
+            fin: false,
+            rst: false,
+            payload: &[],
+            missing: 0,
+            record: self.record,
+        }
+    }
+}
+
+/// A SYN without ACK, payload, FIN or RST: the first segment of a dial.
+fn is_bare_syn(seg: &TcpSegmentRef<'_>) -> bool {
+    seg.syn
+        && seg.ack.is_none()
+        && !seg.fin
+        && !seg.rst
+        && seg.payload.is_empty()
+        && seg.missing == 0
 }
 
 /// The recently closed tuples: the generation (count of closes so far) of each one's latest

@@ -1034,3 +1034,116 @@ fn plain_ipv4_fast_path_agrees_with_etherparse() {
     }
     assert!(fast > 10_000, "{fast}");
 }
+
+/// A connection that never gets past its SYN produces no events and costs only a compact
+/// entry; one that does opens with its SYN's id and time, as if opened at the SYN.
+#[test]
+fn syn_only_connections_are_cheap_and_open_later_as_at_their_syn() {
+    let mut r = Reassembler::new(ReassemblyConfig {
+        max_connections: 1000,
+        ..ReassemblyConfig::default()
+    });
+    let mut out = Vec::new();
+    let syn = |port: u16, t: i64| {
+        let mut s = seg(&format!("10.0.0.1:{port}"), "10.0.0.2:3888", 100, &[]);
+        s.syn = true;
+        s.ack = None;
+        s.time = Timestamp { secs: t, nanos: 0 };
+        s
+    };
+    // Many scans: nothing comes out, and the table stays within its bound.
+    for i in 0..5000u16 {
+        r.push(syn(10_000 + i, 1), &mut out);
+    }
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(r.open_connections(), 0);
+    // One dial goes on: SYN-ACK, then data.
+    r.push(syn(50_000, 2), &mut out);
+    r.push(syn(50_000, 2), &mut out); // retransmitted SYN
+    let mut synack = seg("10.0.0.2:3888", "10.0.0.1:50000", 500, &[]);
+    synack.syn = true;
+    synack.ack = Some(101);
+    synack.time = Timestamp { secs: 3, nanos: 0 };
+    r.push(synack, &mut out);
+    r.push(
+        seg("10.0.0.1:50000", "10.0.0.2:3888", 101, b"hello"),
+        &mut out,
+    );
+    match &out[0] {
+        StreamEvent::Opened {
+            conn,
+            initiator,
+            time,
+            mid_stream,
+            ..
+        } => {
+            assert_eq!(*conn, ConnId(5001));
+            assert_eq!(initiator.port(), 50_000);
+            assert_eq!(time.secs, 2);
+            assert!(!mid_stream);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(out.iter().any(|e| matches!(
+        e,
+        StreamEvent::Data { offset: 0, bytes, .. } if bytes == b"hello"
+    )));
+    assert_eq!(r.stats().connections, 5001);
+    assert!(r.stats().evicted >= 4000);
+}
+
+/// Everything a capture yields, errors as text, and the counters.
+fn everything(mut segs: TcpSegments) -> (Vec<Result<TcpSegment, String>>, CaptureStats) {
+    let mut out = Vec::new();
+    while let Some(r) = segs.next_with(|s| s.to_segment()) {
+        out.push(r.map_err(|e| e.to_string()));
+    }
+    (out, *segs.stats())
+}
+
+proptest! {
+    /// A legacy pcap file read in place from a memory map gives exactly what the stream reader
+    /// gives: packets, counters, and the same error (truncated, too large) at the same offset.
+    #[test]
+    fn mapped_file_reads_as_the_stream(
+        payloads in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 0..20),
+        be in any::<bool>(),
+        nanos in any::<bool>(),
+        cut in any::<proptest::sample::Index>(),
+        do_cut in any::<bool>(),
+        flip in proptest::option::of((any::<proptest::sample::Index>(), any::<u8>())),
+    ) {
+        let recs: Vec<Rec> = payloads
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let s = seg("10.0.0.1:40000", "10.0.0.2:3888", 1000 + i as u32 * 300, p);
+                let (_, data) = frame(Link::Ethernet, &s);
+                Rec::new(1_700_000_000 + i as u32, i as u32 * 1000, data)
+            })
+            .collect();
+        let mut bytes = pcap(be, nanos, 1, &recs);
+        if let Some((at, x)) = flip {
+            // Damage anywhere past the magic (a record length, a header, the data).
+            let at = 4 + at.index(bytes.len() - 4);
+            bytes[at] ^= x;
+        }
+        if do_cut {
+            bytes.truncate(cut.index(bytes.len() + 1));
+        }
+        let path = std::env::temp_dir().join(format!(
+            "zkfle-mapped-{}-{:?}.pcap",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::write(&path, &bytes).unwrap();
+        let mapped = TcpSegments::from_file(std::fs::File::open(&path).unwrap());
+        let stream = TcpSegments::from_reader(io::Cursor::new(bytes.clone()));
+        let _ = std::fs::remove_file(&path);
+        match (mapped, stream) {
+            (Ok(m), Ok(s)) => prop_assert_eq!(everything(m), everything(s)),
+            (Err(m), Err(s)) => prop_assert_eq!(m.to_string(), s.to_string()),
+            (m, s) => prop_assert!(false, "mapped {:?} vs stream {:?}", m.is_ok(), s.is_ok()),
+        }
+    }
+}

@@ -1,22 +1,40 @@
 //! `zkfle decode`: a capture's election traffic as a timeline, JSON lines, or a summary.
+//!
+//! Input: one capture file or stream (`-`), several files read as one capture (one per host;
+//! clocks aligned, one copy of each segment, see [`crate::capture::merge`]), or a live
+//! interface. Files and pipes may be gzip- or zstd-compressed.
 
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Args, ValueEnum};
+use serde_json::{Value, json};
 
 use super::CliError;
-use crate::capture;
+use super::decode_time::{When, format_wall, parse_when};
+use crate::capture::merge::{ClockOffset, Loss, MergedSegments};
+use crate::capture::{self, CaptureStats, SegmentSource};
 use crate::decode::summary::Summarizer;
 use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity};
 use crate::json::RecordLineWriter;
-use crate::wire::{ElectionAddress, Notification};
+use crate::wire::{ElectionAddress, Notification, ServerState};
 use crate::zoocfg::ZooCfg;
 
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
-    /// A pcap or pcapng file, or `-` for standard input.
-    pub capture: String,
+    /// pcap or pcapng files (also gzip- or zstd-compressed), or `-` for standard input.
+    /// Several files (one per host) are read as one capture.
+    #[arg(value_name = "CAPTURE", required_unless_present = "interface")]
+    pub captures: Vec<String>,
+    /// Capture live on this interface (libpcap; needs root or CAP_NET_RAW).
+    #[arg(short = 'i', long, value_name = "IFACE", conflicts_with = "captures")]
+    pub interface: Option<String>,
+    /// BPF filter for --interface (default: TCP on the election ports and 2888).
+    #[arg(long, value_name = "BPF", requires = "interface")]
+    pub filter: Option<String>,
     /// Election port to decode (repeatable); replaces the default 3888. Connections on other
     /// ports are decoded too when they open with a valid initial message.
     #[arg(long = "port", value_name = "PORT")]
@@ -44,6 +62,32 @@ pub struct DecodeArgs {
     /// Who listens where: `ADDR=SID`, e.g. `127.0.0.1:3888=1` (repeatable).
     #[arg(long = "sid-map", value_name = "ADDR=SID")]
     pub sid_map: Vec<String>,
+    /// Seconds added to one file's times, replacing the estimate (repeatable).
+    #[arg(
+        long = "clock-offset",
+        value_name = "FILE=SECONDS",
+        allow_hyphen_values = true
+    )]
+    pub clock_offsets: Vec<String>,
+    /// Times in the text timeline: wall clock, since the first record, or since the previous.
+    #[arg(long, value_enum, default_value_t = TimeMode::Absolute)]
+    pub time: TimeMode,
+    /// Wall-clock times in the local time zone (as the servers' logs print them) instead of UTC.
+    #[arg(long)]
+    pub local: bool,
+    /// Keep only messages from or to this sid (repeatable).
+    #[arg(long = "sid", value_name = "SID", allow_hyphen_values = true)]
+    pub sids: Vec<i64>,
+    /// Keep records from this time on: seconds since the epoch, `YYYY-MM-DD HH:MM:SS[.fff]`
+    /// (UTC, or local with --local), or `+SECONDS` after the first record.
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Keep records up to this time (same forms as --since).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Keep only records of these types (repeatable); problems are always kept.
+    #[arg(long = "type", value_enum, value_name = "TYPE")]
+    pub types: Vec<RecordType>,
     /// With `--format mermaid`: the election to draw, by its round (election epoch, as the
     /// summary names it: decimal or 0x hex); the first election when not given.
     #[arg(long, value_name = "N", value_parser = parse_round, conflicts_with = "election")]
@@ -74,9 +118,67 @@ pub enum Format {
     Shiviz,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TimeMode {
+    /// Wall-clock time, `2026-11-29 17:29:56,291123`, as ZooKeeper's logs print it.
+    Absolute,
+    /// Seconds since the first record.
+    Relative,
+    /// Seconds since the previous record printed.
+    Delta,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecordType {
+    /// Initial messages (election port).
+    Initial,
+    /// Notifications (election port).
+    Notification,
+    /// Quorum-port (Zab) packets.
+    Quorum,
+}
+
+/// The record's `type` as the JSON contract names it.
+fn record_type(r: &Record) -> &'static str {
+    match &r.body {
+        Body::Initial(_) => "initial",
+        Body::Notification(_) => "notification",
+        Body::Problem(_) => "error",
+        Body::Quorum(_) => "quorum",
+        Body::Closed { .. } => "closed",
+    }
+}
+
+/// Set by SIGINT (Ctrl-C) during a live or streamed decode: finish and print the summary.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn install_sigint() -> Arc<AtomicBool> {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        );
+    }
+    // The live source polls a flag of its own; a watcher thread copies the global one in.
+    let flag = Arc::new(AtomicBool::new(false));
+    let copy = Arc::clone(&flag);
+    std::thread::spawn(move || {
+        while !STOP.load(Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        copy.store(true, Ordering::Relaxed);
+    });
+    flag
+}
+
 pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let mut book = AddressBook::default();
-    let mut members = std::collections::HashMap::new();
+    let mut members = HashMap::new();
     if let Some(path) = &args.config {
         let cfg = ZooCfg::read(path).map_err(|e| CliError::input(format!("--config {e}")))?;
         book.learn_config(&cfg.quorum);
@@ -93,7 +195,17 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::input(format!("--sid-map {entry:?}: {}", e.kind)))?;
         book.learn(sid, &addr);
     }
-    let segments = open_with_progress(&args.capture)?;
+    if (args.round.is_some() || args.election.is_some()) && args.format != Format::Mermaid {
+        return Err(CliError::input(
+            "--round and --election apply to --format mermaid only",
+        ));
+    }
+    let filter = RecordFilter {
+        sids: args.sids.clone(),
+        types: args.types.clone(),
+        since: parse_bound("--since", args.since.as_deref(), args.local)?,
+        until: parse_bound("--until", args.until.as_deref(), args.local)?,
+    };
     let mut options = DecodeOptions {
         ports: args.ports.clone(),
         book,
@@ -105,125 +217,639 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     // The summary needs closed connections (and so do the drawings, built on it); the JSON lines
     // carry them only when asked.
     options.closes = args.summary || args.closes || args.format != Format::Jsonl;
-    let mut decoder = Decoder::from_capture(segments, options);
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
-    let mut summarizer = Summarizer::new(members);
-    let mut t0: Option<f64> = None;
-    let mut lines = RecordLineWriter::new();
-    let mut line = Vec::with_capacity(1 << 17);
-    let mut errors = 0u64;
-    let mut first_error = None;
-    let mut decoded = 0u64;
-    let drawing = matches!(args.format, Format::Html | Format::Mermaid | Format::Shiviz);
-    if (args.round.is_some() || args.election.is_some()) && args.format != Format::Mermaid {
+    let name = args
+        .interface
+        .clone()
+        .unwrap_or_else(|| args.captures.join(" "));
+
+    if let Some(iface) = &args.interface {
+        let stop = install_sigint();
+        let mut ports = if args.ports.is_empty() {
+            vec![crate::decode::DEFAULT_ELECTION_PORT]
+        } else {
+            args.ports.clone()
+        };
+        if args.quorum_ports.is_empty() {
+            ports.push(crate::decode::DEFAULT_QUORUM_PORT);
+        } else {
+            ports.extend(&args.quorum_ports);
+        }
+        ports.sort_unstable();
+        ports.dedup();
+        let bpf = args
+            .filter
+            .clone()
+            .unwrap_or_else(|| capture::live::port_filter(&ports));
+        let live = capture::live::LiveSegments::open(iface, &bpf, stop)
+            .map_err(|e| CliError::failure(e.to_string()))?;
+        eprintln!("zkfle: capturing on {iface} ({bpf}); Ctrl-C ends it");
+        options.streaming = true;
+        let mut out = Output::new(&args, filter, members, true);
+        let mut decoder = Decoder::with_source(live, options);
+        out.consume(&mut decoder)?;
+        let stats = *decoder.segments().stats();
+        if let Some((received, dropped)) = decoder.segments_mut().drops()
+            && dropped > 0
+        {
+            eprintln!(
+                "zkfle: warning: {iface}: libpcap dropped {dropped} of {} packets (the decoder fell behind); gaps in the output come from these",
+                u64::from(received) + u64::from(dropped)
+            );
+        }
+        return out.finish(&name, &[], &[], &[(iface.clone(), stats)]);
+    }
+
+    let overrides = parse_clock_offsets(&args.clock_offsets, &args.captures)?;
+    if args.captures.len() == 1 && overrides.iter().all(Option::is_none) {
+        let path = &args.captures[0];
+        // A pipe (`tcpdump -U -w - | zkfle decode -`) is streamed: records come out as they
+        // decode. A file redirected to stdin is read like a file.
+        let streaming = path == "-" && !stdin_is_regular_file();
+        if streaming {
+            install_sigint();
+        }
+        options.streaming = streaming;
+        let segments = open_with_progress(path)?;
+        let mut out = Output::new(&args, filter, members, streaming);
+        let mut decoder = Decoder::from_capture(segments, options);
+        out.consume(&mut decoder)?;
+        let stats = *decoder.segments().stats();
+        return out.finish(&name, &[], &[], &[(path.clone(), stats)]);
+    }
+
+    if args.captures.iter().any(|c| c == "-") {
         return Err(CliError::input(
-            "--round and --election apply to --format mermaid only",
+            "`-` (standard input) can only be read alone, not merged with other captures",
         ));
     }
-    let mut collected = crate::output::Collected::default();
-    for record in decoder.by_ref() {
-        let time = record.time.as_secs_f64();
-        if !matches!(record.body, Body::Problem(_)) {
-            decoded += 1;
+    let (merged, offsets) = capture::merge::open_files(&args.captures, &overrides)
+        .map_err(|e| CliError::input(e.to_string()))?;
+    let clocks: Vec<(String, ClockOffset)> = args.captures.iter().cloned().zip(offsets).collect();
+    let mut out = Output::new(&args, filter, members, false);
+    out.clocks = clocks.clone();
+    out.print_clocks()?;
+    let mut decoder: Decoder<MergedSegments> = Decoder::with_source(merged, options);
+    out.consume(&mut decoder)?;
+    let merged = decoder.segments();
+    let losses = merged.losses();
+    let stats: Vec<(String, CaptureStats)> = args
+        .captures
+        .iter()
+        .cloned()
+        .zip(merged.files().map(|f| *f.stats()))
+        .collect();
+    out.finish(&name, &clocks, &losses, &stats)
+}
+
+fn stdin_is_regular_file() -> bool {
+    // SAFETY: fstat on fd 0 writes only into `st`.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::fstat(0, &mut st) } == 0;
+    ok && (st.st_mode & libc::S_IFMT) == libc::S_IFREG
+}
+
+fn parse_bound(flag: &str, v: Option<&str>, local: bool) -> Result<Option<When>, CliError> {
+    v.map(|s| parse_when(s, local).map_err(|e| CliError::input(format!("{flag} {e}"))))
+        .transpose()
+}
+
+/// `--clock-offset FILE=SECONDS` per file (nanoseconds), FILE as given on the command line
+/// or its file name.
+fn parse_clock_offsets(entries: &[String], files: &[String]) -> Result<Vec<Option<i64>>, CliError> {
+    let mut out = vec![None; files.len()];
+    for entry in entries {
+        let (file, secs) = entry.rsplit_once('=').ok_or_else(|| {
+            CliError::input(format!("--clock-offset {entry:?}: expected FILE=SECONDS"))
+        })?;
+        let secs: f64 = secs
+            .parse()
+            .ok()
+            .filter(|s: &f64| s.is_finite() && s.abs() < 1e9)
+            .ok_or_else(|| {
+                CliError::input(format!("--clock-offset {entry:?}: bad seconds {secs:?}"))
+            })?;
+        let base = |p: &str| {
+            std::path::Path::new(p)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        };
+        let i = files
+            .iter()
+            .position(|f| f == file)
+            .or_else(|| files.iter().position(|f| base(f).as_deref() == Some(file)))
+            .ok_or_else(|| {
+                CliError::input(format!(
+                    "--clock-offset {entry:?}: {file:?} is not one of the captures given"
+                ))
+            })?;
+        out[i] = Some((secs * 1e9).round() as i64);
+    }
+    Ok(out)
+}
+
+/// Which records to keep.
+struct RecordFilter {
+    sids: Vec<i64>,
+    types: Vec<RecordType>,
+    since: Option<When>,
+    until: Option<When>,
+}
+
+impl RecordFilter {
+    fn keeps(&self, r: &Record, t0: f64) -> bool {
+        let t = r.time.as_secs_f64();
+        if self.since.is_some_and(|w| t < w.resolve(t0)) {
+            return false;
         }
-        let start = *t0.get_or_insert(time);
+        if self.until.is_some_and(|w| t > w.resolve(t0)) {
+            return false;
+        }
+        let kind = record_type(r);
+        if !self.types.is_empty()
+            && kind != "error"
+            && kind != "closed"
+            && !self.types.iter().any(|t| {
+                kind == match t {
+                    RecordType::Initial => "initial",
+                    RecordType::Notification => "notification",
+                    RecordType::Quorum => "quorum",
+                }
+            })
+        {
+            return false;
+        }
+        if !self.sids.is_empty() {
+            let named = [r.from_sid, r.to_sid];
+            // Problems without sids (file damage) stay; messages must name a kept sid.
+            let unnamed_problem = kind == "error" && named.iter().all(Option::is_none);
+            if !unnamed_problem && !named.iter().flatten().any(|s| self.sids.contains(s)) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Decisions as they become known, for a live `--summary`. Two kinds of evidence, both seen
+/// as they arrive: a server's own notification saying it is FOLLOWING, LEADING or OBSERVING;
+/// and a quorum of servers whose latest LOOKING notifications carry the same vote in the
+/// same round (FastLeaderElection decides on exactly that, after finalizeWait). The full
+/// summary at the end weighs all the evidence again.
+#[derive(Default)]
+struct LiveDecisions {
+    /// sid → (state, leader, round) last printed.
+    printed: BTreeMap<i64, (i32, i64, i64)>,
+    /// sid → its latest LOOKING vote (leader, zxid, peer epoch, round).
+    votes: BTreeMap<i64, (i64, i64, i64, i64)>,
+    /// Voting members, from the configs notifications carry.
+    voters: Option<usize>,
+}
+
+/// One decision printed live: (sid, state, leader, round, evidence).
+type LiveDecision = (i64, &'static str, i64, i64, &'static str);
+
+impl LiveDecisions {
+    fn see(&mut self, r: &Record) -> Vec<LiveDecision> {
+        let Body::Notification(n) = &r.body else {
+            return Vec::new();
+        };
+        if let Some(text) = n.config_text() {
+            let voters = text
+                .lines()
+                .filter(|l| l.starts_with("server.") && !l.trim_end().ends_with(":observer"))
+                .count();
+            if voters > 0 {
+                self.voters = Some(voters);
+            }
+        }
+        let Some(sid) = r.from_sid else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if n.state != ServerState::Looking {
+            self.votes.remove(&sid);
+            let key = (n.state.code(), n.leader, n.election_epoch);
+            if self.printed.insert(sid, key) != Some(key) {
+                out.push((
+                    sid,
+                    n.state.name(),
+                    n.leader,
+                    n.election_epoch,
+                    "own_notification",
+                ));
+            }
+            return out;
+        }
+        // A decided server's last LOOKING message re-sent on a new connection changes nothing;
+        // another vote or a later round means it is looking again.
+        if let Some(&(_, leader, round)) = self.printed.get(&sid)
+            && (leader != n.leader || n.election_epoch > round)
+        {
+            self.printed.remove(&sid);
+        }
+        let vote = (n.leader, n.zxid, n.effective_peer_epoch(), n.election_epoch);
+        self.votes.insert(sid, vote);
+        let agreeing: Vec<i64> = self
+            .votes
+            .iter()
+            .filter(|(_, v)| **v == vote)
+            .map(|(s, _)| *s)
+            .collect();
+        let voters = self.voters.unwrap_or(self.votes.len()).max(1);
+        if agreeing.len() < voters / 2 + 1 {
+            return out;
+        }
+        for s in agreeing {
+            let state = if s == n.leader {
+                ServerState::Leading
+            } else {
+                ServerState::Following
+            };
+            let key = (state.code(), n.leader, n.election_epoch);
+            if self.printed.insert(s, key) != Some(key) {
+                out.push((
+                    s,
+                    state.name(),
+                    n.leader,
+                    n.election_epoch,
+                    "converged_votes",
+                ));
+            }
+        }
+        out
+    }
+}
+
+struct Output {
+    format: Format,
+    summary: bool,
+    time: TimeMode,
+    local: bool,
+    streaming: bool,
+    filter: RecordFilter,
+    summarizer: Summarizer,
+    live: LiveDecisions,
+    t0: Option<f64>,
+    previous: Option<f64>,
+    lines: RecordLineWriter,
+    line: Vec<u8>,
+    out: BufWriter<std::io::Stdout>,
+    errors: u64,
+    first_error: Option<String>,
+    clocks: Vec<(String, ClockOffset)>,
+    /// A drawing format (html, mermaid, shiviz): records are kept and drawn at the end.
+    drawing: bool,
+    collected: crate::output::Collected,
+    round: Option<i64>,
+    election: Option<usize>,
+    /// The captures' names (or the interface), for messages and the page's title.
+    name: String,
+    /// Records that are not problems.
+    decoded: u64,
+    verbose: bool,
+    /// Election ports asked for, for the message when nothing was found.
+    ports: Vec<u16>,
+}
+
+impl Output {
+    fn new(
+        args: &DecodeArgs,
+        filter: RecordFilter,
+        members: HashMap<i64, crate::wire::config::Role>,
+        streaming: bool,
+    ) -> Output {
+        Output {
+            format: args.format,
+            summary: args.summary,
+            time: args.time,
+            local: args.local,
+            streaming,
+            filter,
+            summarizer: Summarizer::new(members),
+            live: LiveDecisions::default(),
+            t0: None,
+            previous: None,
+            lines: RecordLineWriter::new(),
+            line: Vec::with_capacity(1 << 17),
+            out: BufWriter::with_capacity(1 << 16, std::io::stdout()),
+            errors: 0,
+            first_error: None,
+            clocks: Vec::new(),
+            drawing: matches!(args.format, Format::Html | Format::Mermaid | Format::Shiviz),
+            collected: crate::output::Collected::default(),
+            round: args.round,
+            election: args.election,
+            name: args
+                .interface
+                .clone()
+                .unwrap_or_else(|| args.captures.join(" ")),
+            decoded: 0,
+            verbose: args.verbose,
+            ports: args.ports.clone(),
+        }
+    }
+
+    fn wall(&self, t: f64) -> String {
+        let secs = t.floor();
+        format_wall(secs as i64, ((t - secs) * 1e9) as u32, self.local)
+    }
+
+    fn print_clocks(&mut self) -> Result<(), CliError> {
+        if self.summary && self.format == Format::Jsonl {
+            return Ok(()); // in the summary object
+        }
+        let text = clocks_text(&self.clocks);
+        match self.format {
+            Format::Text => self.out.write_all(text.as_bytes()).map_err(broken_pipe_or),
+            _ => {
+                eprint!("{text}");
+                Ok(())
+            }
+        }
+    }
+
+    fn consume<S: SegmentSource>(&mut self, decoder: &mut Decoder<S>) -> Result<(), CliError> {
+        for record in decoder.by_ref() {
+            self.record(&record)?;
+            if self.streaming && STOP.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, record: &Record) -> Result<(), CliError> {
+        let time = record.time.as_secs_f64();
+        let start = *self.t0.get_or_insert(time);
+        if !matches!(record.body, Body::Problem(_)) {
+            self.decoded += 1;
+        }
         if let Body::Problem(p) = &record.body
             && p.severity == Severity::Error
         {
-            errors += 1;
-            first_error.get_or_insert_with(|| p.message.clone());
+            self.errors += 1;
+            self.first_error.get_or_insert_with(|| p.message.clone());
         }
-        if args.summary || drawing {
-            summarizer.add(&record);
-            if drawing {
-                collected
-                    .add(record)
-                    .map_err(|e| CliError::failure(format!("{}: {e}", args.capture)))?;
+        if !self.filter.keeps(record, start) {
+            return Ok(());
+        }
+        if self.drawing {
+            self.summarizer.add(record);
+            return self
+                .collected
+                .add(record.clone())
+                .map_err(|e| CliError::failure(format!("{}: {e}", self.name)));
+        }
+        if self.summary {
+            self.summarizer.add(record);
+            if self.streaming {
+                for (sid, state, leader, round, evidence) in self.live.see(record) {
+                    match self.format {
+                        Format::Jsonl => writeln!(
+                            self.out,
+                            "{}",
+                            json!({"type": "decision", "time": time, "sid": sid, "state": state,
+                                   "leader": leader, "election_epoch": round, "evidence": evidence})
+                        ),
+                        _ => writeln!(
+                            self.out,
+                            "{}  sid {sid} {state} (leader {leader}, round {round:#x}){}",
+                            self.stamp(time, start),
+                            if evidence == "converged_votes" {
+                                "  [a quorum's votes converged]"
+                            } else {
+                                ""
+                            }
+                        ),
+                    }
+                    .map_err(broken_pipe_or)?;
+                }
+                self.out.flush().map_err(broken_pipe_or)?;
             }
-            continue;
+            return Ok(());
         }
-        match args.format {
+        match self.format {
             Format::Jsonl => {
                 // Lines are written straight into one buffer, handed to the output whole.
-                lines.write(&mut line, &record);
-                line.push(b'\n');
-                if line.len() >= 1 << 16 {
-                    let r = out.write_all(&line);
-                    line.clear();
+                self.lines.write(&mut self.line, record);
+                self.line.push(b'\n');
+                if self.line.len() >= 1 << 16 || self.streaming {
+                    let r = self.out.write_all(&self.line);
+                    self.line.clear();
                     r
                 } else {
                     Ok(())
                 }
             }
-            Format::Text => writeln!(out, "{}", record_text(&record, start)),
+            Format::Text => {
+                let stamp = self.stamp(time, start);
+                writeln!(self.out, "{}", record_text(record, &stamp))
+            }
             Format::Html | Format::Mermaid | Format::Shiviz => Ok(()),
         }
         .map_err(broken_pipe_or)?;
-    }
-    out.write_all(&line).map_err(broken_pipe_or)?;
-    if drawing {
-        let summary = summarizer.finish().to_json();
-        let records = &collected.records;
-        match args.format {
-            Format::Html => {
-                crate::output::html::write_page(&mut out, &args.capture, records, &summary)
-            }
-            Format::Mermaid => {
-                use crate::output::mermaid::Choice;
-                let choice = match (args.round, args.election) {
-                    (Some(r), _) => Choice::Round(r),
-                    (None, Some(k)) => Choice::Number(k),
-                    (None, None) => Choice::First,
-                };
-                let text = crate::output::mermaid::diagram(records, &summary, choice)
-                    .map_err(|e| CliError::input(format!("{}: {e}", args.capture)))?;
-                out.write_all(text.as_bytes())
-            }
-            _ => out.write_all(crate::output::shiviz::log(records, &summary).as_bytes()),
+        self.previous = Some(time);
+        if self.streaming {
+            self.out.flush().map_err(broken_pipe_or)?;
         }
-        .map_err(broken_pipe_or)?;
-    } else if args.summary {
-        let summary = summarizer.finish();
-        match args.format {
-            Format::Jsonl => writeln!(out, "{}", summary.to_json()),
-            _ => out.write_all(summary.text(t0.unwrap_or(0.0), args.verbose).as_bytes()),
-        }
-        .map_err(broken_pipe_or)?;
+        Ok(())
     }
-    out.flush().map_err(broken_pipe_or)?;
-    let stats = *decoder.segments().stats();
-    if let Some(t) = stats.first_unsupported_link_type {
-        let what = format!(
-            "{}: {} packet(s) of unsupported link type {t}{}; zkfle reads Ethernet (with VLAN tags), Linux cooked v1/v2, BSD loopback/null and raw IPv4/IPv6",
-            args.capture,
-            stats.unsupported_link_type,
-            linktype_name(t).map_or_else(String::new, |n| format!(" ({n})")),
-        );
-        if decoded == 0 {
-            return Err(CliError::failure(what));
+
+    fn stamp(&self, time: f64, start: f64) -> String {
+        match self.time {
+            TimeMode::Absolute => self.wall(time),
+            TimeMode::Relative => format!("{:>+12.6}", time - start),
+            TimeMode::Delta => format!("{:>+12.6}", time - self.previous.unwrap_or(start)),
         }
-        eprintln!("zkfle: warning: {what}");
     }
-    if decoded == 0 {
-        eprintln!(
-            "zkfle: {}: no election traffic found (no connection on the election ports {:?} or the quorum ports, and none opening with an initial message or FOLLOWERINFO)",
-            args.capture,
-            if args.ports.is_empty() {
-                vec![crate::decode::DEFAULT_ELECTION_PORT]
-            } else {
-                args.ports.clone()
+
+    fn finish(
+        mut self,
+        name: &str,
+        clocks: &[(String, ClockOffset)],
+        losses: &[Loss],
+        stats: &[(String, CaptureStats)],
+    ) -> Result<(), CliError> {
+        self.out.write_all(&self.line).map_err(broken_pipe_or)?;
+        self.line.clear();
+        let loss_text = losses_text(losses, clocks);
+        if self.drawing {
+            let summary = std::mem::take(&mut self.summarizer).finish().to_json();
+            let records = &self.collected.records;
+            match self.format {
+                Format::Html => {
+                    crate::output::html::write_page(&mut self.out, &self.name, records, &summary)
+                }
+                Format::Mermaid => {
+                    use crate::output::mermaid::Choice;
+                    let choice = match (self.round, self.election) {
+                        (Some(r), _) => Choice::Round(r),
+                        (None, Some(k)) => Choice::Number(k),
+                        (None, None) => Choice::First,
+                    };
+                    let text = crate::output::mermaid::diagram(records, &summary, choice)
+                        .map_err(|e| CliError::input(format!("{}: {e}", self.name)))?;
+                    self.out.write_all(text.as_bytes())
+                }
+                _ => self
+                    .out
+                    .write_all(crate::output::shiviz::log(records, &summary).as_bytes()),
             }
-        );
+            .map_err(broken_pipe_or)?;
+            if !loss_text.is_empty() {
+                eprint!("{loss_text}");
+            }
+        } else if self.summary {
+            let summary = std::mem::take(&mut self.summarizer).finish();
+            match self.format {
+                Format::Jsonl => {
+                    let mut v = summary.to_json();
+                    if !clocks.is_empty() {
+                        v["clocks"] = clocks_json(clocks);
+                        v["capture_losses"] = losses_json(losses, clocks);
+                    }
+                    writeln!(self.out, "{v}")
+                }
+                _ => {
+                    let t0 = self.t0.unwrap_or(0.0);
+                    // The anchor of the relative times goes last: the summary's first lines
+                    // are what an operator reads first.
+                    let tail = match self.t0 {
+                        None => "no election traffic in the capture\n".to_string(),
+                        Some(t0) => format!(
+                            "(times relative to {} {})\n",
+                            self.wall(t0),
+                            if self.local { "local time" } else { "UTC" }
+                        ),
+                    };
+                    write!(
+                        self.out,
+                        "{}{loss_text}{tail}",
+                        summary.text(t0, self.verbose)
+                    )
+                }
+            }
+            .map_err(broken_pipe_or)?;
+        } else if !loss_text.is_empty() {
+            match self.format {
+                Format::Text => self
+                    .out
+                    .write_all(loss_text.as_bytes())
+                    .map_err(broken_pipe_or)?,
+                _ => eprint!("{loss_text}"),
+            }
+        }
+        self.out.flush().map_err(broken_pipe_or)?;
+        for (file, s) in stats {
+            if let Some(t) = s.first_unsupported_link_type {
+                let what = format!(
+                    "{file}: {} packet(s) of unsupported link type {t}{}; zkfle reads Ethernet (with VLAN tags), Linux cooked v1/v2, BSD loopback/null and raw IPv4/IPv6",
+                    s.unsupported_link_type,
+                    linktype_name(t).map_or_else(String::new, |n| format!(" ({n})")),
+                );
+                if self.decoded == 0 {
+                    return Err(CliError::failure(what));
+                }
+                eprintln!("zkfle: warning: {what}");
+            }
+        }
+        if self.decoded == 0 {
+            eprintln!(
+                "zkfle: {name}: no election traffic found (no connection on the election ports {:?} or the quorum ports, and none opening with an initial message or FOLLOWERINFO)",
+                if self.ports.is_empty() {
+                    vec![crate::decode::DEFAULT_ELECTION_PORT]
+                } else {
+                    self.ports.clone()
+                }
+            );
+        }
+        for (file, s) in stats {
+            if s.truncated_tcp > 0 {
+                eprintln!(
+                    "zkfle: warning: {file}: {} packets were cut at {} bytes by the capture's snap length, so their messages are incomplete; capture whole packets with `tcpdump -s 0`",
+                    s.truncated_tcp, s.cut_at
+                );
+            }
+        }
+        if self.errors > 0 {
+            return Err(CliError::failure(format!(
+                "{name}: {} error(s) in the capture; first: {}",
+                self.errors,
+                self.first_error.unwrap_or_default()
+            )));
+        }
+        Ok(())
     }
-    if errors > 0 {
-        return Err(CliError::failure(format!(
-            "{}: {errors} error(s) in the capture; first: {}",
-            args.capture,
-            first_error.unwrap_or_default()
-        )));
+}
+
+fn clocks_json(clocks: &[(String, ClockOffset)]) -> Value {
+    Value::Array(
+        clocks
+            .iter()
+            .enumerate()
+            .map(|(i, (file, c))| match c {
+                ClockOffset::Estimated { offset, error } => json!({
+                    "file": file, "offset": *offset as f64 * 1e-9, "error": *error as f64 * 1e-9,
+                    "status": if i == 0 && *offset == 0 && *error == 0 { "reference" } else { "estimated" },
+                }),
+                ClockOffset::Fixed { offset } => json!({
+                    "file": file, "offset": *offset as f64 * 1e-9, "error": 0.0, "status": "given",
+                }),
+                ClockOffset::Unaligned => json!({
+                    "file": file, "offset": null, "error": null, "status": "unaligned",
+                }),
+            })
+            .collect(),
+    )
+}
+
+fn clocks_text(clocks: &[(String, ClockOffset)]) -> String {
+    let mut s = String::from(
+        "clocks (seconds added to each file's times to put them on one clock, from segments the files share):\n",
+    );
+    for (i, (file, c)) in clocks.iter().enumerate() {
+        let what = match c {
+            ClockOffset::Estimated { offset: 0, error: 0 } if i == 0 => "reference".to_string(),
+            ClockOffset::Estimated { offset, error } => format!(
+                "{:+.6} s ± {:.6} s",
+                *offset as f64 * 1e-9,
+                *error as f64 * 1e-9
+            ),
+            ClockOffset::Fixed { offset } => {
+                format!("{:+.6} s (given with --clock-offset)", *offset as f64 * 1e-9)
+            }
+            ClockOffset::Unaligned => "unaligned: shares no segments (both ways) with the other files; its times are as recorded".to_string(),
+        };
+        s.push_str(&format!("  {file}: {what}\n"));
     }
-    Ok(())
+    s
+}
+
+fn losses_json(losses: &[Loss], clocks: &[(String, ClockOffset)]) -> Value {
+    Value::Array(
+        losses
+            .iter()
+            .map(|l| {
+                json!({
+                    "file": clocks.get(l.file).map(|c| c.0.as_str()),
+                    "src": l.src.to_string(), "dst": l.dst.to_string(),
+                    "segments": l.segments, "bytes": l.bytes,
+                })
+            })
+            .collect(),
+    )
+}
+
+fn losses_text(losses: &[Loss], clocks: &[(String, ClockOffset)]) -> String {
+    let mut s = String::new();
+    for l in losses {
+        let file = clocks.get(l.file).map_or("?", |c| c.0.as_str());
+        s.push_str(&format!(
+            "capture loss: {file} lacks {} segment(s) ({} bytes) of {} -> {} that another file holds\n",
+            l.segments, l.bytes, l.src, l.dst
+        ));
+    }
+    s
 }
 
 /// The tcpdump name of some link types zkfle does not read, for the error that names them.
@@ -271,15 +897,15 @@ fn open_with_progress(path: &str) -> Result<capture::TcpSegments, CliError> {
         );
         return capture::TcpSegments::from_reader(bar.wrap_read(file)).map_err(open_err);
     }
-    capture::TcpSegments::from_reader(file).map_err(open_err)
+    capture::TcpSegments::from_file(file).map_err(open_err)
 }
 
 fn sid(s: Option<i64>) -> String {
     s.map_or_else(|| "?".to_string(), |s| s.to_string())
 }
 
-/// One timeline line, in the words ZooKeeper's own logs use.
-pub fn record_text(r: &Record, t0: f64) -> String {
+/// One timeline line, in the words ZooKeeper's own logs use, after the time `stamp`.
+pub fn record_text(r: &Record, stamp: &str) -> String {
     let addrs = match (r.src, r.dst) {
         (Some(s), Some(d)) => format!("{s} -> {d}"),
         _ => "-".to_string(),
@@ -316,31 +942,12 @@ pub fn record_text(r: &Record, t0: f64) -> String {
         ),
     };
     format!(
-        "{:>+12.6}  {:<44} {:>3} -> {:<3} {}",
-        r.time.as_secs_f64() - t0,
+        "{stamp}  {:<44} {:>3} -> {:<3} {}",
         addrs,
         sid(r.from_sid),
         sid(r.to_sid),
         what
     )
-}
-
-/// A quorum packet: its type as Java names it, its zxid, and what else identifies it.
-pub fn quorum_words(q: &crate::decode::QuorumMessage) -> String {
-    let mut s = format!("{} zxid:{:#x}", q.type_name(), q.zxid);
-    if q.type_name() == "UNKNOWN" {
-        s.push_str(&format!(" (type {})", q.ptype));
-    }
-    if let Some(l) = &q.learner {
-        s.push_str(&format!(
-            ", sid {}, protocol {:#x}, config version {:#x}",
-            l.sid, l.protocol_version, l.config_version
-        ));
-    }
-    if let Some(n) = q.snapshot_bytes {
-        s.push_str(&format!(", snapshot of {n} bytes followed"));
-    }
-    s
 }
 
 /// A notification as ZooKeeper 3.5+ logs it on receipt (`Notification: ...`).
@@ -362,6 +969,24 @@ pub fn notification_words(n: &Notification) -> String {
     }
     if let crate::wire::JavaView::Dropped(why) = n.java_view() {
         s.push_str(&format!("  [{why}]"));
+    }
+    s
+}
+
+/// A quorum packet: its type as Java names it, its zxid, and what else identifies it.
+pub fn quorum_words(q: &crate::decode::QuorumMessage) -> String {
+    let mut s = format!("{} zxid:{:#x}", q.type_name(), q.zxid);
+    if q.type_name() == "UNKNOWN" {
+        s.push_str(&format!(" (type {})", q.ptype));
+    }
+    if let Some(l) = &q.learner {
+        s.push_str(&format!(
+            ", sid {}, protocol {:#x}, config version {:#x}",
+            l.sid, l.protocol_version, l.config_version
+        ));
+    }
+    if let Some(n) = q.snapshot_bytes {
+        s.push_str(&format!(", snapshot of {n} bytes followed"));
     }
     s
 }

@@ -3,6 +3,7 @@
 //! of the operation itself.
 
 mod decode_cmd;
+mod decode_time;
 mod doctor_cmd;
 pub mod join_cmd;
 mod probe_cmd;
@@ -23,7 +24,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Decode the election traffic in a pcap/pcapng capture.
+    /// Decode the election traffic in pcap/pcapng captures (one per host, merged) or live.
     Decode(decode_cmd::DecodeArgs),
     /// Join a real ensemble's leader election as a native voter.
     Join(join_cmd::JoinArgs),

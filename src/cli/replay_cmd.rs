@@ -13,8 +13,10 @@ use crate::zoocfg::ZooCfg;
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// A pcap or pcapng capture of the election.
-    pub capture: String,
+    /// A pcap or pcapng capture of the election (also gzip/zstd); several files, one per
+    /// host, are read as one capture, as `zkfle decode` reads them.
+    #[arg(required = true, value_name = "CAPTURE")]
+    pub captures: Vec<String>,
     /// The recorded server to stand in for.
     #[arg(long = "as", value_name = "SID")]
     pub sid: i64,
@@ -56,22 +58,29 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         }
         None => None,
     };
-    let segments = capture::open(&args.capture)
-        .map_err(|e| CliError::input(format!("{}: {e}", args.capture)))?;
+    let name = args.captures.join(" ");
     let options = DecodeOptions {
         ports: args.ports.clone(),
         book,
         ..DecodeOptions::default()
     };
-    let records: Vec<_> = Decoder::new(segments, options).collect();
+    let records: Vec<_> = if let [one] = args.captures.as_slice() {
+        let segments = capture::open(one).map_err(|e| CliError::input(format!("{one}: {e}")))?;
+        Decoder::from_capture(segments, options).collect()
+    } else {
+        let fixed = vec![None; args.captures.len()];
+        let (merged, _) = capture::merge::open_files(&args.captures, &fixed)
+            .map_err(|e| CliError::input(e.to_string()))?;
+        Decoder::with_source(merged, options).collect()
+    };
     if let Some(p) = records.iter().find_map(|r| match &r.body {
         Body::Problem(p) if p.severity == Severity::Error => Some(p),
         _ => None,
     }) {
-        return Err(CliError::input(format!("{}: {}", args.capture, p.message)));
+        return Err(CliError::input(format!("{name}: {}", p.message)));
     }
     let rec = Recording::from_records(&records, args.sid, config.as_ref())
-        .map_err(|e| CliError::input(format!("{}: {e}", args.capture)))?;
+        .map_err(|e| CliError::input(format!("{name}: {e}")))?;
     let report = if args.target == "native" {
         native::replay(&rec)
     } else {

@@ -34,8 +34,8 @@ use crate::wire::frame::{LENGTH_BYTES, MAX_FRAME_BYTES};
 use crate::wire::initial::Probe;
 use crate::wire::quorum::{LearnerInfo, QuorumItem, QuorumPacket, QuorumStreamDecoder, ptype};
 use crate::wire::{
-    Direction, ErrorKind, InitialMessage, Notification, ProtocolVersion, ServerState,
-    StreamDecoder, StreamItem, WireError,
+    Direction, ErrorKind, InitialMessage, Notification, PartialNotification, ProtocolVersion,
+    ServerState, StreamDecoder, StreamItem, WireError,
 };
 
 pub use identity::AddressBook;
@@ -71,6 +71,10 @@ pub struct DecodeOptions {
     pub book: AddressBook,
     /// Reassembly limits.
     pub reassembly: ReassemblyConfig,
+    /// Hand each record out as soon as it decodes (live capture, a pipe), naming the sids
+    /// known at that moment, instead of waiting up to [`RESOLVE_WINDOW_SECS`] of capture
+    /// time for sids learned a little later.
+    pub streaming: bool,
 }
 
 impl Default for DecodeOptions {
@@ -81,6 +85,7 @@ impl Default for DecodeOptions {
             closes: true,
             book: AddressBook::default(),
             reassembly: ReassemblyConfig::default(),
+            streaming: false,
         }
     }
 }
@@ -187,6 +192,12 @@ pub enum ProblemKind {
     Malformed(WireError),
     /// Bytes missing from the capture.
     Gap { missing: u64 },
+    /// A packet cut short by the capture's snap length: `missing` bytes of its payload were
+    /// not recorded, and the fields of the notification they belonged to that were (partial).
+    Cut {
+        missing: u64,
+        partial: Option<PartialNotification>,
+    },
     /// Joined a stream at a frame boundary after skipping bytes.
     Resynced { skipped: u64 },
     /// The connection started before the capture.
@@ -222,6 +233,9 @@ struct State {
     ignore: Vec<ConnId>,
     out: VecDeque<Pending>,
     finished: bool,
+    streaming: bool,
+    /// The segment being reassembled was cut by the snap length: TCP payload bytes captured.
+    cut: Option<usize>,
     /// Scratch lists for `data`, kept so their memory is reused.
     items: Vec<(u64, StreamItem)>,
     problems: Vec<(u64, Severity, ProblemKind, String)>,
@@ -338,6 +352,8 @@ impl<S: SegmentSource> Decoder<S> {
                 ignore: Vec::new(),
                 out: VecDeque::new(),
                 finished: false,
+                streaming: options.streaming,
+                cut: None,
                 items: Vec::new(),
                 problems: Vec::new(),
             },
@@ -354,6 +370,11 @@ impl<S: SegmentSource> Decoder<S> {
         &self.segments
     }
 
+    /// The segment source, mutably (a live capture's counters need it).
+    pub fn segments_mut(&mut self) -> &mut S {
+        &mut self.segments
+    }
+
     fn step(&mut self) {
         let Decoder {
             segments,
@@ -361,6 +382,7 @@ impl<S: SegmentSource> Decoder<S> {
             state,
         } = self;
         let next = segments.next_segment(|seg| {
+            state.cut = (seg.missing > 0).then_some(seg.payload.len());
             reassembler.push_with(seg, &mut |e| state.handle(e));
         });
         for conn in state.ignore.drain(..) {
@@ -497,23 +519,70 @@ impl State {
                     self.ignore.push(conn);
                     return;
                 }
-                if let Some(q) = &mut c.quorum {
+                let (partial, partial_sid) = if let Some(q) = &mut c.quorum {
                     let d = &mut q[index(dir)];
                     d.hunt = Some((Vec::new(), offset + missing));
                     d.snap = None;
+                    (None, None)
                 } else {
                     let d = &mut c.dirs[index(dir)];
+                    // What the cut message's first bytes still tell: a notification's first
+                    // fields, an initial message's sid. A stream already resynchronising holds
+                    // bytes from where the last gap ended, normally a frame's start.
+                    let partial = match &d.hunt {
+                        None => d
+                            .decoder
+                            .partial_frame()
+                            .map(|(prefix, size)| PartialNotification::decode(prefix, size)),
+                        Some((held, _)) => frame_prefix(held)
+                            .map(|(prefix, size)| PartialNotification::decode(prefix, size)),
+                    };
+                    let partial_sid = d
+                        .hunt
+                        .is_none()
+                        .then(|| d.decoder.partial_initial())
+                        .flatten()
+                        .and_then(InitialMessage::partial_sid);
+                    if self.cut.is_some()
+                        && let Some(sid) = partial_sid
+                    {
+                        c.initiator_sid.get_or_insert(sid);
+                    }
+                    let d = &mut c.dirs[index(dir)];
                     d.hunt = Some((Vec::new(), offset + missing));
-                }
-                let r = self.problem(
-                    conn,
-                    dir,
-                    time,
-                    offset,
-                    Severity::Error,
-                    ProblemKind::Gap { missing },
-                    format!("{missing} bytes missing from the capture; resynchronising"),
-                );
+                    (partial, partial_sid)
+                };
+                let (severity, kind, what) = match self.cut {
+                    // Cut by the snap length: say so plainly, with what was captured.
+                    Some(kept) => (
+                        Severity::Warning,
+                        ProblemKind::Cut { missing, partial },
+                        format!(
+                            "packet cut by the capture's snap length after {kept} payload bytes, {missing} bytes not captured (capture whole packets: tcpdump -s 0){}",
+                            match (partial, partial_sid) {
+                                (Some(p), _) => format!(
+                                    "; partial notification ({} of {} bytes): {}",
+                                    p.captured,
+                                    p.size,
+                                    partial_words(&p)
+                                ),
+                                (None, Some(sid)) =>
+                                    format!("; partial initial message: sid {sid}"),
+                                (None, None) => String::new(),
+                            }
+                        ),
+                    ),
+                    None => (
+                        Severity::Error,
+                        ProblemKind::Gap { missing },
+                        format!("{missing} bytes missing from the capture; resynchronising"),
+                    ),
+                };
+                // A cut notification is reported where its frame starts, as a whole one is.
+                let at = partial.map_or(offset, |p| {
+                    offset.saturating_sub((p.captured + LENGTH_BYTES) as u64)
+                });
+                let r = self.problem(conn, dir, time, at, severity, kind, what);
                 self.push(r);
             }
             StreamEvent::Closed { conn, time, how } => self.closed(conn, time, how),
@@ -798,6 +867,7 @@ impl State {
         let newest = self.out.back()?.record.time;
         let oldest = &self.out.front()?.record;
         let ready = self.finished
+            || self.streaming
             || self.out.len() > RESOLVE_WINDOW_RECORDS
             || newest.secs - oldest.time.secs > RESOLVE_WINDOW_SECS;
         if !ready {
@@ -952,6 +1022,29 @@ fn decode_all(
     }
 }
 
+/// The payload prefix and declared payload size of a frame cut short, from bytes starting at
+/// its length prefix; `None` unless the length is that of a notification.
+fn frame_prefix(held: &[u8]) -> Option<(&[u8], usize)> {
+    let len = i32::from_be_bytes(held.get(..LENGTH_BYTES)?.try_into().ok()?);
+    let size = usize::try_from(len).ok()?;
+    let payload = &held[LENGTH_BYTES..];
+    ((28..=MAX_RECOGNITION_FRAME).contains(&size) && !payload.is_empty() && payload.len() < size)
+        .then_some((payload, size))
+}
+
+/// The fields of a cut notification in the words of ZooKeeper's log, `?` where missing.
+pub fn partial_words(p: &PartialNotification) -> String {
+    let num = |v: Option<i64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+    let hex = |v: Option<i64>| v.map_or_else(|| "?".to_string(), |v| format!("{v:#x}"));
+    format!(
+        "n.state:{}, n.leader:{}, n.zxid:{}, n.round:{}",
+        p.state.map_or("?", |s| s.name()),
+        num(p.leader),
+        hex(p.zxid),
+        hex(p.election_epoch)
+    )
+}
+
 /// Where in the file a read error happened, when it says.
 fn file_offset(e: &CaptureError) -> Option<u64> {
     match e {
@@ -961,6 +1054,7 @@ fn file_offset(e: &CaptureError) -> Option<u64> {
         | CaptureError::TooLarge { offset, .. } => Some(*offset),
         CaptureError::NotACapture { .. } | CaptureError::Empty => Some(0),
         CaptureError::Open { .. } => None,
+        CaptureError::InFile { source, .. } => file_offset(source),
     }
 }
 

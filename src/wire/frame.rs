@@ -109,6 +109,29 @@ impl StreamDecoder {
         self.pending.len()
     }
 
+    /// The frame being assembled, when the stream stops in its middle: the payload bytes held
+    /// so far and the payload size its length prefix declared. `None` for an initial message
+    /// or while the length itself is incomplete.
+    pub fn partial_frame(&self) -> Option<(&[u8], usize)> {
+        if self.expect_initial || self.failed.is_some() || self.pending.len() < LENGTH_BYTES {
+            return None;
+        }
+        let len = i32::from_be_bytes([
+            self.pending[0],
+            self.pending[1],
+            self.pending[2],
+            self.pending[3],
+        ]);
+        let size = check_frame_len(i64::from(len), self.offset).ok()?;
+        Some((&self.pending[LENGTH_BYTES..], size))
+    }
+
+    /// The bytes of an initial message being assembled when the stream stops in its middle.
+    pub fn partial_initial(&self) -> Option<&[u8]> {
+        (self.expect_initial && self.failed.is_none() && !self.pending.is_empty())
+            .then_some(&self.pending[..])
+    }
+
     /// Forgets the partial item and any error, and continues at a frame boundary at `offset`
     /// (after a gap in a capture, for example).
     pub fn resync(&mut self, offset: u64) {

@@ -79,6 +79,18 @@ pub enum Probe {
 }
 
 impl InitialMessage {
+    /// The sender's sid from the first bytes of an initial message cut short (a capture's snap
+    /// length), when they reach it: the first 8 bytes for the legacy form, bytes 8-16 after a
+    /// V1/V2 version.
+    pub fn partial_sid(prefix: &[u8]) -> Option<i64> {
+        let first = i64::from_be_bytes(prefix.get(..8)?.try_into().ok()?);
+        if first >= 0 {
+            return Some(first);
+        }
+        ProtocolVersion::from_code(Some(first))?;
+        Some(i64::from_be_bytes(prefix.get(8..16)?.try_into().ok()?))
+    }
+
     /// A legacy message.
     pub fn legacy(sid: i64) -> Self {
         InitialMessage {

@@ -28,4 +28,4 @@ pub use config::{QuorumConfig, Role, ServerLine};
 pub use error::{ErrorKind, WireError};
 pub use frame::{Direction, StreamDecoder, StreamItem, encode_frame};
 pub use initial::{InitialMessage, ProtocolVersion};
-pub use notification::{JavaView, Notification, ServerState};
+pub use notification::{JavaView, Notification, PartialNotification, ServerState};

@@ -107,6 +107,43 @@ pub struct Notification {
     pub trailing: Vec<u8>,
 }
 
+/// The fields at the start of a notification whose end is missing (a capture cut by a small
+/// snap length): each `None` when its bytes are not all there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartialNotification {
+    pub state: Option<ServerState>,
+    pub leader: Option<i64>,
+    pub zxid: Option<i64>,
+    pub election_epoch: Option<i64>,
+    pub peer_epoch: Option<i64>,
+    /// Payload bytes present.
+    pub captured: usize,
+    /// Payload bytes the frame declared.
+    pub size: usize,
+}
+
+impl PartialNotification {
+    /// Reads what `prefix` (the first bytes of a `size`-byte notification payload) holds.
+    pub fn decode(prefix: &[u8], size: usize) -> PartialNotification {
+        let i64_at = |at: usize| {
+            prefix
+                .get(at..at + 8)
+                .map(|b| i64::from_be_bytes(b.try_into().unwrap_or([0; 8])))
+        };
+        PartialNotification {
+            state: prefix
+                .get(..4)
+                .map(|b| ServerState::from_code(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))),
+            leader: i64_at(4),
+            zxid: i64_at(12),
+            election_epoch: i64_at(20),
+            peer_epoch: if size > 28 { i64_at(28) } else { None },
+            captured: prefix.len(),
+            size,
+        }
+    }
+}
+
 /// How a current Java receiver (3.5-3.9) reads a notification.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JavaView {

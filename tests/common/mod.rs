@@ -27,6 +27,37 @@ pub fn fixtures() -> Vec<PathBuf> {
     dirs
 }
 
+/// Fixtures recorded one capture per host (`scripts/record-multihost.sh`: `host.N.pcap`).
+pub fn multihost_fixtures() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("fixtures/ exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| !host_captures(p).is_empty() && p.join("zoo.cfg").exists())
+        .collect();
+    dirs.sort();
+    if let Ok(v) = std::env::var("ZKFLE_FIXTURE_VERSION") {
+        dirs.retain(|d| fixture_version(d).as_deref() == Some(v.as_str()));
+    }
+    dirs
+}
+
+/// A multi-host fixture's captures, `host.1.pcap`, `host.2.pcap`, ... (empty for others).
+pub fn host_captures(dir: &Path) -> Vec<String> {
+    (1..)
+        .map(|i| dir.join(format!("host.{i}.pcap")))
+        .take_while(|p| p.exists())
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Every fixture: single captures, then multi-host ones (decoded merged).
+pub fn all_fixtures() -> Vec<PathBuf> {
+    let mut v = fixtures();
+    v.extend(multihost_fixtures());
+    v
+}
+
 /// The capture in a fixture directory (pcap or pcapng).
 pub fn capture_file(dir: &Path) -> Option<PathBuf> {
     ["capture.pcap", "capture.pcapng"]
@@ -107,15 +138,29 @@ pub fn decode_segments(segments: Vec<TcpSegment>, options: DecodeOptions) -> Vec
     Decoder::new(segments.into_iter().map(Ok), options).collect()
 }
 
-/// Decodes a fixture's capture file.
+/// Decodes a fixture's capture file (a multi-host fixture's captures merged, as
+/// `zkfle decode host.*.pcap` reads them).
 pub fn decode_fixture(dir: &Path) -> Vec<Record> {
+    let hosts = host_captures(dir);
+    if !hosts.is_empty() {
+        let fixed = vec![None; hosts.len()];
+        let (merged, _) = capture::merge::open_files(&hosts, &fixed).expect("captures open");
+        return Decoder::with_source(merged, options(dir)).collect();
+    }
     let path = capture_file(dir).unwrap();
     let segments = capture::open(path.to_str().unwrap()).expect("capture opens");
     Decoder::new(segments, options(dir)).collect()
 }
 
-/// The capture's TCP segments.
+/// The capture's TCP segments (of every host's capture, for a multi-host fixture).
 pub fn segments(dir: &Path) -> Vec<TcpSegment> {
+    let hosts = host_captures(dir);
+    if !hosts.is_empty() {
+        return hosts
+            .iter()
+            .flat_map(|p| capture::open(p).unwrap().map(|s| s.expect("segment")))
+            .collect();
+    }
     let path = capture_file(dir).unwrap();
     capture::open(path.to_str().unwrap())
         .unwrap()

@@ -1,0 +1,163 @@
+//! Live capture from a network interface through libpcap (the `pcap` crate).
+//!
+//! [`LiveSegments`] is a [`SegmentSource`] like a capture file: packets go through the same
+//! [`decode_tcp_ref`], so a live capture decodes exactly as the file `tcpdump -w` would have
+//! written. It polls with a short timeout so that a stop request (Ctrl-C) is seen even when
+//! the wire is quiet.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::packet::decode_tcp_ref;
+use super::{CaptureError, CaptureStats, PacketRef, SegmentSource, TcpSegmentRef, Timestamp};
+
+/// How long one poll of libpcap waits for a packet, milliseconds.
+const POLL_MS: i32 = 100;
+
+/// Why a live capture could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// Opening the interface was refused for lack of privileges.
+    #[error(
+        "cannot capture on {iface}: {detail}; live capture needs root or the CAP_NET_RAW capability (run with sudo, or `sudo setcap cap_net_raw+ep $(which zkfle)`), or capture with tcpdump and decode the file"
+    )]
+    Permission { iface: String, detail: String },
+    /// Any other libpcap failure (no such interface, a bad filter).
+    #[error("cannot capture on {iface}: {detail}")]
+    Pcap { iface: String, detail: String },
+}
+
+/// TCP segments captured live.
+pub struct LiveSegments {
+    capture: pcap::Capture<pcap::Active>,
+    linktype: u16,
+    records: u64,
+    stop: Arc<AtomicBool>,
+    stats: CaptureStats,
+}
+
+impl LiveSegments {
+    /// Opens `iface` with the BPF `filter`; reading ends when `stop` is set.
+    pub fn open(iface: &str, filter: &str, stop: Arc<AtomicBool>) -> Result<Self, LiveError> {
+        let pcap_err = |e: pcap::Error| {
+            let detail = e.to_string();
+            let lower = detail.to_ascii_lowercase();
+            if lower.contains("permission") || lower.contains("operation not permitted") {
+                LiveError::Permission {
+                    iface: iface.to_string(),
+                    detail,
+                }
+            } else {
+                LiveError::Pcap {
+                    iface: iface.to_string(),
+                    detail,
+                }
+            }
+        };
+        let mut capture = pcap::Capture::from_device(iface)
+            .map_err(pcap_err)?
+            .snaplen(65_535)
+            .promisc(false)
+            .immediate_mode(true)
+            // A large kernel buffer: an election is bursty, and a loaded machine may not
+            // schedule the decoder at once.
+            .buffer_size(32 << 20)
+            .timeout(POLL_MS)
+            .open()
+            .map_err(pcap_err)?
+            // Non-blocking, polled here with a timeout: libpcap's own timeout does not end a
+            // blocking read on a quiet Linux interface (TPACKET_V3), and Ctrl-C must be seen.
+            .setnonblock()
+            .map_err(pcap_err)?;
+        capture.filter(filter, true).map_err(|e| LiveError::Pcap {
+            iface: iface.to_string(),
+            detail: format!("filter {filter:?}: {e}"),
+        })?;
+        let linktype = u16::try_from(capture.get_datalink().0).unwrap_or(u16::MAX);
+        Ok(LiveSegments {
+            capture,
+            linktype,
+            records: 0,
+            stop,
+            stats: CaptureStats::default(),
+        })
+    }
+
+    /// Counters of everything captured and skipped so far.
+    pub fn stats(&self) -> &CaptureStats {
+        &self.stats
+    }
+
+    /// libpcap's own counters: packets the filter passed, and those dropped for lack of
+    /// buffer space (by the kernel or the interface).
+    pub fn drops(&mut self) -> Option<(u32, u32)> {
+        let s = self.capture.stats().ok()?;
+        Some((s.received, s.dropped.saturating_add(s.if_dropped)))
+    }
+}
+
+/// The BPF filter for the election and quorum ports given.
+pub fn port_filter(ports: &[u16]) -> String {
+    let parts: Vec<String> = ports.iter().map(|p| format!("port {p}")).collect();
+    format!("tcp and ({})", parts.join(" or "))
+}
+
+impl SegmentSource for LiveSegments {
+    fn next_segment<F: FnMut(&TcpSegmentRef<'_>)>(
+        &mut self,
+        mut f: F,
+    ) -> Option<Result<(), CaptureError>> {
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            let packet = match self.capture.next_packet() {
+                Ok(p) => p,
+                Err(pcap::Error::TimeoutExpired) => {
+                    let mut fd = libc::pollfd {
+                        fd: std::os::fd::AsRawFd::as_raw_fd(&self.capture),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd, for the duration of the call.
+                    unsafe { libc::poll(&mut fd, 1, POLL_MS) };
+                    continue;
+                }
+                Err(pcap::Error::NoMorePackets) => return None,
+                Err(e) => {
+                    return Some(Err(CaptureError::Read {
+                        offset: 0,
+                        source: std::io::Error::other(e.to_string()),
+                    }));
+                }
+            };
+            self.records += 1;
+            self.stats.packets += 1;
+            let ts = packet.header.ts;
+            let pref = PacketRef {
+                record: self.records,
+                offset: 0,
+                time: Timestamp::from_fraction(
+                    ts.tv_sec,
+                    u64::try_from(ts.tv_usec).unwrap_or(0),
+                    1_000_000,
+                ),
+                linktype: self.linktype,
+                data: packet.data,
+                orig_len: packet.header.len,
+            };
+            match decode_tcp_ref(&pref) {
+                Ok(seg) => {
+                    self.stats.tcp += 1;
+                    if seg.missing > 0 {
+                        self.stats.truncated_tcp += 1;
+                        self.stats.cut_at = self.stats.cut_at.max(pref.data.len() as u32);
+                    }
+                    f(&seg);
+                    return Some(Ok(()));
+                }
+                Err(skip) => self.stats.note(skip),
+            }
+        }
+    }
+}

@@ -1,0 +1,976 @@
+//! Several captures of one ensemble, one per host, read as one capture.
+//!
+//! Operators capture on every host; the hosts' clocks differ. Reading them as one needs:
+//!
+//! 1. **Clock offsets.** A segment captured on both its sender's and its receiver's host
+//!    cannot have been received before it was sent. For two files A and B, every shared
+//!    segment gives `d = t_B - t_A`: `d >= c` when A's host sent it and `d <= c` when B's
+//!    host did, where `c` is how far B's clock is ahead of A's. Both directions together bound
+//!    `c` from both sides, as NTP does; the estimate is the middle of the bounds and the error
+//!    half their width. Pair estimates are chained from a reference file (the first one, or
+//!    those given with a fixed offset) along the most precise pairs. A file that shares no
+//!    segment (in both directions) with the aligned ones is reported as unaligned, not
+//!    guessed. [`SegmentIndex`] collects the shared segments in a first pass, bounded by
+//!    sampling (the same fingerprints are kept in every file, so samples still meet).
+//! 2. **One copy per segment.** [`MergedSegments`] reads the files together in corrected
+//!    time order and passes on the first copy of a segment; a copy of the same segment from
+//!    another file within [`DEDUP_WINDOW_NANOS`] is dropped. A segment that one file has and
+//!    another file covering the same connection (at that time) lacks is counted as that
+//!    file's capture loss ([`Loss`]).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::net::{IpAddr, SocketAddr};
+
+use rustc_hash::{FxHashMap, FxHasher};
+
+use super::{CaptureError, SegmentSource, TcpSegment, TcpSegmentRef, TcpSegments, Timestamp};
+
+/// Most fingerprints one file's index holds; beyond it the index keeps a sample (half as
+/// many fingerprints each time it fills up).
+pub const INDEX_CAPACITY: usize = 1 << 17;
+
+/// A copy of a segment from another file is recognised within this much corrected time of
+/// the first copy: transit time plus what the clock estimate may still be off by.
+pub const DEDUP_WINDOW_NANOS: i64 = 1_000_000_000;
+
+/// Most segments remembered for deduplication at once (a bound on memory when a capture
+/// carries more than this many segments in [`DEDUP_WINDOW_NANOS`]).
+pub const DEDUP_CAPACITY: usize = 1 << 20;
+
+/// Most connections whose coverage (which files see them) is remembered.
+pub const COVERAGE_CAPACITY: usize = 1 << 16;
+
+/// Segments (with data, SYN or FIN) of each file read for the clock estimate before the
+/// first try; more are read only while a file stays unaligned.
+pub const INDEX_BUDGET: u64 = 1 << 18;
+
+/// Most files merged at once (file sets are bit masks).
+pub const MAX_FILES: usize = 64;
+
+/// Nanoseconds since the epoch.
+pub fn nanos(t: Timestamp) -> i64 {
+    t.secs
+        .saturating_mul(1_000_000_000)
+        .saturating_add(i64::from(t.nanos))
+}
+
+/// The timestamp of `n` nanoseconds since the epoch.
+pub fn from_nanos(n: i64) -> Timestamp {
+    Timestamp {
+        secs: n.div_euclid(1_000_000_000),
+        nanos: n.rem_euclid(1_000_000_000) as u32,
+    }
+}
+
+/// What identifies one TCP segment in every capture that holds it: addresses, sequence and
+/// acknowledgement numbers, flags and length on the wire (so a copy cut by a snap length still
+/// matches). `None` for segments that carry neither data nor SYN/FIN: pure ACKs repeat.
+pub fn fingerprint(seg: &TcpSegmentRef<'_>) -> Option<u64> {
+    let len = seg.payload.len() as u64 + u64::from(seg.missing);
+    if len == 0 && !seg.syn && !seg.fin {
+        return None;
+    }
+    // Plain words mixed by splitmix: cheaper than a hasher walking the address enums, and the
+    // low bits are good (sampling uses them).
+    let flags = u64::from(seg.syn) | u64::from(seg.fin) << 1 | u64::from(seg.rst) << 2;
+    let ack = seg.ack.map_or(1 << 32, u64::from);
+    let mut x = splitmix(addr_word(&seg.src) ^ 0x9e37_79b9_7f4a_7c15);
+    x = splitmix(x ^ addr_word(&seg.dst));
+    x = splitmix(x ^ (u64::from(seg.seq) << 32 | (len & 0xffff_ffff)));
+    Some(splitmix(x ^ ack ^ flags << 40))
+}
+
+/// An address and port as one word (IPv6 folded).
+fn addr_word(a: &SocketAddr) -> u64 {
+    let port = u64::from(a.port());
+    match a {
+        SocketAddr::V4(v) => (u64::from(v.ip().to_bits()) << 16) | port,
+        SocketAddr::V6(v) => {
+            let b = v.ip().to_bits();
+            splitmix((b as u64) ^ splitmix((b >> 64) as u64)) ^ (port << 48) ^ 1
+        }
+    }
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Which way between two hosts a segment went, as a hash of (source IP, destination IP).
+fn host_direction(src: IpAddr, dst: IpAddr) -> u64 {
+    let mut h = FxHasher::default();
+    (src, dst).hash(&mut h);
+    h.finish()
+}
+
+/// One file's shared-segment candidates: fingerprint → (capture time, host direction).
+#[derive(Debug, Default)]
+pub struct SegmentIndex {
+    entries: FxHashMap<u64, (i64, u64)>,
+    /// Only fingerprints whose low `shift` bits are zero are kept.
+    shift: u32,
+    /// Segments with a fingerprint added so far. A fingerprint seen again in this file (a
+    /// retransmission) keeps its first copy's time, which the other file's first copy pairs
+    /// with.
+    pub segments: u64,
+}
+
+impl SegmentIndex {
+    /// Notes a segment of this file.
+    pub fn add(&mut self, seg: &TcpSegmentRef<'_>) {
+        let Some(fp) = fingerprint(seg) else { return };
+        self.segments += 1;
+        if fp & self.mask() != 0 {
+            return;
+        }
+        self.entries
+            .entry(fp)
+            .or_insert((nanos(seg.time), host_direction(seg.src.ip(), seg.dst.ip())));
+        if self.entries.len() >= INDEX_CAPACITY {
+            self.shift += 1;
+            let mask = self.mask();
+            self.entries.retain(|fp, _| fp & mask == 0);
+        }
+    }
+
+    fn mask(&self) -> u64 {
+        if self.shift >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.shift) - 1
+        }
+    }
+
+    /// Fingerprints held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// How far file B's clock is ahead of file A's, from the segments both hold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairEstimate {
+    /// `t_B - t_A` for one instant, nanoseconds.
+    pub ahead: i64,
+    /// Half the width of the interval the bounds leave, nanoseconds.
+    pub error: i64,
+    /// Shared segments the estimate rests on.
+    pub shared: usize,
+}
+
+/// Estimates how far `b`'s clock is ahead of `a`'s; `None` unless segments in both directions
+/// between the two hosts are in both files.
+pub fn estimate_pair(a: &SegmentIndex, b: &SegmentIndex) -> Option<PairEstimate> {
+    let mask = a.mask().max(b.mask());
+    let (small, large, flip) = if a.len() <= b.len() {
+        (a, b, false)
+    } else {
+        (b, a, true)
+    };
+    // Per host direction: (min d, max d, count), d = t_B - t_A.
+    let mut groups: FxHashMap<u64, (i64, i64, usize)> = FxHashMap::default();
+    let mut shared = 0;
+    for (fp, &(t_small, dir)) in &small.entries {
+        if fp & mask != 0 {
+            continue;
+        }
+        let Some(&(t_large, _)) = large.entries.get(fp) else {
+            continue;
+        };
+        let d = if flip {
+            t_small.saturating_sub(t_large)
+        } else {
+            t_large.saturating_sub(t_small)
+        };
+        shared += 1;
+        let g = groups.entry(dir).or_insert((i64::MAX, i64::MIN, 0));
+        g.0 = g.0.min(d);
+        g.1 = g.1.max(d);
+        g.2 += 1;
+    }
+    let mut groups: Vec<(i64, i64)> = groups.into_values().map(|(lo, hi, _)| (lo, hi)).collect();
+    if groups.len() < 2 {
+        return None;
+    }
+    // Segments A's host sent all have d >= c, those B's host sent d <= c: split the host
+    // directions (ordered by their least d) where the bounds fit best.
+    groups.sort_unstable();
+    let mut best: Option<(i64, i64, i64)> = None; // (violation, lower, upper)
+    for split in 1..groups.len() {
+        let lower = groups[..split]
+            .iter()
+            .map(|g| g.1)
+            .max()
+            .unwrap_or(i64::MIN);
+        let upper = groups[split..]
+            .iter()
+            .map(|g| g.0)
+            .min()
+            .unwrap_or(i64::MAX);
+        let violation = lower.saturating_sub(upper).max(0);
+        if best.is_none_or(|b| violation < b.0) {
+            best = Some((violation, lower, upper));
+        }
+    }
+    let (_, lower, upper) = best?;
+    Some(PairEstimate {
+        ahead: lower / 2 + upper / 2 + (lower % 2 + upper % 2) / 2,
+        error: (upper.saturating_sub(lower) / 2).abs(),
+        shared,
+    })
+}
+
+/// One file's clock correction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ClockOffset {
+    /// Added to the file's times to put them on the reference clock, and how far it may be
+    /// off (nanoseconds).
+    Estimated { offset: i64, error: i64 },
+    /// Given by the user.
+    Fixed { offset: i64 },
+    /// Shares nothing with the aligned files: left as recorded.
+    Unaligned,
+}
+
+impl ClockOffset {
+    /// Nanoseconds to add to the file's times.
+    pub fn nanos(self) -> i64 {
+        match self {
+            ClockOffset::Estimated { offset, .. } | ClockOffset::Fixed { offset } => offset,
+            ClockOffset::Unaligned => 0,
+        }
+    }
+}
+
+/// Every file's offset: files with a fixed offset (or, without any, the first file) are the
+/// reference; the others are reached through pair estimates, each along the path whose summed
+/// error is least.
+pub fn align(indexes: &[SegmentIndex], fixed: &[Option<i64>]) -> Vec<ClockOffset> {
+    let n = indexes.len();
+    let mut pairs = vec![vec![None; n]; n];
+    for i in 0..n {
+        for j in i + 1..n {
+            if let Some(e) = estimate_pair(&indexes[i], &indexes[j]) {
+                pairs[i][j] = Some(e);
+                pairs[j][i] = Some(PairEstimate {
+                    ahead: -e.ahead,
+                    ..e
+                });
+            }
+        }
+    }
+    align_pairs(&pairs, fixed)
+}
+
+/// [`align`] from pair estimates: `pairs[i][j]` says how far j's clock is ahead of i's.
+pub fn align_pairs(pairs: &[Vec<Option<PairEstimate>>], fixed: &[Option<i64>]) -> Vec<ClockOffset> {
+    let n = pairs.len();
+    // (offset, summed error) per file; Dijkstra on the summed error (n is small).
+    let mut best: Vec<Option<(i64, i64)>> = vec![None; n];
+    let mut done = vec![false; n];
+    let any_fixed = fixed.iter().any(Option::is_some);
+    for (slot, f) in best.iter_mut().zip(fixed) {
+        if let Some(o) = f {
+            *slot = Some((*o, 0));
+        }
+    }
+    if !any_fixed && n > 0 {
+        best[0] = Some((0, 0));
+    }
+    loop {
+        let next = (0..n)
+            .filter(|&i| !done[i])
+            .filter_map(|i| best[i].map(|b| (b.1, i)))
+            .min();
+        let Some((_, i)) = next else { break };
+        done[i] = true;
+        let (offset_i, err_i) = best[i].unwrap_or((0, 0));
+        for j in 0..n {
+            if done[j] || matches!(fixed.get(j), Some(Some(_))) {
+                continue;
+            }
+            let Some(e) = pairs[i][j] else { continue };
+            // j's clock is `ahead` of i's: subtract it, then apply i's correction.
+            let cand = (
+                offset_i.saturating_sub(e.ahead),
+                err_i.saturating_add(e.error),
+            );
+            if best[j].is_none_or(|b| cand.1 < b.1) {
+                best[j] = Some(cand);
+            }
+        }
+    }
+    (0..n)
+        .map(|i| match (fixed.get(i).copied().flatten(), best[i]) {
+            (Some(offset), _) => ClockOffset::Fixed { offset },
+            (None, Some((offset, error))) => ClockOffset::Estimated { offset, error },
+            (None, None) => ClockOffset::Unaligned,
+        })
+        .collect()
+}
+
+/// Segments of one connection direction that one file lacks and another covering file has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loss {
+    /// The file that lacks them.
+    pub file: usize,
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    /// Segments missing.
+    pub segments: u64,
+    /// Their bytes on the wire.
+    pub bytes: u64,
+}
+
+struct Head {
+    seg: TcpSegment,
+    /// Corrected time, nanoseconds.
+    at: i64,
+    /// Where the payload lies in the file when it is memory-mapped (then `seg.payload` is
+    /// empty: nothing is copied).
+    in_map: Option<(usize, usize)>,
+}
+
+struct Input {
+    name: String,
+    segments: TcpSegments,
+    offset: i64,
+    head: Option<Head>,
+    /// Corrected time of the first and latest segment.
+    first: Option<i64>,
+    last: i64,
+    exhausted: bool,
+    /// A read error, handed out once when this file's turn comes.
+    error: Option<CaptureError>,
+    /// The connection whose coverage this file last noted: consecutive segments of one
+    /// connection skip the table.
+    noted: u64,
+}
+
+impl Input {
+    /// The head segment, its payload lent from the map or from its copy.
+    fn head_ref(&self) -> Option<TcpSegmentRef<'_>> {
+        let head = self.head.as_ref()?;
+        let mut seg = head.seg.as_ref();
+        if let (Some((start, end)), Some(map)) = (head.in_map, self.segments.mapped_bytes()) {
+            seg.payload = map.get(start..end)?;
+        }
+        Some(seg)
+    }
+
+    /// Reads the next segment into `head` (reusing its payload buffer).
+    fn advance(&mut self) {
+        let mut spare = self.head.take().map(|h| h.seg);
+        let offset = self.offset;
+        let map = self
+            .segments
+            .mapped_bytes()
+            .map(|m| (m.as_ptr() as usize, m.len()));
+        match self.segments.next_with(|seg| {
+            // A payload inside the mapped file is remembered by position, not copied.
+            let at_ptr = seg.payload.as_ptr() as usize;
+            let in_map = map.and_then(|(base, len)| {
+                let start = at_ptr.checked_sub(base)?;
+                (start + seg.payload.len() <= len).then_some((start, start + seg.payload.len()))
+            });
+            let copied: &[u8] = if in_map.is_some() { &[] } else { seg.payload };
+            let mut owned = match spare.take() {
+                Some(mut s) => {
+                    s.payload.clear();
+                    s.payload.extend_from_slice(copied);
+                    s.time = seg.time;
+                    s.src = seg.src;
+                    s.dst = seg.dst;
+                    s.seq = seg.seq;
+                    s.ack = seg.ack;
+                    s.syn = seg.syn;
+                    s.fin = seg.fin;
+                    s.rst = seg.rst;
+                    s.missing = seg.missing;
+                    s.record = seg.record;
+                    s
+                }
+                None => TcpSegmentRef {
+                    payload: copied,
+                    ..*seg
+                }
+                .to_segment(),
+            };
+            let at = nanos(seg.time).saturating_add(offset);
+            owned.time = from_nanos(at);
+            Head {
+                seg: owned,
+                at,
+                in_map,
+            }
+        }) {
+            Some(Ok(head)) => {
+                self.first.get_or_insert(head.at);
+                self.last = self.last.max(head.at);
+                self.head = Some(head);
+            }
+            Some(Err(e)) => {
+                self.error = Some(e);
+                self.exhausted = true;
+            }
+            None => self.exhausted = true,
+        }
+    }
+}
+
+/// A segment's first copy, while copies from other files may still come.
+struct Seen {
+    at: i64,
+    /// Files that held it (bit per file).
+    files: u64,
+    /// The file whose copy came first, and how many of its copies were passed on (a
+    /// retransmission captured in every file is one copy more in each).
+    first: usize,
+    kept: u32,
+    /// Copies seen so far in (up to three) other files.
+    others: [(u8, u32); 3],
+    conn: u64,
+    src: SocketAddr,
+    dst: SocketAddr,
+    bytes: u64,
+}
+
+/// Several captures read as one, in corrected time order, one copy of each segment.
+pub struct MergedSegments {
+    inputs: Vec<Input>,
+    /// (corrected time, file) of each file's head.
+    heap: BinaryHeap<Reverse<(i64, usize)>>,
+    seen: FxHashMap<u64, Seen>,
+    expiry: VecDeque<(i64, u64)>,
+    /// Canonical connection hash → (files that hold segments of it, latest time).
+    coverage: FxHashMap<u64, (u64, i64)>,
+    losses: FxHashMap<(usize, SocketAddr, SocketAddr), (u64, u64)>,
+    /// Copies dropped because another file had them first.
+    pub duplicates: u64,
+}
+
+fn connection_hash(a: SocketAddr, b: SocketAddr) -> u64 {
+    let (x, y) = (addr_word(&a), addr_word(&b));
+    let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
+    splitmix(splitmix(lo) ^ hi)
+}
+
+impl MergedSegments {
+    /// Merges `files` (name, segments, offset; at most [`MAX_FILES`]), each corrected by its
+    /// offset.
+    pub fn new(files: Vec<(String, TcpSegments, ClockOffset)>) -> MergedSegments {
+        let mut inputs: Vec<Input> = files
+            .into_iter()
+            .take(MAX_FILES)
+            .map(|(name, segments, offset)| Input {
+                name,
+                segments,
+                offset: offset.nanos(),
+                head: None,
+                first: None,
+                last: i64::MIN,
+                exhausted: false,
+                error: None,
+                noted: 0,
+            })
+            .collect();
+        let mut heap = BinaryHeap::new();
+        for (i, input) in inputs.iter_mut().enumerate() {
+            input.advance();
+            if let Some(h) = &input.head {
+                heap.push(Reverse((h.at, i)));
+            }
+        }
+        MergedSegments {
+            inputs,
+            heap,
+            seen: FxHashMap::default(),
+            expiry: VecDeque::new(),
+            coverage: FxHashMap::default(),
+            losses: FxHashMap::default(),
+            duplicates: 0,
+        }
+    }
+
+    /// Each file's reader (for its statistics).
+    pub fn files(&self) -> impl Iterator<Item = &TcpSegments> {
+        self.inputs.iter().map(|i| &i.segments)
+    }
+
+    /// Capture losses found so far (complete once the merge has ended), per file and
+    /// connection direction.
+    pub fn losses(&self) -> Vec<Loss> {
+        let mut v: Vec<Loss> = self
+            .losses
+            .iter()
+            .map(|(&(file, src, dst), &(segments, bytes))| Loss {
+                file,
+                src,
+                dst,
+                segments,
+                bytes,
+            })
+            .collect();
+        v.sort_by_key(|l| (l.file, l.src, l.dst));
+        v
+    }
+
+    /// Forgets segments older than the window before `now`, counting those a covering file
+    /// lacked.
+    fn expire(&mut self, now: i64) {
+        while let Some(&(at, fp)) = self.expiry.front() {
+            if at > now.saturating_sub(DEDUP_WINDOW_NANOS) && self.expiry.len() < DEDUP_CAPACITY {
+                break;
+            }
+            self.expiry.pop_front();
+            let Some(seen) = self.seen.remove(&fp) else {
+                continue;
+            };
+            let covering = self.coverage.get(&seen.conn).map_or(0, |c| c.0);
+            for (i, input) in self.inputs.iter().enumerate() {
+                let bit = 1u64 << i;
+                if seen.files & bit != 0 || covering & bit == 0 {
+                    continue;
+                }
+                // Only while that file was capturing.
+                let capturing =
+                    input.first.is_some_and(|f| f <= seen.at) && (input.last >= seen.at);
+                if capturing {
+                    let e = self.losses.entry((i, seen.src, seen.dst)).or_default();
+                    e.0 += 1;
+                    e.1 += seen.bytes;
+                }
+            }
+        }
+    }
+
+    fn note_coverage(&mut self, conn: u64, file: usize, at: i64) {
+        let e = self.coverage.entry(conn).or_insert((0, at));
+        e.0 |= 1 << file;
+        e.1 = at;
+        if self.coverage.len() > COVERAGE_CAPACITY {
+            let horizon = at.saturating_sub(10 * DEDUP_WINDOW_NANOS);
+            self.coverage.retain(|_, c| c.1 >= horizon);
+            // Entries may have gone: every file notes its next segment's connection again.
+            for input in &mut self.inputs {
+                input.noted = 0;
+            }
+            if self.coverage.len() > COVERAGE_CAPACITY / 2 {
+                self.coverage.clear();
+            }
+        }
+    }
+
+    /// The next segment to pass on, or an error, or the end.
+    fn next_head(&mut self) -> Option<Result<(usize, bool), CaptureError>> {
+        let Some(Reverse((at, i))) = self.heap.pop() else {
+            self.expire(i64::MAX);
+            // A file that ended with an error (say, cut short) does not stop the others:
+            // its error comes after everything else, naming the file.
+            for input in &mut self.inputs {
+                if let Some(e) = input.error.take() {
+                    return Some(Err(CaptureError::InFile {
+                        path: input.name.clone(),
+                        source: Box::new(e),
+                    }));
+                }
+            }
+            return None;
+        };
+        self.expire(at);
+        let input = &self.inputs[i];
+        let seg = input.head_ref()?;
+        let fp = fingerprint(&seg);
+        // Pure ACKs are neither compared nor counted; coverage comes from the others.
+        let conn = if fp.is_some() {
+            connection_hash(seg.src, seg.dst)
+        } else {
+            0
+        };
+        let keep = match fp {
+            None => true,
+            Some(fp) => match self.seen.get_mut(&fp) {
+                Some(s) if s.first == i => {
+                    s.kept += 1;
+                    true
+                }
+                Some(s) => {
+                    s.files |= 1 << i;
+                    // The n-th copy in another file is the n-th copy passed on; one
+                    // beyond those is a retransmission the first file did not hold.
+                    let slot = s
+                        .others
+                        .iter()
+                        .position(|o| o.0 as usize == i && o.1 > 0)
+                        .or_else(|| s.others.iter().position(|o| o.1 == 0));
+                    match slot {
+                        Some(k) => {
+                            s.others[k] = (i as u8, s.others[k].1 + 1);
+                            if s.others[k].1 > s.kept {
+                                s.kept += 1;
+                                true
+                            } else {
+                                false
+                            }
+                        }
+                        None => false,
+                    }
+                }
+                None => {
+                    self.seen.insert(
+                        fp,
+                        Seen {
+                            at,
+                            files: 1 << i,
+                            first: i,
+                            kept: 1,
+                            others: [(0, 0); 3],
+                            conn,
+                            src: seg.src,
+                            dst: seg.dst,
+                            bytes: seg.payload.len() as u64 + u64::from(seg.missing),
+                        },
+                    );
+                    self.expiry.push_back((at, fp));
+                    true
+                }
+            },
+        };
+        if fp.is_some() && self.inputs[i].noted != conn {
+            self.inputs[i].noted = conn;
+            self.note_coverage(conn, i, at);
+        }
+        if !keep {
+            self.duplicates += 1;
+        }
+        Some(Ok((i, keep)))
+    }
+}
+
+impl SegmentSource for MergedSegments {
+    fn next_segment<F: FnMut(&TcpSegmentRef<'_>)>(
+        &mut self,
+        mut f: F,
+    ) -> Option<Result<(), CaptureError>> {
+        loop {
+            let (i, keep) = match self.next_head()? {
+                Ok(x) => x,
+                Err(e) => return Some(Err(e)),
+            };
+            let input = &mut self.inputs[i];
+            if keep && let Some(seg) = input.head_ref() {
+                f(&seg);
+            }
+            input.advance();
+            if let Some(h) = &input.head {
+                self.heap.push(Reverse((h.at, i)));
+            }
+            if keep {
+                return Some(Ok(()));
+            }
+        }
+    }
+}
+
+/// Reads every file once to index its segments (pass 1), aligns the clocks, and opens them
+/// again merged (pass 2). `fixed[i]` overrides file i's offset (nanoseconds). A file that
+/// fails part-way is indexed up to the failure; its error comes out of the merge.
+pub fn open_files(
+    paths: &[String],
+    fixed: &[Option<i64>],
+) -> Result<(MergedSegments, Vec<ClockOffset>), CaptureError> {
+    if paths.len() > MAX_FILES {
+        return Err(CaptureError::InFile {
+            path: paths[MAX_FILES].clone(),
+            source: Box::new(CaptureError::Open {
+                path: paths[MAX_FILES].clone(),
+                source: std::io::Error::other(format!("at most {MAX_FILES} files are merged")),
+            }),
+        });
+    }
+    let in_file = |path: &String, e: CaptureError| CaptureError::InFile {
+        path: path.clone(),
+        source: Box::new(e),
+    };
+    // Pass 1 reads only as much of each file as the alignment needs: the offsets are constants
+    // per file, so a prefix shared by the files tells them as well as the whole would. Files
+    // that stay unaligned are read further, four times as far each round, to their end if
+    // need be.
+    let mut readers = Vec::with_capacity(paths.len());
+    for path in paths {
+        readers.push(Some(super::open(path).map_err(|e| in_file(path, e))?));
+    }
+    let mut indexes: Vec<SegmentIndex> = paths.iter().map(|_| SegmentIndex::default()).collect();
+    let mut budget = INDEX_BUDGET;
+    loop {
+        for (reader, index) in readers.iter_mut().zip(&mut indexes) {
+            let Some(segments) = reader else { continue };
+            while index.segments < budget {
+                match segments.next_with(|seg| index.add(seg)) {
+                    Some(Ok(())) => {}
+                    // The end, or an error the merge will report: this file is read.
+                    _ => {
+                        *reader = None;
+                        break;
+                    }
+                }
+            }
+        }
+        let offsets = align(&indexes, fixed);
+        // An unaligned file may meet the others further on in any file still open.
+        let unaligned = offsets.contains(&ClockOffset::Unaligned);
+        if !unaligned || readers.iter().all(Option::is_none) {
+            break;
+        }
+        budget = budget.saturating_mul(4);
+    }
+    drop(readers);
+    let offsets = align(&indexes, fixed);
+    let mut files = Vec::with_capacity(paths.len());
+    for (path, offset) in paths.iter().zip(&offsets) {
+        let segments = super::open(path).map_err(|e| in_file(path, e))?;
+        files.push((path.clone(), segments, *offset));
+    }
+    Ok((MergedSegments::new(files), offsets))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::io::Cursor;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::capture::testutil::{Link, Rec, frame, pcap, seg};
+
+    /// A conversation between two hosts: (sent by A?, send time ns, one-way delay ns), sends
+    /// 6 to 50 ms apart, longer than any transit, so that which file was capturing when is
+    /// clear despite the clock error.
+    fn exchange() -> impl Strategy<Value = Vec<(bool, i64, i64)>> {
+        proptest::collection::vec(
+            (any::<bool>(), 6_000_000i64..50_000_000, 1i64..5_000_000),
+            4..60,
+        )
+        .prop_map(|v| {
+            let mut at = 0;
+            v.into_iter()
+                .map(|(a, gap, delay)| {
+                    at += gap;
+                    (a, at, delay)
+                })
+                .collect()
+        })
+    }
+
+    /// The segments of `msgs` as each host's capture records them: A's clock true, B's
+    /// `ahead` ns ahead. Both hosts see every segment, sender at sending, receiver later.
+    fn captures(msgs: &[(bool, i64, i64)], ahead: i64) -> (Vec<TcpSegment>, Vec<TcpSegment>) {
+        let base = 1_700_000_000_000_000_000i64;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for (i, &(from_a, sent, delay)) in msgs.iter().enumerate() {
+            let (src, dst) = if from_a {
+                ("10.0.0.1:40000", "10.0.0.2:3888")
+            } else {
+                ("10.0.0.2:3888", "10.0.0.1:40000")
+            };
+            let mut s = seg(src, dst, 1000 + 10 * i as u32, &[i as u8; 10]);
+            let (t_a, t_b) = if from_a {
+                (sent, sent + delay)
+            } else {
+                (sent + delay, sent)
+            };
+            s.time = from_nanos(base + t_a);
+            a.push(s.clone());
+            s.time = from_nanos(base + t_b + ahead);
+            b.push(s);
+        }
+        a.sort_by_key(|s| s.time);
+        b.sort_by_key(|s| s.time);
+        (a, b)
+    }
+
+    fn index(segs: &[TcpSegment]) -> SegmentIndex {
+        let mut i = SegmentIndex::default();
+        for s in segs {
+            i.add(&s.as_ref());
+        }
+        i
+    }
+
+    fn file(segs: &[TcpSegment]) -> Vec<u8> {
+        let recs: Vec<Rec> = segs
+            .iter()
+            .map(|s| {
+                let (_, data) = frame(Link::Ethernet, s);
+                Rec::new(s.time.secs as u32, s.time.nanos / 1000, data)
+            })
+            .collect();
+        pcap(false, false, 1, &recs)
+    }
+
+    fn open(bytes: Vec<u8>) -> TcpSegments {
+        TcpSegments::from_reader(Cursor::new(bytes)).unwrap()
+    }
+
+    proptest! {
+        /// The true offset always lies within the estimate's error bounds, and the bounds are
+        /// no wider than the slowest transit.
+        #[test]
+        fn pair_estimate_brackets_the_true_offset(
+            msgs in exchange(),
+            ahead in -1_000_000_000i64..1_000_000_000,
+        ) {
+            prop_assume!(msgs.iter().any(|m| m.0) && msgs.iter().any(|m| !m.0));
+            let (a, b) = captures(&msgs, ahead);
+            let e = estimate_pair(&index(&a), &index(&b)).expect("both directions shared");
+            prop_assert!((e.ahead - ahead).abs() <= e.error + 1, "{e:?} vs {ahead}");
+            let slowest = msgs.iter().map(|m| m.2).max().unwrap();
+            prop_assert!(e.error <= slowest);
+            prop_assert_eq!(e.shared, msgs.len());
+            // And the other way round.
+            let back = estimate_pair(&index(&b), &index(&a)).unwrap();
+            prop_assert!((back.ahead + ahead).abs() <= back.error + 1);
+        }
+
+        /// Merging two hosts' captures (each missing some segments, clocks apart) gives every
+        /// segment once, in true-time order, and counts what each file lacked.
+        #[test]
+        fn merge_gives_each_segment_once_and_counts_losses(
+            msgs in exchange(),
+            ahead in -300_000_000i64..300_000_000,
+            lost_a in proptest::collection::vec(any::<bool>(), 60),
+            lost_b in proptest::collection::vec(any::<bool>(), 60),
+        ) {
+            let n = msgs.len();
+            prop_assume!(msgs.iter().any(|m| m.0) && msgs.iter().any(|m| !m.0));
+            let (a, b) = captures(&msgs, ahead);
+            // Each copy may be lost in one file, not in both; the first and last of each file
+            // stay (a loss is only counted while the file was capturing), and so does enough
+            // of both directions for the offset.
+            let key = |s: &TcpSegment| s.seq;
+            let drop_a: HashSet<u32> = a.iter().enumerate()
+                .filter(|(i, _)| *i > 1 && *i + 2 < n && lost_a[*i] && *i % 3 != 0)
+                .map(|(_, s)| key(s)).collect();
+            let drop_b: HashSet<u32> = b.iter().enumerate()
+                .filter(|(i, s)| *i > 1 && *i + 2 < n && lost_b[*i] && *i % 3 != 1 && !drop_a.contains(&key(s)))
+                .map(|(_, s)| key(s)).collect();
+            let fa: Vec<TcpSegment> = a.iter().filter(|s| !drop_a.contains(&key(s))).cloned().collect();
+            let fb: Vec<TcpSegment> = b.iter().filter(|s| !drop_b.contains(&key(s))).cloned().collect();
+            let offsets = align(&[index(&fa), index(&fb)], &[None, None]);
+            let mut merged = MergedSegments::new(vec![
+                ("a".into(), open(file(&fa)), offsets[0]),
+                ("b".into(), open(file(&fb)), offsets.get(1).copied().unwrap_or(ClockOffset::Unaligned)),
+            ]);
+            let mut out = Vec::new();
+            while let Some(r) = merged.next_segment(|s| out.push(s.to_segment())) {
+                r.unwrap();
+            }
+            let mut seqs: Vec<u32> = out.iter().map(key).collect();
+            seqs.sort_unstable();
+            let want: Vec<u32> = (0..n as u32).map(|i| 1000 + 10 * i).collect();
+            prop_assert_eq!(seqs, want);
+            if let ClockOffset::Estimated { error, .. } = offsets[1] {
+                // Within the clock error, times never go backwards.
+                for w in out.windows(2) {
+                    prop_assert!(nanos(w[1].time) + error >= nanos(w[0].time));
+                }
+            }
+            // Losses are counted while a file was capturing, which needs the clocks aligned
+            // (the drops may leave one direction unshared).
+            if matches!(offsets[1], ClockOffset::Estimated { .. }) {
+                let losses = merged.losses();
+                let lost = |f: usize| {
+                    losses.iter().filter(|l| l.file == f).map(|l| l.segments).sum::<u64>()
+                };
+                prop_assert_eq!(lost(0), drop_a.len() as u64);
+                prop_assert_eq!(lost(1), drop_b.len() as u64);
+            }
+        }
+
+        /// gzip and zstd captures read exactly as the plain file.
+        #[test]
+        fn compressed_captures_read_as_plain(msgs in exchange(), level in 1i32..9) {
+            use std::io::Write;
+            let (a, _) = captures(&msgs, 0);
+            let plain = file(&a);
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level as u32));
+            gz.write_all(&plain).unwrap();
+            let gz = gz.finish().unwrap();
+            let zst = zstd::encode_all(Cursor::new(plain.clone()), level).unwrap();
+            let read = |bytes: Vec<u8>| -> Vec<TcpSegment> {
+                open(bytes).map(|s| s.unwrap()).collect()
+            };
+            let want = read(plain);
+            prop_assert_eq!(read(gz), want.clone());
+            prop_assert_eq!(read(zst), want);
+        }
+
+        /// Noise after a gzip or zstd magic is an error (or an empty capture), never a panic.
+        #[test]
+        fn noise_after_compression_magic_never_panics(
+            noise in proptest::collection::vec(any::<u8>(), 0..400),
+            zstd_magic in any::<bool>(),
+        ) {
+            let mut bytes = if zstd_magic { vec![0x28, 0xb5, 0x2f, 0xfd] } else { vec![0x1f, 0x8b] };
+            bytes.extend_from_slice(&noise);
+            if let Ok(it) = TcpSegments::from_reader(Cursor::new(bytes)) {
+                for _ in it {}
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_sharing_nothing_is_unaligned() {
+        let msgs = [(true, 0, 1000), (false, 5000, 1000), (true, 9000, 1000)];
+        let (a, b) = captures(&msgs, 42);
+        let (c, _) = captures(&msgs, 0);
+        // c is another conversation: other sequence numbers.
+        let c: Vec<TcpSegment> = c
+            .into_iter()
+            .map(|mut s| {
+                s.seq += 7;
+                s
+            })
+            .collect();
+        let offsets = align(&[index(&a), index(&b), index(&c)], &[None, None, None]);
+        assert!(matches!(
+            offsets[0],
+            ClockOffset::Estimated {
+                offset: 0,
+                error: 0
+            }
+        ));
+        assert!(matches!(offsets[1], ClockOffset::Estimated { .. }));
+        assert_eq!(offsets[2], ClockOffset::Unaligned);
+        // A given offset is a reference too.
+        let offsets = align(&[index(&a), index(&b), index(&c)], &[None, Some(-42), None]);
+        assert_eq!(offsets[1], ClockOffset::Fixed { offset: -42 });
+        assert!(
+            matches!(offsets[0], ClockOffset::Estimated { offset, .. } if offset.abs() <= 1000)
+        );
+    }
+
+    #[test]
+    fn hints_name_other_formats() {
+        use crate::capture::reader::magic_hint;
+        assert!(magic_hint(b"BZh91AY&").unwrap().contains("bzip2"));
+        assert!(
+            magic_hint(&[0xfd, b'7', b'z', b'X', b'Z', 0, 0, 0])
+                .unwrap()
+                .contains("xz")
+        );
+        assert!(magic_hint(b"PK\x03\x04").unwrap().contains("zip"));
+        assert!(magic_hint(b"12:00:01").unwrap().contains("text"));
+        assert_eq!(magic_hint(&[0, 1, 2, 3]), None);
+    }
+}

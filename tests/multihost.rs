@@ -1,0 +1,370 @@
+//! Several captures of one ensemble, one per host (fixtures recorded by
+//! scripts/record-multihost.sh: each Java server in its own network namespace, one tcpdump
+//! each), read as one capture. The merged decode against the servers' logs is checked in
+//! tests/decode_fixtures.rs with every other fixture; here: clock offsets recovered from
+//! captures shifted by known amounts, one copy per connection, capture losses, sids across
+//! files, and the command line.
+
+mod common;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use zkfle::capture::merge::{ClockOffset, open_files};
+use zkfle::decode::{Body, Decoder, Record};
+
+fn zkfle() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_zkfle"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("zkfle-multihost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// One pcap record: its 16-byte header and the packet.
+type PcapRecord = (Vec<u8>, Vec<u8>);
+
+/// A little-endian microsecond pcap's file header and records.
+fn pcap_records(bytes: &[u8]) -> (Vec<u8>, Vec<PcapRecord>) {
+    assert_eq!(&bytes[..4], &[0xd4, 0xc3, 0xb2, 0xa1], "tcpdump's LE pcap");
+    let mut out = Vec::new();
+    let mut at = 24;
+    while at + 16 <= bytes.len() {
+        let incl = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        out.push((
+            bytes[at..at + 16].to_vec(),
+            bytes[at + 16..at + 16 + incl].to_vec(),
+        ));
+        at += 16 + incl;
+    }
+    (bytes[..24].to_vec(), out)
+}
+
+fn write_pcap(path: &Path, header: &[u8], records: &[PcapRecord]) {
+    let mut bytes = header.to_vec();
+    for (h, p) in records {
+        bytes.extend_from_slice(h);
+        bytes.extend_from_slice(p);
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// A copy of `src` whose clock reads `shift_us` microseconds later.
+fn shifted(src: &str, shift_us: i64, name: &str) -> String {
+    let (header, mut records) = pcap_records(&std::fs::read(src).unwrap());
+    for (h, _) in &mut records {
+        let secs = i64::from(u32::from_le_bytes(h[0..4].try_into().unwrap()));
+        let us = i64::from(u32::from_le_bytes(h[4..8].try_into().unwrap()));
+        let t = secs * 1_000_000 + us + shift_us;
+        h[0..4].copy_from_slice(&(t.div_euclid(1_000_000) as u32).to_le_bytes());
+        h[4..8].copy_from_slice(&(t.rem_euclid(1_000_000) as u32).to_le_bytes());
+    }
+    let path = tmp(name);
+    write_pcap(&path, &header, &records);
+    path.to_string_lossy().into_owned()
+}
+
+fn decode(paths: &[String], dir: &Path) -> (Vec<Record>, Vec<ClockOffset>) {
+    let (merged, offsets) = open_files(paths, &vec![None; paths.len()]).unwrap();
+    (
+        Decoder::with_source(merged, options(dir)).collect(),
+        offsets,
+    )
+}
+
+/// Records without their times, to compare decodes whose clocks differ.
+fn timeless(records: &[Record]) -> Vec<Record> {
+    records
+        .iter()
+        .map(|r| Record {
+            time: Default::default(),
+            ..r.clone()
+        })
+        .collect()
+}
+
+#[test]
+fn shifted_clocks_are_recovered_within_5_ms() {
+    for dir in multihost_fixtures() {
+        let hosts = host_captures(&dir);
+        let (reference, _) = decode(&hosts, &dir);
+        // Hosts whose clocks run late and early by tens to hundreds of milliseconds.
+        let shifts_us = [0i64, 150_000, -320_000, 87_500, -45_000];
+        let copies: Vec<String> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| shifted(h, shifts_us[i], &format!("shifted.{i}.pcap")))
+            .collect();
+        let (records, offsets) = decode(&copies, &dir);
+        for (i, o) in offsets.iter().enumerate() {
+            let ClockOffset::Estimated { offset, error } = *o else {
+                panic!("{}: file {i} not aligned: {o:?}", dir.display());
+            };
+            // The offset puts file i back on file 0's clock.
+            let want = -(shifts_us[i] - shifts_us[0]) * 1000;
+            assert!(
+                (offset - want).abs() <= 5_000_000,
+                "{}: file {i}: offset {offset} ns, expected {want} ns",
+                dir.display()
+            );
+            assert!(error <= 5_000_000, "error {error} ns");
+        }
+        // Once aligned, the merged decode is the one of the unshifted captures.
+        assert_eq!(
+            timeless(&records),
+            timeless(&reference),
+            "{}",
+            dir.display()
+        );
+        for (a, b) in records.iter().zip(&reference) {
+            let d = (a.time.as_secs_f64() - b.time.as_secs_f64()).abs();
+            assert!(d < 0.005, "{}: time off by {d} s", dir.display());
+        }
+    }
+}
+
+#[test]
+fn each_connection_is_reported_once_with_sids_from_every_file() {
+    for dir in multihost_fixtures() {
+        let hosts = host_captures(&dir);
+        let (merged, _) = decode(&hosts, &dir);
+        // No message twice: (connection, direction's sender, offset) is unique.
+        // Messages (closes are per connection, not per message).
+        let messages = |records: Vec<Record>| -> Vec<Record> {
+            records
+                .into_iter()
+                .filter(|r| !matches!(r.body, Body::Closed { .. }))
+                .collect()
+        };
+        let merged = messages(merged);
+        let mut seen = HashSet::new();
+        for r in &merged {
+            if let Body::Problem(p) = &r.body {
+                panic!("{}: {}", dir.display(), p.message);
+            }
+            assert!(
+                seen.insert((r.src, r.dst, r.offset)),
+                "{}: twice: {r:?}",
+                dir.display()
+            );
+            assert!(r.from_sid.is_some() && r.to_sid.is_some(), "{r:?}");
+        }
+        // Everything any single file holds is in the merge, once.
+        let mut union = HashSet::new();
+        for h in &hosts {
+            let (one, _) = decode(std::slice::from_ref(h), &dir);
+            for r in messages(one) {
+                union.insert((r.src, r.dst, r.offset, r.raw.clone()));
+            }
+        }
+        let merged_keys: HashSet<_> = merged
+            .iter()
+            .map(|r| (r.src, r.dst, r.offset, r.raw.clone()))
+            .collect();
+        assert_eq!(merged_keys, union, "{}", dir.display());
+        assert_eq!(merged.len(), union.len());
+    }
+}
+
+/// Segments one host's capture lost are filled from another's and reported as its loss.
+#[test]
+fn a_lost_segment_is_filled_and_reported() {
+    for dir in multihost_fixtures() {
+        let hosts = host_captures(&dir);
+        let (reference, _) = decode(&hosts, &dir);
+        let (header, records) = pcap_records(&std::fs::read(&hosts[1]).unwrap());
+        // Drop every 7th packet that carries data, SYN or FIN (IPv4 in Ethernet); pure ACKs
+        // repeat and are not compared.
+        let carries = |p: &[u8]| {
+            let ihl = usize::from(p[14] & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([p[16], p[17]]));
+            let tcp = &p[14 + ihl..];
+            let doff = usize::from(tcp[12] >> 4) * 4;
+            total > ihl + doff || tcp[13] & 0x03 != 0
+        };
+        let mut n = 0;
+        let mut dropped = 0;
+        let kept: Vec<_> = records
+            .into_iter()
+            .filter(|(_, p)| {
+                if !carries(p) {
+                    return true;
+                }
+                n += 1;
+                let drop = n % 7 == 0;
+                dropped += usize::from(drop);
+                !drop
+            })
+            .collect();
+        assert!(dropped > 3);
+        let lossy = tmp("lossy.pcap");
+        write_pcap(&lossy, &header, &kept);
+        let mut paths = hosts.clone();
+        paths[1] = lossy.to_string_lossy().into_owned();
+        let (merged, offsets) = open_files(&paths, &vec![None; paths.len()]).unwrap();
+        let mut decoder = Decoder::with_source(merged, options(&dir));
+        let records: Vec<Record> = decoder.by_ref().collect();
+        assert!(
+            offsets
+                .iter()
+                .all(|o| matches!(o, ClockOffset::Estimated { .. }))
+        );
+        assert_eq!(
+            timeless(&records),
+            timeless(&reference),
+            "{}",
+            dir.display()
+        );
+        let losses = decoder.segments().losses();
+        let lost: u64 = losses
+            .iter()
+            .filter(|l| l.file == 1)
+            .map(|l| l.segments)
+            .sum();
+        assert_eq!(lost, dropped as u64, "{losses:?}");
+        assert!(losses.iter().all(|l| l.file == 1), "{losses:?}");
+    }
+}
+
+#[test]
+fn cli_prints_clocks_and_takes_overrides() {
+    for dir in multihost_fixtures() {
+        let hosts = host_captures(&dir);
+        let late = shifted(&hosts[1], 250_000, "late.pcap");
+        let gz = tmp("host1.pcap.gz");
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(format!("gzip -c {} > {}", hosts[0], gz.display()))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let mut files = vec![gz.to_string_lossy().into_owned(), late.clone()];
+        files.extend(hosts[2..].iter().cloned());
+        let out = zkfle()
+            .args(["decode", "--summary", "--format", "jsonl"])
+            .args(&files)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let clocks = v["clocks"].as_array().unwrap();
+        assert_eq!(clocks.len(), files.len());
+        assert_eq!(clocks[0]["status"], "reference");
+        let offset = clocks[1]["offset"].as_f64().unwrap();
+        assert!((offset + 0.25).abs() < 0.005, "{offset}");
+        assert!(clocks[1]["error"].as_f64().unwrap() < 0.005);
+        assert_eq!(v["capture_losses"], serde_json::json!([]));
+        assert!(!v["rounds"].as_array().unwrap().is_empty());
+
+        // An override replaces the estimate (given by file name).
+        let out = zkfle()
+            .args(["decode", "--summary", "--format", "jsonl", "--clock-offset"])
+            .arg("late.pcap=-0.2")
+            .args(&files)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["clocks"][1]["status"], "given");
+        assert_eq!(v["clocks"][1]["offset"], -0.2);
+
+        // A capture of another ensemble shares nothing: unaligned, not guessed.
+        let other = capture_file(&fixtures()[0]).unwrap();
+        let out = zkfle()
+            .args(["decode", &hosts[0]])
+            .arg(&other)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.lines()
+                .any(|l| l.contains(other.to_str().unwrap()) && l.contains("unaligned")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn filters_and_wall_clock_times() {
+    let dir = &multihost_fixtures()[0];
+    let hosts = host_captures(dir);
+    let lines = |args: &[&str]| -> Vec<serde_json::Value> {
+        let out = zkfle()
+            .args(["decode", "--format", "jsonl"])
+            .args(args)
+            .args(&hosts)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let all = lines(&[]);
+    let sid2 = lines(&["--sid", "2"]);
+    assert!(!sid2.is_empty() && sid2.len() < all.len());
+    assert!(sid2.iter().all(|v| v["from_sid"] == 2 || v["to_sid"] == 2));
+    let initial = lines(&["--type", "initial"]);
+    assert!(!initial.is_empty() && initial.iter().all(|v| v["type"] == "initial"));
+    // The fixture has the quorum port too.
+    let quorum = lines(&["--type", "quorum"]);
+    assert!(!quorum.is_empty() && quorum.iter().all(|v| v["type"] == "quorum"));
+    let t0 = all[0]["time"].as_f64().unwrap();
+    let late = lines(&["--since", "+5", "--until", "+8"]);
+    assert!(!late.is_empty());
+    assert!(late.iter().all(|v| {
+        let t = v["time"].as_f64().unwrap();
+        t >= t0 + 5.0 && t <= t0 + 8.0
+    }));
+
+    // The text timeline's wall-clock time is the servers' log time: each notification a
+    // server logged on receipt appears within 1 s after the capture's time for it.
+    let out = zkfle()
+        .args(["decode", "--time", "absolute"])
+        .args(&hosts)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text
+        .lines()
+        .find(|l| l.contains("Notification:"))
+        .unwrap()
+        .to_string();
+    let stamp = &first[..23];
+    let when = log_time(stamp);
+    let logged: Vec<f64> = (1..=hosts.len() as i64)
+        .flat_map(|sid| logged_notifications(dir, sid))
+        .map(|l| l.time)
+        .collect();
+    assert!(
+        logged.iter().any(|t| (t - when).abs() < 1.0),
+        "{first}: no log line near {stamp}"
+    );
+
+    // --local prints the local zone's wall clock (as the servers' logs do): 5:30 ahead here.
+    let out = zkfle()
+        .env("TZ", "IST-5:30")
+        .args(["decode", "--local"])
+        .args(&hosts)
+        .output()
+        .unwrap();
+    let local = String::from_utf8_lossy(&out.stdout);
+    let first_local = local.lines().find(|l| l.contains("Notification:")).unwrap();
+    let shifted = log_time(&first_local[..23]) - when;
+    assert!(
+        (shifted - 5.5 * 3600.0).abs() < 0.01,
+        "{first_local} vs {first}"
+    );
+}
