@@ -12,123 +12,29 @@
 //!
 //! Latency is request written to reply read (a write is committed when its reply comes).
 
-use std::collections::VecDeque;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::ToSocketAddrs;
 use std::time::{Duration, Instant};
 
-fn put_str(b: &mut Vec<u8>, s: &[u8]) {
-    b.extend((s.len() as i32).to_be_bytes());
-    b.extend(s);
-}
+use zkfle::net::client::Client;
 
-struct Zk {
-    s: TcpStream,
-    xid: i32,
-}
-
-impl Zk {
-    fn connect(addr: &str) -> std::io::Result<Zk> {
-        let s = TcpStream::connect(addr)?;
-        s.set_nodelay(true)?;
-        s.set_read_timeout(Some(Duration::from_secs(30)))?;
-        let mut zk = Zk { s, xid: 0 };
-        let mut b = Vec::new();
-        b.extend(0i32.to_be_bytes());
-        b.extend(0i64.to_be_bytes());
-        b.extend(30000i32.to_be_bytes());
-        b.extend(0i64.to_be_bytes());
-        put_str(&mut b, &[0u8; 16]);
-        b.push(0);
-        zk.send(&b)?;
-        let r = zk.recv()?;
-        if r.len() < 16 || i64::from_be_bytes(r[8..16].try_into().unwrap()) == 0 {
-            return Err(std::io::Error::other("no session"));
+/// Runs requests through `zk` (see [`Client::pipeline`]): the latencies (us) of the
+/// successful ones and the number of errors.
+fn run(
+    zk: &mut Client,
+    window: usize,
+    frame: impl FnMut(&mut Client, u64) -> Vec<u8>,
+    more: impl FnMut(u64) -> bool,
+) -> Result<(Vec<u32>, u64), String> {
+    let mut lat = Vec::new();
+    let mut errors = 0;
+    zk.pipeline(window, frame, more, |r| {
+        if r.err == 0 {
+            lat.push(r.latency.as_micros().min(u32::MAX as u128) as u32);
+        } else {
+            errors += 1;
         }
-        Ok(zk)
-    }
-
-    fn send(&mut self, body: &[u8]) -> std::io::Result<()> {
-        let mut f = (body.len() as i32).to_be_bytes().to_vec();
-        f.extend(body);
-        self.s.write_all(&f)
-    }
-
-    fn recv(&mut self) -> std::io::Result<Vec<u8>> {
-        let mut l = [0u8; 4];
-        self.s.read_exact(&mut l)?;
-        let mut b = vec![0u8; i32::from_be_bytes(l) as usize];
-        self.s.read_exact(&mut b)?;
-        Ok(b)
-    }
-
-    fn set_frame(&mut self, path: &str, data: &[u8]) -> Vec<u8> {
-        self.xid += 1;
-        let mut b = self.xid.to_be_bytes().to_vec();
-        b.extend(5i32.to_be_bytes()); // setData
-        put_str(&mut b, path.as_bytes());
-        put_str(&mut b, data);
-        b.extend((-1i32).to_be_bytes()); // any version
-        let mut f = (b.len() as i32).to_be_bytes().to_vec();
-        f.extend(b);
-        f
-    }
-
-    fn create_frame(&mut self, path: &str, data: &[u8]) -> Vec<u8> {
-        self.xid += 1;
-        let mut b = self.xid.to_be_bytes().to_vec();
-        b.extend(1i32.to_be_bytes());
-        put_str(&mut b, path.as_bytes());
-        put_str(&mut b, data);
-        b.extend(1i32.to_be_bytes());
-        b.extend(31i32.to_be_bytes());
-        put_str(&mut b, b"world");
-        put_str(&mut b, b"anyone");
-        b.extend(0i32.to_be_bytes());
-        let mut f = (b.len() as i32).to_be_bytes().to_vec();
-        f.extend(b);
-        f
-    }
-
-    /// Writes request `i` (`frame(self, i)`) while `more(i)`, `window` in flight; returns the
-    /// latencies (us) of the successful ones and the number of errors.
-    fn run(
-        &mut self,
-        window: usize,
-        mut frame: impl FnMut(&mut Zk, u64) -> Vec<u8>,
-        mut more: impl FnMut(u64) -> bool,
-    ) -> std::io::Result<(Vec<u32>, u64)> {
-        let mut inflight: VecDeque<Instant> = VecDeque::new();
-        let mut lat = Vec::new();
-        let mut errors = 0;
-        let mut i = 0u64;
-        loop {
-            let mut out = Vec::new();
-            while inflight.len() < window && more(i) {
-                out.extend(frame(self, i));
-                inflight.push_back(Instant::now());
-                i += 1;
-            }
-            if !out.is_empty() {
-                self.s.write_all(&out)?;
-            }
-            if inflight.is_empty() {
-                return Ok((lat, errors));
-            }
-            let r = self.recv()?;
-            if i32::from_be_bytes(r[0..4].try_into().unwrap()) < 0 {
-                continue;
-            }
-            let t = inflight
-                .pop_front()
-                .expect("a reply to a request in flight");
-            if i32::from_be_bytes(r[12..16].try_into().unwrap()) == 0 {
-                lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
-            } else {
-                errors += 1;
-            }
-        }
-    }
+    })?;
+    Ok((lat, errors))
 }
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
@@ -151,7 +57,15 @@ fn main() {
     let size: usize = arg(&args, "--size", 100);
     let window: usize = arg(&args, "--window", 1);
     let data = vec![b'x'; size];
-    let mut zk = Zk::connect(&args[1]).unwrap_or_else(|e| {
+    let addr = args[1]
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .unwrap_or_else(|| {
+            eprintln!("zk_load: cannot resolve {}", args[1]);
+            std::process::exit(2)
+        });
+    let mut zk = Client::connect(addr, 30_000, Duration::from_secs(30)).unwrap_or_else(|e| {
         eprintln!("zk_load: connect {}: {e}", args[1]);
         std::process::exit(1)
     });
@@ -165,7 +79,8 @@ fn main() {
     let (mut lat, errors) = match args[2].as_str() {
         "fill" => {
             let count: u64 = arg(&args, "--count", 1000);
-            zk.run(
+            run(
+                &mut zk,
                 window,
                 |zk, i| zk.create_frame(&format!("/{prefix}{i}"), &data),
                 |i| i < count,
@@ -174,14 +89,15 @@ fn main() {
         "load" => {
             let count: u64 = arg(&args, "--count", 1000).max(1);
             let secs: f64 = arg(&args, "--secs", 10.0);
-            let create = |zk: &mut Zk, i: u64| zk.create_frame(&format!("/{prefix}{i}"), &data);
-            zk.run(64, create, |i| i < count)
+            let create = |zk: &mut Client, i: u64| zk.create_frame(&format!("/{prefix}{i}"), &data);
+            run(&mut zk, 64, create, |i| i < count)
                 .and_then(|_| {
                     let start = Instant::now();
                     let until = start + Duration::from_secs_f64(secs);
-                    let r = zk.run(
+                    let r = run(
+                        &mut zk,
                         window,
-                        |zk, i| zk.set_frame(&format!("/{prefix}{}", i % count), &data),
+                        |zk, i| zk.set_data_frame(&format!("/{prefix}{}", i % count), &data),
                         |_| Instant::now() < until,
                     );
                     r.map(|r| (r, start))

@@ -246,6 +246,54 @@ fn member_repros(version: &str, jars: &str, column: usize) {
             "server 2's log"
         );
     }
+
+    // ZOOKEEPER-2201: servers 2 and 3 elect a leader again; zkfle follows it as member 1,
+    // stops reading, and writes 16 MiB through server 2's client port.
+    e.start_node(3);
+    wait_for(
+        "servers 2 and 3 with a leader",
+        std::time::Duration::from_secs(30),
+        || {
+            let out = Command::new(ZKFLE)
+                .args(["probe", "--format", "json", "127.0.0.2:3888"])
+                .output()
+                .ok()?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            (text.contains("\"LEADING\"") || text.contains("\"FOLLOWING\"")).then_some(())
+        },
+    );
+    let marks: Vec<usize> = [2, 3].iter().map(|&s| e.log(s).len()).collect();
+    let args = [
+        "--destructive",
+        "--peer-sid",
+        "1",
+        "--config",
+        cfg,
+        "--client",
+        "127.0.0.2:2181",
+    ];
+    let (code, v) = repro("ZOOKEEPER-2201", 2, &args);
+    let verdict = v["verdict"].as_str().unwrap_or("?").to_string();
+    println!("VERDICT ZOOKEEPER-2201 {verdict}");
+    println!("{v}");
+    assert_eq!(code, i32::from(verdict != "not_vulnerable"), "{v}");
+    assert_eq!(
+        verdict,
+        expected("ZOOKEEPER-2201", column),
+        "{version}: {v}"
+    );
+    // The leader's own words for dropping the stalled follower.
+    let leader_log: String = [2, 3]
+        .iter()
+        .zip(&marks)
+        .map(|(&s, &m)| e.log(s)[m..].to_string())
+        .collect();
+    for line in leader_log
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("sid: 1"))
+    {
+        println!("LOG {line}");
+    }
 }
 
 /// `--list` names every repro of the matrix and says which are destructive; a destructive

@@ -31,6 +31,10 @@ pub struct ReproArgs {
     /// carry no config (3.4 servers; ZOOKEEPER-3109).
     #[arg(long, value_name = "ZOO.CFG")]
     pub config: Option<std::path::PathBuf>,
+    /// The leader's client address for ZOOKEEPER-2201's writes, when the config carries none
+    /// (3.4 servers, static configs).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub client: Option<String>,
     /// Output format: text, or one JSON object.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -80,7 +84,16 @@ pub fn run(args: ReproArgs) -> Result<(), CliError> {
         ),
         None => None,
     };
+    let client = match &args.client {
+        Some(text) => Some(
+            Target::resolve(text)
+                .map_err(|e| CliError::input(format!("--client: {e}")))?
+                .addr,
+        ),
+        None => None,
+    };
     let opts = ReproOptions {
+        client,
         timeout: Duration::from_secs_f64(args.timeout),
         peer_sid: args.peer_sid,
         config,

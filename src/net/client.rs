@@ -1,0 +1,157 @@
+//! A small blocking ZooKeeper client over the codec of [`crate::wire::client`]: one session,
+//! creates and setData, pipelined with a bounded window. Written here rather than taken from a
+//! crate because zkfle needs only these writes, blocking with time-outs, and the Rust
+//! ZooKeeper clients are async runtimes of their own; used by `zkfle repro ZOOKEEPER-2201`
+//! and examples/zk_load.rs.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use crate::wire::client::{
+    ConnectRequest, ConnectResponse, CreateRequest, MAX_FRAME, NOTIFICATION_XID, PING_XID,
+    ReplyHeader, SetDataRequest, frame, frame_len, header_only_frame, opcode,
+};
+
+/// A reply to one request of a pipelined run.
+#[derive(Debug, Clone, Copy)]
+pub struct Reply {
+    /// The request's index in the run.
+    pub index: u64,
+    /// When the reply came, after the request was written.
+    pub latency: Duration,
+    pub zxid: i64,
+    /// 0, or the `KeeperException.Code`.
+    pub err: i32,
+}
+
+/// One session on a server's client port.
+pub struct Client {
+    s: TcpStream,
+    xid: i32,
+    pub session_id: i64,
+}
+
+impl Client {
+    /// Connects and opens a session (`session_ms` requested); each read waits `timeout` at most.
+    pub fn connect(addr: SocketAddr, session_ms: i32, timeout: Duration) -> Result<Client, String> {
+        let s = TcpStream::connect_timeout(&addr, timeout)
+            .map_err(|e| format!("connecting to the client port {addr}: {e}"))?;
+        let _ = s.set_nodelay(true);
+        s.set_read_timeout(Some(timeout))
+            .and_then(|()| s.set_write_timeout(Some(timeout)))
+            .map_err(|e| e.to_string())?;
+        let mut c = Client {
+            s,
+            xid: 0,
+            session_id: 0,
+        };
+        c.write(&frame(&ConnectRequest::new_session(session_ms).encode()))?;
+        let body = c.read_frame()?;
+        let r = ConnectResponse::decode(&body)
+            .map_err(|e| format!("the session answer from {addr}: {e}"))?;
+        if r.session_id == 0 {
+            return Err(format!("{addr} refused the session"));
+        }
+        c.session_id = r.session_id;
+        Ok(c)
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.s
+            .write_all(bytes)
+            .map_err(|e| format!("writing to the client port: {e}"))
+    }
+
+    /// One frame's body (at most [`MAX_FRAME`] bytes).
+    fn read_frame(&mut self) -> Result<Vec<u8>, String> {
+        let mut prefix = [0u8; 4];
+        self.s
+            .read_exact(&mut prefix)
+            .map_err(|e| format!("reading from the client port: {e}"))?;
+        let len = frame_len(&prefix)
+            .map_err(|e| e.to_string())?
+            .unwrap_or(MAX_FRAME);
+        let mut body = vec![0u8; len];
+        self.s
+            .read_exact(&mut body)
+            .map_err(|e| format!("reading from the client port: {e}"))?;
+        Ok(body)
+    }
+
+    fn next_xid(&mut self) -> i32 {
+        self.xid = self.xid.wrapping_add(1).max(1);
+        self.xid
+    }
+
+    /// Writes request `i` (a frame from `request(self, i)`) while `more(i)`, at most `window`
+    /// without reply, calling `on_reply` for each reply in order. Stops at the first read that
+    /// times out or fails (the error, after the replies before it).
+    pub fn pipeline(
+        &mut self,
+        window: usize,
+        mut request: impl FnMut(&mut Client, u64) -> Vec<u8>,
+        mut more: impl FnMut(u64) -> bool,
+        mut on_reply: impl FnMut(Reply),
+    ) -> Result<(), String> {
+        let mut inflight: VecDeque<(u64, Instant)> = VecDeque::new();
+        let mut i = 0u64;
+        loop {
+            let mut out = Vec::new();
+            while inflight.len() < window.max(1) && more(i) {
+                out.extend(request(self, i));
+                inflight.push_back((i, Instant::now()));
+                i += 1;
+            }
+            if !out.is_empty() {
+                self.write(&out)?;
+            }
+            let Some(&(index, sent)) = inflight.front() else {
+                return Ok(());
+            };
+            let body = self.read_frame()?;
+            let h = ReplyHeader::decode(&body).map_err(|e| format!("a reply: {e}"))?;
+            if h.xid == PING_XID || h.xid == NOTIFICATION_XID {
+                continue;
+            }
+            inflight.pop_front();
+            on_reply(Reply {
+                index,
+                latency: sent.elapsed(),
+                zxid: h.zxid,
+                err: h.err,
+            });
+        }
+    }
+
+    /// The frame of a create of `path` (persistent, open ACL).
+    pub fn create_frame(&mut self, path: &str, data: &[u8]) -> Vec<u8> {
+        let xid = self.next_xid();
+        CreateRequest { path, data }.frame(xid)
+    }
+
+    /// The frame of a setData of `path`, any version.
+    pub fn set_data_frame(&mut self, path: &str, data: &[u8]) -> Vec<u8> {
+        let xid = self.next_xid();
+        SetDataRequest { path, data }.frame(xid)
+    }
+
+    /// Creates `path`; `Ok(err)` with the server's code (0, or -110 when it exists).
+    pub fn create(&mut self, path: &str, data: &[u8]) -> Result<i32, String> {
+        let mut err = 0;
+        self.pipeline(
+            1,
+            |c, _| c.create_frame(path, data),
+            |i| i == 0,
+            |r| err = r.err,
+        )?;
+        Ok(err)
+    }
+
+    /// Ends the session (best effort).
+    pub fn close(mut self) {
+        let xid = self.next_xid();
+        let _ = self.write(&header_only_frame(xid, opcode::CLOSE_SESSION));
+    }
+}
