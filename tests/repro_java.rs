@@ -182,6 +182,8 @@ fn member_repro(name: &str, peer: &str, cfg: &str, label: &str) -> String {
 ///   tickTime (here 10 x 500 ms). Then again as member 3 after server 2 restarted with
 ///   `leader.maxTimeToWaitForEpoch=0` in zoo.cfg (the system property
 ///   `zookeeper.leader.maxTimeToWaitForEpoch`): 3.6+ quit at once.
+/// - ZOOKEEPER-2201: server 3 starts again, servers 2 and 3 elect a leader; zkfle (member 1)
+///   follows it, stops reading, and writes 16 MiB through server 2's client port.
 fn member_repros(version: &str, jars: &str, column: usize) {
     let mut extra = vec!["--tick".to_string(), "500".to_string()];
     extra.extend(jars_args(jars, 3));
@@ -288,11 +290,23 @@ fn member_repros(version: &str, jars: &str, column: usize) {
         .zip(&marks)
         .map(|(&s, &m)| e.log(s)[m..].to_string())
         .collect();
-    for line in leader_log
-        .lines()
-        .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("sid: 1"))
-    {
+    for line in leader_log.lines().filter(|l| {
+        l.contains("WARN")
+            || l.contains("ERROR")
+            || l.contains("sid: 1")
+            || l.contains("Exception:")
+    }) {
         println!("LOG {line}");
+    }
+    if verdict == "not_vulnerable" {
+        // The leader's LearnerHandler gives up on zkfle's socket (a read time-out after
+        // syncLimit x tickTime) and says goodbye: every version logs it.
+        assert!(leader_log.contains("GOODBYE"), "the leader's log");
+        assert!(
+            v["evidence"].to_string().contains("closed the connection")
+                || v["evidence"].to_string().contains("reset the connection"),
+            "{v}"
+        );
     }
 }
 

@@ -290,7 +290,7 @@ mod tests {
             ..r.clone()
         };
         assert_eq!(ConnectResponse::decode(&old.encode()).unwrap(), old);
-        let e = ConnectResponse::decode(&r.encode()[..20]).unwrap_err();
+        let e = ConnectResponse::decode(&r.encode()[..18]).unwrap_err();
         assert_eq!(e.field, "passwd length");
     }
 
