@@ -831,7 +831,7 @@ pub(super) fn zookeeper_2201(
         return Verdict::Vulnerable;
     }
     ev.push(format!(
-        "load: {ok} of {LOAD_WRITES} setData of {} KiB ({:.0} MiB) through {client} committed in {load_secs:.1} s (slowest reply {} ms) while zkfle read nothing; zkfle's quorum socket then held {:.1} MiB unread",
+        "load: {ok} of {LOAD_WRITES} setData of {} KiB ({:.0} MiB) through {client} committed in {load_secs:.1} s (slowest reply {} ms) while zkfle read nothing; zkfle's quorum socket then held {:.1} MiB unread in its receive buffer",
         LOAD_VALUE_BYTES / 1024,
         mb((LOAD_WRITES as usize * LOAD_VALUE_BYTES) as f64),
         slowest.as_millis(),
@@ -891,7 +891,7 @@ pub(super) fn zookeeper_2201(
         return Verdict::NotVulnerable;
     }
     ev.push(format!(
-        "after: {} small writes committed over {:.0} s (slowest {} ms); when zkfle read again, {:.1} MiB came and then {end}, i.e. it dropped zkfle within {watched:.1} s of zkfle's last read",
+        "after: {} small writes committed over {:.0} s (slowest {} ms); when zkfle read again, {:.1} MiB that had waited in the sockets' buffers came and then {end}, i.e. it dropped zkfle within {watched:.1} s of zkfle's last read",
         small.len(),
         AFTER_LOAD.as_secs_f64(),
         small_slowest.as_millis(),
