@@ -24,11 +24,12 @@ pub struct ReproArgs {
     pub destructive: bool,
     /// The member zkfle stands in for: ZOOKEEPER-3769 against 3.4, a member's sid above the
     /// target's (zkfle takes over that member's election connection to the target);
-    /// ZOOKEEPER-3109, a member whose server is down (zkfle listens on its election address).
+    /// ZOOKEEPER-3109/4685, a member whose server is down (zkfle listens on its election
+    /// address); ZOOKEEPER-2201, a member whose server is down (zkfle follows as it).
     #[arg(long, value_name = "SID")]
     pub peer_sid: Option<i64>,
     /// The ensemble's zoo.cfg, for repros that need the members when the target's answers
-    /// carry no config (3.4 servers; ZOOKEEPER-3109).
+    /// carry no config (3.4 servers; the member repros).
     #[arg(long, value_name = "ZOO.CFG")]
     pub config: Option<std::path::PathBuf>,
     /// The leader's client address for ZOOKEEPER-2201's writes, when the config carries none

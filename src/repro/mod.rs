@@ -137,7 +137,7 @@ pub const REPROS: &[Repro] = &[
         trigger: "as member --peer-sid (whose server is down), follows the leader of the target's ensemble on its quorum port, then stops reading that socket (keeping it open) while it writes 16 MiB of setData (512 KiB values) through the leader's client port",
         symptom: "a 3.4.6-era leader blocks on the full socket: writes and its pings to the other followers stall (near deadlock, fixed in 3.4.7/3.5.1); a fixed leader keeps committing and drops the stalled follower after syncLimit x tickTime",
         breaks: Some(
-            "only zkfle's own follower session, which the leader drops; the ensemble carries 16 MiB of writes to the znode /zkfle-2201 (left in place)",
+            "on a vulnerable (3.4.6-era) leader, the ensemble's writes while zkfle's socket stays full; on a fixed one only zkfle's own follower session, which the leader drops; either way 16 MiB of writes to the znode /zkfle-2201 (left in place)",
         ),
         run: member::zookeeper_2201,
     },
