@@ -251,6 +251,7 @@ fn member_repros(version: &str, jars: &str, column: usize) {
 
     // ZOOKEEPER-2201: servers 2 and 3 elect a leader again; zkfle follows it as member 1,
     // stops reading, and writes 16 MiB through server 2's client port.
+    let section = std::time::Instant::now();
     e.start_node(3);
     wait_for(
         "servers 2 and 3 with a leader",
@@ -298,6 +299,10 @@ fn member_repros(version: &str, jars: &str, column: usize) {
     }) {
         println!("LOG {line}");
     }
+    println!(
+        "ZOOKEEPER-2201 took {:.1} s with server 3's restart",
+        section.elapsed().as_secs_f64()
+    );
     if verdict == "not_vulnerable" {
         // The leader's LearnerHandler gives up on zkfle's socket (a read time-out after
         // syncLimit x tickTime) and says goodbye: every version logs it.
