@@ -29,6 +29,7 @@ pub mod json;
 pub mod net;
 pub mod replay;
 pub mod storage;
+pub mod throttle;
 pub mod wire;
 pub mod zab;
 pub mod zoocfg;

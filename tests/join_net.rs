@@ -35,6 +35,8 @@ fn cfg(sid: i64, peers: &[(i64, SocketAddr)]) -> NetConfig {
         cnx_timeout: Duration::from_millis(1000),
         socket_timeout: Duration::from_millis(400),
         dialect: zkfle::net::WireDialect::Auto,
+        limits: Default::default(),
+        strict_peers: false,
     }
 }
 

@@ -22,6 +22,10 @@ pub struct ReplayArgs {
     /// server configured as SID.
     #[arg(long, default_value = "native")]
     pub target: String,
+    /// Seconds a live target may take to answer at all (it may still be starting) before the
+    /// replay fails.
+    #[arg(long = "wait-target", value_name = "SECS", default_value_t = live::DEFAULT_WAIT_ANSWER.as_secs_f64())]
+    pub wait_target: f64,
     /// Scale recorded time for a live target: 2 replays twice as fast.
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
@@ -47,6 +51,11 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     if !(args.speed > 0.0 && args.speed.is_finite()) {
         return Err(CliError::input("--speed must be a positive number"));
     }
+    if !(args.wait_target >= 0.0 && args.wait_target <= 86_400.0) {
+        return Err(CliError::input(
+            "--wait-target must be a number of seconds between 0 and 86400",
+        ));
+    }
     let mut book = AddressBook::default();
     let config = match &args.config {
         Some(path) => {
@@ -57,7 +66,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         None => None,
     };
     let segments = capture::open(&args.capture)
-        .map_err(|e| CliError::input(format!("{}: {e}", args.capture)))?;
+        .map_err(|e| CliError::failure(format!("{}: {e}", args.capture)))?;
     let options = DecodeOptions {
         ports: args.ports.clone(),
         book,
@@ -68,14 +77,22 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         Body::Problem(p) if p.severity == Severity::Error => Some(p),
         _ => None,
     }) {
-        return Err(CliError::input(format!("{}: {}", args.capture, p.message)));
+        return Err(CliError::failure(format!(
+            "{}: {}",
+            args.capture, p.message
+        )));
     }
     let rec = Recording::from_records(&records, args.sid, config.as_ref())
         .map_err(|e| CliError::input(format!("{}: {e}", args.capture)))?;
     let report = if args.target == "native" {
         native::replay(&rec)
     } else {
-        live::replay(&rec, &args.target, args.speed)
+        live::replay(
+            &rec,
+            &args.target,
+            args.speed,
+            std::time::Duration::from_secs_f64(args.wait_target),
+        )
             .map_err(|e| CliError::failure(format!("replay into {}: {e}", args.target)))?
     };
     match args.format {

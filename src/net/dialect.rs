@@ -99,6 +99,11 @@ impl Dialects {
         }
     }
 
+    /// Forgets what `sid` was seen to speak (a non-member whose connection ended).
+    pub fn forget(&mut self, sid: i64) {
+        self.legacy_peers.remove(&sid);
+    }
+
     fn mark_legacy(&mut self, sid: i64) -> bool {
         self.mode == WireDialect::Auto && self.legacy_peers.insert(sid)
     }
