@@ -46,7 +46,10 @@ pub fn suppressed(n: u64) -> String {
     if n == 0 {
         String::new()
     } else {
-        format!(" ({n} more like it in the last {} s not logged)", WINDOW_MS / 1000)
+        format!(
+            " ({n} more like it in the last {} s not logged)",
+            WINDOW_MS / 1000
+        )
     }
 }
 

@@ -223,7 +223,10 @@ fn unreadable_captures_exit_1_everywhere() {
             let err = text(&out.stderr);
             assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
             assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-            assert!(err.starts_with("zkfle: ") && err.contains(f), "{args:?}: {err}");
+            assert!(
+                err.starts_with("zkfle: ") && err.contains(f),
+                "{args:?}: {err}"
+            );
         }
     }
     // A wrong argument stays 2.

@@ -76,7 +76,10 @@ fn secured_quorum_configs_are_refused_by_name() {
         let key = line.split('=').next().unwrap();
         assert_eq!(code, 2, "{line}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{line}: {err}");
-        assert!(err.contains(key) && err.contains("plaintext"), "{line}: {err}");
+        assert!(
+            err.contains(key) && err.contains("plaintext"),
+            "{line}: {err}"
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -138,8 +138,7 @@ fn open_with_progress(path: &str) -> Result<capture::TcpSegments, CliError> {
     if path == "-" {
         return capture::open(path).map_err(open_err);
     }
-    let file =
-        std::fs::File::open(path).map_err(|e| CliError::failure(format!("{path}: {e}")))?;
+    let file = std::fs::File::open(path).map_err(|e| CliError::failure(format!("{path}: {e}")))?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     // A progress bar only for people watching a large file.
     if std::io::stderr().is_terminal() && len > 64 << 20 {

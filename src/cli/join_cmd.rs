@@ -67,6 +67,14 @@ pub struct JoinArgs {
     /// (NAT, a second interface, a hostname that resolves elsewhere) is refused.
     #[arg(long = "strict-peers")]
     pub strict_peers: bool,
+    /// The most bytes of proposals a leader's DIFF may carry (they are staged on disk until
+    /// NEWLEADER); a larger DIFF ends the sync with an error.
+    #[arg(long = "max-diff-bytes", value_name = "BYTES", default_value_t = crate::zab::DEFAULT_MAX_SYNC_BYTES)]
+    pub max_diff_bytes: u64,
+    /// The most bytes a leader's snapshot (SNAP) may have; a larger one ends the sync with an
+    /// error.
+    #[arg(long = "max-snapshot-bytes", value_name = "BYTES", default_value_t = crate::zab::DEFAULT_MAX_SYNC_BYTES)]
+    pub max_snapshot_bytes: u64,
     /// zookeeper.fastleader.minNotificationInterval (ms).
     #[arg(
         long = "zookeeper.fastleader.minNotificationInterval",
@@ -121,7 +129,8 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
             })?
         }
     };
-    refuse_secured_quorum(&cfg).map_err(|m| input(format!("--config {}: {m}", args.config.display())))?;
+    refuse_secured_quorum(&cfg)
+        .map_err(|m| input(format!("--config {}: {m}", args.config.display())))?;
     for key in cfg.other.keys() {
         tracing::debug!("zoo.cfg key {key} ignored by zkfle join");
     }
@@ -211,6 +220,9 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
                 tick_ms: tick,
                 init_limit,
                 sync_limit,
+                max_diff_bytes: args.max_diff_bytes,
+                max_snapshot_bytes: args.max_snapshot_bytes,
+                known_epoch: 0,
             },
         })
     } else {
@@ -264,9 +276,18 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
 const SECURED_QUORUM_KEYS: &[(&str, &str)] = &[
     ("sslQuorum", "TLS on the quorum and election ports"),
     ("portUnification", "TLS and plaintext on one port"),
-    ("quorum.auth.enableSasl", "SASL authentication between servers"),
-    ("quorum.auth.learnerRequireSasl", "SASL authentication between servers"),
-    ("quorum.auth.serverRequireSasl", "SASL authentication between servers"),
+    (
+        "quorum.auth.enableSasl",
+        "SASL authentication between servers",
+    ),
+    (
+        "quorum.auth.learnerRequireSasl",
+        "SASL authentication between servers",
+    ),
+    (
+        "quorum.auth.serverRequireSasl",
+        "SASL authentication between servers",
+    ),
 ];
 
 fn refuse_secured_quorum(cfg: &ZooCfg) -> Result<(), String> {

@@ -93,7 +93,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             args.speed,
             std::time::Duration::from_secs_f64(args.wait_target),
         )
-            .map_err(|e| CliError::failure(format!("replay into {}: {e}", args.target)))?
+        .map_err(|e| CliError::failure(format!("replay into {}: {e}", args.target)))?
     };
     match args.format {
         Format::Json => println!("{}", report.to_json()),

@@ -432,7 +432,11 @@ impl Shared {
                         warn!(
                             "Exception while accepting election connections: {e}; retrying in {} ms{}{more}",
                             backoff.as_millis(),
-                            if evicted { ", closed the oldest guest connection" } else { "" }
+                            if evicted {
+                                ", closed the oldest guest connection"
+                            } else {
+                                ""
+                            }
                         );
                     }
                     tokio::time::sleep(backoff).await;
@@ -518,10 +522,10 @@ impl Shared {
                 if canon(sa.ip()) == canon(ip) {
                     return true;
                 }
-            } else if let Ok(addrs) = tokio::net::lookup_host((a.host.as_str(), a.port)).await {
-                if addrs.into_iter().any(|sa| canon(sa.ip()) == canon(ip)) {
-                    return true;
-                }
+            } else if let Ok(addrs) = tokio::net::lookup_host((a.host.as_str(), a.port)).await
+                && addrs.into_iter().any(|sa| canon(sa.ip()) == canon(ip))
+            {
+                return true;
             }
         }
         false
@@ -548,9 +552,7 @@ impl Shared {
             Ok(x) => x,
             Err(e) => {
                 if let Some(more) = self.may_warn("handshake") {
-                    warn!(
-                        "Exception reading or writing challenge from {peer}: {e}; closing{more}"
-                    );
+                    warn!("Exception reading or writing challenge from {peer}: {e}; closing{more}");
                 }
                 return;
             }
@@ -735,10 +737,7 @@ impl Shared {
             close_conn(&mut st, old);
         }
         let w = tokio::spawn(self.clone().writer(sid, id, wr, wake.clone()));
-        let r = tokio::spawn(
-            self.clone()
-                .reader(sid, id, rd, dec, leftover, peer, guest),
-        );
+        let r = tokio::spawn(self.clone().reader(sid, id, rd, dec, leftover, peer, guest));
         st.conns.insert(
             id,
             ConnTasks {
