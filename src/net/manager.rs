@@ -598,15 +598,6 @@ impl Shared {
                 );
                 self.close_peer(sid);
             }
-            Incoming::DialBack(_) if !member => {
-                // Dialling back a non-member would let anyone make us connect anywhere (and
-                // keep a queue for it): Java does, zkfle does not.
-                if let Some(more) = self.may_warn("non-member dial back") {
-                    warn!(
-                        "Not dialling back non-member {sid} at {peer} (smaller id, not in the config); closing{more}"
-                    );
-                }
-            }
             Incoming::DialBack(addrs) => {
                 debug!(
                     "Create new connection to server: {sid} (smaller id, dialling back {:?})",
@@ -633,7 +624,13 @@ impl Shared {
         tokio::spawn(async move {
             let kept = s.connect(sid, addrs).await;
             if !kept {
-                lock(&s.state).queues.connect_done(sid);
+                let mut st = lock(&s.state);
+                st.queues.connect_done(sid);
+                // A non-member (dialled back at the address it announced) keeps no state
+                // without a connection.
+                if st.queues.connection(sid).is_none() && !s.is_member(sid) {
+                    st.queues.forget(sid);
+                }
             }
         });
     }
