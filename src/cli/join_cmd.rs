@@ -260,7 +260,9 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
             cnx_timeout: Duration::from_millis(args.cnx_timeout),
             socket_timeout: Duration::from_millis(socket_timeout.max(1)),
             dialect: args.wire,
-            limits: crate::net::PeerLimits::default(),
+            limits: crate::net::PeerLimits::for_open_files_limit(
+                crate::net::manager::open_files_limit(),
+            ),
             strict_peers: args.strict_peers,
         },
         leader_gone_ms: tick * sync_limit,

@@ -73,6 +73,32 @@ pub struct PeerLimits {
     pub buffer_allowance: usize,
 }
 
+impl PeerLimits {
+    /// The defaults, with fewer guests when the process may open few files: guests take at
+    /// most half of what the descriptor limit leaves after 32 for everything else (members,
+    /// the quorum connection, the log), so guests alone never exhaust the descriptors.
+    pub fn for_open_files_limit(limit: Option<u64>) -> PeerLimits {
+        let mut l = PeerLimits::default();
+        if let Some(n) = limit {
+            let room = usize::try_from(n.saturating_sub(32) / 2).unwrap_or(usize::MAX);
+            l.max_guests = l.max_guests.min(room.max(2));
+            l.max_guests_per_address = l.max_guests_per_address.min(l.max_guests);
+        }
+        l
+    }
+}
+
+/// The soft limit on open files (`ulimit -n`) of this process, from `/proc/self/limits`.
+pub fn open_files_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 impl Default for PeerLimits {
     fn default() -> Self {
         PeerLimits {
@@ -959,5 +985,20 @@ fn close_conn(st: &mut State, id: ConnId) {
         for a in c.aborts {
             a.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guests_leave_room_under_a_low_descriptor_limit() {
+        assert_eq!(PeerLimits::for_open_files_limit(None).max_guests, 64);
+        assert_eq!(PeerLimits::for_open_files_limit(Some(1024)).max_guests, 64);
+        let l = PeerLimits::for_open_files_limit(Some(64));
+        assert_eq!((l.max_guests, l.max_guests_per_address), (16, 8));
+        assert_eq!(PeerLimits::for_open_files_limit(Some(10)).max_guests, 2);
+        assert!(open_files_limit().is_some_and(|n| n > 0));
     }
 }
