@@ -97,7 +97,6 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             Ok(Some(QuorumItem::SnapshotEnd { .. })) => l.on_snapshot_end(now),
-            Ok(Some(_)) => {}
             Ok(None) | Err(_) => break,
         }
         check(&mut l);

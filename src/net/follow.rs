@@ -226,9 +226,12 @@ pub async fn follow(
     let mut snap_max = 0i64;
     let end = |reason: String, synced| FollowEnd { reason, synced };
     loop {
-        if let Err(e) = flush(&mut learner, storage, &mut staging, &mut stream, snap_max).await {
-            storage.abort_snapshot();
-            return end(e, synced);
+        match flush(&mut learner, storage, &mut staging, &mut stream, snap_max).await {
+            Ok(_) => learner.resume(now()),
+            Err(e) => {
+                storage.abort_snapshot();
+                return end(e, synced);
+            }
         }
         while let Some(ev) = learner.poll_event() {
             match ev {
@@ -323,8 +326,9 @@ pub async fn follow(
             Ok(acks) if proposals > 0 && synced => {
                 let us = t_read.elapsed().as_micros().min(u32::MAX as u128) as u32;
                 stats.record(us, acks);
+                learner.resume(now());
             }
-            Ok(_) => {}
+            Ok(_) => learner.resume(now()),
             Err(e) => {
                 storage.abort_snapshot();
                 return end(e, synced);

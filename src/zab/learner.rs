@@ -241,6 +241,13 @@ impl Learner {
         }
     }
 
+    /// The driver was busy until `now` carrying out what the leader sent (logging a large
+    /// DIFF at NEWLEADER, say): the leader's silence counts from here, as Java's socket read
+    /// timeout only runs while it waits to read.
+    pub fn resume(&mut self, now: u64) {
+        self.last_heard = self.last_heard.max(now);
+    }
+
     /// A zxid from the leader whose epoch is above the one being joined: no real leader has
     /// it; logging it would poison the log and our vote (Java would: docs/zab.md).
     fn beyond_epoch(&mut self, what: &str, zxid: i64) -> bool {
