@@ -3,7 +3,8 @@
 # 3.8.0 (Debian's `zookeeper`, through scripts/zk-env.sh) and the jars of 3.4.14, 3.6.3 and
 # 3.9.5 (scripts/zk-fetch.sh: PyPI's pyspark source packages, cached under
 # ${ZKFLE_CACHE:-~/.cache/zkfle} so later runs download nothing). Then it runs the format
-# check, the lints, every test, and the version matrix (scripts/matrix.sh: tests/versions.rs,
+# check, the lints, every test, every fuzz target for 60 s (scripts/fuzz.sh, which installs
+# cargo-fuzz when missing), and the version matrix (scripts/matrix.sh: tests/versions.rs,
 # against real Java servers of every version and mixed ensembles, one test at a time).
 #
 # A version this machine cannot get is skipped loudly: the tests of that version print
@@ -45,6 +46,9 @@ cargo clippy --all-targets -- -D warnings
 
 echo "== cargo test (the per-version tests of tests/versions.rs run next, in the matrix)"
 cargo test --all-targets -- --skip v3_ --skip mixed_
+
+echo "== fuzz targets, 60 s each, two at a time (scripts/fuzz.sh; fuzz/README.md)"
+scripts/fuzz.sh 60
 
 if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
   echo "== zkfle as a Zab follower of ZooKeeper 3.9.5 (tests/zab_java.rs with ZK_JARS)"
