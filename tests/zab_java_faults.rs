@@ -33,7 +33,8 @@ fn files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
 
 /// The zxids in zkfle's logs, oldest first, checked to be a gap-free history after its
 /// snapshot: +1 within an epoch, counter 1 at the start of a newer epoch. Also runs
-/// TxnLogToolkit on every log file (no CRC errors). Returns the zxids and the dumps.
+/// TxnLogToolkit on every log file (no CRC errors) and SnapshotFormatter on every snapshot
+/// (read to its end without an exception). Returns the zxids and the dumps.
 fn check_log(v2: &Path) -> (Vec<i64>, String) {
     let snap = files(v2, "snapshot.")
         .iter()
@@ -51,6 +52,17 @@ fn check_log(v2: &Path) -> (Vec<i64>, String) {
         );
         assert!(!d.contains("CRC ERROR"), "{d}");
         dumps.push_str(&d);
+    }
+    for p in files(v2, "snapshot.") {
+        let d = zk_tool(
+            "org.apache.zookeeper.server.SnapshotFormatter",
+            &[p.to_str().unwrap()],
+        );
+        assert!(
+            !d.contains("Exception") && d.contains("/zookeeper"),
+            "{}: {d}",
+            p.display()
+        );
     }
     let mut prev = snap;
     for z in &zxids {
