@@ -867,17 +867,18 @@ fn a_full_disk_ends_the_session_cleanly() {
         "acked up to 0x{acked:x}"
     );
     session_ended(&n, 0, "No space left on device");
-    wait_for("back to LOOKING", Duration::from_secs(5), || {
+    let lookings = |n: &Native| {
         n.events()
             .iter()
-            .rev()
-            .next()
             .filter(|v| v["state"] == "LOOKING")
-            .map(|_| ())
-            .or_else(|| n.log().contains("looking for a leader again").then_some(()))
+            .count()
+    };
+    let before = lookings(&n);
+    wait_for("back to LOOKING", Duration::from_secs(5), || {
+        (lookings(&n) > before || n.log().contains("FOLLOWING: storage:")).then_some(())
     });
     // The next session: zkfle reports exactly what it acknowledged.
-    let mut f = Fake::accept(&l, Duration::from_secs(20));
+    let mut f = Fake::accept_newest(&l);
     assert_eq!(f.handshake(6), (5, acked, 5));
     drop(f);
     n.kill();
