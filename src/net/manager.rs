@@ -122,6 +122,8 @@ pub struct Received {
 
 /// Java's receive queue holds 100 messages.
 const RECV_QUEUE: usize = 100;
+/// Dial-backs to non-members (smaller sids not in the config) at a time.
+const MAX_GUEST_DIALS: usize = 8;
 /// Listener bind attempts (`zookeeper.electionPortBindRetry`, default 3), 1 s apart.
 const BIND_RETRIES: u32 = 3;
 
@@ -189,6 +191,8 @@ struct Shared {
     guests: Mutex<Guests>,
     /// Bytes of unfinished frames held beyond the per-connection allowance, all connections.
     buffered: AtomicUsize,
+    /// Dial-backs to non-members in progress.
+    guest_dials: AtomicUsize,
     throttle: Mutex<LogThrottle>,
     epoch: Instant,
 }
@@ -248,6 +252,7 @@ impl Manager {
             local,
             guests: Mutex::new(Guests::default()),
             buffered: AtomicUsize::new(0),
+            guest_dials: AtomicUsize::new(0),
             throttle: Mutex::new(LogThrottle::new()),
             epoch: Instant::now(),
         });
@@ -631,8 +636,23 @@ impl Shared {
                 );
                 drop(stream);
                 self.close_peer(sid);
+                if !member {
+                    // Anyone may ask to be dialled back at any address: few such dials at a
+                    // time, so that connecting cannot make us hold sockets without bound.
+                    if self.guest_dials.load(Ordering::SeqCst) >= MAX_GUEST_DIALS {
+                        if let Some(more) = self.may_warn("guest dial back") {
+                            warn!(
+                                "Not dialling back non-member {sid} at {peer}: {MAX_GUEST_DIALS} such dials already in progress{more}"
+                            );
+                        }
+                        return;
+                    }
+                    self.guest_dials.fetch_add(1, Ordering::SeqCst);
+                }
                 if lock(&self.state).queues.want_connect(sid) {
                     self.clone().spawn_connect(sid, Some(addrs));
+                } else if !member {
+                    self.guest_dials.fetch_sub(1, Ordering::SeqCst);
                 }
             }
         }
@@ -648,7 +668,11 @@ impl Shared {
     fn spawn_connect(self: &Arc<Self>, sid: i64, addrs: Option<Vec<ElectionAddress>>) {
         let s = self.clone();
         tokio::spawn(async move {
+            let guest_dial = addrs.is_some() && !s.is_member(sid);
             let kept = s.connect(sid, addrs).await;
+            if guest_dial {
+                s.guest_dials.fetch_sub(1, Ordering::SeqCst);
+            }
             if !kept {
                 let mut st = lock(&s.state);
                 st.queues.connect_done(sid);
