@@ -51,8 +51,8 @@ echo "== fuzz targets, 60 s each, two at a time (scripts/fuzz.sh; fuzz/README.md
 scripts/fuzz.sh 60
 
 if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
-  echo "== zkfle as a Zab follower of ZooKeeper 3.9.5 (tests/zab_java.rs with ZK_JARS)"
-  ZK_JARS=$(scripts/zk-fetch.sh 3.9.5 | tail -n1) cargo test --test zab_java
+  echo "== zkfle as a Zab follower of ZooKeeper 3.9.5 (tests/zab_java.rs, tests/zab_datadir.rs with ZK_JARS)"
+  ZK_JARS=$(scripts/zk-fetch.sh 3.9.5 | tail -n1) cargo test --test zab_java --test zab_datadir
 fi
 
 echo "== version matrix (scripts/matrix.sh --no-fetch: tests/versions.rs one by one, replay, decode per version)"

@@ -89,6 +89,30 @@ impl ZooCfg {
         Ok(())
     }
 
+    /// A Java system property as a Java server with this file sees it: zoo.cfg's keys that
+    /// `QuorumPeerConfig` does not know become `zookeeper.<key>` (`snapCount` →
+    /// `zookeeper.snapCount`) and win over `-D<name>=<value>` in the `SERVER_JVMFLAGS` or
+    /// `JVMFLAGS` environment variables (where `conf/java.env` puts them for `zkServer.sh`).
+    pub fn java_property(&self, name: &str) -> Option<String> {
+        if let Some(key) = name.strip_prefix("zookeeper.")
+            && let Some(v) = self.other.get(key)
+        {
+            return Some(v.clone());
+        }
+        let flag = format!("-D{name}=");
+        let mut found = None;
+        for var in ["JVMFLAGS", "SERVER_JVMFLAGS"] {
+            if let Ok(flags) = std::env::var(var) {
+                for f in flags.split_whitespace() {
+                    if let Some(v) = f.strip_prefix(&flag) {
+                        found = Some(v.to_string());
+                    }
+                }
+            }
+        }
+        found
+    }
+
     /// The `server.N` lines.
     pub fn servers(&self) -> impl Iterator<Item = &ServerLine> {
         self.quorum.servers()

@@ -99,6 +99,75 @@ pub struct JoinArgs {
     /// zookeeper.quorumCnxnTimeoutMs: handshake read timeout (ms; default tickTime*syncLimit).
     #[arg(long = "zookeeper.quorumCnxnTimeoutMs")]
     pub quorum_cnxn_timeout: Option<u64>,
+    /// Purge the data directory every SECS seconds (zkfle only; overrides zoo.cfg's
+    /// autopurge.purgeInterval, which counts hours; 0 = off).
+    #[arg(long = "autopurge-every", value_name = "SECS")]
+    pub autopurge_every: Option<u64>,
+}
+
+/// Snapshot, purge and preallocation settings, read where Java reads them: `snapCount`,
+/// `snapSizeLimitInKb` and `preAllocSize` (KiB) as the system properties `zookeeper.*` (from
+/// zoo.cfg or -D flags in JVMFLAGS/SERVER_JVMFLAGS), `autopurge.snapRetainCount` (at least 3)
+/// and `autopurge.purgeInterval` (hours, 0 = off) from zoo.cfg.
+fn snap_config(
+    cfg: &ZooCfg,
+    autopurge_every: Option<u64>,
+) -> Result<(crate::storage::db::SnapConfig, u64), String> {
+    use crate::storage::db::{
+        DEFAULT_SNAP_COUNT, DEFAULT_SNAP_SIZE_KB, MIN_SNAP_RETAIN, SnapConfig,
+    };
+    let prop = |name: &str| -> Result<Option<i64>, String> {
+        cfg.java_property(name)
+            .map(|v| {
+                v.trim()
+                    .parse::<i64>()
+                    .map_err(|_| format!("{name}={v:?} is not an integer"))
+            })
+            .transpose()
+    };
+    let mut snap_count = prop("zookeeper.snapCount")?.unwrap_or(DEFAULT_SNAP_COUNT);
+    if snap_count < 2 {
+        tracing::warn!("SnapCount should be 2 or more. Now, snapCount is reset to 2");
+        snap_count = 2;
+    }
+    let snap_kb = prop("zookeeper.snapSizeLimitInKb")?.unwrap_or(DEFAULT_SNAP_SIZE_KB);
+    let prealloc = prop("zookeeper.preAllocSize")?
+        .map(|kb| kb.max(0) as u64 * 1024)
+        .unwrap_or(crate::storage::format::PREALLOC);
+    let get = |key: &str| -> Result<Option<i64>, String> {
+        cfg.other
+            .get(key)
+            .map(|v| {
+                v.trim()
+                    .parse::<i64>()
+                    .map_err(|_| format!("{key}={v:?} is not an integer"))
+            })
+            .transpose()
+    };
+    let mut retain = get("autopurge.snapRetainCount")?.unwrap_or(MIN_SNAP_RETAIN as i64);
+    if retain < MIN_SNAP_RETAIN as i64 {
+        tracing::warn!(
+            "Invalid autopurge.snapRetainCount: {retain}. Defaulting to {MIN_SNAP_RETAIN}"
+        );
+        retain = MIN_SNAP_RETAIN as i64;
+    }
+    let hours = get("autopurge.purgeInterval")?.unwrap_or(0);
+    let purge_every = match autopurge_every {
+        Some(0) => None,
+        Some(secs) => Some(Duration::from_secs(secs)),
+        None if hours > 0 => Some(Duration::from_secs(hours as u64 * 3600)),
+        None => None,
+    };
+    Ok((
+        SnapConfig {
+            snap_count,
+            snap_size_bytes: snap_kb.saturating_mul(1024),
+            retain: retain as usize,
+            purge_every,
+            config_node: None,
+        },
+        prealloc,
+    ))
 }
 
 /// Everything `join` derives from its arguments and the config file.
@@ -211,8 +280,13 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
                 quorum_addrs.insert(s.id, a);
             }
         }
+        let (mut snap, prealloc) =
+            snap_config(&cfg, args.autopurge_every).map_err(|e| input(format!("--config {e}")))?;
+        snap.config_node = Some((cfg.quorum_text().into_bytes(), quorum_cfg.version() as i64));
         Some(crate::net::ZabConfig {
             data_dir,
+            snap,
+            prealloc,
             quorum_addrs,
             learner: crate::zab::LearnerConfig {
                 my_sid: my_id,

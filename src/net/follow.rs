@@ -189,6 +189,18 @@ pub async fn follow(
     stats: &mut AckStats,
     now: impl Fn() -> u64,
 ) -> FollowEnd {
+    let end = follow_session(cfg, storage, stats, now).await;
+    // As Java's fastForwardDataBase: every logged txn is in the tree when the session is over.
+    storage.fast_forward();
+    end
+}
+
+async fn follow_session(
+    cfg: FollowConfig,
+    storage: &mut Storage,
+    stats: &mut AckStats,
+    now: impl Fn() -> u64,
+) -> FollowEnd {
     let lc = &cfg.learner;
     let limit = Duration::from_millis(lc.tick_ms * lc.init_limit);
     let mut stream = match connect(&cfg, limit).await {
@@ -294,7 +306,12 @@ pub async fn follow(
                     if packet.ptype == ptype::PROPOSAL {
                         proposals += 1;
                     }
+                    let commit = (packet.ptype == ptype::COMMIT).then_some(packet.zxid);
                     learner.on_packet(t, packet);
+                    if let Some(z) = commit {
+                        // The data tree applies logged txns up to z (or when they are logged).
+                        storage.commit(z);
+                    }
                 }
                 Ok(Some(QuorumItem::SnapshotData { bytes, .. })) => {
                     learner.on_snapshot_bytes(t, bytes.len());

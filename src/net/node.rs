@@ -38,6 +38,10 @@ pub struct NodeConfig {
 pub struct ZabConfig {
     /// The data directory (its `version-2` holds the log, snapshot and epoch files).
     pub data_dir: PathBuf,
+    /// When to snapshot and purge (`snapCount`, `autopurge.*`), the config node's text.
+    pub snap: crate::storage::db::SnapConfig,
+    /// New log files grow in steps of this many bytes (`zookeeper.preAllocSize`).
+    pub prealloc: u64,
     /// The quorum address of every other voter.
     pub quorum_addrs: BTreeMap<i64, SocketAddr>,
     pub learner: LearnerConfig,
@@ -69,7 +73,9 @@ pub async fn run(
 ) -> std::io::Result<()> {
     let storage = match &cfg.zab {
         Some(z) => {
-            let st = Storage::open(&z.data_dir)?;
+            let mut st = Storage::open(&z.data_dir)?;
+            st.set_prealloc(z.prealloc);
+            st.set_snap_config(z.snap.clone())?;
             info!(
                 "{}: acceptedEpoch {}, currentEpoch {}, last zxid 0x{:x}",
                 st.dir().display(),

@@ -6,7 +6,9 @@
 //!   steps like Java's; a new file is started on the first append after opening, after a
 //!   truncation and after a snapshot. ZooKeeper's `LogFormatter` and `TxnLogToolkit` read them.
 //! - `snapshot.<zxid>`: a snapshot received by SNAP, stored as `FileSnap` writes one (header,
-//!   the streamed body as-is, Adler-32 seal), written to `tmp.snapshot.<zxid>` first.
+//!   the streamed body as-is, Adler-32 seal), written to `tmp.snapshot.<zxid>` first; and the
+//!   follower's own snapshots of its data tree ([`db`], [`tree`]: loading, rolling,
+//!   snapshotting and purging as Java does).
 //!
 //! Durability: [`Storage::append`] buffers; [`Storage::sync`] writes and `fdatasync`s (and
 //! fsyncs the directory when a file was created). Epoch files, truncation and snapshot
@@ -19,8 +21,10 @@
 //! durable; a crash between the two leaves old logs beside the new snapshot, which only makes
 //! us report history we did log (see docs/zab.md).
 
+pub mod db;
 pub mod format;
 pub mod staging;
+pub mod tree;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
@@ -77,6 +81,8 @@ pub struct Storage {
     snap: Option<SnapWriter>,
     stats: SyncStats,
     prealloc: u64,
+    /// The data tree, its pending txns, snapshot and purge state (`db.rs`).
+    db: db::Db,
 }
 
 fn corrupt(path: &Path, what: impl std::fmt::Display) -> io::Error {
@@ -210,8 +216,10 @@ impl Storage {
             snap: None,
             stats: SyncStats::default(),
             prealloc: PREALLOC,
+            db: db::Db::default(),
         };
         s.load()?;
+        s.db_load()?;
         Ok(s)
     }
 
@@ -401,7 +409,7 @@ impl Storage {
         self.buf.extend_from_slice(&log_entry(txn));
         self.buf_txns += 1;
         self.last_zxid = self.last_zxid.max(zxid);
-        Ok(())
+        self.db_on_append(zxid, txn)
     }
 
     /// Writes what [`Storage::append`] buffered and makes it durable. Returns the time taken.
@@ -424,6 +432,7 @@ impl Storage {
         self.stats.max = self.stats.max.max(took);
         self.buf.clear();
         self.buf_txns = 0;
+        self.db_after_sync()?;
         Ok(took)
     }
 
@@ -444,7 +453,8 @@ impl Storage {
                 "; cutting it back to byte {pos} failed too ({cut}): the torn entry is cut on the next start"
             ));
         }
-        if let Err(reload) = self.load() {
+        // The data tree too: the failed batch's txns must not reach it (db.rs).
+        if let Err(reload) = self.load().and_then(|_| self.db_load()) {
             what.push_str(&format!("; re-reading the data directory: {reload}"));
         }
         io::Error::new(e.kind(), what)
@@ -465,6 +475,7 @@ impl Storage {
             )));
         }
         self.sync()?;
+        self.db_wait_snapshot();
         self.writer = None;
         for l in self.logs()? {
             let keep = l.entries.iter().take_while(|(z, _)| *z <= zxid).last();
@@ -489,11 +500,13 @@ impl Storage {
             }
         }
         sync_dir(&self.dir)?;
-        self.load()
+        self.load()?;
+        self.db_load()
     }
 
     /// Starts receiving a snapshot of the state at `zxid`.
     pub fn begin_snapshot(&mut self, zxid: i64) -> io::Result<()> {
+        self.db_wait_snapshot();
         let tmp = self.dir.join(format!("tmp.{}", snapshot_name(zxid)));
         let mut file = File::create(&tmp)?;
         let hdr = file_header(SNAP_MAGIC, SNAP_DBID);
@@ -566,7 +579,7 @@ impl Storage {
         sync_dir(&self.dir)?;
         self.snapshot_zxid = Some(s.zxid);
         self.last_zxid = s.zxid;
-        Ok(())
+        self.db_load()
     }
 
     /// Forgets a snapshot being received.
@@ -659,8 +672,10 @@ mod tests {
         s.append(0x1_0000_0001, &txn(0x1_0000_0001, 1)).unwrap();
         s.sync().unwrap();
         s.begin_snapshot(0x2_0000_0005).unwrap();
-        s.snapshot_data(&[0, 0, 0, 0]).unwrap();
-        s.snapshot_data(&[0, 0, 0, 0, 0, 0, 0, 1, b'/']).unwrap();
+        tree::DataTree::new()
+            .snapshot()
+            .write_body(&mut |b| s.snapshot_data(b))
+            .unwrap();
         s.finish_snapshot(0x2_0000_0005).unwrap();
         assert!(s.logs().unwrap().is_empty());
         drop(s);

@@ -18,6 +18,7 @@ pub mod frame;
 pub mod initial;
 pub mod notification;
 pub mod quorum;
+pub mod txn;
 
 pub use addr::ElectionAddress;
 pub use config::{QuorumConfig, Role, ServerLine};

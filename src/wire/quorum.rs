@@ -76,7 +76,7 @@ pub mod ptype {
 }
 
 /// jute `Id { ustring scheme; ustring id; }`; `None` is a null string.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Id {
     pub scheme: Option<Vec<u8>>,
     pub id: Option<Vec<u8>>,
@@ -233,11 +233,15 @@ impl QuorumPacket {
     }
 }
 
-fn out_of_range(value: i64, min: i64, max: i64) -> ErrorKind {
+pub(crate) fn out_of_range(value: i64, min: i64, max: i64) -> ErrorKind {
     ErrorKind::OutOfRange { value, min, max }
 }
 
-fn put_buffer(out: &mut Vec<u8>, field: &'static str, b: Option<&[u8]>) -> Result<(), WireError> {
+pub(crate) fn put_buffer(
+    out: &mut Vec<u8>,
+    field: &'static str,
+    b: Option<&[u8]>,
+) -> Result<(), WireError> {
     match b {
         None => out.extend_from_slice(&(-1i32).to_be_bytes()),
         Some(b) => {
@@ -255,7 +259,10 @@ fn put_buffer(out: &mut Vec<u8>, field: &'static str, b: Option<&[u8]>) -> Resul
     Ok(())
 }
 
-fn get_buffer(c: &mut Cursor<'_>, field: &'static str) -> Result<Option<Vec<u8>>, WireError> {
+pub(crate) fn get_buffer(
+    c: &mut Cursor<'_>,
+    field: &'static str,
+) -> Result<Option<Vec<u8>>, WireError> {
     let at = c.pos();
     let len = c.i32(field)?;
     if len == -1 {
