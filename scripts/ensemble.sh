@@ -7,6 +7,8 @@
 #   scripts/ensemble.sh stop-node DIR N [--kill]   stop server N (--kill: kill -9 at once)
 #   scripts/ensemble.sh start-node DIR N      (re)start server N of an existing DIR
 #   scripts/ensemble.sh status DIR            pid and last election state of each server
+#   scripts/ensemble.sh cli DIR N CMD ARGS...  a ZooKeeper client command against server N,
+#                                             e.g. cli DIR 2 create /a hello (zkCli.sh's commands)
 #   scripts/ensemble.sh wait-stable DIR [--timeout 60]
 #                                             wait until every running server has decided
 #                                             and exactly one leads; exit 1 on timeout
@@ -546,6 +548,19 @@ cmd_wait_stable() {
   cmd_status "$dir"
 }
 
+cmd_cli() {
+  local dir=$1 n=$2 sid type flag host
+  shift 2
+  load_env "$dir"
+  while read -r sid type flag host; do
+    if [ "$sid" = "$n" ]; then
+      zk_cli "$(client_addr "$sid" "$host")" "$@"
+      return
+    fi
+  done <<<"$MEMBERS"
+  die "cli: no server $n in $dir"
+}
+
 # ---------------------------------------------------------------- main
 
 [ $# -ge 1 ] || { usage >&2; exit 2; }
@@ -568,5 +583,6 @@ case "$cmd" in
   stop-node) [ $# -ge 1 ] || die "usage: stop-node DIR N [--kill]"; cmd_stop_node "$DIR_ARG" "$@" ;;
   status) cmd_status "$DIR_ARG" ;;
   wait-stable) cmd_wait_stable "$DIR_ARG" "$@" ;;
+  cli) [ $# -ge 2 ] || die "usage: cli DIR N CMD ARGS..."; cmd_cli "$DIR_ARG" "$@" ;;
   *) die "unknown command '$cmd' (see -h)" ;;
 esac

@@ -24,6 +24,10 @@
 #   replay       every participant of the version's fixtures replays into the native target
 #                with its recorded decisions (zkfle replay --as SID; --config for 3.4)
 #   probe        zkfle probe reports each server's state and leader (tests/versions.rs)
+# A second table: each `zkfle repro` against each version (tests/repro_java.rs, two
+# ensembles per version): vulnerable / not_vulnerable / inconclusive, or FAIL when the verdict
+# differs from the matrix in src/repro/matrix.rs (docs/repro.md); one more row,
+# ZOOKEEPER-3109(maxTimeToWaitForEpoch=0), for servers with that fix switched on.
 # Mixed rows: `join` = every member decides the same leader and the Java follower syncs.
 # Each cell runs one test of tests/versions.rs; its output is kept in $MATRIX_LOGS
 # (default: a temp dir, printed at the end). Exit status 1 if any cell failed.
@@ -74,7 +78,7 @@ done
 export ZKFLE_SKIP_VERSIONS=$SKIP_VERSIONS
 
 echo "== building the tests" >&2
-if ! cargo test --no-run --test versions --test decode_fixtures >"$LOGS/build.log" 2>&1; then
+if ! cargo test --no-run --test versions --test decode_fixtures --test repro_java >"$LOGS/build.log" 2>&1; then
   tail -n 30 "$LOGS/build.log" >&2
   echo "matrix.sh: the tests do not build" >&2
   exit 1
@@ -168,6 +172,33 @@ for v in $VERSIONS; do
   fi
 done
 
+# repros: one test per version; its VERDICT lines fill the second table.
+declare -A VERDICT
+REPRO_NAMES=""
+if has_subcommand repro; then
+  REPRO_NAMES=$("$ZKFLE_BIN" repro --list | grep -v '^ ' | awk '{print $1}' | tr '\n' ' ')
+  # tests/repro_java.rs also runs ZOOKEEPER-3109 against servers with the fix switched on.
+  [[ " $REPRO_NAMES " == *" ZOOKEEPER-3109 "* ]] && REPRO_NAMES+="ZOOKEEPER-3109(maxTimeToWaitForEpoch=0) "
+fi
+for v in $VERSIONS; do
+  m=$(mod_of "$v")
+  if [ -z "$REPRO_NAMES" ]; then
+    CELL[$v,repros]="skipped: zkfle repro not yet on main"
+  elif [[ "${CELL[$v,fetch]}" == skipped* ]]; then
+    CELL[$v,repros]="skipped: ZooKeeper $v not on this machine"
+  else
+    run_cell "$v,repros" "repros-$v" --test repro_java "$m::repros"
+  fi
+  for r in $REPRO_NAMES; do
+    got=$(sed -n "s/.*VERDICT $r \([a-z_]*\)\$/\1/p" "$LOGS/repros-$v.log" 2>/dev/null | head -n1)
+    case "${CELL[$v,repros]}" in
+      pass) VERDICT[$r,$v]=${got:-?} ;;
+      skipped*) VERDICT[$r,$v]="skipped" ;;
+      *) VERDICT[$r,$v]="${got:-?} (FAIL, see $LOGS/repros-$v.log)" ;;
+    esac
+  done
+done
+
 MIXED=""
 for pair in "3.4.14+3.8.0" "3.6.3+3.9.5"; do
   a=${pair%+*}; b=${pair#*+}
@@ -211,6 +242,18 @@ title() {
     for c in $COLS; do printf ' %s |' "${CELL[$row,$c]:--}"; done
     printf '\n'
   done
+  if [ -n "$REPRO_NAMES" ]; then
+    printf '\n| repro |'
+    for v in $VERSIONS; do printf ' %s |' "$v"; done
+    printf '\n|---|'
+    for v in $VERSIONS; do printf -- '---|'; done
+    printf '\n'
+    for r in $REPRO_NAMES; do
+      printf '| %s |' "$r"
+      for v in $VERSIONS; do printf ' %s |' "${VERDICT[$r,$v]:--}"; done
+      printf '\n'
+    done
+  fi
 } | tee "${OUT:-/dev/null}"
 echo
 echo "logs: $LOGS"

@@ -2,7 +2,8 @@
 # The test command. On a fresh machine it installs what the tests need: a Java ZooKeeper
 # 3.8.0 (Debian's `zookeeper`, through scripts/zk-env.sh) and the jars of 3.4.14, 3.6.3 and
 # 3.9.5 (scripts/zk-fetch.sh: PyPI's pyspark source packages, cached under
-# ${ZKFLE_CACHE:-~/.cache/zkfle} so later runs download nothing). Then it runs the format
+# ${ZKFLE_CACHE:-~/.cache/zkfle} so later runs download nothing), and Debian's chromium and
+# tshark (scripts/viewers-env.sh, for tests/visual.rs and tests/wireshark.rs). Then it runs the format
 # check, the lints, every test, every fuzz target for 60 s (scripts/fuzz.sh, which installs
 # cargo-fuzz when missing), and the version matrix (scripts/matrix.sh: tests/versions.rs,
 # against real Java servers of every version and mixed ensembles, one test at a time).
@@ -38,13 +39,16 @@ done
 echo "fetch: $((SECONDS - fetch_start)) s"
 export ZKFLE_SKIP_VERSIONS=$SKIPPED
 
+echo "== Chromium and tshark for the page and dissector tests (scripts/viewers-env.sh)"
+scripts/viewers-env.sh
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
 echo "== cargo clippy"
 cargo clippy --all-targets -- -D warnings
 
-echo "== cargo test (the per-version tests of tests/versions.rs run next, in the matrix)"
+echo "== cargo test (the per-version tests of tests/versions.rs and tests/repro_java.rs run next, in the matrix)"
 cargo test --all-targets -- --skip v3_ --skip mixed_
 
 echo "== fuzz targets, 60 s each, two at a time (scripts/fuzz.sh; fuzz/README.md)"
@@ -55,7 +59,7 @@ if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
   ZK_JARS=$(scripts/zk-fetch.sh 3.9.5 | tail -n1) cargo test --test zab_java --test zab_datadir
 fi
 
-echo "== version matrix (scripts/matrix.sh --no-fetch: tests/versions.rs one by one, replay, decode per version)"
+echo "== version matrix (scripts/matrix.sh --no-fetch: tests/versions.rs one by one, replay, decode and the repros of tests/repro_java.rs per version)"
 scripts/matrix.sh --no-fetch
 
 if [ -n "${SKIPPED// /}" ]; then

@@ -310,6 +310,8 @@ zk_server_jvm_flags() {
 # for a 3.4 server the client classes come from Debian's package when it is installed (the
 # 3.5+ client speaks to 3.4 servers for plain create/get).
 zk_cli() {
+  # Resolves Java and the jars itself, so it works straight after sourcing this file.
+  zk_env_resolve
   local server=$1 cp=$ZK_CLASSPATH
   shift
   if [[ "${ZK_VERSION:-}" =~ ^3\.[0-4]\. ]] && [ -e /usr/share/java/zookeeper.jar ]; then

@@ -19,6 +19,10 @@
 //! - [`storage`]: a follower's durable state in ZooKeeper's own on-disk formats (txn log,
 //!   snapshot, epoch files).
 //! - [`zab`]: the Zab learner (follower) state machine, sans-I/O.
+//! - [`output`]: the drawn and exported formats: the timeline page, Mermaid, ShiViz, and the
+//!   generated Wireshark dissector.
+//! - [`repro`]: known election bugs triggered against a live server (`zkfle repro`), and the
+//!   health checks of `zkfle doctor`.
 //! - [`zoocfg`]: reading a server's `zoo.cfg`.
 //! - [`cli`]: the `zkfle` command line; `main.rs` only calls [`cli::run`].
 pub mod capture;
@@ -27,7 +31,9 @@ pub mod decode;
 pub mod election;
 pub mod json;
 pub mod net;
+pub mod output;
 pub mod replay;
+pub mod repro;
 pub mod storage;
 pub mod throttle;
 pub mod wire;

@@ -151,3 +151,128 @@ fn refusals_and_time_outs_are_reported_per_server() {
     assert_eq!(rows[1]["error"], "connection refused");
     drop(silent);
 }
+
+/// A server re-sends its last message to the probe's sid on every new connection: the LOOKING
+/// answer to a probe made while it was alone. Right after the election the probe must still
+/// report the new state (it reads past that stale frame), for every server, with `--all`
+/// flagging nobody.
+#[test]
+fn a_probe_after_an_election_reports_the_new_state_not_the_stale_resend() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "stale",
+        "1:participant,2:participant,3:participant",
+        &["--no-start", "--tick", "200"],
+    );
+    e.start_node(1);
+    let start = Instant::now();
+    loop {
+        let (code, rows, _) = probe(&[&addr(1)]);
+        if code == 0 && rows[0]["state"] == "LOOKING" {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{rows:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    e.start_node(2);
+    e.wait_stable();
+    let (leader, _) = e.last_decision(1).expect("server 1 decided");
+    for sid in [1, 2] {
+        let (code, rows, _) = probe(&[&addr(sid)]);
+        assert_eq!(code, 0, "{rows:?}");
+        let (_, state) = e.last_decision(sid).unwrap();
+        assert_eq!(rows[0]["state"], state.as_str(), "sid {sid}: {rows:?}");
+        assert_eq!(rows[0]["leader"], leader, "sid {sid}: {rows:?}");
+    }
+    let (_, rows, _) = probe(&[&addr(1), "--all", "--timeout", "2"]);
+    for r in rows.iter().filter(|r| r["sid"] != 3) {
+        assert!(r.get("disagrees").is_none(), "{rows:?}");
+    }
+    // --sid: a member's sid, or one below a member's, is refused before anything is sent as it.
+    for sid in ["1", "3"] {
+        let (code, rows, _) = probe(&[&addr(1), "--sid", sid]);
+        assert_eq!(code, 2, "--sid {sid}: {rows:?}");
+        assert!(rows.is_empty());
+    }
+    let (code, rows, _) = probe(&[&addr(1), "--sid", "1000"]);
+    assert_eq!(code, 0, "{rows:?}");
+}
+
+/// A fake election port that answers every connection with `answer`, twice (the probe reads
+/// two frames), then drains until the probe closes.
+fn fake_server(answer: zkfle::wire::Notification) -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = l.local_addr().unwrap().to_string();
+    let frame = zkfle::wire::encode_frame(&answer.encode().unwrap()).unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let frame = frame.clone();
+            std::thread::spawn(move || {
+                let _ = s.write_all(&frame);
+                let _ = s.write_all(&frame);
+                let mut buf = [0u8; 4096];
+                while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    at
+}
+
+/// An answer whose config lists 11,000 members makes `--all` dial at most 256 of them, with a
+/// warning; every member's address is a closed port on 127.0.2.x.
+#[test]
+fn probe_all_dials_a_bounded_number_of_members() {
+    use zkfle::wire::{Notification, ServerState};
+    let mut config = String::new();
+    for sid in 1..=11_000 {
+        // 127.0.2.x, ports 3001..: nothing listens there, each dial is refused at once.
+        config.push_str(&format!(
+            "server.{sid}=127.0.2.{}:2888:{}:participant\n",
+            sid % 250 + 1,
+            sid + 3000
+        ));
+    }
+    config.push_str("version=0");
+    let at = fake_server(Notification::current(
+        ServerState::Following,
+        1,
+        0,
+        1,
+        1,
+        config.into_bytes(),
+    ));
+    let out = Command::new(ZKFLE)
+        .args(["probe", "--all", "--format", "json", "--timeout", "2", &at])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows = stdout.lines().count();
+    assert_eq!(
+        rows,
+        1 + 256,
+        "one row per address dialed: {}{}",
+        &stdout[..stdout.len().min(2000)],
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("names 11000 other members"));
+}
+
+/// A state code that is none of the four is printed as UNKNOWN and exits 1.
+#[test]
+fn an_unknown_state_exits_non_zero() {
+    use zkfle::wire::{Notification, ServerState};
+    let at = fake_server(Notification::current(
+        ServerState::Unknown(7),
+        1,
+        0,
+        1,
+        1,
+        b"version=0".to_vec(),
+    ));
+    let (code, rows, _) = probe(&[&at, "--timeout", "2"]);
+    assert_eq!(code, 1, "{rows:?}");
+    assert_eq!(rows[0]["state"], "UNKNOWN", "{rows:?}");
+}

@@ -33,12 +33,34 @@ pub struct DecodeArgs {
     /// Who listens where: `ADDR=SID`, e.g. `127.0.0.1:3888=1` (repeatable).
     #[arg(long = "sid-map", value_name = "ADDR=SID")]
     pub sid_map: Vec<String>,
+    /// With `--format mermaid`: the election to draw, by its round (election epoch, as the
+    /// summary names it: decimal or 0x hex); the first election when not given.
+    #[arg(long, value_name = "N", value_parser = parse_round, conflicts_with = "election")]
+    pub round: Option<i64>,
+    /// With `--format mermaid`: the election to draw, by its number in the summary (1, 2, ...),
+    /// for when several elections ended in the same round.
+    #[arg(long, value_name = "K")]
+    pub election: Option<usize>,
+}
+
+fn parse_round(s: &str) -> Result<i64, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => i64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| format!("{s:?} is not a round number (decimal or 0x hex)"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Text,
     Jsonl,
+    /// One self-contained page drawing the elections (open it in a browser).
+    Html,
+    /// A Mermaid sequenceDiagram of one election (`--round`).
+    Mermaid,
+    /// A ShiViz log with vector clocks, its parser regex on the first line.
+    Shiviz,
 }
 
 pub fn run(args: DecodeArgs) -> Result<(), CliError> {
@@ -75,6 +97,13 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let mut line = Vec::with_capacity(1 << 17);
     let mut errors = 0u64;
     let mut first_error = None;
+    let drawing = matches!(args.format, Format::Html | Format::Mermaid | Format::Shiviz);
+    if (args.round.is_some() || args.election.is_some()) && args.format != Format::Mermaid {
+        return Err(CliError::input(
+            "--round and --election apply to --format mermaid only",
+        ));
+    }
+    let mut collected = crate::output::Collected::default();
     for record in decoder {
         let time = record.time.as_secs_f64();
         let start = *t0.get_or_insert(time);
@@ -84,8 +113,13 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
             errors += 1;
             first_error.get_or_insert_with(|| p.message.clone());
         }
-        if args.summary {
+        if args.summary || drawing {
             summarizer.add(&record);
+            if drawing {
+                collected
+                    .add(record)
+                    .map_err(|e| CliError::failure(format!("{}: {e}", args.capture)))?;
+            }
             continue;
         }
         match args.format {
@@ -102,15 +136,37 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
                 }
             }
             Format::Text => writeln!(out, "{}", record_text(&record, start)),
+            Format::Html | Format::Mermaid | Format::Shiviz => Ok(()),
         }
         .map_err(broken_pipe_or)?;
     }
     out.write_all(&line).map_err(broken_pipe_or)?;
-    if args.summary {
+    if drawing {
+        let summary = summarizer.finish().to_json();
+        let records = &collected.records;
+        match args.format {
+            Format::Html => {
+                crate::output::html::write_page(&mut out, &args.capture, records, &summary)
+            }
+            Format::Mermaid => {
+                use crate::output::mermaid::Choice;
+                let choice = match (args.round, args.election) {
+                    (Some(r), _) => Choice::Round(r),
+                    (None, Some(k)) => Choice::Number(k),
+                    (None, None) => Choice::First,
+                };
+                let text = crate::output::mermaid::diagram(records, &summary, choice)
+                    .map_err(|e| CliError::input(format!("{}: {e}", args.capture)))?;
+                out.write_all(text.as_bytes())
+            }
+            _ => out.write_all(crate::output::shiviz::log(records, &summary).as_bytes()),
+        }
+        .map_err(broken_pipe_or)?;
+    } else if args.summary {
         let summary = summarizer.finish();
         match args.format {
             Format::Jsonl => writeln!(out, "{}", summary.to_json()),
-            Format::Text => out.write_all(summary.to_text(t0.unwrap_or(0.0)).as_bytes()),
+            _ => out.write_all(summary.to_text(t0.unwrap_or(0.0)).as_bytes()),
         }
         .map_err(broken_pipe_or)?;
     }

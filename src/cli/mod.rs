@@ -9,10 +9,13 @@
 //! fails, storage, a replay whose decisions differ.
 
 mod decode_cmd;
+mod doctor_cmd;
 pub mod join_cmd;
 mod probe_cmd;
 mod replay_cmd;
+mod repro_cmd;
 mod wire_cmd;
+mod wireshark_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -34,9 +37,15 @@ enum Command {
     Replay(replay_cmd::ReplayArgs),
     /// Ask live servers for their state and vote over the election port.
     Probe(probe_cmd::ProbeArgs),
+    /// Trigger a known election bug against a live server and give a verdict.
+    Repro(repro_cmd::ReproArgs),
+    /// Check a live ensemble's election health (non-destructive).
+    Doctor(doctor_cmd::DoctorArgs),
     /// Decode and encode single election-port messages.
     #[command(subcommand)]
     Wire(wire_cmd::WireCommand),
+    /// Print a Wireshark Lua dissector for the election and quorum ports.
+    WiresharkDissector(wireshark_cmd::WiresharkArgs),
 }
 
 /// An error for the user: printed as one line, then the process exits with `status`.
@@ -78,7 +87,10 @@ pub fn run() -> i32 {
         Command::Join(args) => join_cmd::run(args),
         Command::Replay(args) => replay_cmd::run(args),
         Command::Probe(args) => probe_cmd::run(args),
+        Command::Repro(args) => repro_cmd::run(args),
+        Command::Doctor(args) => doctor_cmd::run(args),
         Command::Wire(cmd) => wire_cmd::run(cmd),
+        Command::WiresharkDissector(args) => wireshark_cmd::run(args),
     };
     match result {
         Ok(()) => 0,

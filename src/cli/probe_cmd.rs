@@ -6,6 +6,7 @@ use clap::{Args, ValueEnum};
 
 use super::CliError;
 use crate::net::probe::{self, ProbeOptions, Row};
+use crate::wire::ServerState;
 
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
@@ -22,7 +23,8 @@ pub struct ProbeArgs {
     /// Seconds to wait for each server (connect and answer together).
     #[arg(long, default_value_t = 5.0)]
     pub timeout: f64,
-    /// The sid to announce; it must be above every member's sid.
+    /// The sid to announce; it must be above every member's sid (checked first with a probe
+    /// under the default sid: a member's sid, or one below it, is refused).
     #[arg(long, default_value_t = probe::PROBE_SID)]
     pub sid: i64,
 }
@@ -42,7 +44,11 @@ pub fn run(args: ProbeArgs) -> Result<(), CliError> {
     let opts = ProbeOptions {
         sid: args.sid,
         timeout: Duration::from_secs_f64(args.timeout),
+        ..ProbeOptions::default()
     };
+    if opts.sid != probe::PROBE_SID {
+        check_sid(&args.servers, &opts)?;
+    }
     let results = probe::probe_all(&args.servers, &opts);
     let mut rows: Vec<Row> = args
         .servers
@@ -65,11 +71,20 @@ pub fn run(args: ProbeArgs) -> Result<(), CliError> {
         if let Some(config) = config {
             let members = probe::members(&config);
             let known: Vec<String> = rows.iter().map(|r| r.server.clone()).collect();
-            let extra: Vec<String> = members
-                .iter()
-                .map(|(_, a)| a.clone())
-                .filter(|a| !known.contains(a))
-                .collect();
+            let mut extra: Vec<String> = Vec::new();
+            for (_, a) in &members {
+                if !known.contains(a) && !extra.contains(a) {
+                    extra.push(a.clone());
+                }
+            }
+            if extra.len() > probe::MAX_MEMBERS_DIALED {
+                eprintln!(
+                    "zkfle: warning: probe --all: the config names {} other members; probing only the first {}",
+                    extra.len(),
+                    probe::MAX_MEMBERS_DIALED
+                );
+                extra.truncate(probe::MAX_MEMBERS_DIALED);
+            }
             let results = probe::probe_all(&extra, &opts);
             rows.extend(extra.into_iter().zip(results).map(|(server, result)| Row {
                 server,
@@ -99,6 +114,53 @@ pub fn run(args: ProbeArgs) -> Result<(), CliError> {
             "probe: {failed} of {} server(s) did not answer",
             rows.len()
         )));
+    }
+    let unknown: Vec<String> = rows
+        .iter()
+        .filter_map(|r| match &r.result {
+            Ok(a) if matches!(a.state, ServerState::Unknown(_)) => {
+                Some(format!("{} ({})", r.server, a.state.name()))
+            }
+            _ => None,
+        })
+        .collect();
+    if !unknown.is_empty() {
+        return Err(CliError::failure(format!(
+            "probe: answered with a state that is none of LOOKING, FOLLOWING, LEADING, OBSERVING: {}",
+            unknown.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a `--sid` that a member has, or that is below a member's: with a member's sid the
+/// probe would replace that member's connection and its notification would count as that
+/// member's vote; below a member's, the server drops the connection and dials back. Checked
+/// with a probe under the default sid, whose answers carry the members (3.5+).
+fn check_sid(servers: &[String], opts: &ProbeOptions) -> Result<(), CliError> {
+    let safe = ProbeOptions {
+        sid: probe::PROBE_SID,
+        ..*opts
+    };
+    for (server, result) in servers.iter().zip(probe::probe_all(servers, &safe)) {
+        let Ok(answer) = result else { continue };
+        let Some(config) = &answer.config else {
+            return Err(CliError::input(format!(
+                "--sid {}: cannot check it is not a member's: {server}'s answer carries no config (a 3.4 server); leave --sid out",
+                opts.sid
+            )));
+        };
+        if let Some(member) = config
+            .servers()
+            .map(|s| s.id)
+            .filter(|&id| id >= opts.sid)
+            .max()
+        {
+            return Err(CliError::input(format!(
+                "--sid {}: {server}'s config has member {member}; a probe must announce a sid above every member's",
+                opts.sid
+            )));
+        }
     }
     Ok(())
 }

@@ -2,10 +2,19 @@
 //!
 //! The probe connects as a non-member: a sid above any real one, so that the server keeps the
 //! connection (the larger sid's connection survives, reference B.1) and treats the sender as a
-//! non-voter. It sends, in one write, a V1 initial message and one notification, and reads one
-//! frame back: a server answers a non-voter at once with its state, its current vote (the last
-//! election's result while it is LOOKING), its logical clock and its config (reference C, row
-//! 1). Then it closes.
+//! non-voter. A server answers a non-voter's notification at once with its state, its current
+//! vote (the last election's result while it is LOOKING), its logical clock and its config
+//! (reference C, row 1).
+//!
+//! The first frame on a new connection is not always that answer: Java's SendWorker first
+//! re-sends the last message it sent to the same sid (QuorumCnxManager's `lastMessageSent`,
+//! kept per sid for the life of the process), or one left in that sid's send queue by an
+//! earlier connection; a probe with the same sid a minute earlier made that message, so it
+//! shows the server's state of a minute ago. At most one such stale frame comes, and always
+//! before any answer. So the probe sends its notification, reads one frame, sends the
+//! notification again and reads one more: the second frame is always an answer to one of ours
+//! (if the first was stale, the second answers the first notification; if not, it answers the
+//! second). The cost is one more round trip.
 //!
 //! The notification is the 40-byte form with version 1: Java reads no config from it, so it can
 //! never make a LOOKING server restart its election (reference A.2), and, coming from a
@@ -39,6 +48,8 @@ pub struct Answer {
     pub config_version: Option<u64>,
     /// The config it carries, parsed, when readable.
     pub config: Option<QuorumConfig>,
+    /// The answer's size in bytes: 40 from 3.4 servers, 44 and more (with a config) from 3.5+.
+    pub size: usize,
     /// Round-trip time of the probe.
     pub elapsed: Duration,
 }
@@ -65,6 +76,9 @@ pub enum ProbeError {
 pub struct ProbeOptions {
     pub sid: i64,
     pub timeout: Duration,
+    /// The initial message's form: V1 (every 3.4.14+ and 3.5+ server reads it) or V2 (3.6+
+    /// and 3.4; 3.5.x before 3.5.8 refuse it, ZOOKEEPER-3720).
+    pub protocol: ProtocolVersion,
 }
 
 impl Default for ProbeOptions {
@@ -72,6 +86,7 @@ impl Default for ProbeOptions {
         ProbeOptions {
             sid: PROBE_SID,
             timeout: Duration::from_secs(5),
+            protocol: ProtocolVersion::V1,
         }
     }
 }
@@ -86,26 +101,42 @@ fn io_error(e: std::io::Error, what: &'static str) -> ProbeError {
     }
 }
 
-/// The bytes a probe sends: a V1 initial message naming our local address, then one framed
-/// 40-byte notification (LOOKING, non-voting proposal, version 1).
-pub fn request(sid: i64, local: SocketAddr) -> Vec<u8> {
+/// The notification a probe sends: LOOKING, a non-voting proposal, the 40-byte form with
+/// version 1 (Java reads no config from it).
+pub fn probe_notification() -> Notification {
+    Notification {
+        state: ServerState::Looking,
+        leader: i64::MIN,
+        zxid: i64::MIN,
+        election_epoch: 0,
+        peer_epoch: Some(i64::MIN),
+        version: Some(1),
+        config: None,
+        trailing: Vec::new(),
+    }
+}
+
+/// The framed probe notification.
+fn framed_probe_notification() -> Vec<u8> {
+    let n = probe_notification()
+        .encode()
+        .expect("the probe notification encodes");
+    encode_frame(&n).expect("40 bytes frame")
+}
+
+/// The bytes a probe sends first: an initial message (V1 or V2) naming our local address, then
+/// one framed probe notification.
+pub fn request(protocol: ProtocolVersion, sid: i64, local: SocketAddr) -> Vec<u8> {
     let addr = ElectionAddress::from_socket_addr(local);
-    let mut out = InitialMessage::versioned(ProtocolVersion::V1, sid, vec![addr])
+    let mut out = InitialMessage::versioned(protocol, sid, vec![addr])
         .encode()
         .expect("a local address encodes");
-    let mut n = Vec::with_capacity(40);
-    n.extend_from_slice(&ServerState::Looking.code().to_be_bytes());
-    for v in [i64::MIN, i64::MIN, 0, i64::MIN] {
-        n.extend_from_slice(&v.to_be_bytes());
-    }
-    n.extend_from_slice(&1i32.to_be_bytes());
-    out.extend_from_slice(&encode_frame(&n).expect("40 bytes frame"));
+    out.extend_from_slice(&framed_probe_notification());
     out
 }
 
-/// Probes one server at `target` (`host:port`).
-pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
-    let start = std::time::Instant::now();
+/// Resolves `target` (`host:port`) and connects within `timeout`.
+pub fn connect(target: &str, timeout: Duration) -> Result<TcpStream, ProbeError> {
     let addrs: Vec<SocketAddr> = target
         .to_socket_addrs()
         .map_err(|_| ProbeError::Resolve(target.to_string()))?
@@ -113,24 +144,28 @@ pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
     let addr = *addrs
         .first()
         .ok_or_else(|| ProbeError::Resolve(target.to_string()))?;
-    let mut s =
-        TcpStream::connect_timeout(&addr, opts.timeout).map_err(|e| io_error(e, "connecting"))?;
+    let s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| io_error(e, "connecting"))?;
     let _ = s.set_nodelay(true);
-    s.set_read_timeout(Some(opts.timeout))
-        .and_then(|()| s.set_write_timeout(Some(opts.timeout)))
+    s.set_read_timeout(Some(timeout))
+        .and_then(|()| s.set_write_timeout(Some(timeout)))
         .map_err(|e| io_error(e, "configuring"))?;
+    Ok(s)
+}
+
+/// Probes one server at `target` (`host:port`).
+pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
+    let start = std::time::Instant::now();
+    let mut s = connect(target, opts.timeout)?;
     let local = s.local_addr().map_err(|e| io_error(e, "connecting"))?;
-    s.write_all(&request(opts.sid, local))
+    s.write_all(&request(opts.protocol, opts.sid, local))
         .map_err(|e| io_error(e, "sending"))?;
-    // Read one frame, whatever the time-out left over.
-    let mut len = [0u8; 4];
-    read_exact(&mut s, &mut len, start, opts.timeout)?;
-    let len = i32::from_be_bytes(len);
-    if len <= 0 || len as usize > crate::wire::frame::MAX_FRAME_BYTES {
-        return Err(ProbeError::BadAnswer(format!("frame length {len}")));
-    }
-    let mut payload = vec![0u8; len as usize];
-    read_exact(&mut s, &mut payload, start, opts.timeout)?;
+    // The first frame may be a stale re-send (see the module's comment); the one after our
+    // second notification is an answer.
+    let first = read_frame(&mut s, start, opts.timeout)?;
+    Notification::decode(&first).map_err(|e| ProbeError::BadAnswer(e.to_string()))?;
+    s.write_all(&framed_probe_notification())
+        .map_err(|e| io_error(e, "sending"))?;
+    let payload = read_frame(&mut s, start, opts.timeout)?;
     let _ = s.shutdown(std::net::Shutdown::Both);
     let n = Notification::decode(&payload).map_err(|e| ProbeError::BadAnswer(e.to_string()))?;
     let config = n.config_text().and_then(|t| QuorumConfig::parse(&t).ok());
@@ -142,8 +177,26 @@ pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
         peer_epoch: n.effective_peer_epoch(),
         config_version: n.config_version(),
         config,
+        size: n.size(),
         elapsed: start.elapsed(),
     })
+}
+
+/// Reads one frame's payload, within what is left of `timeout` since `start`.
+pub fn read_frame(
+    s: &mut TcpStream,
+    start: std::time::Instant,
+    timeout: Duration,
+) -> Result<Vec<u8>, ProbeError> {
+    let mut len = [0u8; 4];
+    read_exact(s, &mut len, start, timeout)?;
+    let len = i32::from_be_bytes(len);
+    if len <= 0 || len as usize > crate::wire::frame::MAX_FRAME_BYTES {
+        return Err(ProbeError::BadAnswer(format!("frame length {len}")));
+    }
+    let mut payload = vec![0u8; len as usize];
+    read_exact(s, &mut payload, start, timeout)?;
+    Ok(payload)
 }
 
 fn read_exact(
@@ -170,21 +223,39 @@ fn read_exact(
     Ok(())
 }
 
-/// Probes several servers at once (one thread each); results in the order given.
+/// How many probes run at once.
+pub const MAX_PARALLEL: usize = 32;
+
+/// The most addresses `probe --all` (and `doctor`) dial beyond those the user named: a reply's
+/// config is the server's word, and a hostile or broken one may list thousands of members.
+pub const MAX_MEMBERS_DIALED: usize = 256;
+
+/// Probes several servers, at most [`MAX_PARALLEL`] at once; results in the order given.
 pub fn probe_all(targets: &[String], opts: &ProbeOptions) -> Vec<Result<Answer, ProbeError>> {
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = targets
-            .iter()
-            .map(|t| scope.spawn(move || probe(t, opts)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
+    let mut out = Vec::with_capacity(targets.len());
+    for chunk in targets.chunks(MAX_PARALLEL) {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|t| scope.spawn(move || probe(t, opts)))
+                .collect();
+            out.extend(handles.into_iter().map(|h| {
                 h.join()
                     .unwrap_or_else(|_| Err(ProbeError::Io("probe thread panicked".into())))
-            })
-            .collect()
-    })
+            }));
+        });
+    }
+    out
+}
+
+/// What the answer's format shows of the server's version: `3.4` for the 40-byte form without
+/// a config (3.4.x servers), `3.5+` for answers carrying a config.
+pub fn version_hint(a: &Answer) -> &'static str {
+    if a.config_version.is_some() || a.size > 40 {
+        "3.5+"
+    } else {
+        "3.4"
+    }
 }
 
 /// One line of output: a server, the sid it has in a config (when known), its answer.

@@ -109,6 +109,18 @@ impl InitialMessage {
         }
     }
 
+    /// A V1 or V2 message carrying `text` as its address text verbatim, whether or not it
+    /// parses (a port out of range, non-ASCII, a wildcard): for scripting a misbehaving peer
+    /// (`zkfle repro`). [`InitialMessage::encode`] writes it as given.
+    pub fn with_address_text(protocol: ProtocolVersion, sid: i64, text: &str) -> Self {
+        InitialMessage {
+            protocol,
+            sid,
+            address_text: text.to_string(),
+            addresses: Vec::new(),
+        }
+    }
+
     /// How many bytes the message at the start of `buf` occupies, validating the header on the
     /// way (so a stream decoder never waits for more than [`MAX_ADDRESS_BYTES`] + 20 bytes).
     pub fn probe(buf: &[u8]) -> Result<Probe, WireError> {
@@ -239,6 +251,15 @@ mod tests {
         b.extend_from_slice(&(text.len() as i32).to_be_bytes());
         b.extend_from_slice(text);
         b
+    }
+
+    #[test]
+    fn an_address_text_that_does_not_parse_is_written_verbatim() {
+        let m = InitialMessage::with_address_text(ProtocolVersion::V1, 7, "127.0.0.1:70000");
+        let bytes = m.encode().unwrap();
+        assert_eq!(bytes, v(PROTOCOL_VERSION_V1, 7, b"127.0.0.1:70000"));
+        let e = InitialMessage::decode(&bytes).unwrap_err();
+        assert!(e.to_string().contains("70000"), "{e}");
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! - [`notification`]: notifications of every historical size (28, 36, 40, 44+N bytes).
 //! - [`frame`]: length-prefixed framing and the incremental [`StreamDecoder`].
 //! - [`config`]: the config text notifications carry, typed, printed back as Java prints it.
+//! - [`layout`]: every message form's fields as data, for generated tools (the Wireshark
+//!   dissector); checked against the codecs.
 //! - [`addr`]: `host:port` election addresses as Java parses and writes them.
 //!
 //! Limits are Java's: frames of 1..=512 KiB, address text of 1..=2048 bytes, ports 0..=65535.
@@ -16,6 +18,7 @@ mod cursor;
 pub mod error;
 pub mod frame;
 pub mod initial;
+pub mod layout;
 pub mod notification;
 pub mod quorum;
 pub mod txn;

@@ -218,6 +218,15 @@ impl Notification {
         Ok(out)
     }
 
+    /// The first `len` bytes of this notification's encoding: a partial notification, as a
+    /// sender cut short would frame it (`zkfle repro ZOOKEEPER-3769`). `len` is capped at the
+    /// full size.
+    pub fn encode_truncated(&self, len: usize) -> Result<Vec<u8>, WireError> {
+        let mut out = self.encode()?;
+        out.truncate(len);
+        Ok(out)
+    }
+
     /// The payload size in bytes.
     pub fn size(&self) -> usize {
         BASE_BYTES
@@ -465,5 +474,13 @@ mod tests {
             ..n
         };
         assert!(n.encode().is_err());
+    }
+
+    #[test]
+    fn a_truncated_notification_is_a_prefix_of_the_whole() {
+        let n = Notification::current(ServerState::Looking, 1, 2, 3, 4, b"version=0".to_vec());
+        let whole = n.encode().unwrap();
+        assert_eq!(n.encode_truncated(30).unwrap(), whole[..30]);
+        assert_eq!(n.encode_truncated(1000).unwrap(), whole);
     }
 }

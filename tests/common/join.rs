@@ -279,3 +279,45 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<
 pub fn decided(ev: &Value, state: &str, leader: i64) -> bool {
     ev["state"] == state && ev["leader"] == leader
 }
+
+/// The jars of ZooKeeper `version` for `scripts/ensemble.sh --jars N=...` (`debian` for
+/// 3.8.0), or `None` after printing `SKIPPED: why` (on stdout, for scripts/matrix.sh, and
+/// stderr) when the version is not on this machine or is listed in ZKFLE_SKIP_VERSIONS.
+/// Tests never download: scripts/test.sh fetches first.
+pub fn cached_jars(version: &str) -> Option<String> {
+    let skip = |why: String| {
+        println!("SKIPPED: {why}");
+        eprintln!("SKIPPED: {why}");
+        None
+    };
+    if std::env::var("ZKFLE_SKIP_VERSIONS")
+        .unwrap_or_default()
+        .split([',', ' '])
+        .any(|v| v == version)
+    {
+        return skip(format!("ZooKeeper {version} listed in ZKFLE_SKIP_VERSIONS"));
+    }
+    let out = Command::new(Path::new(ROOT).join("scripts/zk-fetch.sh"))
+        .args(["--cached", version])
+        .output()
+        .expect("scripts/zk-fetch.sh runs");
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || text.is_empty() {
+        return skip(format!(
+            "ZooKeeper {version} not fetched on this machine (run scripts/zk-fetch.sh {version}; scripts/test.sh does)"
+        ));
+    }
+    if text == "debian" && !Path::new("/usr/share/java/zookeeper.jar").exists() {
+        return skip(format!(
+            "ZooKeeper {version}: Debian package zookeeper not installed"
+        ));
+    }
+    Some(text)
+}
+
+/// `--jars N=JARS` for servers 1..=n, for `Ensemble::start`'s extra arguments.
+pub fn jars_args(jars: &str, n: i64) -> Vec<String> {
+    (1..=n)
+        .flat_map(|sid| ["--jars".to_string(), format!("{sid}={jars}")])
+        .collect()
+}

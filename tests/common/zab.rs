@@ -14,7 +14,7 @@ use serde_json::Value;
 
 // The ensemble, its lock and the scripts are the other Java tests' (tests/common/join.rs).
 #[path = "join.rs"]
-mod ensemble;
+pub mod ensemble;
 pub use ensemble::{Ensemble, ROOT, ZKFLE, lock_loopback, wait_for};
 
 /// A running `zkfle join` with its data dir, killed (SIGKILL) on drop.

@@ -1,0 +1,168 @@
+//! `zkfle decode --format html`: one self-contained page that draws the capture's elections.
+//!
+//! The page is `page/timeline.html` with its stylesheet, script and the data inlined: the
+//! records in the JSON-lines contract and the summary's JSON, so it works offline and shows
+//! every field the decode and the summary have. The script draws on a canvas (one lane per
+//! server, state bands, one arrow per message, decisions and anomalies) and aggregates
+//! messages per pixel column when more are in view than can be told apart.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use serde_json::Value;
+
+use super::is_message;
+use crate::decode::{Body, Record};
+use crate::json::RecordJson;
+
+/// Distinct config texts kept once each; more than this (never seen) stay in their records.
+const MAX_SHARED_CONFIGS: usize = 4096;
+
+const TEMPLATE: &str = include_str!("page/timeline.html");
+const STYLE: &str = include_str!("page/timeline.css");
+const SCRIPT: &str = include_str!("page/timeline.js");
+
+/// Writes the page for `records` and `summary` (the summary's JSON object) to `out`.
+pub fn write_page(
+    out: &mut impl Write,
+    title: &str,
+    records: &[Record],
+    summary: &Value,
+) -> io::Result<()> {
+    let mut data = Vec::with_capacity(records.len() * 320 + 4096);
+    data.extend_from_slice(b"{\"title\":");
+    data.extend_from_slice(serde_json::to_string(title).unwrap_or_default().as_bytes());
+    data.extend_from_slice(b",\"summary\":");
+    serde_json::to_writer(&mut data, summary).map_err(io::Error::other)?;
+    data.extend_from_slice(b",\"records\":[");
+    // Every notification carries the ensemble's config text, most of a record's bytes; the
+    // page keeps each distinct text once (`configs`) and the records point at it
+    // (`config_ref`); the script puts the text back before anything reads the records.
+    let mut configs: Vec<String> = Vec::new();
+    let mut config_index: HashMap<String, usize> = HashMap::new();
+    for (i, r) in records.iter().enumerate() {
+        if i > 0 {
+            data.push(b',');
+        }
+        let mut v = serde_json::to_value(RecordJson(r)).map_err(io::Error::other)?;
+        if let Some(Value::String(text)) = v.get("config") {
+            let at = match config_index.get(text.as_str()) {
+                Some(&at) => Some(at),
+                None if configs.len() < MAX_SHARED_CONFIGS => {
+                    configs.push(text.clone());
+                    config_index.insert(text.clone(), configs.len() - 1);
+                    Some(configs.len() - 1)
+                }
+                None => None,
+            };
+            if let (Some(at), Value::Object(m)) = (at, &mut v) {
+                m.insert("config".into(), Value::Null);
+                m.insert("config_ref".into(), at.into());
+            }
+        }
+        serde_json::to_writer(&mut data, &v).map_err(io::Error::other)?;
+    }
+    data.extend_from_slice(b"],\"configs\":");
+    serde_json::to_writer(&mut data, &configs).map_err(io::Error::other)?;
+    data.extend_from_slice(b"}");
+    let messages = records.iter().filter(|r| is_message(r)).count();
+    let problems = records
+        .iter()
+        .filter(|r| matches!(r.body, Body::Problem(_)))
+        .count();
+    let decisions: usize = summary["rounds"]
+        .as_array()
+        .map(|rs| {
+            rs.iter()
+                .map(|r| r["decisions"].as_array().map_or(0, Vec::len))
+                .sum()
+        })
+        .unwrap_or(0);
+    let page = TEMPLATE
+        .replace("{{TITLE}}", &html_escape(title))
+        .replace("{{MESSAGES}}", &messages.to_string())
+        .replace("{{PROBLEMS}}", &problems.to_string())
+        .replace("{{DECISIONS}}", &decisions.to_string())
+        .replace("{{STYLE}}", STYLE);
+    let (head, tail) = page
+        .split_once("{{SCRIPT}}")
+        .ok_or_else(|| io::Error::other("page template has no script slot"))?;
+    let (before_data, after_data) = head
+        .split_once("{{DATA}}")
+        .ok_or_else(|| io::Error::other("page template has no data slot"))?;
+    out.write_all(before_data.as_bytes())?;
+    // `<` only occurs inside JSON strings, where `\u003c` means the same; so no `</script>`
+    // in a config or address can end the data early.
+    let mut from = 0;
+    for (i, b) in data.iter().enumerate() {
+        if *b == b'<' {
+            out.write_all(&data[from..i])?;
+            out.write_all(b"\\u003c")?;
+            from = i + 1;
+        }
+    }
+    out.write_all(&data[from..])?;
+    out.write_all(after_data.as_bytes())?;
+    out.write_all(SCRIPT.as_bytes())?;
+    out.write_all(tail.as_bytes())
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_cannot_close_the_script() {
+        let summary = serde_json::json!({"type": "summary", "rounds": [], "anomalies": [{"message": "</script><b>"}]});
+        let mut out = Vec::new();
+        write_page(&mut out, "a <title>", &[], &summary).unwrap();
+        let page = String::from_utf8(out).unwrap();
+        assert_eq!(page.matches("</script>").count(), 2, "only the page's own");
+        assert!(page.contains("\\u003c/script>\\u003cb>"));
+        assert!(page.contains("a &lt;title&gt;"));
+        assert!(!page.contains("{{"));
+        assert!(
+            !page.contains("http://") && !page.contains("https://"),
+            "offline"
+        );
+    }
+
+    #[test]
+    fn each_config_text_is_stored_once() {
+        use crate::capture::Timestamp;
+        use crate::decode::{Body, Record};
+        use crate::wire::{Notification, ServerState};
+        let config = "server.1=127.0.0.1:2888:3888:participant\nversion=0";
+        let r = Record {
+            time: Timestamp { secs: 1, nanos: 0 },
+            conn: None,
+            src: None,
+            dst: None,
+            from_sid: Some(1),
+            to_sid: Some(2),
+            offset: Some(0),
+            raw: Vec::new(),
+            body: Body::Notification(Notification::current(
+                ServerState::Looking,
+                1,
+                0,
+                1,
+                0,
+                config,
+            )),
+        };
+        let mut out = Vec::new();
+        let summary = serde_json::json!({"rounds": [], "anomalies": []});
+        write_page(&mut out, "t", &[r.clone(), r], &summary).unwrap();
+        let page = String::from_utf8(out).unwrap();
+        assert_eq!(page.matches("server.1=127.0.0.1").count(), 1);
+        assert_eq!(page.matches("\"config_ref\":0").count(), 2);
+    }
+}

@@ -1,0 +1,584 @@
+// zkfle's election timeline. Written for this page alone (no library, works offline): the data
+// is the decode's records in the JSON-lines contract and the summary's JSON, embedded above.
+"use strict";
+(function () {
+  const D = JSON.parse(document.getElementById("zkfle-data").textContent);
+  const S = D.summary || {};
+  const recs = D.records || [];
+  // Config texts are stored once each; put them back into the notifications.
+  for (const r of recs) {
+    if (r.config_ref !== undefined) { r.config = (D.configs || [])[r.config_ref]; delete r.config_ref; }
+  }
+  const $ = (id) => document.getElementById(id);
+  const canvas = $("canvas"), tip = $("tip"), counts = $("zkfle-counts");
+  const ctx = canvas.getContext("2d");
+
+  // ---- lanes: one per server (its sid), or per address when the sid is unknown ----
+  const laneIndex = new Map();
+  const lanes = [];
+  function laneKey(sid, addr) { return sid !== null && sid !== undefined ? "s" + sid : "a" + (addr || "unknown"); }
+  function lane(sid, addr) {
+    const k = laneKey(sid, addr);
+    let i = laneIndex.get(k);
+    if (i === undefined) {
+      i = lanes.length;
+      laneIndex.set(k, i);
+      lanes.push({ key: k, sid: sid === undefined ? null : sid, label: sid !== null && sid !== undefined ? "sid " + sid : (addr || "unknown") });
+    }
+    return i;
+  }
+  const isMsg = (r) => r.type === "initial" || r.type === "notification";
+  for (const r of recs) {
+    if (!isMsg(r)) continue;
+    lane(r.from_sid, r.src);
+    lane(r.to_sid, r.dst);
+  }
+  for (const r of S.rounds || []) for (const d of r.decisions || []) lane(d.sid, null);
+  // Servers in sid order, then addresses.
+  const order = lanes.map((l, i) => i).sort((a, b) => {
+    const A = lanes[a], B = lanes[b];
+    if ((A.sid === null) !== (B.sid === null)) return A.sid === null ? 1 : -1;
+    if (A.sid !== null) return A.sid - B.sid;
+    return A.label < B.label ? -1 : A.label > B.label ? 1 : 0;
+  });
+  const row = new Int32Array(lanes.length);
+  order.forEach((li, pos) => { row[li] = pos; });
+
+  // ---- messages: one arrow each, sorted by time ----
+  const msgs = [];
+  const problems = [];
+  let tMin = Infinity, tMax = -Infinity;
+  for (const r of recs) {
+    if (typeof r.time === "number") { tMin = Math.min(tMin, r.time); tMax = Math.max(tMax, r.time); }
+    if (isMsg(r)) msgs.push(r); else problems.push(r);
+  }
+  msgs.sort((a, b) => a.time - b.time);
+  for (const r of S.rounds || []) {
+    for (const t of [r.started].concat((r.decisions || []).map((d) => d.time))) {
+      if (typeof t === "number") { tMin = Math.min(tMin, t); tMax = Math.max(tMax, t); }
+    }
+  }
+  if (!isFinite(tMin)) { tMin = 0; tMax = 1; }
+  if (tMax - tMin < 1e-3) tMax = tMin + 1e-3;
+  const T0 = tMin;
+  const N = msgs.length;
+  const mt = new Float64Array(N), mfrom = new Int32Array(N), mto = new Int32Array(N), mcol = new Int32Array(N);
+  const mdash = new Uint8Array(N);
+  const colours = [], colourIndex = new Map();
+  function colourOf(key, css) {
+    let i = colourIndex.get(key);
+    if (i === undefined) { i = colours.length; colourIndex.set(key, i); colours.push({ key, css }); }
+    return i;
+  }
+  function leaderCss(leader) {
+    if (leader === null || leader === undefined) return "#888";
+    if (leader < -1e15) return "#111"; // Long.MIN_VALUE: an observer proposes no leader
+    const h = (((leader * 137.508) % 360) + 360) % 360;
+    return "hsl(" + h.toFixed(0) + ",70%,42%)";
+  }
+  for (let i = 0; i < N; i++) {
+    const r = msgs[i];
+    mt[i] = r.time;
+    mfrom[i] = lane(r.from_sid, r.src);
+    mto[i] = lane(r.to_sid, r.dst);
+    if (r.type === "notification") {
+      mcol[i] = colourOf("leader " + r.leader, leaderCss(r.leader));
+      mdash[i] = r.state === "LOOKING" ? 0 : 1;
+    } else {
+      mcol[i] = colourOf("initial", "#999");
+    }
+  }
+
+  // ---- state bands: what each server said it was, and when it was silent in an election ----
+  const tEnd = tMax;
+  const bands = lanes.map(() => []); // {s, e, state}
+  {
+    // What each server said it was, and what the summary says it decided (a decision is often
+    // visible on the election port only later, when the server next answers someone).
+    const changes = msgs.filter((r) => r.type === "notification").map((r) => ({ time: r.time, state: r.state, li: lane(r.from_sid, r.src) }));
+    for (const r of S.rounds || []) for (const d of r.decisions || []) {
+      if (typeof d.time === "number" && d.state) changes.push({ time: d.time, state: d.state, li: lane(d.sid, null) });
+    }
+    changes.sort((a, b) => a.time - b.time);
+    const last = lanes.map(() => null);
+    for (const r of changes) {
+      const li = r.li;
+      const cur = last[li];
+      if (cur && cur.state === r.state) { cur.e = r.time; continue; }
+      if (cur) cur.e = r.time;
+      const b = { s: r.time, e: r.time, state: r.state };
+      bands[li].push(b);
+      last[li] = b;
+    }
+    for (const bs of bands) if (bs.length) bs[bs.length - 1].e = tEnd;
+  }
+  const rounds = S.rounds || [];
+  const roundEnd = (i) => {
+    const r = rounds[i];
+    if (i + 1 < rounds.length) return rounds[i + 1].started;
+    return typeof r.duration === "number" ? Math.max(r.started + r.duration, tEnd) : tEnd;
+  };
+  // A server with no message at the start of an election it is not part of was down (not
+  // started, killed, or stopped): shown from the election's start to its next message.
+  const sentTimes = lanes.map(() => []);
+  for (let i = 0; i < N; i++) sentTimes[mfrom[i]].push(mt[i]);
+  const down = lanes.map(() => []);
+  rounds.forEach((r, i) => {
+    // Live servers answer a LOOKING vote within milliseconds; one silent for the first second
+    // of an election (or all of a shorter one) was not running.
+    const s = r.started, e = Math.min(roundEnd(i), s + 1.0);
+    const parts = new Set(r.participants || []);
+    lanes.forEach((l, li) => {
+      if (l.sid === null || parts.has(l.sid)) return;
+      const ts = sentTimes[li];
+      const next = ts.find((t) => t >= s);
+      if (next !== undefined && next < e) return;
+      const prev = down[li][down[li].length - 1];
+      const until = next === undefined ? tEnd : next;
+      if (prev && prev.e >= s) { prev.e = Math.max(prev.e, until); return; }
+      down[li].push({ s, e: until, state: "down" });
+    });
+  });
+  // Sync phases and serving times, when the summary has them (the quorum port): any list of
+  // objects with a sid and a start under `sync` or `serving`, at the top or in a round.
+  const extra = lanes.map(() => []);
+  const num = (v) => (typeof v === "number" && isFinite(v) ? v : null);
+  function addExtra(o, kind) {
+    if (!o || typeof o !== "object") return;
+    const sid = o.sid !== undefined ? o.sid : o.server !== undefined ? o.server : o.learner;
+    const s = num(o.start !== undefined ? o.start : o.from !== undefined ? o.from : o.started !== undefined ? o.started : o.time);
+    const e = num(o.end !== undefined ? o.end : o.until !== undefined ? o.until : o.finished !== undefined ? o.finished : o.to);
+    if (Array.isArray(o.phases)) o.phases.forEach((p) => addExtra(Object.assign({ sid }, p), kind));
+    if (sid === undefined || sid === null || s === null) return;
+    const li = laneIndex.get("s" + sid);
+    if (li === undefined) return;
+    extra[li].push({ s, e: e === null ? s : e, label: String(o.phase || o.kind || o.state || o.type || kind), obj: o });
+  }
+  for (const key of ["sync", "serving"]) {
+    if (Array.isArray(S[key])) S[key].forEach((o) => addExtra(o, key));
+    for (const r of rounds) if (Array.isArray(r[key])) r[key].forEach((o) => addExtra(o, key));
+  }
+  const stateCss = { LOOKING: "#f2c744", FOLLOWING: "#6aa5e8", LEADING: "#3f8f4f", OBSERVING: "#b48ad8", UNKNOWN: "#bbb", down: "#555" };
+
+  // ---- decisions and anomalies ----
+  const decisions = [];
+  rounds.forEach((r, ri) => (r.decisions || []).forEach((d) => decisions.push({ d, ri, li: lane(d.sid, null) })));
+  const anomalies = (S.anomalies || []).map((a) => ({ a, t: num(a.time) }));
+  for (const p of problems) anomalies.push({ a: p, t: num(p.time), problem: true });
+
+  // ---- filters ----
+  const fServer = $("f-server"), fRound = $("f-round");
+  order.forEach((li) => { const o = document.createElement("option"); o.value = String(li); o.textContent = lanes[li].label; fServer.appendChild(o); });
+  const epochs = Array.from(new Set(msgs.filter((r) => r.type === "notification").map((r) => r.election_epoch))).sort((a, b) => a - b);
+  epochs.forEach((e) => { const o = document.createElement("option"); o.value = String(e); o.textContent = "0x" + e.toString(16); fRound.appendChild(o); });
+  let filterLane = -1, filterRound = null;
+  function passes(i) {
+    if (filterLane >= 0 && mfrom[i] !== filterLane && mto[i] !== filterLane) return false;
+    if (filterRound !== null && msgs[i].election_epoch !== filterRound) return false;
+    return true;
+  }
+  function setFilter(laneI, round, zoom) {
+    filterLane = laneI;
+    filterRound = round;
+    fServer.value = laneI >= 0 ? String(laneI) : "";
+    fRound.value = round === null ? "" : String(round);
+    if (zoom && round !== null) {
+      let a = Infinity, b = -Infinity;
+      for (let i = 0; i < N; i++) if (passes(i)) { a = Math.min(a, mt[i]); b = Math.max(b, mt[i]); }
+      if (isFinite(a)) setView(a - (b - a) * 0.05 - 1e-3, b + (b - a) * 0.05 + 1e-3);
+    }
+    draw();
+  }
+  fServer.onchange = () => setFilter(fServer.value === "" ? -1 : Number(fServer.value), filterRound, false);
+  fRound.onchange = () => setFilter(filterLane, fRound.value === "" ? null : Number(fRound.value), true);
+  $("f-clear").onclick = () => { setFilter(-1, null, false); fit(); };
+
+  // ---- view ----
+  let v0 = tMin, v1 = tMax;
+  const LEFT = 96, TOP = 46, BOTTOM = 8;
+  let W = 0, H = 0, laneH = 40;
+  function setView(a, b) {
+    const span = Math.max(b - a, 1e-6);
+    v0 = a; v1 = a + span;
+    draw();
+  }
+  function fit() { const pad = (tMax - tMin) * 0.02; setView(tMin - pad, tMax + pad); }
+  const X = (t) => LEFT + ((t - v0) / (v1 - v0)) * (W - LEFT - 10);
+  const Tof = (x) => v0 + ((x - LEFT) / (W - LEFT - 10)) * (v1 - v0);
+  const laneY = (li) => TOP + row[li] * laneH + laneH / 2;
+  function lowerBound(t) { let lo = 0, hi = N; while (lo < hi) { const m = (lo + hi) >> 1; if (mt[m] < t) lo = m + 1; else hi = m; } return lo; }
+  function resize() {
+    const dpr = window.devicePixelRatio || 1;
+    W = canvas.clientWidth; H = canvas.clientHeight;
+    canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    laneH = Math.max(22, Math.min(90, (H - TOP - BOTTOM) / Math.max(1, lanes.length)));
+  }
+  function niceStep(span, px) {
+    const raw = span / Math.max(1, px / 110);
+    const p = Math.pow(10, Math.floor(Math.log10(raw)));
+    for (const m of [1, 2, 5, 10]) if (m * p >= raw) return m * p;
+    return 10 * p;
+  }
+  function fmtRel(t, step) {
+    const d = Math.max(0, Math.min(6, -Math.floor(Math.log10(step))));
+    return "+" + (t - T0).toFixed(d) + " s";
+  }
+  let aggregated = false, lastDrawMs = 0, drawnArrows = 0;
+  const hits = { bins: null, binPx: 2 };
+  function draw() {
+    const started = performance.now();
+    ctx.clearRect(0, 0, W, H);
+    ctx.font = "12px system-ui, sans-serif";
+    // axis
+    const step = niceStep(v1 - v0, W - LEFT);
+    ctx.fillStyle = "#666"; ctx.strokeStyle = "#eee"; ctx.lineWidth = 1;
+    for (let t = Math.ceil((v0 - T0) / step) * step + T0; t <= v1; t += step) {
+      const x = X(t);
+      ctx.beginPath(); ctx.moveTo(x + 0.5, TOP - 4); ctx.lineTo(x + 0.5, H); ctx.stroke();
+      ctx.fillText(fmtRel(t, step), x + 3, 12);
+    }
+    const tAxis = performance.now();
+    // election starts
+    let labelEnd = [-Infinity, -Infinity], lastLine = -Infinity;
+    ctx.strokeStyle = "#c0c0c0"; ctx.setLineDash([4, 3]);
+    const starts = new Path2D();
+    rounds.forEach((r, i) => {
+      const x = X(r.started);
+      if (x < LEFT || x > W || x - lastLine < 2) return;
+      lastLine = x;
+      starts.moveTo(x + 0.5, TOP - 12); starts.lineTo(x + 0.5, H);
+      const rowi = labelEnd[0] <= labelEnd[1] ? 0 : 1;
+      if (x < labelEnd[rowi] + 4) return;
+      const text = "election " + (i + 1) + " (round 0x" + Number(r.election_epoch).toString(16) + ")";
+      ctx.fillStyle = "#333";
+      ctx.fillText(text, x + 3, rowi ? TOP - 14 : TOP - 26);
+      labelEnd[rowi] = x + 3 + ctx.measureText(text).width;
+    });
+    ctx.stroke(starts); ctx.setLineDash([]);
+    const tRounds = performance.now();
+    // lanes and bands
+    for (let li = 0; li < lanes.length; li++) {
+      const y = laneY(li), top = y - laneH / 2;
+      const dim = filterLane >= 0 && filterLane !== li;
+      ctx.fillStyle = row[li] % 2 ? "#fbfbfb" : "#fff";
+      ctx.fillRect(LEFT, top, W - LEFT, laneH);
+      ctx.strokeStyle = "#ddd"; ctx.beginPath(); ctx.moveTo(LEFT, y + 0.5); ctx.lineTo(W, y + 0.5); ctx.stroke();
+      const bandH = Math.min(10, laneH / 4), bandY = y - bandH / 2;
+      for (const b of bands[li]) paintBand(b, bandY, bandH, stateCss[b.state] || stateCss.UNKNOWN);
+      for (const b of down[li]) paintBand(b, bandY, bandH, stateCss.down, 1);
+      for (const b of extra[li]) {
+        paintBand(b, bandY + bandH + 2, 5, "#8c564b");
+        const x = Math.max(LEFT, X(b.s));
+        if (X(b.e) - x > 40) { ctx.fillStyle = "#8c564b"; ctx.fillText(b.label, x + 2, bandY + bandH + 18); }
+      }
+      ctx.fillStyle = dim ? "#aaa" : "#111";
+      ctx.fillText(lanes[li].label, 6, y + 4);
+    }
+    const tLanes = performance.now();
+    // messages
+    const i0 = lowerBound(v0), i1 = lowerBound(v1 + 1e-9);
+    let visible = 0;
+    if (filterLane < 0 && filterRound === null) visible = i1 - i0;
+    else for (let i = i0; i < i1; i++) if (passes(i)) visible++;
+    aggregated = visible > (W - LEFT) * 1.5;
+    drawnArrows = 0;
+    if (aggregated) drawAggregated(i0, i1); else drawArrows(i0, i1);
+    const tMsgs = performance.now();
+    // decisions
+    const diamonds = new Map();
+    const lastDiamond = new Float64Array(lanes.length).fill(-Infinity);
+    for (const dm of decisions) {
+      const x = X(dm.d.time), y = laneY(dm.li);
+      if (x < LEFT - 6 || x > W + 6) continue;
+      if (filterLane >= 0 && filterLane !== dm.li) continue;
+      // Decisions closer than 2 px on one lane are one diamond (hover shows the first).
+      if (x - lastDiamond[dm.li] < 2) continue;
+      lastDiamond[dm.li] = x;
+      const css = leaderCss(dm.d.leader);
+      let p = diamonds.get(css);
+      if (!p) { p = new Path2D(); diamonds.set(css, p); }
+      p.moveTo(x, y - 7); p.lineTo(x + 7, y); p.lineTo(x, y + 7); p.lineTo(x - 7, y); p.closePath();
+    }
+    ctx.strokeStyle = "#000";
+    for (const [css, p] of diamonds) { ctx.fillStyle = css; ctx.fill(p); ctx.stroke(p); }
+    // anomalies with a time
+    for (const am of anomalies) {
+      if (am.t === null) continue;
+      const x = X(am.t);
+      if (x < LEFT - 6 || x > W + 6) continue;
+      ctx.fillStyle = "#c00";
+      ctx.beginPath(); ctx.moveTo(x, TOP - 12); ctx.lineTo(x + 5, TOP - 3); ctx.lineTo(x - 5, TOP - 3); ctx.closePath(); ctx.fill();
+    }
+    ctx.fillStyle = "#fff"; ctx.fillRect(0, TOP - 2, LEFT - 2, 0);
+    lastDrawMs = performance.now() - started;
+    $("status").textContent = visible + " of " + N + " messages in view" + (aggregated ? " (aggregated per pixel column: zoom in for arrows)" : "") +
+      (filterLane >= 0 ? ", server " + lanes[filterLane].label : "") + (filterRound !== null ? ", round 0x" + filterRound.toString(16) : "");
+    counts.dataset.visible = String(visible);
+    counts.dataset.aggregated = String(aggregated);
+    counts.dataset.drawMs = lastDrawMs.toFixed(1);
+    const ms = (a, b) => (b - a).toFixed(1);
+    counts.dataset.drawParts = "axis " + ms(started, tAxis) + ", elections " + ms(tAxis, tRounds) + ", lanes " + ms(tRounds, tLanes) +
+      ", messages " + ms(tLanes, tMsgs) + ", marks " + ms(tMsgs, started + lastDrawMs);
+  }
+  function paintBand(b, y, h, css, alpha) {
+    const a = Math.max(LEFT, X(b.s)), e = Math.min(W, Math.max(X(b.e), X(b.s) + 2));
+    if (e < LEFT || a > W) return;
+    // Bands narrower than a pixel, inside a pixel already painted, are skipped.
+    if (e - a < 1 && Math.floor(a) === paintBand.last && y === paintBand.y) return;
+    paintBand.last = Math.floor(a);
+    paintBand.y = y;
+    ctx.globalAlpha = alpha || 0.55; ctx.fillStyle = css; ctx.fillRect(a, y, Math.max(1, e - a), h); ctx.globalAlpha = 1;
+  }
+  function drawArrows(i0, i1) {
+    // One path per colour and dash style: a few canvas calls however many arrows.
+    const paths = new Map();
+    const heads = new Map();
+    for (let i = i0; i < i1; i++) {
+      if (!passes(i)) continue;
+      const key = mcol[i] * 2 + mdash[i];
+      let p = paths.get(key);
+      if (!p) { p = new Path2D(); paths.set(key, p); heads.set(key, new Path2D()); }
+      const x = X(mt[i]), y1 = laneY(mfrom[i]), y2 = laneY(mto[i]);
+      const dir = y2 >= y1 ? 1 : -1;
+      p.moveTo(x, y1); p.lineTo(x + 3, y2 - dir * 2);
+      const h = heads.get(key);
+      h.moveTo(x + 3, y2); h.lineTo(x, y2 - dir * 6); h.lineTo(x + 6, y2 - dir * 6); h.closePath();
+      drawnArrows++;
+    }
+    ctx.lineWidth = 1.2;
+    for (const [key, p] of paths) {
+      const c = colours[key >> 1].css;
+      ctx.strokeStyle = c; ctx.fillStyle = c;
+      ctx.setLineDash(key & 1 ? [3, 2] : []);
+      ctx.stroke(p);
+      ctx.setLineDash([]);
+      ctx.fill(heads.get(key));
+    }
+    hits.bins = null;
+  }
+  function drawAggregated(i0, i1) {
+    // Per 2-pixel column and sender: how many messages, in the colour of the last of them.
+    const px = hits.binPx, nb = Math.ceil((W - LEFT) / px) + 1, nl = lanes.length;
+    const n = new Int32Array(nb * nl), col = new Int32Array(nb * nl);
+    const scale = (W - LEFT - 10) / (v1 - v0) / px;
+    for (let i = i0; i < i1; i++) {
+      if ((filterLane >= 0 || filterRound !== null) && !passes(i)) continue;
+      const b = Math.floor((mt[i] - v0) * scale);
+      if (b < 0 || b >= nb) continue;
+      const k = b * nl + mfrom[i];
+      n[k]++;
+      col[k] = mcol[i];
+    }
+    const rects = new Map();
+    for (let li = 0; li < nl; li++) {
+      const y = laneY(li);
+      for (let b = 0; b < nb; b++) {
+        const c = n[b * nl + li];
+        if (!c) continue;
+        const h = Math.min(laneH * 0.45, 2 + 3 * Math.log2(1 + c));
+        const ci = col[b * nl + li];
+        let p = rects.get(ci);
+        if (!p) { p = new Path2D(); rects.set(ci, p); }
+        p.rect(LEFT + b * px, y - h, px, h * 2);
+      }
+    }
+    for (const [ci, p] of rects) { ctx.fillStyle = colours[ci].css; ctx.fill(p); }
+    hits.bins = { n, col, nl };
+  }
+
+  // ---- hover and click ----
+  function pick(mx, my) {
+    for (const dm of decisions) {
+      const x = X(dm.d.time), y = laneY(dm.li);
+      if (Math.abs(mx - x) + Math.abs(my - y) <= 8) return { decision: dm };
+    }
+    if (my < TOP) {
+      for (const am of anomalies) if (am.t !== null && Math.abs(X(am.t) - mx) <= 6) return { anomaly: am };
+    }
+    if (aggregated && hits.bins) {
+      const b = Math.floor((mx - LEFT) / hits.binPx);
+      for (let li = 0; li < lanes.length; li++) {
+        if (Math.abs(laneY(li) - my) > laneH / 2) continue;
+        const c = hits.bins.n[b * hits.bins.nl + li];
+        if (c) return { bin: { n: c, b, li } };
+      }
+      return null;
+    }
+    const a = lowerBound(Tof(mx - 8)), z = lowerBound(Tof(mx + 8));
+    let best = -1, bd = 6;
+    for (let i = a; i < z && i < a + 20000; i++) {
+      if (!passes(i)) continue;
+      const x = X(mt[i]) + 1.5, y1 = laneY(mfrom[i]), y2 = laneY(mto[i]);
+      if (my < Math.min(y1, y2) - 4 || my > Math.max(y1, y2) + 4) continue;
+      const d = Math.abs(mx - x);
+      if (d < bd) { bd = d; best = i; }
+    }
+    return best >= 0 ? { msg: best } : null;
+  }
+  function describe(o) {
+    const rel = (t) => (typeof t === "number" ? "  (+" + (t - T0).toFixed(6) + " s)" : "");
+    const lines = [];
+    const obj = o.msg !== undefined ? msgs[o.msg] : o.decision ? o.decision.d : o.anomaly ? o.anomaly.a : null;
+    if (o.bin) {
+      const e = o.bin;
+      return e.n + " messages from " + lanes[e.li].label + " around +" + (Tof(LEFT + e.b * hits.binPx) - T0).toFixed(3) + " s\n(zoom in to see each one)";
+    }
+    if (o.decision) lines.push("decision in election " + (o.decision.ri + 1));
+    if (o.anomaly) lines.push(o.anomaly.problem ? "decode problem" : "anomaly");
+    for (const k of Object.keys(obj)) {
+      const v = obj[k];
+      lines.push(k + ": " + (typeof v === "object" && v !== null ? JSON.stringify(v) : String(v)) + (k === "time" ? rel(v) : ""));
+    }
+    return lines.join("\n");
+  }
+  let drag = null;
+  canvas.addEventListener("mousemove", (ev) => {
+    const r = canvas.getBoundingClientRect(), mx = ev.clientX - r.left, my = ev.clientY - r.top;
+    if (drag) {
+      const dt = ((mx - drag.x) / (W - LEFT - 10)) * (drag.v1 - drag.v0);
+      v0 = drag.v0 - dt; v1 = drag.v1 - dt; drag.moved = true;
+      draw(); return;
+    }
+    const p = pick(mx, my);
+    if (!p) { tip.hidden = true; return; }
+    tip.textContent = describe(p);
+    tip.hidden = false;
+    const tw = tip.offsetWidth, th = tip.offsetHeight;
+    tip.style.left = Math.min(mx + 14, W - tw - 4) + "px";
+    tip.style.top = Math.min(my + 14, H - th - 4) + "px";
+  });
+  canvas.addEventListener("mouseleave", () => { tip.hidden = true; drag = null; canvas.classList.remove("dragging"); });
+  canvas.addEventListener("mousedown", (ev) => {
+    const r = canvas.getBoundingClientRect();
+    drag = { x: ev.clientX - r.left, v0, v1, moved: false };
+    canvas.classList.add("dragging");
+  });
+  canvas.addEventListener("mouseup", (ev) => {
+    const d = drag; drag = null; canvas.classList.remove("dragging");
+    if (d && d.moved) return;
+    const r = canvas.getBoundingClientRect(), mx = ev.clientX - r.left, my = ev.clientY - r.top;
+    if (mx < LEFT) {
+      for (let li = 0; li < lanes.length; li++) if (Math.abs(laneY(li) - my) <= laneH / 2) { setFilter(filterLane === li ? -1 : li, filterRound, false); return; }
+      return;
+    }
+    const p = pick(mx, my);
+    if (!p) return;
+    if (p.msg !== undefined) {
+      const m = msgs[p.msg];
+      if (ev.shiftKey && m.type === "notification") setFilter(filterLane, m.election_epoch, true);
+      else setFilter(mfrom[p.msg], filterRound, false);
+    } else if (p.decision) {
+      setFilter(p.decision.li, filterRound, false);
+    }
+  });
+  canvas.addEventListener("wheel", (ev) => {
+    ev.preventDefault();
+    const r = canvas.getBoundingClientRect();
+    zoomAt(Tof(ev.clientX - r.left), Math.pow(1.0015, ev.deltaY));
+  }, { passive: false });
+  function zoomAt(t, f) { setView(t - (t - v0) * f, t + (v1 - t) * f); }
+  $("z-in").onclick = () => zoomAt((v0 + v1) / 2, 0.5);
+  $("z-out").onclick = () => zoomAt((v0 + v1) / 2, 2);
+  $("z-fit").onclick = fit;
+  window.addEventListener("keydown", (ev) => {
+    if (ev.target && ev.target.tagName === "SELECT") return;
+    const span = v1 - v0;
+    if (ev.key === "+" || ev.key === "=") zoomAt((v0 + v1) / 2, 0.5);
+    else if (ev.key === "-") zoomAt((v0 + v1) / 2, 2);
+    else if (ev.key === "0") fit();
+    else if (ev.key === "ArrowLeft") setView(v0 - span * 0.2, v1 - span * 0.2);
+    else if (ev.key === "ArrowRight") setView(v0 + span * 0.2, v1 + span * 0.2);
+    else if (ev.key === "Escape") { setFilter(-1, null, false); }
+  });
+  window.addEventListener("resize", () => { resize(); draw(); });
+
+  // ---- the summary beside ----
+  function el(tag, text, cls) { const e = document.createElement(tag); if (text !== undefined) e.textContent = text; if (cls) e.className = cls; return e; }
+  const side = $("summary");
+  const rel = (t) => "+" + (t - T0).toFixed(3) + " s";
+  const showValue = (v) => (typeof v === "object" && v !== null ? JSON.stringify(v) : String(v));
+  let listedDecisions = 0;
+  rounds.forEach((r, i) => {
+    const h = el("h2", "Election " + (i + 1) + ", round 0x" + Number(r.election_epoch).toString(16), "click");
+    h.onclick = () => { const e = roundEnd(i); setView(r.started - (e - r.started) * 0.05 - 0.01, e + 0.05); };
+    side.appendChild(h);
+    const ul = el("ul");
+    ul.appendChild(el("li", "started " + rel(r.started) + "; participants " + (r.participants || []).join(", ")));
+    ul.appendChild(el("li", r.winner !== null && r.winner !== undefined ? "winner sid " + r.winner + (typeof r.duration === "number" ? ", decided in " + r.duration.toFixed(3) + " s" : "") : "no decision in the capture"));
+    if (!r.settled) ul.appendChild(el("li", "no quorum agreed (not settled)"));
+    if (r.cause !== undefined && r.cause !== null) ul.appendChild(el("li", "cause: " + showValue(r.cause), "cause"));
+    for (const d of r.decisions || []) {
+      const li = el("li", rel(d.time) + " sid " + d.sid + " " + d.state + " (leader " + d.leader + ")" + (d.evidence ? " [" + d.evidence + "]" : "") + (d.cause ? ", cause: " + showValue(d.cause) : ""), "click");
+      li.onclick = () => { const w = Math.max((v1 - v0) / 8, 0.05); setView(d.time - w, d.time + w); };
+      ul.appendChild(li);
+      listedDecisions++;
+    }
+    for (const k of Object.keys(r)) {
+      if (["election_epoch", "started", "participants", "vote_changes", "decisions", "winner", "duration", "settled", "cause"].includes(k)) continue;
+      ul.appendChild(el("li", k + ": " + showValue(r[k])));
+    }
+    side.appendChild(ul);
+  });
+  for (const k of Object.keys(S)) {
+    if (["type", "rounds", "anomalies"].includes(k)) continue;
+    side.appendChild(el("h2", k));
+    side.appendChild(el("div", showValue(S[k])));
+  }
+  side.appendChild(el("h2", "Anomalies (" + anomalies.length + ")"));
+  const aul = el("ul");
+  for (const am of anomalies) {
+    const text = (am.t !== null ? rel(am.t) + " " : "") + (am.problem ? am.a.severity + ": " + am.a.what : am.a.message);
+    const li = el("li", text, "anomaly" + (am.t !== null ? " click" : ""));
+    if (am.t !== null) li.onclick = () => { const w = Math.max((v1 - v0) / 8, 0.05); setView(am.t - w, am.t + w); };
+    aul.appendChild(li);
+  }
+  side.appendChild(aul);
+  const legend = $("legend");
+  legend.appendChild(el("b", "States "));
+  for (const [k, c] of Object.entries(stateCss)) { const s = el("span", "", "sw"); s.style.background = c; legend.appendChild(s); legend.appendChild(document.createTextNode(k)); }
+  legend.appendChild(el("br"));
+  legend.appendChild(el("b", "Votes for "));
+  for (const c of colours.slice(0, 24)) { const s = el("span", "", "sw"); s.style.background = c.css; legend.appendChild(s); legend.appendChild(document.createTextNode(c.key.replace("leader ", "sid ").replace(/sid -\d{15,}/, "none"))); }
+
+  resize();
+  fit();
+  counts.dataset.arrows = String(N);
+  counts.dataset.lanes = String(lanes.length);
+  counts.dataset.decisions = String(decisions.length);
+  counts.dataset.listedDecisions = String(listedDecisions);
+  counts.dataset.anomalies = String(anomalies.length);
+  counts.dataset.rounds = String(rounds.length);
+  counts.dataset.phases = String(extra.reduce((n, l) => n + l.length, 0));
+  counts.dataset.causes = String(side.querySelectorAll(".cause").length);
+  counts.dataset.drawnArrows = String(drawnArrows);
+  // `election.html#selftest`: the page exercises its own filters and hover and records what
+  // it saw in the counts element, for tests in a headless browser (no input events there).
+  if (location.hash === "#selftest") {
+    const perLane = [];
+    for (const li of order) {
+      setFilter(li, null, false);
+      perLane.push(lanes[li].label + "=" + counts.dataset.visible);
+    }
+    counts.dataset.selftestLanes = perLane.join(";");
+    const perRound = [];
+    for (const e of epochs) {
+      setFilter(-1, e, false);
+      fit();
+      perRound.push(e + "=" + counts.dataset.visible);
+    }
+    counts.dataset.selftestRounds = perRound.join(";");
+    setFilter(-1, null, false);
+    fit();
+    // Hover the first notification's arrow, halfway between its lanes; zoom in on it first.
+    const i = msgs.findIndex((r) => r.type === "notification");
+    if (i >= 0) {
+      setView(mt[i] - 1e-4, mt[i] + 1e-4);
+      const p = pick(X(mt[i]) + 1.5, (laneY(mfrom[i]) + laneY(mto[i])) / 2);
+      const text = p && p.msg !== undefined ? describe(p) : "";
+      counts.dataset.selftestHover = Object.keys(msgs[i]).every((k) => text.includes(k + ": ")) ? "every field" : "missing: " + text;
+      fit();
+    }
+  }
+  counts.dataset.ready = "true";
+})();

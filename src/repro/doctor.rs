@@ -1,0 +1,606 @@
+//! `zkfle doctor`: a live ensemble's election health, from the outside and without disturbing
+//! it.
+//!
+//! What it sends: probes (`zkfle probe`'s non-member notification) with a V1 and with a V2
+//! initial message to every member's election port, and, to each member's client port, one
+//! `srvr` four-letter word (whitelisted by default since 3.5.3; a refusal is a normal answer
+//! there). None of these is logged by a server as an error.
+//!
+//! What it checks:
+//! - every member's election port accepts both handshakes and answers with a vote;
+//! - a member whose election port does not answer while its client port does: its election
+//!   listener (connection refused) or its election receiver thread (no answer) is dead, as
+//!   `zkfle repro port-out-of-range` / `bad-config-server-id` leave a vulnerable server;
+//! - the votes agree: one leader, LEADING itself, followed by every other member, with the same
+//!   round, peer epoch and config version;
+//! - the addresses in the configs the servers carry are not wildcards and resolve;
+//! - each server's version (from `srvr`, else what the answer's format shows), with advice
+//!   from the repro matrix ([`super::matrix`]).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::net::probe::{self, Answer, ProbeError, ProbeOptions};
+use crate::wire::{ProtocolVersion, QuorumConfig, ServerState};
+
+/// One server to examine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Its election address, `host:port`.
+    pub address: String,
+    pub sid: Option<i64>,
+    /// Its client address, `host:port`, when known.
+    pub client: Option<String>,
+}
+
+/// How to examine.
+#[derive(Debug, Clone, Copy)]
+pub struct DoctorOptions {
+    pub timeout: Duration,
+}
+
+/// What was found about one server.
+#[derive(Debug, Clone)]
+pub struct ServerReport {
+    pub member: Member,
+    /// The V1 probe's answer.
+    pub answer: Result<Answer, ProbeError>,
+    /// The version: `srvr`'s (e.g. `3.8.0`), else the wire's hint (`3.4`, `3.5+`).
+    pub version: Option<String>,
+    pub problems: Vec<String>,
+    pub advice: Vec<String>,
+}
+
+/// The whole examination: the JSON contract of `zkfle doctor --format json`.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub servers: Vec<ServerReport>,
+}
+
+impl Report {
+    pub fn healthy(&self) -> bool {
+        self.servers.iter().all(|s| s.problems.is_empty())
+    }
+
+    pub fn to_json(&self) -> Value {
+        let servers: Vec<Value> = self
+            .servers
+            .iter()
+            .map(|s| {
+                let (state, leader) = match &s.answer {
+                    Ok(a) => (json!(a.state.name()), json!(a.leader)),
+                    Err(_) => (Value::Null, Value::Null),
+                };
+                json!({
+                    "address": s.member.address,
+                    "sid": s.member.sid,
+                    "client": s.member.client,
+                    "state": state,
+                    "leader": leader,
+                    "version": s.version,
+                    "problems": s.problems,
+                    "advice": s.advice,
+                })
+            })
+            .collect();
+        json!({"servers": servers, "healthy": self.healthy()})
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for s in &self.servers {
+            let sid = s
+                .member
+                .sid
+                .map(|v| format!("sid {v:<3} "))
+                .unwrap_or_default();
+            let what = match &s.answer {
+                Ok(a) => format!(
+                    "{:<9} leader={} round={:#x} peerEpoch={:#x}",
+                    a.state.name(),
+                    a.leader,
+                    a.election_epoch,
+                    a.peer_epoch
+                ),
+                Err(e) => format!("no answer: {e}"),
+            };
+            let version = s
+                .version
+                .as_deref()
+                .map(|v| format!("  version {v}"))
+                .unwrap_or_default();
+            let mark = if s.problems.is_empty() {
+                "ok"
+            } else {
+                "PROBLEM"
+            };
+            out.push_str(&format!(
+                "{mark:<7} {:<22} {sid}{what}{version}\n",
+                s.member.address
+            ));
+            for p in &s.problems {
+                out.push_str(&format!("        problem: {p}\n"));
+            }
+            for a in &s.advice {
+                out.push_str(&format!("        advice:  {a}\n"));
+            }
+        }
+        let n = self
+            .servers
+            .iter()
+            .filter(|s| !s.problems.is_empty())
+            .count();
+        if n == 0 {
+            out.push_str(&format!("healthy: {} server(s)\n", self.servers.len()));
+        } else {
+            out.push_str(&format!(
+                "unhealthy: {n} of {} server(s) with problems\n",
+                self.servers.len()
+            ));
+        }
+        out
+    }
+}
+
+/// Examines `members` and the members named in the configs they carry (at most
+/// [`probe::MAX_MEMBERS_DIALED`] more). `config`: the members from a zoo.cfg, when given.
+pub fn examine(mut members: Vec<Member>, opts: &DoctorOptions) -> Report {
+    let v1 = ProbeOptions {
+        timeout: opts.timeout,
+        ..ProbeOptions::default()
+    };
+    let addresses: Vec<String> = members.iter().map(|m| m.address.clone()).collect();
+    let mut answers = probe::probe_all(&addresses, &v1);
+    // Members named in the newest config the answers carry.
+    let newest = answers
+        .iter()
+        .filter_map(|a| a.as_ref().ok()?.config.clone())
+        .max_by_key(|c| c.version());
+    if let Some(config) = &newest {
+        let mut extra = Vec::new();
+        for line in config.servers() {
+            let Some(addr) = line.addresses.first() else {
+                continue;
+            };
+            let election = addr.election().text;
+            let client = client_of(line.client.as_ref(), &addr.host);
+            match members
+                .iter_mut()
+                .find(|m| same_address(&m.address, &election))
+            {
+                Some(m) => {
+                    m.sid = m.sid.or(Some(line.id));
+                    m.client = m.client.clone().or(client);
+                }
+                None if extra.len() < probe::MAX_MEMBERS_DIALED => extra.push(Member {
+                    address: election,
+                    sid: Some(line.id),
+                    client,
+                }),
+                None => {}
+            }
+        }
+        let more: Vec<String> = extra.iter().map(|m| m.address.clone()).collect();
+        answers.extend(probe::probe_all(&more, &v1));
+        members.extend(extra);
+    }
+    // A member no config describes: its client port is assumed to be its host's 2181.
+    for m in members.iter_mut().filter(|m| m.client.is_none()) {
+        if let Ok(a) = crate::wire::ElectionAddress::parse(&m.address, 0) {
+            m.client = client_of(None, &a.host);
+        }
+    }
+    let v2 = ProbeOptions {
+        protocol: ProtocolVersion::V2,
+        ..v1
+    };
+    let v2_answers = probe::probe_all(&addresses_of(&members), &v2);
+    let versions = srvr_all(&members, opts.timeout);
+
+    let mut servers: Vec<ServerReport> = members
+        .into_iter()
+        .zip(answers)
+        .zip(v2_answers)
+        .zip(versions)
+        .map(|(((member, answer), v2), srvr)| {
+            let mut problems = Vec::new();
+            match (&answer, &srvr) {
+                (Ok(_), _) => {
+                    if let Err(e) = &v2 {
+                        problems.push(format!(
+                            "answers the V1 handshake but not the V2 (multi-address) one: {e}; 3.6+ peers with multi-address cannot reach it"
+                        ));
+                    }
+                }
+                (Err(e), Ok(_)) => problems.push(dead_election_port(e, &member)),
+                (Err(e), Err(why)) => problems.push(format!(
+                    "the election port does not answer ({e}), nor the client port ({why}): the server is down or unreachable"
+                )),
+            }
+            let version = srvr
+                .ok()
+                .flatten()
+                .or_else(|| answer.as_ref().ok().map(|a| probe::version_hint(a).to_string()));
+            let advice = version
+                .as_deref()
+                .map(super::matrix::advice)
+                .unwrap_or_default();
+            ServerReport {
+                member,
+                answer,
+                version,
+                problems,
+                advice,
+            }
+        })
+        .collect();
+    for s in servers.iter_mut() {
+        if s.member.sid.is_none() && s.answer.as_ref().is_ok_and(|a| a.config.is_none()) {
+            s.advice.push(
+                "its answer carries no config (a 3.4 server): give --config zoo.cfg to examine every member".into(),
+            );
+        }
+    }
+    servers.sort_by_key(|s| (s.member.sid.is_none(), s.member.sid));
+    check_agreement(&mut servers);
+    check_addresses(&mut servers);
+    Report { servers }
+}
+
+fn addresses_of(members: &[Member]) -> Vec<String> {
+    members.iter().map(|m| m.address.clone()).collect()
+}
+
+fn dead_election_port(e: &ProbeError, member: &Member) -> String {
+    let client = member.client.as_deref().unwrap_or("?");
+    match e {
+        ProbeError::Refused => format!(
+            "the client port {client} answers but the election port refuses connections: its election listener is dead (the process runs on; it cannot take part in the next election). Seen after `zkfle repro port-out-of-range`; restart the server"
+        ),
+        ProbeError::Timeout(_) | ProbeError::Closed => format!(
+            "the client port {client} answers but the election port accepts and never answers a notification ({e}): its election receiver thread is dead (it counts no vote in the next election). Seen after `zkfle repro bad-config-server-id`; restart the server"
+        ),
+        _ => format!("the client port {client} answers but the election port does not ({e})"),
+    }
+}
+
+/// The client address for a member: the config's `;client` part, else the member's host and
+/// port 2181.
+pub fn client_of(client: Option<&(Option<String>, u16)>, host: &str) -> Option<String> {
+    let (h, port) = match client {
+        Some((h, p)) => (h.clone(), *p),
+        None => (None, 2181),
+    };
+    let h = h
+        .filter(|h| !is_wildcard_host(h))
+        .unwrap_or_else(|| host.to_string());
+    Some(crate::wire::addr::format_host_port(&h, port))
+}
+
+fn is_wildcard_host(host: &str) -> bool {
+    host.trim_matches(['[', ']'])
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified())
+}
+
+fn same_address(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let parse = |s: &str| s.parse::<SocketAddr>().ok();
+    matches!((parse(a), parse(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// `srvr` on every member's client port: `Ok(Some(version))`, `Ok(None)` when the port
+/// answered without a version (the word is not whitelisted), `Err` when it did not answer.
+fn srvr_all(members: &[Member], timeout: Duration) -> Vec<Result<Option<String>, String>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = members
+            .iter()
+            .map(|m| {
+                scope.spawn(move || match &m.client {
+                    Some(c) => srvr(c, timeout),
+                    None => Err("client address unknown".to_string()),
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into())))
+            .collect()
+    })
+}
+
+/// The most bytes of a `srvr` answer read (it is a few hundred).
+const SRVR_MAX_BYTES: usize = 16 * 1024;
+
+fn srvr(client: &str, timeout: Duration) -> Result<Option<String>, String> {
+    let start = Instant::now();
+    let mut s = probe::connect(client, timeout).map_err(|e| e.to_string())?;
+    s.write_all(b"srvr").map_err(|e| e.to_string())?;
+    let mut text = Vec::new();
+    let mut buf = [0u8; 2048];
+    loop {
+        let left = timeout.saturating_sub(start.elapsed());
+        if left.is_zero() || text.len() >= SRVR_MAX_BYTES {
+            break;
+        }
+        let _ = s.set_read_timeout(Some(left));
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => text.extend_from_slice(&buf[..k]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    Ok(parse_srvr_version(&String::from_utf8_lossy(&text)))
+}
+
+/// `Zookeeper version: 3.8.0-5a02a05e..., built on ...` -> `3.8.0`.
+pub fn parse_srvr_version(text: &str) -> Option<String> {
+    let at = text.find("Zookeeper version: ")? + "Zookeeper version: ".len();
+    let v: String = text[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    (!v.is_empty()).then_some(v)
+}
+
+/// The most common value among `values`, when there is one.
+fn majority<T: Ord + Copy>(values: impl Iterator<Item = T>) -> Option<T> {
+    let mut counts: BTreeMap<T, usize> = BTreeMap::new();
+    for v in values {
+        *counts.entry(v).or_default() += 1;
+    }
+    counts.into_iter().max_by_key(|(_, c)| *c).map(|(v, _)| v)
+}
+
+/// One leader, LEADING itself, followed by every other member, all in the same round and peer
+/// epoch and carrying the same config version.
+fn check_agreement(servers: &mut [ServerReport]) {
+    let decided: Vec<(Option<i64>, Answer)> = servers
+        .iter()
+        .filter_map(|s| {
+            let a = s.answer.as_ref().ok()?;
+            (a.state != ServerState::Looking).then(|| (s.member.sid, a.clone()))
+        })
+        .collect();
+    let answered = servers.iter().filter(|s| s.answer.is_ok()).count();
+    if answered > 0 && decided.is_empty() {
+        for s in servers.iter_mut().filter(|s| s.answer.is_ok()) {
+            s.problems
+                .push("LOOKING, and so is every server that answered: no leader".into());
+        }
+        return;
+    }
+    let leader = majority(decided.iter().map(|(_, a)| a.leader));
+    let round = majority(decided.iter().map(|(_, a)| a.election_epoch));
+    let epoch = majority(decided.iter().map(|(_, a)| a.peer_epoch));
+    let config = majority(decided.iter().map(|(_, a)| a.config_version));
+    let leading: Vec<Option<i64>> = decided
+        .iter()
+        .filter(|(_, a)| a.state == ServerState::Leading)
+        .map(|(sid, _)| *sid)
+        .collect();
+    for s in servers.iter_mut() {
+        let Ok(a) = &s.answer else { continue };
+        let Some(leader) = leader else { continue };
+        match a.state {
+            ServerState::Looking => s
+                .problems
+                .push(format!("LOOKING while the others follow leader {leader}")),
+            ServerState::Unknown(code) => s
+                .problems
+                .push(format!("answers an unknown state (code {code})")),
+            _ => {
+                if a.leader != leader {
+                    s.problems.push(format!(
+                        "follows leader {} while most follow {leader}",
+                        a.leader
+                    ));
+                }
+                if a.state == ServerState::Leading
+                    && s.member.sid.is_some_and(|sid| sid != a.leader)
+                {
+                    s.problems.push(format!(
+                        "LEADING but its vote is for {}, not itself",
+                        a.leader
+                    ));
+                }
+                if a.state != ServerState::Leading && s.member.sid == Some(a.leader) {
+                    s.problems
+                        .push(format!("{} while its vote is for itself", a.state.name()));
+                }
+                if round.is_some_and(|r| r != a.election_epoch) {
+                    s.problems.push(format!(
+                        "round {:#x} while most are in round {:#x}",
+                        a.election_epoch,
+                        round.unwrap_or_default()
+                    ));
+                }
+                if epoch.is_some_and(|e| e != a.peer_epoch) {
+                    s.problems.push(format!(
+                        "peer epoch {:#x} while most have {:#x}",
+                        a.peer_epoch,
+                        epoch.unwrap_or_default()
+                    ));
+                }
+            }
+        }
+        if config.is_some_and(|c| c != a.config_version) {
+            s.problems.push(format!(
+                "carries config version {} while most carry {}",
+                show_version(a.config_version),
+                show_version(config.flatten())
+            ));
+        }
+        if a.state == ServerState::Leading && leading.len() > 1 {
+            s.problems.push(format!(
+                "one of {} servers that answer LEADING",
+                leading.len()
+            ));
+        }
+    }
+    // The leader most follow must be LEADING. When it was examined its own row says what is
+    // wrong with it. When every examined server has a sid (the membership is known) and none
+    // is the leader's, the followers say so; with the membership unknown (a 3.4 server named
+    // alone), nothing can be said.
+    if let Some(leader) = leader {
+        let examined = servers.iter().any(|s| s.member.sid == Some(leader));
+        let membership_known = servers.iter().all(|s| s.member.sid.is_some());
+        if membership_known && !examined {
+            for s in servers.iter_mut().filter(|s| {
+                s.answer
+                    .as_ref()
+                    .is_ok_and(|a| a.state != ServerState::Looking && a.leader == leader)
+            }) {
+                s.problems.push(format!(
+                    "follows leader {leader}, which is not a member this ensemble's config names"
+                ));
+            }
+        }
+    }
+}
+
+fn show_version(v: Option<u64>) -> String {
+    v.map(|v| format!("{v:#x}"))
+        .unwrap_or_else(|| "none".into())
+}
+
+/// The addresses in the configs the servers carry: no wildcard, every host name resolves.
+fn check_addresses(servers: &mut [ServerReport]) {
+    for s in servers.iter_mut() {
+        let Ok(a) = &s.answer else { continue };
+        let Some(config) = &a.config else { continue };
+        s.problems.extend(address_problems(config));
+    }
+}
+
+/// The problems with one config's addresses.
+pub fn address_problems(config: &QuorumConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in config.servers() {
+        for addr in &line.addresses {
+            let election = addr.election();
+            if election.is_wildcard() {
+                out.push(format!(
+                    "its config gives server.{} the wildcard address {}: peers cannot dial it (ZOOKEEPER-2164)",
+                    line.id, election.text
+                ));
+            } else if election.socket_addr().is_none()
+                && (addr.host.as_str(), addr.election_port)
+                    .to_socket_addrs()
+                    .map(|mut a| a.next().is_none())
+                    .unwrap_or(true)
+            {
+                out.push(format!(
+                    "its config gives server.{} the host {:?}, which does not resolve here",
+                    line.id, addr.host
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn srvr_version() {
+        let text = "Zookeeper version: 3.8.0-5a02a05eddb59aee6ac762f7ea82e92a68eb9c0f, built on 2022-02-25 08:49 UTC\nLatency min/avg/max: 0/0.0/0\nMode: follower\n";
+        assert_eq!(parse_srvr_version(text).as_deref(), Some("3.8.0"));
+        assert_eq!(
+            parse_srvr_version("srvr is not executed because it is not in the whitelist."),
+            None
+        );
+    }
+
+    #[test]
+    fn wildcard_addresses_are_problems() {
+        // (No host name here: resolving one would leave the machine.)
+        let c = QuorumConfig::parse(
+            "server.1=0.0.0.0:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:participant\nversion=0",
+        )
+        .unwrap();
+        let p = address_problems(&c);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("server.1") && p[0].contains("wildcard"));
+    }
+
+    fn answered(sid: i64, state: ServerState, leader: i64, round: i64) -> ServerReport {
+        ServerReport {
+            member: Member {
+                address: format!("127.0.0.{sid}:3888"),
+                sid: Some(sid),
+                client: None,
+            },
+            answer: Ok(Answer {
+                state,
+                leader,
+                zxid: 0,
+                election_epoch: round,
+                peer_epoch: 1,
+                config_version: Some(0),
+                config: None,
+                size: 53,
+                elapsed: Duration::ZERO,
+            }),
+            version: None,
+            problems: Vec::new(),
+            advice: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn agreement() {
+        use ServerState::*;
+        let mut ok = vec![
+            answered(1, Following, 3, 1),
+            answered(2, Following, 3, 1),
+            answered(3, Leading, 3, 1),
+        ];
+        check_agreement(&mut ok);
+        assert!(ok.iter().all(|s| s.problems.is_empty()), "{ok:?}");
+
+        let mut bad = vec![
+            answered(1, Looking, 1, 2),
+            answered(2, Following, 3, 1),
+            answered(3, Leading, 3, 1),
+            answered(4, Following, 2, 1),
+            answered(5, Following, 3, 7),
+        ];
+        check_agreement(&mut bad);
+        assert!(bad[0].problems[0].contains("LOOKING while the others follow leader 3"));
+        assert!(bad[1].problems.is_empty() && bad[2].problems.is_empty());
+        assert!(bad[3].problems[0].contains("follows leader 2 while most follow 3"));
+        assert!(bad[4].problems[0].contains("round 0x7 while most are in round 0x1"));
+
+        // A 3.4 server named alone: no sid, no config; nothing to hold against it.
+        let mut alone = vec![answered(1, Following, 3, 1)];
+        alone[0].member.sid = None;
+        check_agreement(&mut alone);
+        assert!(alone[0].problems.is_empty(), "{alone:?}");
+
+        let mut nobody = vec![answered(1, Looking, 1, 1), answered(2, Looking, 2, 1)];
+        check_agreement(&mut nobody);
+        assert!(nobody.iter().all(|s| s.problems[0].contains("no leader")));
+    }
+
+    #[test]
+    fn client_addresses() {
+        assert_eq!(
+            client_of(Some(&(Some("0.0.0.0".into()), 2182)), "127.0.0.2").as_deref(),
+            Some("127.0.0.2:2182")
+        );
+        assert_eq!(
+            client_of(None, "127.0.0.2").as_deref(),
+            Some("127.0.0.2:2181")
+        );
+    }
+}

@@ -1,0 +1,495 @@
+//! The drawn and exported formats of `zkfle decode` against every fixture: the timeline page
+//! in a real headless Chromium (Debian's `chromium`, installed by scripts/test.sh), and the
+//! Mermaid and ShiViz exports parsed back and compared with the decode.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+fn zkfle() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_zkfle"))
+}
+
+/// The decode arguments for a fixture: its election ports, and its zoo.cfg for 3.4 captures.
+fn decode_args(dir: &Path) -> Vec<String> {
+    let mut args = vec![
+        "decode".to_string(),
+        capture_file(dir).unwrap().display().to_string(),
+    ];
+    for p in election_ports(dir) {
+        args.push("--port".into());
+        args.push(p.to_string());
+    }
+    if is_legacy_fixture(dir) {
+        args.push("--config".into());
+        args.push(dir.join("zoo.cfg").display().to_string());
+    }
+    args
+}
+
+fn run(dir: &Path, extra: &[&str]) -> String {
+    let out = zkfle().args(decode_args(dir)).args(extra).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{} {extra:?}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The decode's messages (initial messages and notifications) in the JSON-lines contract.
+fn messages(dir: &Path) -> Vec<Value> {
+    run(dir, &["--format", "jsonl"])
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["type"] != "error")
+        .collect()
+}
+
+fn summary(dir: &Path) -> Value {
+    serde_json::from_str(&run(dir, &["--summary", "--format", "jsonl"])).unwrap()
+}
+
+fn decisions(s: &Value) -> usize {
+    s["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["decisions"].as_array().unwrap().len())
+        .sum()
+}
+
+/// Lanes: one per known sid, one per address whose sid is unknown.
+fn lanes(msgs: &[Value], s: &Value) -> usize {
+    let mut l = BTreeSet::new();
+    for m in msgs {
+        for (sid, addr) in [("from_sid", "src"), ("to_sid", "dst")] {
+            l.insert(match m[sid].as_i64() {
+                Some(s) => format!("s{s}"),
+                None => format!("a{}", m[addr]),
+            });
+        }
+    }
+    for r in s["rounds"].as_array().unwrap() {
+        for d in r["decisions"].as_array().unwrap() {
+            l.insert(format!("s{}", d["sid"]));
+        }
+    }
+    l.len()
+}
+
+fn chromium() -> PathBuf {
+    for c in ["chromium", "chromium-browser"] {
+        if let Ok(out) = Command::new("sh")
+            .args(["-c", &format!("command -v {c}")])
+            .output()
+            && out.status.success()
+        {
+            return PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        }
+    }
+    panic!("chromium is not installed: scripts/test.sh installs it (apt-get install chromium)");
+}
+
+fn browser_args(profile: &Path) -> Vec<String> {
+    vec![
+        "--headless".into(),
+        "--no-sandbox".into(),
+        "--disable-gpu".into(),
+        "--hide-scrollbars".into(),
+        "--no-first-run".into(),
+        format!("--user-data-dir={}", profile.display()),
+        "--virtual-time-budget=10000".into(),
+        "--window-size=1400,760".into(),
+    ]
+}
+
+/// The page after its script ran, as Chromium's DOM dump: the counts element's attributes.
+fn page_counts(page: &Path, profile: &Path) -> BTreeMap<String, String> {
+    page_counts_at(&page.display().to_string(), page, profile)
+}
+
+fn page_counts_at(url: &str, page: &Path, profile: &Path) -> BTreeMap<String, String> {
+    let out = Command::new(chromium())
+        .args(browser_args(profile))
+        .arg("--dump-dom")
+        .arg(url)
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let at = dom
+        .find("<div id=\"zkfle-counts\"")
+        .unwrap_or_else(|| panic!("no counts element in the DOM of {}", page.display()));
+    let tag = &dom[at..at + dom[at..].find('>').unwrap()];
+    let mut attrs = BTreeMap::new();
+    for part in tag.split(" data-").skip(1) {
+        let (k, v) = part.split_once("=\"").unwrap();
+        attrs.insert(k.to_string(), v[..v.find('"').unwrap()].to_string());
+    }
+    assert_eq!(
+        attrs["ready"],
+        "true",
+        "{}: the script did not finish",
+        page.display()
+    );
+    attrs
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn timeline_page_in_chromium_draws_every_message_server_and_decision() {
+    let dir = scratch("visual-html");
+    let profile = dir.join("profile");
+    for fixture in fixtures() {
+        let name = fixture.file_name().unwrap().to_string_lossy().to_string();
+        let page = dir.join(format!("{name}.html"));
+        let html = run(&fixture, &["--format", "html"]);
+        assert!(
+            !html.contains("http://") && !html.contains("https://"),
+            "{name}: offline"
+        );
+        std::fs::write(&page, html).unwrap();
+        let msgs = messages(&fixture);
+        let s = summary(&fixture);
+        let c = page_counts(&page, &profile);
+        assert_eq!(c["arrows"], msgs.len().to_string(), "{name}: arrows");
+        assert_eq!(c["messages"], msgs.len().to_string(), "{name}: messages");
+        assert_eq!(c["lanes"], lanes(&msgs, &s).to_string(), "{name}: lanes");
+        assert_eq!(
+            c["decisions"],
+            decisions(&s).to_string(),
+            "{name}: decisions"
+        );
+        assert_eq!(
+            c["listed-decisions"],
+            decisions(&s).to_string(),
+            "{name}: side panel"
+        );
+        assert_eq!(
+            c["rounds"],
+            s["rounds"].as_array().unwrap().len().to_string()
+        );
+        // Zoomed out to the whole capture, small fixtures show every arrow.
+        assert_eq!(c["aggregated"], "false", "{name}");
+        assert_eq!(c["drawn-arrows"], msgs.len().to_string(), "{name}: drawn");
+    }
+    // Filters and hover, exercised by the page itself (`#selftest`) on a capture with a
+    // kill and a restart: each server's filter shows the messages to and from it, each
+    // round's the notifications of that round, and hovering an arrow shows every field.
+    for name in ["basic3", "staggered5"] {
+        let fixture = fixtures().into_iter().find(|d| d.ends_with(name)).unwrap();
+        let msgs = messages(&fixture);
+        let page = dir.join(format!("{name}.html"));
+        let url = format!("file://{}#selftest", page.display());
+        let c = page_counts_at(&url, &page, &profile);
+        let mut lanes_expected = Vec::new();
+        let sids: BTreeSet<i64> = msgs
+            .iter()
+            .flat_map(|m| {
+                [
+                    m["from_sid"].as_i64().unwrap(),
+                    m["to_sid"].as_i64().unwrap(),
+                ]
+            })
+            .collect();
+        for sid in &sids {
+            let n = msgs
+                .iter()
+                .filter(|m| m["from_sid"] == *sid || m["to_sid"] == *sid)
+                .count();
+            lanes_expected.push(format!("sid {sid}={n}"));
+        }
+        assert_eq!(c["selftest-lanes"], lanes_expected.join(";"), "{name}");
+        let epochs: BTreeSet<i64> = msgs
+            .iter()
+            .filter_map(|m| m["election_epoch"].as_i64())
+            .collect();
+        let rounds_expected: Vec<String> = epochs
+            .iter()
+            .map(|e| {
+                let n = msgs.iter().filter(|m| m["election_epoch"] == *e).count();
+                format!("{e}={n}")
+            })
+            .collect();
+        assert_eq!(c["selftest-rounds"], rounds_expected.join(";"), "{name}");
+        assert_eq!(c["selftest-hover"], "every field", "{name}");
+    }
+    // The picture: a real screenshot of one page.
+    let shot = dir.join("basic3.png");
+    let out = Command::new(chromium())
+        .args(browser_args(&profile))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(dir.join("basic3.html"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        png.len() > 20_000,
+        "a blank screenshot? {} bytes",
+        png.len()
+    );
+    println!("screenshot: {}", shot.display());
+}
+
+/// 100,000 messages (the `big` fixture's traffic repeated, shifted in time): the page loads,
+/// builds every arrow, and aggregates when zoomed out. Its draw time is printed, not asserted
+/// (figures are measured in docs/visual.md, not in timed tests).
+#[test]
+fn timeline_page_holds_100k_messages() {
+    use zkfle::decode::summary::Summarizer;
+    use zkfle::decode::{Body, Record};
+    let big = fixtures().into_iter().find(|d| d.ends_with("big")).unwrap();
+    let base: Vec<Record> = decode_fixture(&big)
+        .into_iter()
+        .filter(|r| !matches!(r.body, Body::Problem(_)))
+        .collect();
+    let span = base.last().unwrap().time.secs - base[0].time.secs + 1;
+    let mut records = Vec::with_capacity(100_000);
+    let mut copy = 0;
+    while records.len() < 100_000 {
+        for r in &base {
+            if records.len() == 100_000 {
+                break;
+            }
+            let mut r = r.clone();
+            r.time.secs += copy * span;
+            records.push(r);
+        }
+        copy += 1;
+    }
+    let mut summarizer = Summarizer::default();
+    for r in &records {
+        summarizer.add(r);
+    }
+    let s = summarizer.finish().to_json();
+    let dir = scratch("visual-100k");
+    let page = dir.join("100k.html");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&page).unwrap());
+    zkfle::output::html::write_page(&mut out, "100k", &records, &s).unwrap();
+    drop(out);
+    let c = page_counts(&page, &dir.join("profile"));
+    assert_eq!(c["arrows"], "100000");
+    assert_eq!(c["decisions"], decisions(&s).to_string());
+    assert_eq!(c["aggregated"], "true");
+    println!(
+        "100,000 messages: {} MB page, draw of the whole capture {} ms (aggregated: {})",
+        std::fs::metadata(&page).unwrap().len() / 1_000_000,
+        c["draw-ms"],
+        c["draw-parts"]
+    );
+}
+
+/// Summary fields the page does not know by name (quorum-port sync phases, serving times,
+/// causes) are drawn and listed: a summary with such fields added to `basic3`'s.
+#[test]
+fn timeline_page_shows_sync_phases_and_causes_from_the_summary() {
+    use zkfle::decode::summary::Summarizer;
+    let fixture = fixtures()
+        .into_iter()
+        .find(|d| d.ends_with("basic3"))
+        .unwrap();
+    let records = decode_fixture(&fixture);
+    let mut summarizer = Summarizer::default();
+    for r in &records {
+        summarizer.add(r);
+    }
+    let mut s = summarizer.finish().to_json();
+    let t = s["rounds"][0]["started"].as_f64().unwrap();
+    s["rounds"][0]["cause"] = Value::from("servers started");
+    s["rounds"][1]["cause"] = serde_json::json!({"kind": "leader_lost", "sid": 3});
+    s["sync"] = serde_json::json!([
+        {"sid": 1, "phase": "DIFF", "start": t + 0.3, "end": t + 0.35},
+        {"sid": 2, "phases": [{"phase": "SNAP", "start": t + 0.3, "end": t + 0.4},
+                               {"phase": "UPTODATE", "start": t + 0.4, "end": t + 0.41}]},
+    ]);
+    s["rounds"][0]["serving"] = serde_json::json!([{"sid": 3, "from": t + 0.5, "until": t + 5.0}]);
+    let dir = scratch("visual-fields");
+    let page = dir.join("fields.html");
+    let mut out = std::fs::File::create(&page).unwrap();
+    zkfle::output::html::write_page(&mut out, "fields", &records, &s).unwrap();
+    drop(out);
+    let c = page_counts(&page, &dir.join("profile"));
+    assert_eq!(c["phases"], "4");
+    assert_eq!(c["causes"], "2");
+}
+
+/// `--format mermaid --round N` for every election of every fixture: one participant per
+/// server, one arrow per message of that election with its fields, one note per decision.
+#[test]
+fn mermaid_parses_back_to_the_decode() {
+    for fixture in fixtures() {
+        let name = fixture.file_name().unwrap().to_string_lossy().to_string();
+        let msgs = messages(&fixture);
+        let s = summary(&fixture);
+        let rounds = s["rounds"].as_array().unwrap();
+        let mut seen_epochs = BTreeSet::new();
+        for (i, round) in rounds.iter().enumerate() {
+            let epoch = round["election_epoch"].as_i64().unwrap();
+            let text = run(
+                &fixture,
+                &["--format", "mermaid", "--election", &(i + 1).to_string()],
+            );
+            // --round picks the first election that ended in that round.
+            if seen_epochs.insert(epoch) {
+                let by_round = run(
+                    &fixture,
+                    &["--format", "mermaid", "--round", &format!("{epoch:#x}")],
+                );
+                assert_eq!(by_round, text, "{name}: --round {epoch:#x}");
+            }
+            let mut lines = text.lines();
+            assert_eq!(lines.next(), Some("sequenceDiagram"));
+            let start = if i == 0 {
+                f64::NEG_INFINITY
+            } else {
+                round["started"].as_f64().unwrap()
+            };
+            let end = rounds
+                .get(i + 1)
+                .map_or(f64::INFINITY, |r| r["started"].as_f64().unwrap());
+            let expected: Vec<&Value> = msgs
+                .iter()
+                .filter(|m| {
+                    let t = m["time"].as_f64().unwrap();
+                    t >= start && t < end
+                })
+                .collect();
+            let mut participants = BTreeMap::new();
+            let mut arrows = Vec::new();
+            let mut notes = 0;
+            for line in lines {
+                let line = line.trim();
+                if let Some(p) = line.strip_prefix("participant ") {
+                    let (id, label) = p.split_once(" as ").unwrap();
+                    participants.insert(id.to_string(), label.to_string());
+                } else if line.starts_with("Note over ") {
+                    notes += 1;
+                } else if let Some((head, text)) = line.split_once(": ") {
+                    if head.starts_with("%%") {
+                        continue;
+                    }
+                    let (from, to) = head.split_once("->>").unwrap();
+                    let from = from.trim_end_matches('-');
+                    arrows.push((
+                        participants[from].clone(),
+                        participants[to].clone(),
+                        text.to_string(),
+                    ));
+                }
+            }
+            assert_eq!(arrows.len(), expected.len(), "{name} round {epoch}");
+            for ((from, to, text), m) in arrows.iter().zip(&expected) {
+                let who = |sid: &Value, addr: &Value| match sid.as_i64() {
+                    Some(s) => format!("sid {s}"),
+                    None => addr.as_str().unwrap().to_string(),
+                };
+                assert_eq!(from, &who(&m["from_sid"], &m["src"]), "{name}: {text}");
+                assert_eq!(to, &who(&m["to_sid"], &m["dst"]), "{name}: {text}");
+                let words: Vec<&str> = text.split(' ').collect();
+                if m["type"] == "notification" {
+                    let hex = |v: &Value| format!("{:#x}", v.as_i64().unwrap());
+                    assert_eq!(words[0], m["state"].as_str().unwrap());
+                    assert_eq!(words[2], m["leader"].to_string());
+                    assert_eq!(words[4], hex(&m["zxid"]));
+                    assert_eq!(words[6], hex(&m["election_epoch"]));
+                    assert_eq!(words[8], hex(&m["peer_epoch"]));
+                } else {
+                    assert_eq!(&words[..3], ["initial", "message", "sid"]);
+                    assert_eq!(words[3], m["sid"].to_string());
+                }
+            }
+            assert_eq!(
+                notes,
+                round["decisions"].as_array().unwrap().len(),
+                "{name}"
+            );
+        }
+    }
+}
+
+/// `--format shiviz`: the regex line, then two events a message (send, receive) and one a
+/// decision, with vector clocks that tick once per event of their host and never run behind
+/// what a received message carried.
+#[test]
+fn shiviz_log_parses_back_with_consistent_vector_clocks() {
+    for fixture in fixtures() {
+        let name = fixture.file_name().unwrap().to_string_lossy().to_string();
+        let msgs = messages(&fixture);
+        let s = summary(&fixture);
+        let text = run(&fixture, &["--format", "shiviz"]);
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some(zkfle::output::shiviz::REGEX));
+        assert_eq!(lines.next(), Some(""));
+        let rest: Vec<&str> = lines.collect();
+        assert_eq!(rest.len() % 2, 0);
+        let events: Vec<(&str, &str, BTreeMap<String, u64>)> = rest
+            .chunks(2)
+            .map(|e| {
+                let (host, clock) = e[1].split_once(' ').unwrap();
+                (e[0], host, serde_json::from_str(clock).unwrap())
+            })
+            .collect();
+        assert_eq!(events.len(), 2 * msgs.len() + decisions(&s), "{name}");
+        let mut own: BTreeMap<String, u64> = BTreeMap::new();
+        for (_, host, clock) in &events {
+            let n = own.entry(host.to_string()).or_default();
+            *n += 1;
+            assert_eq!(clock[*host], *n, "{name}: {host} ticks once an event");
+        }
+        let sends: Vec<_> = events.iter().filter(|e| e.0.starts_with("send ")).collect();
+        let receives: Vec<_> = events
+            .iter()
+            .filter(|e| e.0.starts_with("receive "))
+            .collect();
+        assert_eq!(sends.len(), msgs.len());
+        for ((send, recv), m) in sends.iter().zip(&receives).zip(&msgs) {
+            let host = |sid: &Value, addr: &Value| match sid.as_i64() {
+                Some(s) => format!("sid{s}"),
+                None => addr.as_str().unwrap().to_string(),
+            };
+            assert_eq!(send.1, host(&m["from_sid"], &m["src"]));
+            assert_eq!(recv.1, host(&m["to_sid"], &m["dst"]));
+            for (k, v) in &send.2 {
+                assert!(
+                    recv.2.get(k).copied().unwrap_or(0) >= *v,
+                    "{name}: receive behind send"
+                );
+            }
+            let words: Vec<&str> = send.0.split(' ').collect();
+            if m["type"] == "notification" {
+                assert_eq!(words[1], m["state"].as_str().unwrap());
+                assert_eq!(words[3], m["leader"].to_string());
+                assert_eq!(words[5], format!("{:#x}", m["zxid"].as_i64().unwrap()));
+                assert_eq!(
+                    words[7],
+                    format!("{:#x}", m["election_epoch"].as_i64().unwrap())
+                );
+                assert_eq!(words[11], m["size"].to_string());
+            } else {
+                assert_eq!(words[4], m["sid"].to_string());
+            }
+            assert_eq!(
+                &recv.0["receive ".len()..recv.0.rfind(" from ").unwrap()],
+                &send.0["send ".len()..send.0.rfind(" to ").unwrap()]
+            );
+        }
+    }
+}
