@@ -35,6 +35,7 @@ pub mod output;
 pub mod replay;
 pub mod repro;
 pub mod storage;
+pub mod throttle;
 pub mod wire;
 pub mod zab;
 pub mod zoocfg;

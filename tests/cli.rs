@@ -148,7 +148,7 @@ fn bad_capture_files_are_reported_with_offsets() {
     let not_a_capture = tmp.join("garbage.pcap");
     std::fs::write(&not_a_capture, b"this is not a capture at all").unwrap();
     let out = zkfle(&["decode", not_a_capture.to_str().unwrap()], b"");
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("not a pcap or pcapng capture"),
         "{}",
@@ -397,4 +397,39 @@ fn unfinished_frames_at_the_end_are_reported() {
         "{s}"
     );
     std::fs::remove_dir_all(&tmp).ok();
+}
+
+/// The exit-status rule (README): a capture that is missing, empty or garbage is a failed
+/// operation (1) for every command that reads one; a wrong argument is 2.
+#[test]
+fn unreadable_captures_exit_1_everywhere() {
+    let tmp = std::env::temp_dir().join(format!("zkfle-cli-exit-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let empty = tmp.join("empty.pcap");
+    std::fs::write(&empty, b"").unwrap();
+    let garbage = tmp.join("garbage.pcap");
+    std::fs::write(&garbage, b"GARBAGE GARBAGE GARBAGE GARBAGE").unwrap();
+    let missing = tmp.join("missing.pcap");
+    for file in [&empty, &garbage, &missing] {
+        let f = file.to_str().unwrap();
+        for args in [
+            vec!["decode", f],
+            vec!["decode", "--summary", f],
+            vec!["replay", f, "--as", "1"],
+        ] {
+            let out = zkfle(&args, b"");
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(
+                err.starts_with("zkfle: ") && err.contains(f),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    // A wrong argument stays 2.
+    let real = capture_file(&fixtures()[0]).unwrap();
+    let out = zkfle(&["replay", real.to_str().unwrap(), "--as", "99"], b"");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    std::fs::remove_dir_all(&tmp).unwrap();
 }

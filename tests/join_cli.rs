@@ -52,3 +52,62 @@ fn bad_input_is_one_line_and_exit_2() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A config that asks for quorum TLS or SASL is refused by name (exit 2): zkfle cannot speak
+/// either yet and must not talk plaintext to servers that expect them.
+#[test]
+fn secured_quorum_configs_are_refused_by_name() {
+    let dir = std::env::temp_dir().join(format!("zkfle-join-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for line in [
+        "sslQuorum=true",
+        "portUnification=TRUE",
+        "quorum.auth.enableSasl=true",
+        "quorum.auth.learnerRequireSasl=true",
+        "quorum.auth.serverRequireSasl=true",
+    ] {
+        let cfg = dir.join("zoo.cfg");
+        std::fs::write(
+            &cfg,
+            format!("tickTime=100\ndataDir=data\n{line}\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n"),
+        )
+        .unwrap();
+        let (code, err) = join(&["--config", cfg.to_str().unwrap(), "--myid", "1"]);
+        let key = line.split('=').next().unwrap();
+        assert_eq!(code, 2, "{line}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{line}: {err}");
+        assert!(
+            err.contains(key) && err.contains("plaintext"),
+            "{line}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Log lines written to a pipe or a file carry no ANSI colour codes.
+#[test]
+fn logs_to_a_pipe_have_no_colour() {
+    let dir = std::env::temp_dir().join(format!("zkfle-join-ansi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // My election port is taken: join warns while retrying the bind, then fails (exit 1).
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let cfg = dir.join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        format!("tickTime=100\nserver.1=127.0.0.1:2888:{port}\nserver.2=127.0.0.2:2888:3888\n"),
+    )
+    .unwrap();
+    let (code, err) = join(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--myid",
+        "1",
+        "--data-dir",
+        dir.join("data").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("WARN"), "{err}");
+    assert!(!err.contains('\x1b'), "{err:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -61,6 +61,8 @@ fn node(sid: i64, ports: &[SocketAddr], quorum: &QuorumVerifier) -> NodeConfig {
             cnx_timeout: Duration::from_millis(1000),
             socket_timeout: Duration::from_millis(1000),
             dialect: zkfle::net::WireDialect::Auto,
+            limits: Default::default(),
+            strict_peers: false,
         },
         leader_gone_ms: 300,
         leader_sync_ms: 60_000,

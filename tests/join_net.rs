@@ -35,6 +35,8 @@ fn cfg(sid: i64, peers: &[(i64, SocketAddr)]) -> NetConfig {
         cnx_timeout: Duration::from_millis(1000),
         socket_timeout: Duration::from_millis(400),
         dialect: zkfle::net::WireDialect::Auto,
+        limits: Default::default(),
+        strict_peers: false,
     }
 }
 
@@ -341,5 +343,182 @@ async fn all_native_ensemble_of_three_elects_and_reelects() {
     assert!(e1.election_epoch > 1 && e1.election_epoch == e2.election_epoch);
     for n in &nodes {
         n.abort();
+    }
+}
+
+// ----- issue 14: the election port under abuse -----
+
+/// A connection from the source address `from` (any 127.0.0.x: the kernel routes the whole
+/// /8 to loopback), for guests from many addresses.
+async fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    timeout(T, sock.connect(to)).await.unwrap().unwrap()
+}
+
+/// Whether the peer has closed `s` (within `wait`).
+async fn is_closed(s: &mut TcpStream, wait: Duration) -> bool {
+    let mut b = [0u8; 64];
+    matches!(timeout(wait, s.read(&mut b)).await, Ok(Ok(0) | Err(_)))
+}
+
+/// Answers every frame as the election would answer a non-member: with a message back.
+fn reply_to_all(m: std::sync::Arc<Manager>, mut rx: mpsc::Receiver<Received>) {
+    tokio::spawn(async move {
+        while let Some(r) = rx.recv().await {
+            m.to_send(r.from, b"my vote".to_vec());
+        }
+    });
+}
+
+#[tokio::test]
+async fn a_non_members_state_goes_with_its_connection() {
+    let (m, rx, addr) = manager(1, &[(2, "127.0.0.2:3888".parse().unwrap())]).await;
+    let m = std::sync::Arc::new(m);
+    reply_to_all(m.clone(), rx);
+    for sid in 100..1100i64 {
+        let mut s = connect_from(&format!("127.0.1.{}", sid % 200 + 1), addr).await;
+        let mut bytes = v1(sid, "127.0.0.1:1");
+        bytes.extend(frame(b"hello"));
+        s.write_all(&bytes).await.unwrap();
+        if sid % 100 == 0 {
+            // The reply arrives: the non-member was answered while connected.
+            assert_eq!(read_frame(&mut s).await, b"my vote");
+        }
+    }
+    // Every connection is closed: nothing of those 1,000 sids is kept.
+    let start = std::time::Instant::now();
+    while m.tracked_sids() > 0 {
+        assert!(
+            start.elapsed() < T,
+            "{} sids still tracked",
+            m.tracked_sids()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A message for a non-member without a connection is dropped, not queued.
+    m.to_send(5000, b"x".to_vec());
+    assert_eq!(m.tracked_sids(), 0);
+}
+
+#[tokio::test]
+async fn guests_are_bounded_per_address_and_in_total() {
+    let mut c = cfg(1, &[]);
+    c.socket_timeout = Duration::from_secs(30);
+    c.limits.max_guests = 4;
+    c.limits.max_guests_per_address = 2;
+    let (_m, _rx) = Manager::start(c.clone()).await.unwrap();
+    let (m, _rx2) = Manager::start(c).await.unwrap();
+    let addr = m.local_addrs()[0];
+    // Two silent connections from .9; a third from .9 closes the oldest of them.
+    let mut a1 = connect_from("127.0.0.9", addr).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut a2 = connect_from("127.0.0.9", addr).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut a3 = connect_from("127.0.0.9", addr).await;
+    assert!(is_closed(&mut a1, T).await, "the oldest from .9 is closed");
+    assert!(!is_closed(&mut a2, Duration::from_millis(200)).await);
+    // Two more from .10 fill the table (4); a fifth, from .11, closes the oldest of all (a2).
+    let mut b1 = connect_from("127.0.0.10", addr).await;
+    let _b2 = connect_from("127.0.0.10", addr).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut c1 = connect_from("127.0.0.11", addr).await;
+    assert!(is_closed(&mut a2, T).await, "the oldest of all is closed");
+    for s in [&mut a3, &mut b1, &mut c1] {
+        assert!(!is_closed(s, Duration::from_millis(100)).await);
+    }
+    // A member's connection is not a guest: once identified, it stays whatever follows.
+    let (mm, mut rx3) = Manager::start({
+        let mut c = cfg(1, &[(7, "127.0.0.7:3888".parse().unwrap())]);
+        c.limits.max_guests = 2;
+        c.limits.max_guests_per_address = 2;
+        c
+    })
+    .await
+    .unwrap();
+    let maddr = mm.local_addrs()[0];
+    let mut member = connect_from("127.0.0.7", maddr).await;
+    member.write_all(&v1(7, "127.0.0.7:3888")).await.unwrap();
+    let mut floods = Vec::new();
+    for i in 0..20 {
+        floods.push(connect_from(&format!("127.0.2.{}", i + 1), maddr).await);
+    }
+    member.write_all(&frame(b"still here")).await.unwrap();
+    let r = recv(&mut rx3).await;
+    assert_eq!((r.from, r.payload.as_slice()), (7, &b"still here"[..]));
+}
+
+#[tokio::test]
+async fn a_stalled_frame_is_closed_and_the_buffer_budget_holds() {
+    let mut c = cfg(1, &[]);
+    c.socket_timeout = Duration::from_millis(500);
+    c.limits.buffer_allowance = 16 << 10;
+    c.limits.max_buffered_total = 100 << 10;
+    let (m, _rx) = Manager::start(c).await.unwrap();
+    let addr = m.local_addrs()[0];
+    // 120 KiB of a 200 KiB frame: 104 KiB beyond the allowance, more than the whole budget.
+    let mut big = TcpStream::connect(addr).await.unwrap();
+    let mut bytes = v1(50, "127.0.0.1:1");
+    bytes.extend((200i32 << 10).to_be_bytes());
+    bytes.extend(vec![0u8; 120 << 10]);
+    big.write_all(&bytes).await.unwrap();
+    let t = std::time::Instant::now();
+    assert!(is_closed(&mut big, T).await);
+    assert!(
+        t.elapsed() < Duration::from_millis(400),
+        "closed by the budget, not the deadline"
+    );
+    // 10 bytes of a frame, then nothing: closed after the socket timeout.
+    let mut slow = TcpStream::connect(addr).await.unwrap();
+    let mut bytes = v1(51, "127.0.0.1:1");
+    bytes.extend(100i32.to_be_bytes());
+    bytes.extend([0u8; 10]);
+    slow.write_all(&bytes).await.unwrap();
+    let t = std::time::Instant::now();
+    assert!(is_closed(&mut slow, T).await);
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    // An idle connection between frames stays (Java has no read timeout there either).
+    let mut idle = TcpStream::connect(addr).await.unwrap();
+    let mut bytes = v1(52, "127.0.0.1:1");
+    bytes.extend(frame(b"one"));
+    idle.write_all(&bytes).await.unwrap();
+    assert!(!is_closed(&mut idle, Duration::from_millis(1200)).await);
+}
+
+#[tokio::test]
+async fn strict_peers_accept_a_members_sid_only_from_its_addresses() {
+    let member: SocketAddr = "127.0.0.3:3888".parse().unwrap();
+    for strict in [false, true] {
+        let mut c = cfg(1, &[(3, member)]);
+        c.strict_peers = strict;
+        let (m, mut rx) = Manager::start(c).await.unwrap();
+        let addr = m.local_addrs()[0];
+        // Sid 3 claimed from .9, which the config does not name for it.
+        let mut s = connect_from("127.0.0.9", addr).await;
+        let mut bytes = v1(3, "127.0.0.3:3888");
+        bytes.extend(frame(b"impostor"));
+        s.write_all(&bytes).await.unwrap();
+        if strict {
+            assert!(is_closed(&mut s, T).await);
+            assert!(
+                timeout(Duration::from_millis(300), rx.recv())
+                    .await
+                    .is_err()
+            );
+        } else {
+            // As Java: anyone may claim any sid.
+            assert_eq!(recv(&mut rx).await.payload, b"impostor");
+        }
+        // From the configured address it is accepted in both modes.
+        let mut s = connect_from("127.0.0.3", addr).await;
+        let mut bytes = v1(3, "127.0.0.3:3888");
+        bytes.extend(frame(b"member"));
+        s.write_all(&bytes).await.unwrap();
+        let r = recv(&mut rx).await;
+        assert_eq!((r.from, r.payload.as_slice()), (3, &b"member"[..]));
     }
 }

@@ -32,6 +32,8 @@ fn basic3_replayed_into_a_java_server_as_sid_1() {
             "127.0.0.1:3888",
             "--format",
             "json",
+            "--wait-target",
+            "60",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -81,4 +83,27 @@ fn basic3_replayed_into_a_java_server_as_sid_1() {
     assert_eq!(logged[1], (2, "FOLLOWING".to_string()));
     eprintln!("replay took {:?}", start.elapsed());
     drop(e);
+}
+
+/// A live target that is not there fails the replay in seconds (exit 1, one line naming it),
+/// not after the minute a target may take to enter its next election.
+#[test]
+fn a_dead_target_fails_in_seconds() {
+    let _l = lock_loopback(); // the replay listens as sids 2 and 3 on 127.0.0.2-3:3888
+    let capture = Path::new(ROOT).join("fixtures/basic3/capture.pcap");
+    let start = Instant::now();
+    let out = Command::new(ZKFLE)
+        .args(["replay", capture.to_str().unwrap(), "--as", "1"])
+        .args(["--target", "127.0.0.1:9", "--wait-target", "2"])
+        .output()
+        .unwrap();
+    let took = start.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("127.0.0.1:9") && err.contains("does not answer within 2.0 s"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(10), "took {took:?}");
 }

@@ -71,17 +71,17 @@ fn lanes(msgs: &[Value], s: &Value) -> usize {
     let mut l = BTreeSet::new();
     for m in msgs {
         for (sid, addr) in [("from_sid", "src"), ("to_sid", "dst")] {
-            // The page's sids are JavaScript numbers: sids above 2^53 (zkfle probe's
-            // Long.MAX_VALUE - 1 and - 2, in `v3.9.5-observer`) share a lane there.
+            // Sids above 2^53 (zkfle probe's Long.MAX_VALUE - 1 and - 2, in
+            // `v3.9.5-observer`) reach the page as exact strings: each has its own lane.
             l.insert(match m[sid].as_i64() {
-                Some(s) => format!("s{}", s as f64),
+                Some(s) => format!("s{s}"),
                 None => format!("a{}", m[addr]),
             });
         }
     }
     for r in s["rounds"].as_array().unwrap() {
         for d in r["decisions"].as_array().unwrap() {
-            l.insert(format!("s{}", d["sid"].as_i64().unwrap() as f64));
+            l.insert(format!("s{}", d["sid"].as_i64().unwrap()));
         }
     }
     l.len()

@@ -33,7 +33,8 @@ fn files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
 
 /// The zxids in zkfle's logs, oldest first, checked to be a gap-free history after its
 /// snapshot: +1 within an epoch, counter 1 at the start of a newer epoch. Also runs
-/// TxnLogToolkit on every log file (no CRC errors). Returns the zxids and the dumps.
+/// TxnLogToolkit on every log file (no CRC errors) and SnapshotFormatter on every snapshot
+/// (read to its end without an exception). Returns the zxids and the dumps.
 fn check_log(v2: &Path) -> (Vec<i64>, String) {
     let snap = files(v2, "snapshot.")
         .iter()
@@ -51,6 +52,17 @@ fn check_log(v2: &Path) -> (Vec<i64>, String) {
         );
         assert!(!d.contains("CRC ERROR"), "{d}");
         dumps.push_str(&d);
+    }
+    for p in files(v2, "snapshot.") {
+        let d = zk_tool(
+            "org.apache.zookeeper.server.SnapshotFormatter",
+            &[p.to_str().unwrap()],
+        );
+        assert!(
+            !d.contains("Exception") && d.contains("/zookeeper"),
+            "{}: {d}",
+            p.display()
+        );
     }
     let mut prev = snap;
     for z in &zxids {
@@ -398,6 +410,19 @@ impl Fake {
         }
     }
 
+    /// The newest connection from zkfle: older ones waiting in the backlog are sessions it
+    /// already gave up (the test was busy).
+    fn accept_newest(l: &TcpListener) -> Fake {
+        let mut f = Fake::accept(l, Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(50));
+        while let Ok((s, _)) = l.accept() {
+            s.set_nonblocking(false).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            f = Fake { s, buf: Vec::new() };
+        }
+        f
+    }
+
     fn send(&mut self, p: QuorumPacket) {
         self.s.write_all(&p.encode().unwrap()).unwrap();
     }
@@ -571,5 +596,314 @@ fn fake_leader_garbage_stall_refusal_and_death_mid_snapshot() {
     assert_eq!(zxids, vec![(5 << 32) | 1, (5 << 32) | 2, (5 << 32) | 3]);
     assert!(dump.contains("/injected"), "{dump}");
     eprintln!("fake-leader scenarios in {} ms", t0.elapsed().as_millis());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `create /big` with `size` bytes of data: a valid txn for ZooKeeper's tools. (Only the
+/// first of them creates the node in the data tree, so the tree stays small.)
+fn big_txn(zxid: i64, size: usize) -> Vec<u8> {
+    let h = TxnHeader {
+        client_id: 0x1234,
+        cxid: 1,
+        zxid,
+        time: 0,
+        op: 1,
+    };
+    let mut t = h.encode().to_vec();
+    put_str(&mut t, b"/big");
+    put_str(&mut t, &vec![b'd'; size]);
+    t.extend(1i32.to_be_bytes());
+    t.extend(31i32.to_be_bytes());
+    put_str(&mut t, b"world");
+    put_str(&mut t, b"anyone");
+    t.push(0);
+    t.extend(0i32.to_be_bytes());
+    t
+}
+
+/// The setup of the fake-leader tests: a config with sids 1-3, the quorum port of 2 served by
+/// the test, zkfle 1 with `extra` arguments (its data dir among them) and an election-only
+/// zkfle 2 that claims epoch 100 so that it wins whatever zkfle 1 logs.
+fn fake_leader_setup(dir: &Path, extra: &[&str]) -> (TcpListener, Native, Native) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let cfg = dir.join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        "tickTime=100\ninitLimit=10\nsyncLimit=5\nclientPort=2181\n\
+         server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\nserver.3=127.0.0.3:2888:3888\n",
+    )
+    .unwrap();
+    let l = TcpListener::bind("127.0.0.2:2888").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let n = Native::start_in(dir, &cfg, 1, extra);
+    let claimer = Native::start_in(
+        dir,
+        &cfg,
+        2,
+        &["--zxid", "0x6400000000", "--peer-epoch", "100"],
+    );
+    (l, n, claimer)
+}
+
+/// Waits for zkfle's log to say `why` in a session end, after `ended` earlier session ends.
+fn session_ended(n: &Native, ended: usize, why: &str) {
+    wait_for(why, Duration::from_secs(10), || {
+        let log = n.log();
+        (count(&log, "follow session ended") > ended && log.contains(why)).then_some(())
+    });
+}
+
+/// Issue 14, a leader that would brick its follower (zkfle 1 follows the test's fake leader,
+/// the data dir on disk): an epoch of 0x7FFFFFFF, a DIFF proposal of epoch 0x7fffffff, a DIFF
+/// over --max-diff-bytes and a snapshot over --max-snapshot-bytes are each refused with the
+/// reason and nothing of them persisted; a 64 MiB DIFF is staged on disk, not held in memory,
+/// and logged; ZooKeeper's TxnLogToolkit reads the log after each step.
+#[test]
+fn a_leader_that_would_brick_the_follower_is_refused() {
+    let _l = lock_loopback();
+    let dir = std::env::temp_dir().join(format!("zkfle-zab-brick-{}", std::process::id()));
+    let data = dir.join("native1");
+    let (l, n, _claimer) = fake_leader_setup(
+        &dir,
+        &[
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--max-diff-bytes",
+            "80000000",
+            "--max-snapshot-bytes",
+            "100000",
+        ],
+    );
+    let v2 = data.join("version-2");
+    let epoch_file = |name: &str| std::fs::read_to_string(v2.join(name)).unwrap();
+
+    // 1. LEADERINFO with epoch 0x7FFFFFFF: refused, acceptedEpoch stays 0.
+    let mut f = Fake::accept_newest(&l);
+    let fi = f.recv();
+    assert_eq!(fi.ptype, ptype::FOLLOWERINFO);
+    f.send(QuorumPacket::new(
+        ptype::LEADERINFO,
+        0x7FFF_FFFFi64 << 32,
+        Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
+    ));
+    f.closed_within(Duration::from_secs(3));
+    session_ended(
+        &n,
+        0,
+        "LEADERINFO epoch 2147483647 (0x7fffffff) is far beyond",
+    );
+    assert_eq!(epoch_file("acceptedEpoch"), "0");
+
+    // 2. A DIFF proposal with zxid 0x7fffffff00000001: refused, not logged.
+    let mut f = Fake::accept_newest(&l);
+    assert_eq!(f.handshake(10), (0, 0, 0));
+    f.send(QuorumPacket::new(ptype::DIFF, 0, None));
+    let z = 0x7fff_ffff_0000_0001i64;
+    f.send(QuorumPacket::new(ptype::PROPOSAL, z, Some(injected_txn(z))));
+    f.closed_within(Duration::from_secs(3));
+    session_ended(
+        &n,
+        1,
+        "sync PROPOSAL 0x7fffffff00000001 is in epoch 2147483647",
+    );
+    assert!(files(&v2, "log.").is_empty(), "nothing logged");
+
+    // 3. A DIFF over --max-diff-bytes (80 MB): refused, nothing logged, the staging file gone.
+    let mut f = Fake::accept_newest(&l);
+    assert_eq!(f.handshake(11), (10, 0, 0));
+    let ended = count(&n.log(), "follow session ended");
+    f.send(QuorumPacket::new(ptype::DIFF, 0xa_0000_0000 | 200, None));
+    for i in 1..=200i64 {
+        let z = 0xa_0000_0000 | i;
+        // zkfle closes mid-way: the writes may fail then.
+        if f.s
+            .write_all(
+                &QuorumPacket::new(ptype::PROPOSAL, z, Some(big_txn(z, 512 << 10)))
+                    .encode()
+                    .unwrap(),
+            )
+            .is_err()
+        {
+            break;
+        }
+    }
+    f.closed_within(Duration::from_secs(10));
+    session_ended(&n, ended, "the leader's DIFF exceeds 80000000 bytes");
+    assert!(files(&v2, "log.").is_empty());
+    assert!(
+        files(&v2, "sync.").is_empty(),
+        "the staging file is removed"
+    );
+
+    // 4. A 64 MiB DIFF (128 proposals of 512 KiB): staged on disk, logged at NEWLEADER, in
+    //    bounded memory.
+    let rss_before = n.peak_rss_kb();
+    let mut f = Fake::accept_newest(&l);
+    assert_eq!(f.handshake(12), (11, 0, 0));
+    f.send(QuorumPacket::new(ptype::DIFF, 0xa_0000_0000 | 128, None));
+    for i in 1..=128i64 {
+        let z = 0xa_0000_0000 | i;
+        f.send(QuorumPacket::new(
+            ptype::PROPOSAL,
+            z,
+            Some(big_txn(z, 512 << 10)),
+        ));
+        f.send(QuorumPacket::new(ptype::COMMIT, z, None));
+    }
+    f.s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    f.send(QuorumPacket::new(ptype::NEWLEADER, 12 << 32, None));
+    assert_eq!(f.recv(), QuorumPacket::ack(12 << 32));
+    f.send(QuorumPacket::new(ptype::UPTODATE, -1, None));
+    assert_eq!(f.recv(), QuorumPacket::ack(12 << 32));
+    let peak = n.peak_rss_kb();
+    eprintln!("64 MiB DIFF: zkfle peak RSS {rss_before} -> {peak} kB");
+    assert!(peak < 48 * 1024, "peak RSS {peak} kB for a 64 MiB DIFF");
+    let (zxids, _) = check_log(&v2);
+    assert_eq!(
+        zxids,
+        (1..=128).map(|i| 0xa_0000_0000 | i).collect::<Vec<i64>>()
+    );
+    assert!(files(&v2, "sync.").is_empty());
+    drop(f);
+
+    // 5. A snapshot over --max-snapshot-bytes (100 kB): 100,000 sessions of 12 bytes each.
+    let mut f = Fake::accept_newest(&l);
+    assert_eq!(f.handshake(13), (12, 0xa_0000_0080, 12));
+    let ended = count(&n.log(), "follow session ended");
+    f.send(QuorumPacket::new(ptype::SNAP, 0xc_0000_0001, None));
+    let mut body = 100_000i32.to_be_bytes().to_vec();
+    for i in 0..100_000i64 {
+        body.extend(i.to_be_bytes());
+        body.extend(30_000i32.to_be_bytes());
+    }
+    let _ = f.s.write_all(&body);
+    f.closed_within(Duration::from_secs(5));
+    session_ended(&n, ended, "the leader's snapshot exceeds 100000 bytes");
+    let mut f = Fake::accept_newest(&l);
+    assert_eq!(
+        f.handshake(14),
+        (13, 0xa_0000_0080, 12),
+        "the log is as it was"
+    );
+    drop(f);
+    n.kill();
+    assert!(files(&v2, "tmp.").is_empty());
+    assert!(
+        files(&v2, "snapshot.c").is_empty(),
+        "the refused snapshot is not kept"
+    );
+    let (zxids, dump) = check_log(&v2);
+    assert_eq!(
+        zxids,
+        (1..=128).map(|i| 0xa_0000_0000 | i).collect::<Vec<i64>>()
+    );
+    assert!(dump.contains("/big"), "{dump}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A small tmpfs mounted for a test, unmounted on drop.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    /// None when this machine cannot mount one (not root).
+    fn mount(path: &Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(path).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| SmallDisk(path.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Issue 14, a full disk: zkfle's data dir on a 2 MiB tmpfs, proposals of 64 KiB until the
+/// disk is full. zkfle ends the session with the error (no ACK for what it could not log),
+/// goes back to LOOKING, its log has no torn entry and ZooKeeper's TxnLogToolkit reads it,
+/// and in the next session it reports the last proposal it acknowledged.
+#[test]
+fn a_full_disk_ends_the_session_cleanly() {
+    let _l = lock_loopback();
+    let dir = std::env::temp_dir().join(format!("zkfle-zab-full-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let data = dir.join("small");
+    let Some(_disk) = SmallDisk::mount(&data, "2m") else {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let (l, n, _claimer) = fake_leader_setup(&dir, &["--data-dir", data.to_str().unwrap()]);
+    let v2 = data.join("version-2");
+    let mut f = Fake::accept(&l, Duration::from_secs(20));
+    assert_eq!(f.handshake(5), (0, 0, 0));
+    f.diff_sync(5, 0);
+    let mut acked = 0;
+    for i in 1..=100i64 {
+        let z = (5 << 32) | i;
+        if f.s
+            .write_all(
+                &QuorumPacket::new(ptype::PROPOSAL, z, Some(big_txn(z, 64 << 10)))
+                    .encode()
+                    .unwrap(),
+            )
+            .is_err()
+        {
+            break;
+        }
+        let mut got = None;
+        f.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut b = [0u8; 4096];
+        loop {
+            if let Ok((p, used)) = QuorumPacket::decode(&f.buf) {
+                f.buf.drain(..used);
+                got = Some(p);
+                break;
+            }
+            match f.s.read(&mut b) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => f.buf.extend_from_slice(&b[..k]),
+            }
+        }
+        match got {
+            Some(p) => {
+                assert_eq!(p, QuorumPacket::ack(z));
+                acked = z;
+            }
+            None => break,
+        }
+    }
+    assert!(
+        acked > 5 << 32 && acked < (5 << 32) | 100,
+        "acked up to 0x{acked:x}"
+    );
+    session_ended(&n, 0, "No space left on device");
+    let lookings = |n: &Native| {
+        n.events()
+            .iter()
+            .filter(|v| v["state"] == "LOOKING")
+            .count()
+    };
+    let before = lookings(&n);
+    wait_for("back to LOOKING", Duration::from_secs(5), || {
+        (lookings(&n) > before || n.log().contains("FOLLOWING: storage:")).then_some(())
+    });
+    // The next session: zkfle reports exactly what it acknowledged.
+    let mut f = Fake::accept_newest(&l);
+    assert_eq!(f.handshake(6), (5, acked, 5));
+    drop(f);
+    n.kill();
+    let (zxids, _) = check_log(&v2);
+    assert_eq!(zxids.last(), Some(&acked));
+    eprintln!(
+        "full disk: {} proposals acknowledged and logged before ENOSPC",
+        zxids.len()
+    );
+    drop(_disk);
     let _ = std::fs::remove_dir_all(&dir);
 }

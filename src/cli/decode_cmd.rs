@@ -283,7 +283,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         ));
     }
     let (merged, offsets) = capture::merge::open_files(&args.captures, &overrides)
-        .map_err(|e| CliError::input(e.to_string()))?;
+        .map_err(|e| CliError::failure(e.to_string()))?;
     let clocks: Vec<(String, ClockOffset)> = args.captures.iter().cloned().zip(offsets).collect();
     let mut out = Output::new(&args, filter, members, false);
     out.clocks = clocks.clone();
@@ -880,11 +880,11 @@ fn broken_pipe_or(e: std::io::Error) -> CliError {
 }
 
 fn open_with_progress(path: &str) -> Result<capture::TcpSegments, CliError> {
-    let open_err = |e: capture::CaptureError| CliError::input(format!("{path}: {e}"));
+    let open_err = |e: capture::CaptureError| CliError::failure(format!("{path}: {e}"));
     if path == "-" {
         return capture::open(path).map_err(open_err);
     }
-    let file = std::fs::File::open(path).map_err(|e| CliError::input(format!("{path}: {e}")))?;
+    let file = std::fs::File::open(path).map_err(|e| CliError::failure(format!("{path}: {e}")))?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     // A progress bar only for people watching a large file.
     if std::io::stderr().is_terminal() && len > 64 << 20 {

@@ -60,6 +60,21 @@ pub struct JoinArgs {
     /// message, 40-byte notifications).
     #[arg(long, value_enum, default_value_t = WireDialect::Auto)]
     pub wire: WireDialect,
+    /// Accept a member's sid on the election port only from the addresses the config gives
+    /// for it (any of them, with multi-address). Java, and zkfle by default, accept any sid
+    /// from anyone who can reach the port: anyone there can stand in for a member in the
+    /// election. Strict mode stops that, but a member that connects from another address
+    /// (NAT, a second interface, a hostname that resolves elsewhere) is refused.
+    #[arg(long = "strict-peers")]
+    pub strict_peers: bool,
+    /// The most bytes of proposals a leader's DIFF may carry (they are staged on disk until
+    /// NEWLEADER); a larger DIFF ends the sync with an error.
+    #[arg(long = "max-diff-bytes", value_name = "BYTES", default_value_t = crate::zab::DEFAULT_MAX_SYNC_BYTES)]
+    pub max_diff_bytes: u64,
+    /// The most bytes a leader's snapshot (SNAP) may have; a larger one ends the sync with an
+    /// error.
+    #[arg(long = "max-snapshot-bytes", value_name = "BYTES", default_value_t = crate::zab::DEFAULT_MAX_SYNC_BYTES)]
+    pub max_snapshot_bytes: u64,
     /// zookeeper.fastleader.minNotificationInterval (ms).
     #[arg(
         long = "zookeeper.fastleader.minNotificationInterval",
@@ -183,6 +198,8 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
             })?
         }
     };
+    refuse_secured_quorum(&cfg)
+        .map_err(|m| input(format!("--config {}: {m}", args.config.display())))?;
     for key in cfg.other.keys() {
         tracing::debug!("zoo.cfg key {key} ignored by zkfle join");
     }
@@ -291,6 +308,9 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
                 tick_ms: tick,
                 init_limit,
                 sync_limit,
+                max_diff_bytes: args.max_diff_bytes,
+                max_snapshot_bytes: args.max_snapshot_bytes,
+                known_epoch: 0,
             },
         })
     } else {
@@ -328,12 +348,49 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
             cnx_timeout: Duration::from_millis(args.cnx_timeout),
             socket_timeout: Duration::from_millis(socket_timeout.max(1)),
             dialect: args.wire,
+            limits: crate::net::PeerLimits::for_open_files_limit(
+                crate::net::manager::open_files_limit(),
+            ),
+            strict_peers: args.strict_peers,
         },
         leader_gone_ms: tick * sync_limit,
         leader_sync_ms: tick * init_limit,
         once: args.once,
         zab,
     })
+}
+
+/// zoo.cfg switches (read as Java's `Boolean.parseBoolean`) that make the ensemble's quorum
+/// and election ports speak TLS or require SASL. zkfle cannot do either yet: rather than
+/// speak plaintext to servers that expect otherwise, `join` refuses such a config.
+const SECURED_QUORUM_KEYS: &[(&str, &str)] = &[
+    ("sslQuorum", "TLS on the quorum and election ports"),
+    ("portUnification", "TLS and plaintext on one port"),
+    (
+        "quorum.auth.enableSasl",
+        "SASL authentication between servers",
+    ),
+    (
+        "quorum.auth.learnerRequireSasl",
+        "SASL authentication between servers",
+    ),
+    (
+        "quorum.auth.serverRequireSasl",
+        "SASL authentication between servers",
+    ),
+];
+
+fn refuse_secured_quorum(cfg: &ZooCfg) -> Result<(), String> {
+    for (key, what) in SECURED_QUORUM_KEYS {
+        if let Some(v) = cfg.other.get(*key)
+            && v.trim().eq_ignore_ascii_case("true")
+        {
+            return Err(format!(
+                "{key}={v} asks for {what}, which zkfle join cannot do yet; refusing rather than speaking plaintext"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn resolve(a: &ElectionAddress) -> Option<SocketAddr> {
@@ -343,7 +400,11 @@ fn resolve(a: &ElectionAddress) -> Option<SocketAddr> {
 }
 
 pub fn run(args: JoinArgs) -> Result<(), CliError> {
+    use std::io::IsTerminal;
+    // Colour only for a person at a terminal: log files and pipes get plain text.
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let _ = tracing_subscriber::fmt()
+        .with_ansi(ansi)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),

@@ -1,6 +1,12 @@
 //! The `zkfle` command line: parsing with clap, one submodule a command, errors printed as one
-//! line on stderr (`zkfle: <what>: <why>`) with exit status 2 for bad input and 1 for failures
-//! of the operation itself.
+//! line on stderr (`zkfle: <what>: <why>`).
+//!
+//! The exit-status rule (README, "Exit status"), the same for every command: 2 when what the
+//! user wrote is wrong -- arguments, values, hex or JSON given to `wire`, a config file named by
+//! a flag (unreadable, malformed, or asking for what zkfle cannot do), an `--as SID` the capture
+//! cannot replay; 1 when the operation fails on the data or the network it works on -- a capture
+//! that is missing, unreadable, empty or damaged, errors in the traffic, a peer or target that
+//! fails, storage, a replay whose decisions differ.
 
 mod decode_cmd;
 mod decode_time;
@@ -51,7 +57,7 @@ pub struct CliError {
 }
 
 impl CliError {
-    /// Bad input from the user (exit status 2).
+    /// What the user wrote is wrong (exit status 2; see the module docs).
     pub fn input(message: impl Into<String>) -> Self {
         CliError {
             status: 2,
@@ -59,7 +65,7 @@ impl CliError {
         }
     }
 
-    /// The operation failed (exit status 1).
+    /// The operation failed on its data or network (exit status 1; see the module docs).
     pub fn failure(message: impl Into<String>) -> Self {
         CliError {
             status: 1,

@@ -24,6 +24,10 @@ pub struct ReplayArgs {
     /// server configured as SID.
     #[arg(long, default_value = "native")]
     pub target: String,
+    /// Seconds a live target may take to answer at all (it may still be starting) before the
+    /// replay fails.
+    #[arg(long = "wait-target", value_name = "SECS", default_value_t = live::DEFAULT_WAIT_ANSWER.as_secs_f64())]
+    pub wait_target: f64,
     /// Scale recorded time for a live target: 2 replays twice as fast.
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,
@@ -49,6 +53,11 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     if !(args.speed > 0.0 && args.speed.is_finite()) {
         return Err(CliError::input("--speed must be a positive number"));
     }
+    if !(args.wait_target >= 0.0 && args.wait_target <= 86_400.0) {
+        return Err(CliError::input(
+            "--wait-target must be a number of seconds between 0 and 86400",
+        ));
+    }
     let mut book = AddressBook::default();
     let config = match &args.config {
         Some(path) => {
@@ -65,27 +74,32 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         ..DecodeOptions::default()
     };
     let records: Vec<_> = if let [one] = args.captures.as_slice() {
-        let segments = capture::open(one).map_err(|e| CliError::input(format!("{one}: {e}")))?;
+        let segments = capture::open(one).map_err(|e| CliError::failure(format!("{one}: {e}")))?;
         Decoder::from_capture(segments, options).collect()
     } else {
         let fixed = vec![None; args.captures.len()];
         let (merged, _) = capture::merge::open_files(&args.captures, &fixed)
-            .map_err(|e| CliError::input(e.to_string()))?;
+            .map_err(|e| CliError::failure(e.to_string()))?;
         Decoder::with_source(merged, options).collect()
     };
     if let Some(p) = records.iter().find_map(|r| match &r.body {
         Body::Problem(p) if p.severity == Severity::Error => Some(p),
         _ => None,
     }) {
-        return Err(CliError::input(format!("{name}: {}", p.message)));
+        return Err(CliError::failure(format!("{name}: {}", p.message)));
     }
     let rec = Recording::from_records(&records, args.sid, config.as_ref())
         .map_err(|e| CliError::input(format!("{name}: {e}")))?;
     let report = if args.target == "native" {
         native::replay(&rec)
     } else {
-        live::replay(&rec, &args.target, args.speed)
-            .map_err(|e| CliError::failure(format!("replay into {}: {e}", args.target)))?
+        live::replay(
+            &rec,
+            &args.target,
+            args.speed,
+            std::time::Duration::from_secs_f64(args.wait_target),
+        )
+        .map_err(|e| CliError::failure(format!("replay into {}: {e}", args.target)))?
     };
     match args.format {
         Format::Json => println!("{}", report.to_json()),

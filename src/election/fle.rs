@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use crate::throttle::{LogThrottle, suppressed};
+
 use tracing::{debug, info, warn};
 
 use crate::wire::{JavaView, Notification, QuorumConfig, Role, ServerState};
@@ -117,6 +119,7 @@ pub struct Election {
     current_vote: Vote,
     recvset: BTreeMap<i64, Vote>,
     outofelection: BTreeMap<i64, Vote>,
+    throttle: LogThrottle,
     /// Java's `recvqueue`.
     queue: VecDeque<Received>,
     phase: Phase,
@@ -157,6 +160,7 @@ impl Election {
             current_vote,
             recvset: BTreeMap::new(),
             outofelection: BTreeMap::new(),
+            throttle: LogThrottle::new(),
             queue: VecDeque::new(),
             phase: Phase::Polling,
             not_timeout,
@@ -419,16 +423,25 @@ impl Election {
     fn process(&mut self, now_ms: u64, n: Received) {
         let q = &self.cfg.quorum;
         if !(q.is_voter(n.sid) && q.is_voter(n.leader)) {
-            if !q.is_voter(n.leader) {
+            // Anyone can send these: one line per window, with a count (crate::throttle).
+            if !q.is_voter(n.leader)
+                && let Some(more) = self.throttle.allow("non-member vote", now_ms)
+            {
                 warn!(
-                    "Ignoring notification for non-cluster member sid {} from sid {}",
-                    n.leader, n.sid
+                    "Ignoring notification for non-cluster member sid {} from sid {}{}",
+                    n.leader,
+                    n.sid,
+                    suppressed(more)
                 );
             }
-            if !q.is_voter(n.sid) {
+            if !q.is_voter(n.sid)
+                && let Some(more) = self.throttle.allow("non-member sender", now_ms)
+            {
                 warn!(
-                    "Ignoring notification for sid {} from non-quorum member sid {}",
-                    n.leader, n.sid
+                    "Ignoring notification for sid {} from non-quorum member sid {}{}",
+                    n.leader,
+                    n.sid,
+                    suppressed(more)
                 );
             }
             return;

@@ -163,6 +163,21 @@ impl SendQueues {
         slot.conn.take()
     }
 
+    /// Forgets everything about `sid` (a non-member whose connection ended: nothing of it is
+    /// kept after its connection).
+    pub fn forget(&mut self, sid: i64) {
+        self.slots.remove(&sid);
+    }
+
+    /// How many sids have state here.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
     /// The sender of `conn` asks for its next message. On a new connection with an empty
     /// queue, the last message sent is re-sent first (`SendWorker.run`).
     pub fn next(&mut self, sid: i64, conn: ConnId) -> Next {

@@ -113,6 +113,11 @@ impl Dialects {
             None
         }
     }
+
+    /// Forgets what `sid` was seen to speak (a non-member whose connection ended).
+    pub fn forget(&mut self, sid: i64) {
+        self.legacy_peers.remove(&sid);
+    }
 }
 
 /// `n` as a 3.4.6+ sender would put it on the wire: 40 bytes, version 1, no config.

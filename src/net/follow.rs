@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::storage::Storage;
+use crate::storage::staging::Staging;
 use crate::wire::quorum::{QuorumItem, QuorumStreamDecoder, ptype};
 use crate::zab::{Event, Learner, LearnerConfig, Persist};
 
@@ -112,6 +113,7 @@ async fn connect(cfg: &FollowConfig, limit: Duration) -> std::io::Result<TcpStre
 /// Carries out a Ready's persists durably; true when something was appended.
 fn persist(
     storage: &mut Storage,
+    staging: &mut Staging,
     actions: Vec<Persist>,
     snapshot_max_zxid: i64,
 ) -> std::io::Result<bool> {
@@ -138,6 +140,11 @@ fn persist(
                 storage.append(zxid, &txn)?;
                 appended = true;
             }
+            Persist::Stage { zxid, txn } => staging.stage(zxid, &txn)?,
+            Persist::AppendStaged { skip } => {
+                let n = staging.append_to(storage, &skip)?;
+                info!("logged {n} proposals of the DIFF");
+            }
         }
     }
     if appended {
@@ -151,6 +158,7 @@ fn persist(
 async fn flush(
     learner: &mut Learner,
     storage: &mut Storage,
+    staging: &mut Staging,
     stream: &mut TcpStream,
     snapshot_max_zxid: i64,
 ) -> Result<usize, String> {
@@ -158,7 +166,8 @@ async fn flush(
         return Ok(0);
     }
     let ready = learner.ready();
-    persist(storage, ready.persist, snapshot_max_zxid).map_err(|e| format!("storage: {e}"))?;
+    persist(storage, staging, ready.persist, snapshot_max_zxid)
+        .map_err(|e| format!("storage: {e}"))?;
     let mut out = Vec::new();
     let mut acks = 0;
     for p in &ready.send {
@@ -229,14 +238,19 @@ async fn follow_session(
         now(),
     );
     let mut decoder = QuorumStreamDecoder::new();
+    // Dropped (its file removed) when the session ends, however it ends.
+    let mut staging = Staging::new(storage.dir());
     let mut buf = vec![0u8; 1 << 16];
     let mut synced = false;
     let mut snap_max = 0i64;
     let end = |reason: String, synced| FollowEnd { reason, synced };
     loop {
-        if let Err(e) = flush(&mut learner, storage, &mut stream, snap_max).await {
-            storage.abort_snapshot();
-            return end(e, synced);
+        match flush(&mut learner, storage, &mut staging, &mut stream, snap_max).await {
+            Ok(_) => learner.resume(now()),
+            Err(e) => {
+                storage.abort_snapshot();
+                return end(e, synced);
+            }
         }
         while let Some(ev) = learner.poll_event() {
             match ev {
@@ -308,7 +322,10 @@ async fn follow_session(
                     }
                 }
                 Ok(Some(QuorumItem::SnapshotData { bytes, .. })) => {
-                    learner.on_bytes(t);
+                    learner.on_snapshot_bytes(t, bytes.len());
+                    if learner.phase() == crate::zab::Phase::Closed {
+                        break;
+                    }
                     if let Err(e) = storage.snapshot_data(&bytes) {
                         learner.on_disconnect(format!("storage: {e}"));
                         break;
@@ -330,12 +347,13 @@ async fn follow_session(
             }
         }
         // Persist, then send; measure proposal-received to ACK-sent for this batch.
-        match flush(&mut learner, storage, &mut stream, snap_max).await {
+        match flush(&mut learner, storage, &mut staging, &mut stream, snap_max).await {
             Ok(acks) if proposals > 0 && synced => {
                 let us = t_read.elapsed().as_micros().min(u32::MAX as u128) as u32;
                 stats.record(us, acks);
+                learner.resume(now());
             }
-            Ok(_) => {}
+            Ok(_) => learner.resume(now()),
             Err(e) => {
                 storage.abort_snapshot();
                 return end(e, synced);

@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -17,6 +17,7 @@ use tracing::{debug, info, warn};
 
 use super::core::{self, ConnId, Incoming, Next, SendQueues};
 use super::dialect::{Dialects, PeerForm, WireDialect};
+use crate::throttle::{LogThrottle, suppressed};
 use crate::wire::initial::OBSERVER_ID;
 use crate::wire::{
     Direction, ElectionAddress, InitialMessage, ProtocolVersion, StreamDecoder, StreamItem,
@@ -42,6 +43,71 @@ pub struct NetConfig {
     pub socket_timeout: Duration,
     /// The protocol generation to speak (3.5+ or 3.4), fixed or per peer (`super::dialect`).
     pub dialect: WireDialect,
+    /// Bounds on what connecting peers can make us hold.
+    pub limits: PeerLimits,
+    /// Accept a member's sid only from the IP addresses its configured election addresses
+    /// resolve to (`--strict-peers`); Java accepts any sid from anyone.
+    pub strict_peers: bool,
+}
+
+/// Bounds on the election port against peers that are not (or not yet) members.
+///
+/// A *guest* is an accepted connection that is not bound to a member: in its handshake, or
+/// identified by a sid that is not in the config. Members' connections are bounded by the
+/// config itself (one per sid, the newest wins) and are not guests. When a new connection would
+/// exceed a guest limit, the oldest guest (from that address, else any) is closed to make room:
+/// a member's handshake takes one round trip, so flooding connections cannot keep it out, and
+/// the file descriptors in use stay bounded.
+#[derive(Debug, Clone)]
+pub struct PeerLimits {
+    /// Guests at a time, in total.
+    pub max_guests: usize,
+    /// Guests at a time from one source IP address.
+    pub max_guests_per_address: usize,
+    /// Bytes of unfinished frames that all connections together may hold beyond each one's
+    /// [`PeerLimits::buffer_allowance`]; a connection that needs more while the total is spent
+    /// is closed.
+    pub max_buffered_total: usize,
+    /// Bytes any connection may buffer whatever the total (a notification with the config of a
+    /// large ensemble is a few KiB).
+    pub buffer_allowance: usize,
+}
+
+impl PeerLimits {
+    /// The defaults, with fewer guests when the process may open few files: guests take at
+    /// most half of what the descriptor limit leaves after 32 for everything else (members,
+    /// the quorum connection, the log), so guests alone never exhaust the descriptors.
+    pub fn for_open_files_limit(limit: Option<u64>) -> PeerLimits {
+        let mut l = PeerLimits::default();
+        if let Some(n) = limit {
+            let room = usize::try_from(n.saturating_sub(32) / 2).unwrap_or(usize::MAX);
+            l.max_guests = l.max_guests.min(room.max(2));
+            l.max_guests_per_address = l.max_guests_per_address.min(l.max_guests);
+        }
+        l
+    }
+}
+
+/// The soft limit on open files (`ulimit -n`) of this process, from `/proc/self/limits`.
+pub fn open_files_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+impl Default for PeerLimits {
+    fn default() -> Self {
+        PeerLimits {
+            max_guests: 64,
+            max_guests_per_address: 8,
+            max_buffered_total: 8 << 20,
+            buffer_allowance: 64 << 10,
+        }
+    }
 }
 
 /// A frame received from a peer: the payload (a notification, to be decoded by the caller).
@@ -56,6 +122,8 @@ pub struct Received {
 
 /// Java's receive queue holds 100 messages.
 const RECV_QUEUE: usize = 100;
+/// Dial-backs to non-members (smaller sids not in the config) at a time.
+const MAX_GUEST_DIALS: usize = 8;
 /// Listener bind attempts (`zookeeper.electionPortBindRetry`, default 3), 1 s apart.
 const BIND_RETRIES: u32 = 3;
 
@@ -68,6 +136,42 @@ struct ConnTasks {
 struct State {
     queues: SendQueues,
     conns: HashMap<ConnId, ConnTasks>,
+}
+
+/// One guest connection (see [`PeerLimits`]).
+struct Guest {
+    ip: IpAddr,
+    /// Closes the connection (its handshake or reader waits on it).
+    evict: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct Guests {
+    /// By admission order (ids increase), so the first entry from an address is its oldest.
+    table: BTreeMap<u64, Guest>,
+    per_ip: HashMap<IpAddr, usize>,
+    next: u64,
+}
+
+/// A guest's place; leaving it (drop) frees the place.
+struct GuestPass {
+    shared: Arc<Shared>,
+    id: u64,
+    evict: Arc<Notify>,
+}
+
+impl Drop for GuestPass {
+    fn drop(&mut self) {
+        let mut g = lock(&self.shared.guests);
+        if let Some(guest) = g.table.remove(&self.id)
+            && let Some(n) = g.per_ip.get_mut(&guest.ip)
+        {
+            *n -= 1;
+            if *n == 0 {
+                g.per_ip.remove(&guest.ip);
+            }
+        }
+    }
 }
 
 struct Shared {
@@ -84,6 +188,13 @@ struct Shared {
     tx: mpsc::Sender<Received>,
     listeners: Mutex<Vec<AbortHandle>>,
     local: Vec<SocketAddr>,
+    guests: Mutex<Guests>,
+    /// Bytes of unfinished frames held beyond the per-connection allowance, all connections.
+    buffered: AtomicUsize,
+    /// Dial-backs to non-members in progress.
+    guest_dials: AtomicUsize,
+    throttle: Mutex<LogThrottle>,
+    epoch: Instant,
 }
 
 /// The connection manager. Dropping it (or [`Manager::shutdown`]) closes every socket.
@@ -139,6 +250,11 @@ impl Manager {
             tx,
             listeners: Mutex::new(Vec::new()),
             local,
+            guests: Mutex::new(Guests::default()),
+            buffered: AtomicUsize::new(0),
+            guest_dials: AtomicUsize::new(0),
+            throttle: Mutex::new(LogThrottle::new()),
+            epoch: Instant::now(),
         });
         for listener in bound {
             let s = shared.clone();
@@ -154,9 +270,15 @@ impl Manager {
     }
 
     /// `toSend(sid, payload)`: queue it (newest wins) and connect if there is no connection.
+    /// A non-member without a connection cannot be dialled: the message is dropped rather than
+    /// kept for it (Java keeps a queue per sid ever seen).
     pub fn to_send(&self, sid: i64, payload: Vec<u8>) {
         let connect = {
             let mut st = lock(&self.shared.state);
+            if st.queues.connection(sid).is_none() && !self.shared.is_member(sid) {
+                debug!("Not queueing a message for non-member {sid}: no connection");
+                return;
+            }
             let connect = st.queues.queue(sid, payload);
             wake(&st, sid);
             connect
@@ -184,6 +306,12 @@ impl Manager {
     /// `haveDelivered()`: some peer's queue is empty.
     pub fn have_delivered(&self) -> bool {
         lock(&self.shared.state).queues.have_delivered()
+    }
+
+    /// How many sids the connection layer keeps state for (members, and non-members while
+    /// connected).
+    pub fn tracked_sids(&self) -> usize {
+        lock(&self.shared.state).queues.len()
     }
 
     /// Whether there is a connection to `sid`.
@@ -304,30 +432,159 @@ impl Shared {
         self.cfg.my_sid
     }
 
+    fn is_member(&self, sid: i64) -> bool {
+        lock(&self.peers).contains_key(&sid)
+    }
+
+    /// A rate-limited warning of `kind`: `Some(suffix)` when it may be logged now.
+    fn may_warn(&self, kind: &'static str) -> Option<String> {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        lock(&self.throttle).allow(kind, now).map(suppressed)
+    }
+
     async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
+        let mut backoff = Duration::from_millis(10);
         loop {
             match listener.accept().await {
                 Ok((stream, peer)) => {
+                    backoff = Duration::from_millis(10);
+                    let pass = self.admit_guest(peer.ip());
                     // Unlike Java's listener, handshakes run concurrently: a silent connector
                     // stalls nobody else.
                     let s = self.clone();
-                    tokio::spawn(async move { s.handle_incoming(stream, peer).await });
+                    tokio::spawn(async move { s.handle_incoming(stream, peer, pass).await });
                 }
                 Err(e) => {
-                    warn!("Exception while accepting election connections: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    // Out of file descriptors (EMFILE, ENFILE) or buffers: the pending
+                    // connection stays in the backlog. Free a guest's descriptor and back off
+                    // (up to 1 s) instead of spinning on accept.
+                    let evicted = self.evict_oldest_guest(None);
+                    if let Some(more) = self.may_warn("accept") {
+                        warn!(
+                            "Exception while accepting election connections: {e}; retrying in {} ms{}{more}",
+                            backoff.as_millis(),
+                            if evicted {
+                                ", closed the oldest guest connection"
+                            } else {
+                                ""
+                            }
+                        );
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
                 }
             }
         }
     }
 
-    async fn handle_incoming(self: Arc<Self>, mut stream: TcpStream, peer: SocketAddr) {
+    /// Registers a new connection from `ip` as a guest, closing the oldest guest from that
+    /// address, else the oldest of all, when a limit is reached.
+    fn admit_guest(self: &Arc<Self>, ip: IpAddr) -> GuestPass {
+        let limits = &self.cfg.limits;
+        let from_ip = lock(&self.guests).per_ip.get(&ip).copied().unwrap_or(0);
+        if from_ip >= limits.max_guests_per_address.max(1) {
+            self.evict_oldest_guest(Some(ip));
+            if let Some(more) = self.may_warn("guests per address") {
+                warn!(
+                    "{from_ip} connections from {ip} not bound to a member (limit {}): closing its oldest{more}",
+                    limits.max_guests_per_address
+                );
+            }
+        } else if lock(&self.guests).table.len() >= limits.max_guests.max(1) {
+            self.evict_oldest_guest(None);
+            if let Some(more) = self.may_warn("guests") {
+                warn!(
+                    "{} connections not bound to a member (limit {}): closing the oldest{more}",
+                    lock(&self.guests).table.len(),
+                    limits.max_guests
+                );
+            }
+        }
+        let evict = Arc::new(Notify::new());
+        let mut g = lock(&self.guests);
+        let id = g.next;
+        g.next += 1;
+        g.table.insert(
+            id,
+            Guest {
+                ip,
+                evict: evict.clone(),
+            },
+        );
+        *g.per_ip.entry(ip).or_default() += 1;
+        GuestPass {
+            shared: self.clone(),
+            id,
+            evict,
+        }
+    }
+
+    /// Asks the oldest guest (from `ip`, or any) to close; it leaves the table when its task
+    /// ends. Returns whether there was one.
+    fn evict_oldest_guest(&self, ip: Option<IpAddr>) -> bool {
+        let mut g = lock(&self.guests);
+        let victim = g
+            .table
+            .iter()
+            .find(|(_, guest)| ip.is_none_or(|ip| guest.ip == ip))
+            .map(|(id, _)| *id);
+        match victim.and_then(|id| g.table.remove(&id)) {
+            Some(guest) => {
+                if let Some(n) = g.per_ip.get_mut(&guest.ip) {
+                    *n -= 1;
+                    if *n == 0 {
+                        g.per_ip.remove(&guest.ip);
+                    }
+                }
+                guest.evict.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// With `--strict-peers`: whether `ip` is one of the addresses `sid`'s configured election
+    /// addresses resolve to.
+    async fn address_may_claim(&self, sid: i64, ip: IpAddr) -> bool {
+        let configured = lock(&self.peers).get(&sid).cloned().unwrap_or_default();
+        let canon = |ip: IpAddr| ip.to_canonical();
+        for a in &configured {
+            if let Some(sa) = a.socket_addr() {
+                if canon(sa.ip()) == canon(ip) {
+                    return true;
+                }
+            } else if let Ok(addrs) = tokio::net::lookup_host((a.host.as_str(), a.port)).await
+                && addrs.into_iter().any(|sa| canon(sa.ip()) == canon(ip))
+            {
+                return true;
+            }
+        }
+        false
+    }
+
+    async fn handle_incoming(
+        self: Arc<Self>,
+        mut stream: TcpStream,
+        peer: SocketAddr,
+        pass: GuestPass,
+    ) {
         let _ = stream.set_nodelay(true);
-        let hs = tokio::time::timeout(self.cfg.socket_timeout, read_initial(&mut stream)).await;
-        let (msg, dec, leftover) = match hs.unwrap_or(Err(Handshake::Timeout)) {
+        let evict = pass.evict.clone();
+        let hs = tokio::select! {
+            r = tokio::time::timeout(self.cfg.socket_timeout, read_initial(&mut stream)) => {
+                r.unwrap_or(Err(Handshake::Timeout))
+            }
+            _ = evict.notified() => {
+                debug!("Closing a connection from {peer} in its handshake to make room");
+                return;
+            }
+        };
+        let (msg, dec, leftover) = match hs {
             Ok(x) => x,
             Err(e) => {
-                warn!("Exception reading or writing challenge from {peer}: {e}; closing");
+                if let Some(more) = self.may_warn("handshake") {
+                    warn!("Exception reading or writing challenge from {peer}: {e}; closing{more}");
+                }
                 return;
             }
         };
@@ -341,6 +598,15 @@ impl Shared {
             msg.protocol,
             msg.address_text
         );
+        let member = self.is_member(sid);
+        if member && self.cfg.strict_peers && !self.address_may_claim(sid, peer.ip()).await {
+            if let Some(more) = self.may_warn("strict peers") {
+                warn!(
+                    "Refusing a connection claiming sid {sid} from {peer}: not an address of server.{sid} in the config (--strict-peers){more}"
+                );
+            }
+            return;
+        }
         match lock(&self.dialects).saw_initial(sid, &msg) {
             Some(PeerForm::Legacy) => {
                 info!("Server {sid} sent a legacy initial message (3.4): speaking 3.4 to it")
@@ -353,13 +619,18 @@ impl Shared {
             }
             None => {}
         }
+        // A member's connection is bounded by the config (one per sid): it stops being a
+        // guest. A non-member's stays one, and its state goes with the connection.
+        let pass = if member { None } else { Some(pass) };
         let configured = lock(&self.peers).get(&sid).cloned().unwrap_or_default();
         match core::on_incoming(self.my_sid(), &msg, sid, &configured) {
-            Incoming::Keep => self.establish(sid, stream, dec, leftover, peer),
+            Incoming::Keep => self.establish(sid, stream, dec, leftover, peer, pass),
             Incoming::OwnId => {
-                warn!(
-                    "We got a connection request from a server with our own ID ({sid}) at {peer}; closing"
-                );
+                if let Some(more) = self.may_warn("own id") {
+                    warn!(
+                        "We got a connection request from a server with our own ID ({sid}) at {peer}; closing{more}"
+                    );
+                }
             }
             Incoming::InvalidServerId => {
                 info!(
@@ -374,8 +645,23 @@ impl Shared {
                 );
                 drop(stream);
                 self.close_peer(sid);
+                if !member {
+                    // Anyone may ask to be dialled back at any address: few such dials at a
+                    // time, so that connecting cannot make us hold sockets without bound.
+                    if self.guest_dials.load(Ordering::SeqCst) >= MAX_GUEST_DIALS {
+                        if let Some(more) = self.may_warn("guest dial back") {
+                            warn!(
+                                "Not dialling back non-member {sid} at {peer}: {MAX_GUEST_DIALS} such dials already in progress{more}"
+                            );
+                        }
+                        return;
+                    }
+                    self.guest_dials.fetch_add(1, Ordering::SeqCst);
+                }
                 if lock(&self.state).queues.want_connect(sid) {
                     self.clone().spawn_connect(sid, Some(addrs));
+                } else if !member {
+                    self.guest_dials.fetch_sub(1, Ordering::SeqCst);
                 }
             }
         }
@@ -391,9 +677,19 @@ impl Shared {
     fn spawn_connect(self: &Arc<Self>, sid: i64, addrs: Option<Vec<ElectionAddress>>) {
         let s = self.clone();
         tokio::spawn(async move {
+            let guest_dial = addrs.is_some() && !s.is_member(sid);
             let kept = s.connect(sid, addrs).await;
+            if guest_dial {
+                s.guest_dials.fetch_sub(1, Ordering::SeqCst);
+            }
             if !kept {
-                lock(&s.state).queues.connect_done(sid);
+                let mut st = lock(&s.state);
+                st.queues.connect_done(sid);
+                // A non-member (dialled back at the address it announced) keeps no state
+                // without a connection.
+                if st.queues.connection(sid).is_none() && !s.is_member(sid) {
+                    st.queues.forget(sid);
+                }
             }
         });
     }
@@ -467,6 +763,7 @@ impl Shared {
                 StreamDecoder::new(Direction::FromAcceptor),
                 Vec::new(),
                 target,
+                None,
             );
             return true;
         }
@@ -482,6 +779,7 @@ impl Shared {
         dec: StreamDecoder,
         leftover: Vec<u8>,
         peer: SocketAddr,
+        guest: Option<GuestPass>,
     ) {
         if self.closed.load(Ordering::SeqCst) {
             return;
@@ -495,7 +793,7 @@ impl Shared {
             close_conn(&mut st, old);
         }
         let w = tokio::spawn(self.clone().writer(sid, id, wr, wake.clone()));
-        let r = tokio::spawn(self.clone().reader(sid, id, rd, dec, leftover, peer));
+        let r = tokio::spawn(self.clone().reader(sid, id, rd, dec, leftover, peer, guest));
         st.conns.insert(
             id,
             ConnTasks {
@@ -511,6 +809,10 @@ impl Shared {
         let mut st = lock(&self.state);
         st.queues.detach(sid, id);
         close_conn(&mut st, id);
+        if !self.is_member(sid) && st.queues.connection(sid).is_none() {
+            st.queues.forget(sid);
+            lock(&self.dialects).forget(sid);
+        }
     }
 
     async fn writer(
@@ -547,17 +849,61 @@ impl Shared {
         self.conn_ended(sid, id);
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn reader(
         self: Arc<Self>,
         sid: i64,
         id: ConnId,
+        rd: OwnedReadHalf,
+        dec: StreamDecoder,
+        leftover: Vec<u8>,
+        peer: SocketAddr,
+        guest: Option<GuestPass>,
+    ) {
+        let mut charged = 0usize;
+        let evict = guest.as_ref().map(|g| g.evict.clone());
+        self.read_frames(sid, rd, dec, leftover, peer, &mut charged, evict)
+            .await;
+        self.buffered.fetch_sub(charged, Ordering::SeqCst);
+        drop(guest);
+        self.conn_ended(sid, id);
+    }
+
+    /// Charges the bytes `dec` holds beyond the allowance to the shared budget; false when
+    /// the budget is spent (the connection must close).
+    fn charge(&self, dec: &StreamDecoder, charged: &mut usize) -> bool {
+        let over = dec
+            .buffered()
+            .saturating_sub(self.cfg.limits.buffer_allowance);
+        if over > *charged {
+            let more = over - *charged;
+            let total = self.buffered.fetch_add(more, Ordering::SeqCst) + more;
+            *charged = over;
+            total <= self.cfg.limits.max_buffered_total
+        } else {
+            self.buffered.fetch_sub(*charged - over, Ordering::SeqCst);
+            *charged = over;
+            true
+        }
+    }
+
+    /// Reads frames until the connection ends, is evicted (a guest), overruns the buffer
+    /// budget or stalls in the middle of a frame.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_frames(
+        &self,
+        sid: i64,
         mut rd: OwnedReadHalf,
         mut dec: StreamDecoder,
         leftover: Vec<u8>,
         peer: SocketAddr,
+        charged: &mut usize,
+        evict: Option<Arc<Notify>>,
     ) {
         let mut buf = vec![0u8; 8192];
         let mut pending = leftover;
+        // When the unfinished frame in `dec` began.
+        let mut frame_since: Option<Instant> = None;
         'conn: loop {
             let mut s = &pending[..];
             loop {
@@ -586,21 +932,75 @@ impl Shared {
                     Ok(Some(StreamItem::Initial { .. })) => {}
                     Ok(None) => break,
                     Err(e) => {
-                        warn!(
-                            "Connection broken for id {sid} ({peer}), my id = {}: {e}; closing",
-                            self.my_sid()
-                        );
+                        if let Some(more) = self.may_warn("broken") {
+                            warn!(
+                                "Connection broken for id {sid} ({peer}), my id = {}: {e}; closing{more}",
+                                self.my_sid()
+                            );
+                        }
                         break 'conn;
                     }
                 }
             }
-            match rd.read(&mut buf).await {
-                Ok(0) if dec.buffered() > 0 => {
+            if !self.charge(&dec, charged) {
+                if let Some(more) = self.may_warn("buffer budget") {
                     warn!(
-                        "Connection broken for id {sid} ({peer}), my id = {}: closed by the peer in the middle of a message ({} bytes of it received)",
-                        self.my_sid(),
+                        "Closing the connection of {sid} ({peer}): its unfinished frame ({} bytes so far) would exceed the {} bytes all connections may buffer{more}",
+                        dec.buffered(),
+                        self.cfg.limits.max_buffered_total
+                    );
+                }
+                break;
+            }
+            // A frame that has started must finish within the socket timeout (Java would wait
+            // for ever): a stalled peer cannot hold its buffer.
+            let deadline = if dec.buffered() > 0 {
+                let since = *frame_since.get_or_insert_with(Instant::now);
+                Some(since + self.cfg.socket_timeout)
+            } else {
+                frame_since = None;
+                None
+            };
+            let read = async {
+                match deadline {
+                    Some(d) => tokio::time::timeout_at(d.into(), rd.read(&mut buf))
+                        .await
+                        .ok(),
+                    None => Some(rd.read(&mut buf).await),
+                }
+            };
+            let evicted = async {
+                match &evict {
+                    Some(e) => e.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let r = tokio::select! {
+                r = read => r,
+                _ = evicted => {
+                    debug!("Closing the connection of non-member {sid} ({peer}) to make room");
+                    break;
+                }
+            };
+            let Some(r) = r else {
+                if let Some(more) = self.may_warn("stalled") {
+                    warn!(
+                        "Closing the connection of {sid} ({peer}): a frame started {} ms ago is still incomplete ({} bytes of it received){more}",
+                        self.cfg.socket_timeout.as_millis(),
                         dec.buffered()
                     );
+                }
+                break;
+            };
+            match r {
+                Ok(0) if dec.buffered() > 0 => {
+                    if let Some(more) = self.may_warn("broken") {
+                        warn!(
+                            "Connection broken for id {sid} ({peer}), my id = {}: closed by the peer in the middle of a message ({} bytes of it received){more}",
+                            self.my_sid(),
+                            dec.buffered()
+                        );
+                    }
                     break;
                 }
                 Ok(0) => {
@@ -614,7 +1014,6 @@ impl Shared {
                 }
             }
         }
-        self.conn_ended(sid, id);
     }
 }
 
@@ -624,5 +1023,20 @@ fn close_conn(st: &mut State, id: ConnId) {
         for a in c.aborts {
             a.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guests_leave_room_under_a_low_descriptor_limit() {
+        assert_eq!(PeerLimits::for_open_files_limit(None).max_guests, 64);
+        assert_eq!(PeerLimits::for_open_files_limit(Some(1024)).max_guests, 64);
+        let l = PeerLimits::for_open_files_limit(Some(64));
+        assert_eq!((l.max_guests, l.max_guests_per_address), (16, 8));
+        assert_eq!(PeerLimits::for_open_files_limit(Some(10)).max_guests, 2);
+        assert!(open_files_limit().is_some_and(|n| n > 0));
     }
 }

@@ -27,5 +27,5 @@ pub mod node;
 pub mod probe;
 
 pub use dialect::WireDialect;
-pub use manager::{Manager, NetConfig, Received};
+pub use manager::{Manager, NetConfig, PeerLimits, Received};
 pub use node::{NodeConfig, StateEvent, ZabConfig, run};

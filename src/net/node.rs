@@ -317,10 +317,14 @@ impl Node {
                         } else if state == ServerState::Following {
                             match z.quorum_addrs.get(&vote.leader) {
                                 Some(addr) => {
+                                    let mut learner = z.learner.clone();
+                                    // The leader's vote: the epoch the ensemble has reached,
+                                    // which bounds the epoch its LEADERINFO may announce.
+                                    learner.known_epoch = vote.peer_epoch;
                                     self.start_follow = Some(FollowConfig {
                                         leader_sid: vote.leader,
                                         leader_addr: *addr,
-                                        learner: z.learner.clone(),
+                                        learner,
                                         established_epoch: self.established_epoch.clone(),
                                     })
                                 }

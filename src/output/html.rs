@@ -33,7 +33,9 @@ pub fn write_page(
     data.extend_from_slice(b"{\"title\":");
     data.extend_from_slice(serde_json::to_string(title).unwrap_or_default().as_bytes());
     data.extend_from_slice(b",\"summary\":");
-    serde_json::to_writer(&mut data, summary).map_err(io::Error::other)?;
+    let mut summary = summary.clone();
+    exact_sids(&mut summary, false);
+    serde_json::to_writer(&mut data, &summary).map_err(io::Error::other)?;
     data.extend_from_slice(b",\"records\":[");
     // Every notification carries the ensemble's config text, most of a record's bytes; the
     // page keeps each distinct text once (`configs`) and the records point at it
@@ -45,6 +47,7 @@ pub fn write_page(
             data.push(b',');
         }
         let mut v = serde_json::to_value(RecordJson(r)).map_err(io::Error::other)?;
+        exact_sids(&mut v, false);
         if let Some(Value::String(text)) = v.get("config") {
             let at = match config_index.get(text.as_str()) {
                 Some(&at) => Some(at),
@@ -107,6 +110,35 @@ pub fn write_page(
     out.write_all(tail.as_bytes())
 }
 
+/// Server ids beyond 2^53 (zkfle probe's Long.MAX_VALUE - 1, say) cannot be JavaScript
+/// numbers without two of them becoming one: the page gets them as strings, exactly. Only
+/// fields that name servers are touched; zxids and the rest stay numbers.
+fn exact_sids(v: &mut Value, names_a_server: bool) {
+    const EXACT: u64 = 1 << 53;
+    match v {
+        Value::Number(n) if names_a_server => {
+            if let Some(i) = n.as_i64()
+                && i.unsigned_abs() > EXACT
+            {
+                *v = Value::String(i.to_string());
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|x| exact_sids(x, names_a_server)),
+        Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                let server = k.ends_with("sid")
+                    || k.ends_with("sids")
+                    || matches!(
+                        k.as_str(),
+                        "leader" | "winner" | "server" | "learner" | "participants" | "members"
+                    );
+                exact_sids(x, server);
+            }
+        }
+        _ => {}
+    }
+}
+
 fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -132,6 +164,20 @@ mod tests {
             !page.contains("http://") && !page.contains("https://"),
             "offline"
         );
+    }
+
+    #[test]
+    fn sids_beyond_2_pow_53_stay_exact() {
+        let mut v = serde_json::json!({"from_sid": 9223372036854775806i64, "to_sid": 1,
+            "zxid": 9223372036854775806i64, "rounds": [{"participants": [9223372036854775805i64, 2],
+            "decisions": [{"sid": 9223372036854775805i64, "leader": 3}]}]});
+        exact_sids(&mut v, false);
+        assert_eq!(v["from_sid"], "9223372036854775806");
+        assert_eq!(v["to_sid"], 1);
+        assert_eq!(v["zxid"], 9223372036854775806i64, "not a server id");
+        assert_eq!(v["rounds"][0]["participants"][0], "9223372036854775805");
+        assert_eq!(v["rounds"][0]["decisions"][0]["sid"], "9223372036854775805");
+        assert_eq!(v["rounds"][0]["decisions"][0]["leader"], 3);
     }
 
     #[test]

@@ -30,8 +30,10 @@ use super::{Decided, Recording, Report, Sent};
 
 const POLL: Duration = Duration::from_millis(50);
 const SETTLE: Duration = Duration::from_millis(1500);
-/// How long to wait for the target to answer at all, and for it to enter its next election.
+/// How long to wait for the target to enter its next election.
 const WAIT_TARGET: Duration = Duration::from_secs(60);
+/// How long to wait, by default, for the target to answer at all (a server being started).
+pub const DEFAULT_WAIT_ANSWER: Duration = Duration::from_secs(10);
 
 struct Shared {
     begin: Instant,
@@ -47,7 +49,14 @@ impl Shared {
 }
 
 /// Replays `rec` into the live server whose election address is `target`.
-pub fn replay(rec: &Recording, target: &str, speed: f64) -> Result<Report, String> {
+/// `wait_answer`: how long the target may take to answer its first probe (refused
+/// connections and silence alike) before the replay fails.
+pub fn replay(
+    rec: &Recording,
+    target: &str,
+    speed: f64,
+    wait_answer: Duration,
+) -> Result<Report, String> {
     let target_addr: SocketAddr = target
         .parse()
         .map_err(|_| format!("{target}: expected an IP address and port"))?;
@@ -87,7 +96,15 @@ pub fn replay(rec: &Recording, target: &str, speed: f64) -> Result<Report, Strin
             accept_loop(sh, listener, p, sid)
         }));
     }
-    let result = drive(rec, target, target_addr, speed, &shared, &initials);
+    let result = drive(
+        rec,
+        target,
+        target_addr,
+        speed,
+        wait_answer,
+        &shared,
+        &initials,
+    );
     shared.stop.store(true, Ordering::SeqCst);
     for s in shared.conns.lock().unwrap().values() {
         let _ = s.shutdown(std::net::Shutdown::Both);
@@ -225,6 +242,7 @@ fn drive(
     target: &str,
     target_addr: SocketAddr,
     speed: f64,
+    wait_answer: Duration,
     sh: &Arc<Shared>,
     initials: &HashMap<i64, Vec<u8>>,
 ) -> Result<Vec<Decided>, String> {
@@ -258,8 +276,11 @@ fn drive(
                     a.state.name()
                 ));
             }
-            Err(e) if wait_start.elapsed() > WAIT_TARGET => {
-                return Err(format!("the target does not answer: {e}"));
+            Err(e) if wait_start.elapsed() >= wait_answer => {
+                return Err(format!(
+                    "the target does not answer within {:.1} s: {e}",
+                    wait_answer.as_secs_f64()
+                ));
             }
             Err(_) => std::thread::sleep(Duration::from_millis(100)),
         }

@@ -199,6 +199,8 @@ async fn vote_into_leading(
         } else {
             WireDialect::Current
         },
+        limits: Default::default(),
+        strict_peers: false,
     };
     let (manager, mut rx) = match Manager::start(net).await {
         Ok(x) => x,

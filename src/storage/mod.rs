@@ -24,6 +24,7 @@
 pub mod db;
 pub mod format;
 pub mod history;
+pub mod staging;
 pub mod tree;
 
 use std::fs::{self, File, OpenOptions};
@@ -171,6 +172,32 @@ fn snapshot_looks_valid(path: &Path) -> bool {
         && f.seek(SeekFrom::End(-5)).is_ok()
         && f.read_exact(&mut tail).is_ok()
         && tail == SEAL_TAIL
+}
+
+/// Writes one batch at `w.pos` (growing the preallocation first) and makes it durable.
+fn write_batch(
+    w: &mut LogWriter,
+    buf: &[u8],
+    end: u64,
+    prealloc: u64,
+    dir: &Path,
+) -> io::Result<()> {
+    while end + 4096 > w.size && prealloc > 0 {
+        let n = padded_size(end, w.size, prealloc);
+        if n == w.size {
+            break;
+        }
+        w.file.write_at(&[0], n - 1)?;
+        w.size = n;
+    }
+    w.file.write_all_at(buf, w.pos)?;
+    w.file.sync_data()?;
+    w.pos = end;
+    if w.new_file {
+        sync_dir(dir)?;
+        w.new_file = false;
+    }
+    Ok(())
 }
 
 impl Storage {
@@ -369,7 +396,10 @@ impl Storage {
                 .create(true)
                 .truncate(true)
                 .open(&path)?;
-            file.write_all(&file_header(TXNLOG_MAGIC, LOG_DBID))?;
+            if let Err(e) = file.write_all(&file_header(TXNLOG_MAGIC, LOG_DBID)) {
+                let _ = fs::remove_file(&path);
+                return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display())));
+            }
             self.writer = Some(LogWriter {
                 file,
                 pos: FILE_HEADER_LEN as u64,
@@ -393,20 +423,8 @@ impl Storage {
         }
         let t = Instant::now();
         let end = w.pos + self.buf.len() as u64;
-        while end + 4096 > w.size && self.prealloc > 0 {
-            let n = padded_size(end, w.size, self.prealloc);
-            if n == w.size {
-                break;
-            }
-            w.file.write_at(&[0], n - 1)?;
-            w.size = n;
-        }
-        w.file.write_all(&self.buf)?;
-        w.pos = end;
-        w.file.sync_data()?;
-        if w.new_file {
-            sync_dir(&self.dir)?;
-            w.new_file = false;
+        if let Err(e) = write_batch(w, &self.buf, end, self.prealloc, &self.dir) {
+            return Err(self.cut_failed_batch(e));
         }
         let took = t.elapsed();
         self.stats.syncs += 1;
@@ -417,6 +435,30 @@ impl Storage {
         self.buf_txns = 0;
         self.db_after_sync()?;
         Ok(took)
+    }
+
+    /// A batch could not be written or synced (a full disk, a file-size limit, an I/O error):
+    /// part of it may be in the file. Cuts the log back to its last durable entry (shrinking
+    /// needs no space), forgets the batch (never acknowledged) and re-reads the state, so the
+    /// log stays one that Java and zkfle read, and the next append starts a new file.
+    fn cut_failed_batch(&mut self, e: io::Error) -> io::Error {
+        let failed = self.writer.as_ref().map(|w| (w.pos, w.file.try_clone()));
+        self.writer = None;
+        self.buf.clear();
+        self.buf_txns = 0;
+        let mut what = format!("writing the txn log in {}: {e}", self.dir.display());
+        if let Some((pos, Ok(f))) = failed
+            && let Err(cut) = f.set_len(pos).and_then(|_| f.sync_all())
+        {
+            what.push_str(&format!(
+                "; cutting it back to byte {pos} failed too ({cut}): the torn entry is cut on the next start"
+            ));
+        }
+        // The data tree too: the failed batch's txns must not reach it (db.rs).
+        if let Err(reload) = self.load().and_then(|_| self.db_load()) {
+            what.push_str(&format!("; re-reading the data directory: {reload}"));
+        }
+        io::Error::new(e.kind(), what)
     }
 
     /// Drops every logged txn with a zxid above `zxid` (TRUNC), durably. Snapshots above it
@@ -486,7 +528,9 @@ impl Storage {
             .as_mut()
             .ok_or_else(|| io::Error::other("snapshot data without a snapshot"))?;
         s.adler = adler32(s.adler, bytes);
-        s.file.write_all(bytes)
+        s.file
+            .write_all(bytes)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", s.tmp.display())))
     }
 
     /// Seals, syncs and installs the received snapshot, then deletes the older history.
@@ -505,12 +549,21 @@ impl Storage {
         if s.zxid & 0xffff_ffff == 0 {
             s.zxid = s.zxid.min(max_stat_zxid.max(0));
         }
-        s.file.write_all(&i64::from(s.adler).to_be_bytes())?;
-        s.file.write_all(&SEAL_TAIL)?;
-        s.file.sync_all()?;
+        let sealed = s
+            .file
+            .write_all(&i64::from(s.adler).to_be_bytes())
+            .and_then(|_| s.file.write_all(&SEAL_TAIL))
+            .and_then(|_| s.file.sync_all());
         drop(s.file);
         let name = snapshot_name(s.zxid);
-        fs::rename(&s.tmp, self.dir.join(&name))?;
+        if let Err(e) = sealed.and_then(|_| fs::rename(&s.tmp, self.dir.join(&name))) {
+            // A full disk, say: the unsealed file must not stay (nor be taken for a snapshot).
+            let _ = fs::remove_file(&s.tmp);
+            return Err(io::Error::new(
+                e.kind(),
+                format!("{}: {e}", s.tmp.display()),
+            ));
+        }
         sync_dir(&self.dir)?;
         self.writer = None;
         self.buf.clear();

@@ -15,7 +15,32 @@ pub struct LearnerConfig {
     pub tick_ms: u64,
     pub init_limit: u64,
     pub sync_limit: u64,
+    /// The most bytes of proposals a DIFF may carry before NEWLEADER (staged on disk, not in
+    /// memory); beyond it the session ends with an error.
+    pub max_diff_bytes: u64,
+    /// The most bytes a snapshot after SNAP may have.
+    pub max_snapshot_bytes: u64,
+    /// The highest epoch the ensemble is known to have reached: the elected leader's vote
+    /// (its peer epoch). A LEADERINFO more than [`MAX_EPOCH_JUMP`] above both this and our
+    /// own acceptedEpoch is refused rather than persisted.
+    pub known_epoch: i64,
 }
+
+/// How far a LEADERINFO's epoch may lie above every epoch we know of. A leader's new epoch
+/// is one above the largest acceptedEpoch of its quorum, and an acceptedEpoch only runs ahead
+/// of the ensemble by one a failed election round; persisting an epoch far beyond would make
+/// this node refuse every real leader for ever after ("Leaders epoch, N is less than accepted
+/// epoch"), so zkfle refuses it instead (Java persists it: docs/zab.md).
+pub const MAX_EPOCH_JUMP: i64 = 1000;
+
+/// Sync proposals waiting for their COMMIT (acknowledged after UPTODATE when none comes):
+/// a real leader has at most its in-flight proposals uncommitted.
+pub const MAX_UNCOMMITTED_SYNC: usize = 100_000;
+
+/// Default of [`LearnerConfig::max_diff_bytes`] and [`LearnerConfig::max_snapshot_bytes`]:
+/// far above any ensemble's data (a ZooKeeper server holds its tree in its heap), low enough
+/// that a leader cannot fill any disk.
+pub const DEFAULT_MAX_SYNC_BYTES: u64 = 16 << 30;
 
 /// A change to durable state. The driver carries these out in order and makes them durable
 /// before sending anything from the same [`Ready`].
@@ -25,8 +50,13 @@ pub enum Persist {
     AcceptedEpoch(i64),
     /// Write `currentEpoch`.
     CurrentEpoch(i64),
-    /// Drop every logged txn above this zxid.
+    /// Drop every logged txn above this zxid (TRUNC).
     Truncate(i64),
+    /// Keep this sync proposal (DIFF) aside, on disk, until NEWLEADER.
+    Stage { zxid: i64, txn: Vec<u8> },
+    /// NEWLEADER: append the staged proposals above the last logged zxid to the log, in order,
+    /// except those of `skip` (uncommitted hand-over txns, never logged: docs/lead.md).
+    AppendStaged { skip: Vec<i64> },
     /// The snapshot that followed SNAP (whose bytes the driver stored) is complete: install it
     /// as the state at this zxid, replacing the older history.
     InstallSnapshot(i64),
@@ -93,12 +123,6 @@ pub enum Phase {
     Closed,
 }
 
-struct SyncProposal {
-    zxid: i64,
-    txn: Vec<u8>,
-    committed: bool,
-}
-
 /// A Zab follower's protocol state (see the module docs of [`crate::zab`]).
 pub struct Learner {
     cfg: LearnerConfig,
@@ -109,7 +133,16 @@ pub struct Learner {
     phase: Phase,
     sync_kind: Option<SyncKind>,
     snap_zxid: i64,
-    sync_proposals: Vec<SyncProposal>,
+    snap_bytes: u64,
+    /// The last sync proposal staged, and the bytes staged.
+    last_staged: Option<i64>,
+    staged_bytes: u64,
+    /// The last staged sync proposal that is not a hand-over txn, and the staged hand-over
+    /// txns (a zkfle leader's; logged only if committed).
+    last_staged_other: Option<i64>,
+    staged_handovers: Vec<i64>,
+    /// Staged sync proposals not (yet) committed, in zxid order.
+    uncommitted: std::collections::BTreeSet<i64>,
     /// Proposals logged between NEWLEADER and UPTODATE, acknowledged after UPTODATE's ACK.
     deferred_acks: Vec<i64>,
     last_committed: i64,
@@ -141,7 +174,12 @@ impl Learner {
             phase: Phase::AwaitLeaderInfo,
             sync_kind: None,
             snap_zxid: 0,
-            sync_proposals: Vec::new(),
+            snap_bytes: 0,
+            last_staged: None,
+            last_staged_other: None,
+            staged_handovers: Vec::new(),
+            staged_bytes: 0,
+            uncommitted: std::collections::BTreeSet::new(),
             deferred_acks: Vec::new(),
             last_committed: 0,
             last_heard: now,
@@ -199,9 +237,39 @@ impl Learner {
         (self.phase != Phase::Closed).then(|| self.last_heard + self.timeout_ms())
     }
 
-    /// Bytes arrived that are not a packet (snapshot data): the leader is alive.
-    pub fn on_bytes(&mut self, now: u64) {
+    /// `n` bytes of snapshot data arrived (not a packet): the leader is alive. The session
+    /// ends when the snapshot exceeds [`LearnerConfig::max_snapshot_bytes`].
+    pub fn on_snapshot_bytes(&mut self, now: u64, n: usize) {
         self.last_heard = now;
+        self.snap_bytes += n as u64;
+        if self.snap_bytes > self.cfg.max_snapshot_bytes {
+            self.close(format!(
+                "the leader's snapshot exceeds {} bytes (--max-snapshot-bytes); refusing it",
+                self.cfg.max_snapshot_bytes
+            ));
+        }
+    }
+
+    /// The driver was busy until `now` carrying out what the leader sent (logging a large
+    /// DIFF at NEWLEADER, say): the leader's silence counts from here, as Java's socket read
+    /// timeout only runs while it waits to read.
+    pub fn resume(&mut self, now: u64) {
+        self.last_heard = self.last_heard.max(now);
+    }
+
+    /// A zxid from the leader whose epoch is above the one being joined: no real leader has
+    /// it; logging it would poison the log and our vote (Java would: docs/zab.md).
+    fn beyond_epoch(&mut self, what: &str, zxid: i64) -> bool {
+        if zxid >> 32 > self.new_epoch {
+            self.close(format!(
+                "{what} 0x{zxid:x} is in epoch {}, beyond the leader's epoch {}; refusing it",
+                zxid >> 32,
+                self.new_epoch
+            ));
+            true
+        } else {
+            false
+        }
     }
 
     pub fn on_timer(&mut self, now: u64) {
@@ -303,6 +371,13 @@ impl Learner {
                 {
                     return self.close(format!("leader speaks protocol 0x{v:x} < 0x10000"));
                 }
+                let known = self.accepted_epoch.max(self.cfg.known_epoch);
+                if e > known.saturating_add(MAX_EPOCH_JUMP) || e >= i64::from(i32::MAX) {
+                    return self.close(format!(
+                        "LEADERINFO epoch {e} (0x{e:x}) is far beyond any epoch known here (acceptedEpoch {}, the leader's vote {}): refusing it rather than persisting an epoch no real leader could match",
+                        self.accepted_epoch, self.cfg.known_epoch
+                    ));
+                }
                 let field = if e > self.accepted_epoch {
                     self.ready.persist.push(Persist::AcceptedEpoch(e));
                     self.accepted_epoch = e;
@@ -322,6 +397,9 @@ impl Learner {
                 self.phase = Phase::AwaitSync;
             }
             Phase::AwaitSync => {
+                if self.beyond_epoch(p.type_name(), p.zxid) {
+                    return;
+                }
                 let kind = match p.ptype {
                     ptype::DIFF => SyncKind::Diff,
                     ptype::TRUNC => {
@@ -350,24 +428,45 @@ impl Learner {
                     let Some(txn) = self.proposal_txn(&p) else {
                         return;
                     };
-                    if let Some(last) = self.sync_proposals.last()
-                        && last.zxid >= p.zxid
+                    if self.beyond_epoch("sync PROPOSAL", p.zxid) {
+                        return;
+                    }
+                    if let Some(last) = self.last_staged
+                        && last >= p.zxid
                     {
+                        return self
+                            .close(format!("sync PROPOSAL 0x{:x} after 0x{last:x}", p.zxid));
+                    }
+                    self.staged_bytes += txn.len() as u64;
+                    if self.staged_bytes > self.cfg.max_diff_bytes {
                         return self.close(format!(
-                            "sync PROPOSAL 0x{:x} after 0x{:x}",
-                            p.zxid, last.zxid
+                            "the leader's DIFF exceeds {} bytes of proposals (--max-diff-bytes); refusing it",
+                            self.cfg.max_diff_bytes
                         ));
                     }
-                    self.sync_proposals.push(SyncProposal {
-                        zxid: p.zxid,
-                        txn,
-                        committed: false,
-                    });
+                    if self.uncommitted.len() >= MAX_UNCOMMITTED_SYNC {
+                        return self.close(format!(
+                            "more than {MAX_UNCOMMITTED_SYNC} sync proposals without a COMMIT; refusing the DIFF"
+                        ));
+                    }
+                    self.last_staged = Some(p.zxid);
+                    if is_handover_txn(&txn) {
+                        if self.staged_handovers.len() >= MAX_UNCOMMITTED_SYNC {
+                            return self.close(format!(
+                                "more than {MAX_UNCOMMITTED_SYNC} hand-over txns in one DIFF; refusing it"
+                            ));
+                        }
+                        self.staged_handovers.push(p.zxid);
+                    } else {
+                        self.last_staged_other = Some(p.zxid);
+                    }
+                    self.uncommitted.insert(p.zxid);
+                    self.ready
+                        .persist
+                        .push(Persist::Stage { zxid: p.zxid, txn });
                 }
                 ptype::COMMIT => {
-                    if let Some(sp) = self.sync_proposals.iter_mut().find(|s| s.zxid == p.zxid) {
-                        sp.committed = true;
-                    }
+                    self.uncommitted.remove(&p.zxid);
                     self.last_committed = self.last_committed.max(p.zxid);
                 }
                 ptype::PING => {} // Java's sync loop ignores pings
@@ -382,16 +481,25 @@ impl Learner {
                     // 3.8.5+/3.9 order: log the sync proposals, then currentEpoch, then ACK.
                     // An uncommitted hand-over txn (a zkfle leader's, sent to a late
                     // learner) is neither logged nor acknowledged, as in broadcast.
-                    self.sync_proposals
-                        .retain(|sp| sp.committed || !is_handover_txn(&sp.txn));
-                    for sp in &mut self.sync_proposals {
-                        if sp.zxid > self.last_zxid {
-                            self.ready.persist.push(Persist::Append {
-                                zxid: sp.zxid,
-                                txn: std::mem::take(&mut sp.txn),
-                            });
-                            self.last_zxid = sp.zxid;
-                        }
+                    let skip: Vec<i64> = self
+                        .staged_handovers
+                        .iter()
+                        .copied()
+                        .filter(|z| self.uncommitted.remove(z))
+                        .collect();
+                    let kept = self
+                        .staged_handovers
+                        .iter()
+                        .copied()
+                        .filter(|z| !skip.contains(z))
+                        .chain(self.last_staged_other)
+                        .max();
+                    self.staged_handovers.clear();
+                    if self.last_staged.is_some() {
+                        self.ready.persist.push(Persist::AppendStaged { skip });
+                    }
+                    if let Some(last) = kept {
+                        self.last_zxid = self.last_zxid.max(last);
                     }
                     self.ready.persist.push(Persist::CurrentEpoch(e));
                     self.current_epoch = e;
@@ -414,17 +522,12 @@ impl Learner {
                         .push(QuorumPacket::ack(self.new_epoch << 32));
                     // ACK, in zxid order, the sync proposals that were not committed, then the
                     // ones logged since NEWLEADER.
-                    let mut acks: Vec<i64> = self
-                        .sync_proposals
-                        .iter()
-                        .filter(|s| !s.committed)
-                        .map(|s| s.zxid)
-                        .collect();
+                    let mut acks: Vec<i64> =
+                        std::mem::take(&mut self.uncommitted).into_iter().collect();
                     acks.append(&mut self.deferred_acks);
                     for z in acks {
                         self.ready.send.push(QuorumPacket::ack(z));
                     }
-                    self.sync_proposals.clear();
                     self.phase = Phase::Broadcast;
                     self.events.push_back(Event::UpToDate {
                         epoch: self.new_epoch,
@@ -487,6 +590,9 @@ mod tests {
             tick_ms: 200,
             init_limit: 10,
             sync_limit: 5,
+            max_diff_bytes: DEFAULT_MAX_SYNC_BYTES,
+            max_snapshot_bytes: DEFAULT_MAX_SYNC_BYTES,
+            known_epoch: 0,
         }
     }
 
@@ -527,10 +633,30 @@ mod tests {
         l.on_packet(2, proposal(0x1_0000_0004));
         l.on_packet(2, pk(ptype::COMMIT, 0x1_0000_0004));
         l.on_packet(2, proposal(0x1_0000_0005));
+        let r = l.ready();
+        assert!(matches!(
+            r.persist[..],
+            [
+                Persist::Stage {
+                    zxid: 0x1_0000_0004,
+                    ..
+                },
+                Persist::Stage {
+                    zxid: 0x1_0000_0005,
+                    ..
+                }
+            ]
+        ));
         l.on_packet(2, pk(ptype::NEWLEADER, 0x2_0000_0000));
         let r = l.ready();
-        assert_eq!(r.persist.len(), 3);
-        assert_eq!(r.persist[2], Persist::CurrentEpoch(2));
+        assert_eq!(
+            r.persist,
+            vec![
+                Persist::AppendStaged { skip: vec![] },
+                Persist::CurrentEpoch(2)
+            ]
+        );
+        assert_eq!(l.last_zxid(), 0x1_0000_0005);
         assert_eq!(r.send, vec![QuorumPacket::ack(0x2_0000_0000)]);
         // A ping before UPTODATE is ignored; UPTODATE is acked, then the uncommitted one.
         l.on_packet(3, pk(ptype::PING, 0));
@@ -601,5 +727,124 @@ mod tests {
         l.on_timer(2000);
         assert_eq!(l.phase(), Phase::Closed);
         assert!(l.ready().send.len() <= 1);
+    }
+}
+
+#[cfg(test)]
+mod hostile_leader_tests {
+    use super::*;
+
+    fn cfg() -> LearnerConfig {
+        LearnerConfig {
+            my_sid: 1,
+            config_version: 0,
+            tick_ms: 200,
+            init_limit: 10,
+            sync_limit: 5,
+            max_diff_bytes: 1000,
+            max_snapshot_bytes: 5000,
+            known_epoch: 3,
+        }
+    }
+
+    fn leader_info(e: i64) -> QuorumPacket {
+        QuorumPacket::new(
+            ptype::LEADERINFO,
+            e << 32,
+            Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
+        )
+    }
+
+    fn proposal(zxid: i64, pad: usize) -> QuorumPacket {
+        let h = TxnHeader {
+            client_id: 7,
+            cxid: 1,
+            zxid,
+            time: 0,
+            op: 1,
+        };
+        let mut t = h.encode().to_vec();
+        t.extend(vec![0u8; pad]);
+        QuorumPacket::new(ptype::PROPOSAL, zxid, Some(t))
+    }
+
+    fn closed_with(l: &mut Learner, needle: &str) {
+        assert_eq!(l.phase(), Phase::Closed);
+        let why = std::iter::from_fn(|| l.poll_event())
+            .find_map(|e| match e {
+                Event::Closed(w) => Some(w),
+                _ => None,
+            })
+            .expect("closed");
+        assert!(why.contains(needle), "{why}");
+    }
+
+    fn synced_to_diff(e: i64) -> Learner {
+        let mut l = Learner::new(cfg(), 2, 2, 0x2_0000_0001, 0);
+        l.on_packet(1, leader_info(e));
+        l.on_packet(1, QuorumPacket::new(ptype::DIFF, 0x2_0000_0001, None));
+        l.ready();
+        l
+    }
+
+    #[test]
+    fn an_epoch_far_beyond_is_refused_not_persisted() {
+        let mut l = Learner::new(cfg(), 2, 2, 0, 0);
+        l.ready();
+        l.on_packet(1, leader_info(0x7FFF_FFFF));
+        assert!(l.ready().persist.is_empty(), "nothing persisted");
+        closed_with(&mut l, "far beyond");
+        // Within reach of the leader's vote (3) + MAX_EPOCH_JUMP: accepted.
+        let mut l = Learner::new(cfg(), 2, 2, 0, 0);
+        l.on_packet(1, leader_info(3 + MAX_EPOCH_JUMP));
+        assert_eq!(l.phase(), Phase::AwaitSync);
+        let mut l = Learner::new(cfg(), 2, 2, 0, 0);
+        l.on_packet(1, leader_info(4 + MAX_EPOCH_JUMP));
+        closed_with(&mut l, "far beyond");
+    }
+
+    #[test]
+    fn zxids_beyond_the_leaders_epoch_are_refused() {
+        let mut l = synced_to_diff(3);
+        l.on_packet(2, proposal(0x7fff_ffff_0000_0001, 0));
+        assert!(l.ready().persist.is_empty());
+        closed_with(&mut l, "beyond the leader's epoch 3");
+        let mut l = Learner::new(cfg(), 2, 2, 0, 0);
+        l.on_packet(1, leader_info(3));
+        l.on_packet(1, QuorumPacket::new(ptype::SNAP, 0x9_0000_0001, None));
+        closed_with(&mut l, "SNAP 0x900000001 is in epoch 9");
+        let mut l = Learner::new(cfg(), 2, 2, 0, 0);
+        l.on_packet(1, leader_info(3));
+        l.on_packet(1, QuorumPacket::new(ptype::TRUNC, 0x9_0000_0001, None));
+        assert!(
+            !l.ready()
+                .persist
+                .iter()
+                .any(|p| matches!(p, Persist::Truncate(_)))
+        );
+        closed_with(&mut l, "TRUNC");
+    }
+
+    #[test]
+    fn a_diff_is_staged_and_bounded() {
+        let mut l = synced_to_diff(3);
+        // 28-byte header + 400 = 428 bytes each: two fit in 1000, the third does not.
+        l.on_packet(2, proposal(0x2_0000_0002, 400));
+        l.on_packet(2, proposal(0x2_0000_0003, 400));
+        assert_eq!(l.ready().persist.len(), 2);
+        assert_eq!(l.phase(), Phase::Syncing);
+        l.on_packet(2, proposal(0x2_0000_0004, 400));
+        closed_with(&mut l, "--max-diff-bytes");
+    }
+
+    #[test]
+    fn a_snapshot_is_bounded() {
+        let mut l = Learner::new(cfg(), 2, 2, 0, 0);
+        l.on_packet(1, leader_info(3));
+        l.on_packet(1, QuorumPacket::new(ptype::SNAP, 0x2_0000_0009, None));
+        l.on_snapshot_bytes(2, 5000);
+        assert_eq!(l.phase(), Phase::Snapshot);
+        l.on_snapshot_bytes(2, 1);
+        closed_with(&mut l, "--max-snapshot-bytes");
     }
 }

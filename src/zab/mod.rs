@@ -16,4 +16,7 @@
 pub mod leader;
 pub mod learner;
 
-pub use learner::{Event, Learner, LearnerConfig, Persist, Phase, Ready, SyncKind};
+pub use learner::{
+    DEFAULT_MAX_SYNC_BYTES, Event, Learner, LearnerConfig, MAX_EPOCH_JUMP, Persist, Phase, Ready,
+    SyncKind,
+};

@@ -38,7 +38,8 @@
   const order = lanes.map((l, i) => i).sort((a, b) => {
     const A = lanes[a], B = lanes[b];
     if ((A.sid === null) !== (B.sid === null)) return A.sid === null ? 1 : -1;
-    if (A.sid !== null) return A.sid - B.sid;
+    // Sids beyond 2^53 come as strings (exact); BigInt orders both forms.
+    if (A.sid !== null) { const c = BigInt(A.sid) - BigInt(B.sid); return c < 0n ? -1 : c > 0n ? 1 : 0; }
     return A.label < B.label ? -1 : A.label > B.label ? 1 : 0;
   });
   const row = new Int32Array(lanes.length);
