@@ -32,6 +32,7 @@ fuzz_target!(|data: &[u8]| {
     let mut l = Learner::new(cfg, accepted, current, last_zxid, 0);
     let mut logged = last_zxid;
     let mut staged: Option<i64> = None;
+    let mut staged_zxids: Vec<i64> = Vec::new();
     let mut staged_bytes = 0u64;
     let mut epoch_cap = accepted.max(known) + MAX_EPOCH_JUMP;
     let mut dec = QuorumStreamDecoder::new();
@@ -48,19 +49,26 @@ fuzz_target!(|data: &[u8]| {
                 Persist::CurrentEpoch(e) => assert!(e <= epoch_cap),
                 Persist::Append { zxid, .. } => {
                     assert!(zxid > logged, "append 0x{zxid:x} after 0x{logged:x}");
-                    assert!(zxid >> 32 <= l.epoch(), "0x{zxid:x} beyond epoch {}", l.epoch());
+                    assert!(
+                        zxid >> 32 <= l.epoch(),
+                        "0x{zxid:x} beyond epoch {}",
+                        l.epoch()
+                    );
                     logged = zxid;
                 }
                 Persist::Stage { zxid, txn } => {
                     assert!(staged.is_none_or(|s| zxid > s));
                     assert!(zxid >> 32 <= l.epoch());
                     staged = Some(zxid);
+                    staged_zxids.push(zxid);
                     staged_bytes += txn.len() as u64;
                     assert!(staged_bytes <= MAX_DIFF);
                 }
-                Persist::AppendStaged => {
-                    if let Some(s) = staged {
-                        logged = logged.max(s);
+                Persist::AppendStaged { skip } => {
+                    // Only staged proposals are skipped (uncommitted hand-over txns).
+                    assert!(skip.iter().all(|z| staged_zxids.contains(z)));
+                    if let Some(s) = staged_zxids.iter().filter(|z| !skip.contains(z)).max() {
+                        logged = logged.max(*s);
                     }
                 }
                 Persist::Truncate(z) => {

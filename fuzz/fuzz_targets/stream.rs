@@ -2,8 +2,8 @@
 //! A connection's byte stream fed in pieces whose sizes come from the input itself: bounded
 //! buffering, no panic, and the same items as feeding it whole.
 use libfuzzer_sys::fuzz_target;
-use zkfle::wire::{Direction, StreamDecoder};
 use zkfle::wire::frame::MAX_FRAME_BYTES;
+use zkfle::wire::{Direction, StreamDecoder};
 
 fn items(data: &[u8], piece: usize) -> Vec<String> {
     let mut d = StreamDecoder::new(Direction::FromInitiator);
