@@ -146,6 +146,12 @@ say "cargo build --release (zkfle's release binary)"
 cargo build --release --quiet --bin zkfle
 ctx=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-image.XXXXXX")
 cp target/release/zkfle "$IMAGE_DIR/docker-entrypoint.sh" "$ctx/"
+# `zkfle decode --interface` links libpcap: the image gets Debian's libpcap0.8 (and libdbus-1-3,
+# its one dependency beyond the base), the host's own bookworm packages, fetched by apt.
+mkdir -p "$ctx/debs"
+fetch_debs() { (cd "$ctx/debs" && apt-get download -qq libpcap0.8 libdbus-1-3 >/dev/null 2>&1); }
+fetch_debs || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && fetch_debs; } ||
+  die "apt-get download libpcap0.8 libdbus-1-3 failed (needed by zkfle's image)"
 inputs=$( (
   echo "$base_hash"
   cat "$IMAGE_DIR/Dockerfile.zkfle"
