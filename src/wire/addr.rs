@@ -87,9 +87,17 @@ impl ElectionAddress {
     }
 }
 
+/// Whether a host is written bracketed: Java brackets a host that contains `:`; zkfle also
+/// brackets one that starts with `[` (which only a bracketed form can yield), so that what it
+/// prints parses back to the same host. Java would print such a host bare, and fail to read it
+/// back (found by the `config` fuzz target: `server.9=[[h]00:4`).
+pub(crate) fn needs_brackets(host: &str) -> bool {
+    host.contains(':') || host.starts_with('[')
+}
+
 /// `NetUtils.formatInetAddr`: `host:port`, with the host bracketed when it contains `:`.
 pub fn format_host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
+    if needs_brackets(host) {
         format!("[{host}]:{port}")
     } else {
         format!("{host}:{port}")

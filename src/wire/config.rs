@@ -156,7 +156,7 @@ impl fmt::Display for ServerLine {
             if i > 0 {
                 f.write_str("|")?;
             }
-            let host = if a.host.contains(':') {
+            let host = if super::addr::needs_brackets(&a.host) {
                 format!("[{}]", a.host)
             } else {
                 a.host.clone()
@@ -326,6 +326,16 @@ pub fn version_of_bytes(text: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bracketed host that itself starts with `[` (found by the `config` fuzz target) prints
+    /// bracketed, so it parses back to the same config.
+    #[test]
+    fn a_host_starting_with_a_bracket_prints_bracketed() {
+        let c = QuorumConfig::parse("\nserver.9=[[roup\u{5}\0\0\u{5}]00:4").unwrap();
+        let printed = c.to_string();
+        assert!(printed.starts_with("server.9=[[roup"), "{printed:?}");
+        assert_eq!(QuorumConfig::parse(&printed).unwrap(), c);
+    }
 
     #[test]
     fn java_text_round_trips() {
