@@ -1,11 +1,12 @@
 #![no_main]
-//! Several captures through the capture reader, reassembly and election decoder, as `decode`
-//! handles one after another (decode has no multi-file merge yet: this covers the pipeline
-//! over several inputs, and one summary of all their records). The input is split at the
-//! bytes "\xff--\xff" into up to four files. No panic, no hang; the JSON of every record
-//! parses.
+//! Several captures through the capture reader, reassembly and election decoder: each alone,
+//! and all of them through decode's multi-file merge (clock offsets estimated from shared
+//! segments, one copy per segment, capture losses), as `zkfle decode a.pcap b.pcap` reads them;
+//! one summary of all the records. The input is split at the bytes "\xff--\xff" into up to
+//! four files. No panic, no hang; the JSON of every record parses.
 use libfuzzer_sys::fuzz_target;
 use zkfle::capture::TcpSegments;
+use zkfle::capture::merge::{MergedSegments, SegmentIndex, align};
 use zkfle::decode::summary::Summarizer;
 use zkfle::decode::{DecodeOptions, Decoder};
 
@@ -43,6 +44,36 @@ fuzz_target!(|data: &[u8]| {
             summary.add(&record);
         }
     }
+    // The merge, as `capture::merge::open_files` does it: index every file, align, merge.
+    let files = split(data);
+    let open = |f: &[u8]| TcpSegments::from_reader(std::io::Cursor::new(f.to_vec())).ok();
+    let mut indexes = Vec::new();
+    for f in &files {
+        let mut index = SegmentIndex::default();
+        if let Some(mut segments) = open(f) {
+            while let Some(Ok(())) = segments.next_with(|seg| index.add(seg)) {}
+        }
+        indexes.push(index);
+    }
+    let offsets = align(&indexes, &vec![None; files.len()]);
+    let inputs: Vec<_> = files
+        .iter()
+        .zip(offsets)
+        .enumerate()
+        .filter_map(|(i, (f, o))| open(f).map(|s| (format!("file{i}"), s, o)))
+        .collect();
+    let merged = MergedSegments::new(inputs);
+    let options = DecodeOptions {
+        ports: vec![3888, 0],
+        ..DecodeOptions::default()
+    };
+    let mut decoder = Decoder::with_source(merged, options);
+    for record in decoder.by_ref() {
+        let json = serde_json::to_string(&zkfle::json::RecordJson(&record)).unwrap();
+        let _: serde_json::Value = serde_json::from_str(&json).unwrap();
+        summary.add(&record);
+    }
+    let _ = decoder.segments().losses();
     let s = summary.finish();
     let _: serde_json::Value = serde_json::from_str(&s.to_json().to_string()).unwrap();
     let _ = s.to_text(0.0);
