@@ -3,9 +3,9 @@
 //! participants 2 and 3 and observer 4, which are never started: the test speaks for them
 //! (and for sids 0 and 9, which the config does not know) over raw TCP, building every
 //! message with `zkfle::wire` and decoding every byte Java sends with it. Each case checks both
-//! what comes back on the socket and what the server logged. The reference is
-//! /work/shared/reference/fle-wire-behaviour.md (sections A, B.1-B.5, C, E.12); what it does not
-//! say is in docs/java-behaviour.md.
+//! what comes back on the socket and what the server logged. The behaviour checked is Java's
+//! QuorumCnxManager and FastLeaderElection as docs/java-behaviour.md describes them, with the
+//! source lines they come from.
 //!
 //! Java stays LOOKING throughout: every vote sent for a voter is "worse" than its own
 //! (leader 2, zxid 0, peer epoch -5 against its (1, 0, 0)), so it never reaches a quorum, but a
