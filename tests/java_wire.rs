@@ -4,8 +4,8 @@
 //! (and for sids 0 and 9, which the config does not know) over raw TCP, building every
 //! message with `zkfle::wire` and decoding every byte Java sends with it. Each case checks both
 //! what comes back on the socket and what the server logged. The behaviour checked is Java's
-//! QuorumCnxManager and FastLeaderElection as docs/java-behaviour.md describes them, with the
-//! source lines they come from.
+//! QuorumCnxManager and FastLeaderElection (their source, read for behaviour); what the source
+//! does not make plain is in docs/java-behaviour.md.
 //!
 //! Java stays LOOKING throughout: every vote sent for a voter is "worse" than its own
 //! (leader 2, zxid 0, peer epoch -5 against its (1, 0, 0)), so it never reaches a quorum, but a
