@@ -88,11 +88,18 @@ impl ElectionAddress {
 }
 
 /// Whether a host is written bracketed: Java brackets a host that contains `:`; zkfle also
-/// brackets one that starts with `[` (which only a bracketed form can yield), so that what it
+/// brackets one that starts with `[` or starts or ends with a char Java's trim removes (which
+/// only a bracketed form can yield), so that what it
 /// prints parses back to the same host. Java would print such a host bare, and fail to read it
 /// back (found by the `config` fuzz target: `server.9=[[h]00:4`).
 pub(crate) fn needs_brackets(host: &str) -> bool {
-    host.contains(':') || host.starts_with('[')
+    // Java trims a config value (`String.trim`: every char up to ' '), so a bare host that
+    // starts or ends with one would lose it; inside brackets it is kept.
+    let trimmed_away = |c: Option<char>| c.is_some_and(|c| c <= ' ');
+    host.contains(':')
+        || host.starts_with('[')
+        || trimmed_away(host.chars().next())
+        || trimmed_away(host.chars().last())
 }
 
 /// `NetUtils.formatInetAddr`: `host:port`, with the host bracketed when it contains `:`.
