@@ -3,6 +3,12 @@
 # `nice -n 19`; fails if any target finds a crash (its input is left in fuzz/artifacts/).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
+#   scripts/fuzz.sh --runs N [TARGET...]
+#
+# `--runs N` is the test command's form: N inputs per target from a fixed seed, so a run is
+# the same on every machine and a finding reproduces (`-seed=1 -runs=N`). Open-ended search
+# is a long timed run (fuzz/README.md records them), not the test command's job: a timed run
+# in CI would fail by the luck of what it tried.
 #
 # cargo-fuzz needs nightly flags (-Zsanitizer); with the one stable toolchain here,
 # RUSTC_BOOTSTRAP=1 allows them. cargo-fuzz itself is installed from crates.io when missing
@@ -10,8 +16,13 @@
 # fuzz/corpus, so later runs rebuild only what changed and start from what earlier runs found.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
-seconds=${1:-60}
-shift || true
+limit=(-max_total_time="${1:-60}")
+if [ "${1:-}" = --runs ]; then
+  limit=(-seed=1 -runs="$2")
+  shift 2
+else
+  shift || true
+fi
 export RUSTC_BOOTSTRAP=1
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
@@ -34,12 +45,14 @@ mkdir -p "$out"
 failed=()
 run() {
   local t=$1
-  if nice -n 19 cargo fuzz run "$t" -- -max_total_time="$seconds" -rss_limit_mb=2048 \
+  if nice -n 19 cargo fuzz run "$t" -- "${limit[@]}" -rss_limit_mb=2048 \
     >"$out/$t.log" 2>&1; then
     echo "fuzz $t: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "$out/$t.log" | tail -n1), clean"
   else
     echo "!! fuzz $t FOUND A PROBLEM:" >&2
-    grep -E 'panicked|ERROR|SUMMARY|Test unit written' "$out/$t.log" | head -n 20 | sed 's/^/!!   /' >&2
+    # The panic's message is on the lines after `panicked at`.
+    grep -E -A3 'panicked' "$out/$t.log" | head -n 12 | sed 's/^/!!   /' >&2
+    grep -E 'ERROR|SUMMARY|Test unit written|Base64' "$out/$t.log" | head -n 8 | sed 's/^/!!   /' >&2
     return 1
   fi
 }

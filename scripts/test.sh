@@ -4,7 +4,7 @@
 # 3.9.5 (scripts/zk-fetch.sh: PyPI's pyspark source packages, cached under
 # ${ZKFLE_CACHE:-~/.cache/zkfle} so later runs download nothing), and Debian's chromium and
 # tshark (scripts/viewers-env.sh, for tests/visual.rs and tests/wireshark.rs). Then it runs the format
-# check, the lints, every test, every fuzz target for 60 s (scripts/fuzz.sh, which installs
+# check, the lints, every test, every fuzz target for 200,000 inputs from a fixed seed (scripts/fuzz.sh, which installs
 # cargo-fuzz when missing), the version matrix (scripts/matrix.sh: tests/versions.rs,
 # against real Java servers of every version and mixed ensembles, one test at a time), and the
 # Docker conformance scenarios (scripts/docker/conformance.sh; it builds its images, installing
@@ -66,8 +66,8 @@ cargo clippy --all-targets -- -D warnings
 echo "== cargo test (the per-version tests of tests/versions.rs and tests/repro_java.rs run next, in the matrix)"
 cargo test --all-targets -- --skip v3_ --skip mixed_
 
-echo "== fuzz targets, 60 s each, two at a time (scripts/fuzz.sh; fuzz/README.md)"
-scripts/fuzz.sh 60
+echo "== fuzz targets, 200,000 inputs each from a fixed seed, two at a time (scripts/fuzz.sh; fuzz/README.md)"
+scripts/fuzz.sh --runs 200000
 
 if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
   echo "== zkfle as a Zab follower and elected leader of ZooKeeper 3.9.5 (tests/zab_java.rs, tests/zab_datadir.rs, tests/lead_java.rs with ZK_JARS)"

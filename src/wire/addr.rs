@@ -93,13 +93,24 @@ impl ElectionAddress {
 /// prints parses back to the same host. Java would print such a host bare, and fail to read it
 /// back (found by the `config` fuzz target: `server.9=[[h]00:4`).
 pub(crate) fn needs_brackets(host: &str) -> bool {
-    // Java trims a config value (`String.trim`: every char up to ' '), so a bare host that
-    // starts or ends with one would lose it; inside brackets it is kept.
-    let trimmed_away = |c: Option<char>| c.is_some_and(|c| c <= ' ');
+    // Java trims a config value, so a bare host that starts or ends with a char `String.trim`
+    // removes would lose it; inside brackets it is kept.
+    let trimmed_away = |c: Option<char>| c.is_some_and(is_java_trimmed);
     host.contains(':')
         || host.starts_with('[')
         || trimmed_away(host.chars().next())
         || trimmed_away(host.chars().last())
+}
+
+/// The chars Java's `String.trim` removes: every char up to `' '`, control chars included, and
+/// no other (unlike Rust's `str::trim`, which keeps `\0` but removes Unicode spaces).
+fn is_java_trimmed(c: char) -> bool {
+    c <= ' '
+}
+
+/// Java's `String.trim`.
+pub(crate) fn java_trim(s: &str) -> &str {
+    s.trim_matches(is_java_trimmed)
 }
 
 /// `NetUtils.formatInetAddr`: `host:port`, with the host bracketed when it contains `:`.

@@ -16,7 +16,9 @@
 use std::fmt;
 use std::net::SocketAddr;
 
-use super::addr::{ElectionAddress, format_host_port, host_and_port, java_parse_int, java_split};
+use super::addr::{
+    ElectionAddress, format_host_port, host_and_port, java_parse_int, java_split, java_trim,
+};
 use super::error::{ErrorKind, WireError};
 
 /// A member's role.
@@ -221,7 +223,7 @@ impl QuorumConfig {
         for raw in text.split('\n') {
             let at = offset;
             offset += raw.len() + 1;
-            let line = raw.trim();
+            let line = java_trim(raw);
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
@@ -238,7 +240,7 @@ impl QuorumConfig {
             let (key, value) = line
                 .split_once('=')
                 .ok_or_else(|| bad("expected key=value".into()))?;
-            let (key, value) = (key.trim(), value.trim());
+            let (key, value) = (java_trim(key), java_trim(value));
             let id = |prefix: &str| -> Result<i64, WireError> {
                 key[prefix.len()..]
                     .parse::<i64>()
@@ -249,7 +251,7 @@ impl QuorumConfig {
             } else if key.starts_with("group.") {
                 let members = value
                     .split(':')
-                    .map(|m| m.trim().parse::<i64>())
+                    .map(|m| java_trim(m).parse::<i64>())
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|_| bad("bad group member".into()))?;
                 ConfigLine::Group {
@@ -319,8 +321,17 @@ pub fn version_of(text: &str) -> Option<u64> {
 /// end: this is on the path of every decoded notification.
 pub fn version_of_bytes(text: &[u8]) -> Option<u64> {
     text.rsplit(|b| *b == b'\n')
-        .filter_map(|l| l.trim_ascii().strip_prefix(b"version="))
-        .find_map(|v| u64::from_str_radix(std::str::from_utf8(v).ok()?.trim(), 16).ok())
+        .filter_map(|l| java_trim_bytes(l).strip_prefix(b"version="))
+        .find_map(|v| u64::from_str_radix(java_trim(std::str::from_utf8(v).ok()?), 16).ok())
+}
+
+/// [`java_trim`] on bytes (every byte up to `b' '`).
+fn java_trim_bytes(b: &[u8]) -> &[u8] {
+    let kept = |c: &u8| *c > b' ';
+    match (b.iter().position(kept), b.iter().rposition(kept)) {
+        (Some(start), Some(end)) => &b[start..=end],
+        _ => &[],
+    }
 }
 
 #[cfg(test)]
@@ -338,6 +349,14 @@ mod tests {
         // A bracketed host that starts with a char Java's trim removes (fuzz target, too).
         let c = QuorumConfig::parse("server.8=[\u{c}\0\u{1}]08:4").unwrap();
         assert_eq!(QuorumConfig::parse(&c.to_string()).unwrap(), c);
+        // Java's trim keeps Unicode spaces (Rust's removes them): a host starting with one
+        // prints bare and parses back whole.
+        let c = QuorumConfig::parse("server.7=[\u{3000}h]:1:2\nversion=\u{a0}1").unwrap_err();
+        assert!(matches!(c.kind, ErrorKind::BadConfigLine { .. }), "{c:?}");
+        let c = QuorumConfig::parse("server.7=[\u{3000}h]:1:2").unwrap();
+        assert_eq!(c.server(7).unwrap().addresses[0].host, "\u{3000}h");
+        assert_eq!(QuorumConfig::parse(&c.to_string()).unwrap(), c);
+        assert_eq!(version_of("server.1=h:1:2\n\0version=a\0"), Some(10));
     }
 
     #[test]
