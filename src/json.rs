@@ -721,12 +721,9 @@ pub fn initial_from_json(obj: &Map<String, Value>) -> Result<InitialMessage, Jso
             ));
         }
     };
-    // Decoding our own bytes validates the addresses exactly as a receiver would.
-    let mut bytes = protocol.code().unwrap_or(0).to_be_bytes().to_vec();
-    bytes.extend_from_slice(&sid.to_be_bytes());
-    bytes.extend_from_slice(&(text.len().min(i32::MAX as usize) as i32).to_be_bytes());
-    bytes.extend_from_slice(text.as_bytes());
-    InitialMessage::decode(&bytes).map_err(|e| err("addresses", e.to_string()))
+    // Validates the addresses exactly as a receiver would.
+    InitialMessage::parse_versioned(protocol, sid, &text)
+        .map_err(|e| err("addresses", e.to_string()))
 }
 
 #[cfg(test)]

@@ -27,8 +27,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::wire::{
-    ElectionAddress, InitialMessage, Notification, ProtocolVersion, QuorumConfig, ServerState,
-    encode_frame,
+    Direction, ElectionAddress, FrameReader, InitialMessage, Notification, ProtocolVersion,
+    QuorumConfig, ReadError, ServerState, encode_frame,
 };
 
 /// The default sid a probe announces: above any real one.
@@ -104,16 +104,7 @@ fn io_error(e: std::io::Error, what: &'static str) -> ProbeError {
 /// The notification a probe sends: LOOKING, a non-voting proposal, the 40-byte form with
 /// version 1 (Java reads no config from it).
 pub fn probe_notification() -> Notification {
-    Notification {
-        state: ServerState::Looking,
-        leader: i64::MIN,
-        zxid: i64::MIN,
-        election_epoch: 0,
-        peer_epoch: Some(i64::MIN),
-        version: Some(1),
-        config: None,
-        trailing: Vec::new(),
-    }
+    Notification::without_config(ServerState::Looking, i64::MIN, i64::MIN, 0, i64::MIN)
 }
 
 /// The framed probe notification.
@@ -155,18 +146,21 @@ pub fn connect(target: &str, timeout: Duration) -> Result<TcpStream, ProbeError>
 /// Probes one server at `target` (`host:port`).
 pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
     let start = std::time::Instant::now();
-    let mut s = connect(target, opts.timeout)?;
+    let s = connect(target, opts.timeout)?;
     let local = s.local_addr().map_err(|e| io_error(e, "connecting"))?;
-    s.write_all(&request(opts.protocol, opts.sid, local))
+    let mut r = reader(s, start + opts.timeout);
+    r.get_ref()
+        .send(&request(opts.protocol, opts.sid, local))
         .map_err(|e| io_error(e, "sending"))?;
     // The first frame may be a stale re-send (see the module's comment); the one after our
     // second notification is an answer.
-    let first = read_frame(&mut s, start, opts.timeout)?;
+    let first = read_frame(&mut r)?;
     Notification::decode(&first).map_err(|e| ProbeError::BadAnswer(e.to_string()))?;
-    s.write_all(&framed_probe_notification())
+    r.get_ref()
+        .send(&framed_probe_notification())
         .map_err(|e| io_error(e, "sending"))?;
-    let payload = read_frame(&mut s, start, opts.timeout)?;
-    let _ = s.shutdown(std::net::Shutdown::Both);
+    let payload = read_frame(&mut r)?;
+    let _ = r.get_ref().stream.shutdown(std::net::Shutdown::Both);
     let n = Notification::decode(&payload).map_err(|e| ProbeError::BadAnswer(e.to_string()))?;
     let config = n.config_text().and_then(|t| QuorumConfig::parse(&t).ok());
     Ok(Answer {
@@ -182,45 +176,47 @@ pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
     })
 }
 
-/// Reads one frame's payload, within what is left of `timeout` since `start`.
-pub fn read_frame(
-    s: &mut TcpStream,
-    start: std::time::Instant,
-    timeout: Duration,
-) -> Result<Vec<u8>, ProbeError> {
-    let mut len = [0u8; 4];
-    read_exact(s, &mut len, start, timeout)?;
-    let len = i32::from_be_bytes(len);
-    if len <= 0 || len as usize > crate::wire::frame::MAX_FRAME_BYTES {
-        return Err(ProbeError::BadAnswer(format!("frame length {len}")));
-    }
-    let mut payload = vec![0u8; len as usize];
-    read_exact(s, &mut payload, start, timeout)?;
-    Ok(payload)
+/// A connection we initiated whose reads wait at most until `end`: each read's time-out is
+/// what is left of it, so no sequence of slow reads outlasts the deadline.
+#[derive(Debug)]
+pub struct Deadline {
+    pub stream: TcpStream,
+    pub end: std::time::Instant,
 }
 
-fn read_exact(
-    s: &mut TcpStream,
-    buf: &mut [u8],
-    start: std::time::Instant,
-    timeout: Duration,
-) -> Result<(), ProbeError> {
-    let mut got = 0;
-    while got < buf.len() {
-        let left = timeout.saturating_sub(start.elapsed());
-        if left.is_zero() {
-            return Err(ProbeError::Timeout("waiting for the answer"));
-        }
-        s.set_read_timeout(Some(left))
-            .map_err(|e| io_error(e, "waiting for the answer"))?;
-        match s.read(&mut buf[got..]) {
-            Ok(0) => return Err(ProbeError::Closed),
-            Ok(k) => got += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_error(e, "waiting for the answer")),
-        }
+impl Deadline {
+    /// Writes all of `bytes` (within the stream's write time-out).
+    pub fn send(&self, bytes: &[u8]) -> std::io::Result<()> {
+        (&self.stream).write_all(bytes)
     }
-    Ok(())
+}
+
+impl Read for Deadline {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self
+            .end
+            .saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
+
+/// The frames the server sends on `s` (a connection we initiated), read until `end`.
+pub fn reader(s: TcpStream, end: std::time::Instant) -> FrameReader<Deadline> {
+    FrameReader::new(Deadline { stream: s, end }, Direction::FromAcceptor)
+}
+
+/// Reads one frame's payload before the reader's deadline.
+pub fn read_frame(r: &mut FrameReader<Deadline>) -> Result<Vec<u8>, ProbeError> {
+    match r.next_frame() {
+        Ok(Some(payload)) => Ok(payload),
+        Ok(None) | Err(ReadError::Truncated) => Err(ProbeError::Closed),
+        Err(ReadError::Wire(e)) => Err(ProbeError::BadAnswer(e.to_string())),
+        Err(ReadError::Io(e)) => Err(io_error(e, "waiting for the answer")),
+    }
 }
 
 /// How many probes run at once.

@@ -17,14 +17,17 @@
 //! target starts an election the recording does not have, or after a deadline.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::net::probe::{self, ProbeOptions};
-use crate::wire::{InitialMessage, Notification, ProtocolVersion, ServerState, encode_frame};
+use crate::net::probe::{self, ProbeError, ProbeOptions};
+use crate::wire::{
+    Direction, FrameReader, InitialMessage, Notification, ProtocolVersion, ServerState, StreamItem,
+    WireError, encode_frame,
+};
 
 use super::{Decided, Recording, Report, Sent};
 
@@ -34,11 +37,45 @@ const SETTLE: Duration = Duration::from_millis(1500);
 const WAIT_TARGET: Duration = Duration::from_secs(60);
 /// How long to wait, by default, for the target to answer at all (a server being started).
 pub const DEFAULT_WAIT_ANSWER: Duration = Duration::from_secs(10);
+/// How long the target may take to send its initial message on a connection it opened.
+const WAIT_INITIAL: Duration = Duration::from_secs(5);
+/// How long to wait for the target to dial back a smaller peer whose connection it closed.
+const WAIT_DIAL_BACK: Duration = Duration::from_secs(2);
+
+/// Why a live replay could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("{0}: expected an IP address and port")]
+    BadTarget(String),
+    #[error("peer {0} has no address in the config")]
+    NoAddress(i64),
+    #[error("peer {sid}: {text} is not an IP address")]
+    NotAnIp { sid: i64, text: String },
+    #[error("listening as {sid} on {addr}: {source}")]
+    Listen {
+        sid: i64,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// A recorded message zkfle cannot send (it would not decode back to itself).
+    #[error("{0}")]
+    Encode(#[from] WireError),
+    #[error("connecting as {sid}: {source}")]
+    Connect { sid: i64, source: std::io::Error },
+    #[error("no connection to the target as {0}")]
+    NoConnection(i64),
+    #[error("the target is {0} already; start it afresh for the replay")]
+    NotLooking(&'static str),
+    #[error("the target does not answer within {secs:.1} s: {source}")]
+    NoAnswer { secs: f64, source: ProbeError },
+}
 
 struct Shared {
     begin: Instant,
     stop: AtomicBool,
+    /// The connection each impersonated peer sends on; `attached` is notified on every insert.
     conns: Mutex<HashMap<i64, TcpStream>>,
+    attached: Condvar,
     sent: Mutex<Vec<Sent>>,
 }
 
@@ -46,6 +83,12 @@ impl Shared {
     fn ms(&self) -> u64 {
         self.begin.elapsed().as_millis() as u64
     }
+}
+
+/// The lock's data even when a reader thread panicked while holding it: the map and the list
+/// stay consistent after any single insert or push.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Replays `rec` into the live server whose election address is `target`.
@@ -56,19 +99,21 @@ pub fn replay(
     target: &str,
     speed: f64,
     wait_answer: Duration,
-) -> Result<Report, String> {
+) -> Result<Report, LiveError> {
     let target_addr: SocketAddr = target
         .parse()
-        .map_err(|_| format!("{target}: expected an IP address and port"))?;
+        .map_err(|_| LiveError::BadTarget(target.to_string()))?;
     let shared = Arc::new(Shared {
         begin: Instant::now(),
         stop: AtomicBool::new(false),
         conns: Mutex::new(HashMap::new()),
+        attached: Condvar::new(),
         sent: Mutex::new(Vec::new()),
     });
     let peers: Vec<i64> = rec.peers();
     let mut initials: HashMap<i64, Vec<u8>> = HashMap::new();
     let mut threads = Vec::new();
+    let mut listening = Vec::new();
     for &p in &peers {
         let addr = rec
             .quorum
@@ -76,20 +121,24 @@ pub fn replay(
             .server(p)
             .and_then(|s| s.addresses.first())
             .map(|a| a.election())
-            .ok_or_else(|| format!("peer {p} has no address in the config"))?;
+            .ok_or(LiveError::NoAddress(p))?;
         let initial = match rec.peer_initials.get(&p) {
-            Some(m) => m.encode().map_err(|e| e.to_string())?,
-            None => InitialMessage::versioned(ProtocolVersion::V1, p, vec![addr.clone()])
-                .encode()
-                .map_err(|e| e.to_string())?,
+            Some(m) => m.encode()?,
+            None => {
+                InitialMessage::versioned(ProtocolVersion::V1, p, vec![addr.clone()]).encode()?
+            }
         };
         initials.insert(p, initial);
-        let sock = addr
-            .socket_addr()
-            .ok_or_else(|| format!("peer {p}: {} is not an IP address", addr.text))?;
-        let listener =
-            TcpListener::bind(sock).map_err(|e| format!("listening as {p} on {sock}: {e}"))?;
-        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let sock = addr.socket_addr().ok_or_else(|| LiveError::NotAnIp {
+            sid: p,
+            text: addr.text.clone(),
+        })?;
+        let listener = TcpListener::bind(sock).map_err(|source| LiveError::Listen {
+            sid: p,
+            addr: sock,
+            source,
+        })?;
+        listening.push(sock);
         let sh = shared.clone();
         let sid = rec.sid;
         threads.push(std::thread::spawn(move || {
@@ -106,14 +155,18 @@ pub fn replay(
         &initials,
     );
     shared.stop.store(true, Ordering::SeqCst);
-    for s in shared.conns.lock().unwrap().values() {
+    // Each accept loop blocks in accept(): one connection of ours wakes it to see `stop`.
+    for sock in listening {
+        let _ = TcpStream::connect_timeout(&sock, Duration::from_secs(1));
+    }
+    for s in lock(&shared.conns).values() {
         let _ = s.shutdown(std::net::Shutdown::Both);
     }
     for t in threads {
         let _ = t.join();
     }
     let replayed = result?;
-    let mut sent = shared.sent.lock().unwrap().clone();
+    let mut sent = lock(&shared.sent).clone();
     sent.sort_by_key(|s| s.at_ms);
     Ok(Report::new(rec, target, replayed, &sent))
 }
@@ -121,77 +174,41 @@ pub fn replay(
 /// Accepts the target's connections to peer `p`: kept when `p` is smaller than the target's
 /// sid (the target keeps its own connection then), read and dropped otherwise.
 fn accept_loop(sh: Arc<Shared>, listener: TcpListener, p: i64, sid: i64) {
-    while !sh.stop.load(Ordering::SeqCst) {
-        match listener.accept() {
-            Ok((s, _)) => {
-                let _ = s.set_nonblocking(false);
-                let sh = sh.clone();
-                std::thread::spawn(move || {
-                    let mut s = s;
-                    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-                    let Some(m) = read_initial(&mut s) else {
-                        return;
-                    };
-                    if m.sid != sid || p > sid {
-                        // The target closes its own connection to a larger sid.
-                        return;
-                    }
-                    attach(&sh, p, s);
-                });
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+    for s in listener.incoming() {
+        if sh.stop.load(Ordering::SeqCst) {
+            return;
         }
+        let Ok(s) = s else { continue };
+        let sh = sh.clone();
+        std::thread::spawn(move || {
+            let _ = s.set_read_timeout(Some(WAIT_INITIAL));
+            let Ok(read_half) = s.try_clone() else { return };
+            let mut frames = FrameReader::new(read_half, Direction::FromInitiator);
+            let Ok(Some(StreamItem::Initial { message, .. })) = frames.next_item() else {
+                return;
+            };
+            if message.sid != sid || p > sid {
+                // The target closes its own connection to a larger sid.
+                return;
+            }
+            let _ = s.set_read_timeout(None);
+            attach(&sh, p, s, frames);
+        });
     }
 }
 
-fn read_initial(s: &mut TcpStream) -> Option<InitialMessage> {
-    let mut buf = vec![0u8; 8];
-    s.read_exact(&mut buf).ok()?;
-    if i64::from_be_bytes(buf[..8].try_into().ok()?) >= 0 {
-        return InitialMessage::decode(&buf).ok();
-    }
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).ok()?;
-    buf.extend_from_slice(&head);
-    let len = i32::from_be_bytes(head[8..12].try_into().ok()?);
-    if !(1..=2048).contains(&len) {
-        return None;
-    }
-    let mut rest = vec![0u8; len as usize];
-    s.read_exact(&mut rest).ok()?;
-    buf.extend_from_slice(&rest);
-    InitialMessage::decode(&buf).ok()
-}
-
-/// Makes `s` peer `p`'s connection and reads what the target sends on it.
-fn attach(sh: &Arc<Shared>, p: i64, s: TcpStream) {
-    let Ok(reader) = s.try_clone() else { return };
-    let _ = reader.set_read_timeout(None);
-    if let Some(old) = sh.conns.lock().unwrap().insert(p, s) {
+/// Makes `s` peer `p`'s connection and keeps what the target sends on it, read by `frames`.
+fn attach(sh: &Arc<Shared>, p: i64, s: TcpStream, mut frames: FrameReader<TcpStream>) {
+    if let Some(old) = lock(&sh.conns).insert(p, s) {
         let _ = old.shutdown(std::net::Shutdown::Both);
     }
+    sh.attached.notify_all();
     let sh = sh.clone();
     std::thread::spawn(move || {
-        let mut r = reader;
-        loop {
-            let mut len = [0u8; 4];
-            if r.read_exact(&mut len).is_err() {
-                break;
-            }
-            let len = i32::from_be_bytes(len);
-            if len <= 0 || len as usize > crate::wire::frame::MAX_FRAME_BYTES {
-                break;
-            }
-            let mut payload = vec![0u8; len as usize];
-            if r.read_exact(&mut payload).is_err() {
-                break;
-            }
+        while let Ok(Some(payload)) = frames.next_frame() {
             if let Ok(n) = Notification::decode(&payload) {
                 let at_ms = sh.ms();
-                sh.sent.lock().unwrap().push(Sent {
+                lock(&sh.sent).push(Sent {
                     at_ms,
                     to: p,
                     notification: n,
@@ -209,31 +226,32 @@ fn send_as(
     p: i64,
     initial: &[u8],
     n: &Notification,
-) -> Result<(), String> {
-    let frame = encode_frame(&n.encode().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+) -> Result<(), LiveError> {
+    let frame = encode_frame(&n.encode()?)?;
     for _ in 0..2 {
-        if let Some(s) = sh.conns.lock().unwrap().get_mut(&p)
+        if let Some(s) = lock(&sh.conns).get_mut(&p)
             && s.write_all(&frame).is_ok()
         {
             return Ok(());
         }
-        sh.conns.lock().unwrap().remove(&p);
+        lock(&sh.conns).remove(&p);
         // Dial as p: kept by the target when p is larger; otherwise it closes and dials back.
-        let mut s = TcpStream::connect_timeout(&target, Duration::from_secs(5))
-            .map_err(|e| format!("connecting as {p}: {e}"))?;
+        let connect = |source| LiveError::Connect { sid: p, source };
+        let mut s = TcpStream::connect_timeout(&target, Duration::from_secs(5)).map_err(connect)?;
         let _ = s.set_nodelay(true);
-        s.write_all(initial)
-            .map_err(|e| format!("connecting as {p}: {e}"))?;
+        s.write_all(initial).map_err(connect)?;
         if p > sid {
-            attach(sh, p, s);
+            let frames = FrameReader::new(s.try_clone().map_err(connect)?, Direction::FromAcceptor);
+            attach(sh, p, s, frames);
         } else {
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while Instant::now() < deadline && !sh.conns.lock().unwrap().contains_key(&p) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            let conns = lock(&sh.conns);
+            let _ = sh
+                .attached
+                .wait_timeout_while(conns, WAIT_DIAL_BACK, |c| !c.contains_key(&p))
+                .unwrap_or_else(PoisonError::into_inner);
         }
     }
-    Err(format!("no connection to the target as {p}"))
+    Err(LiveError::NoConnection(p))
 }
 
 /// The replay proper: schedules, probes, decisions.
@@ -245,7 +263,7 @@ fn drive(
     wait_answer: Duration,
     sh: &Arc<Shared>,
     initials: &HashMap<i64, Vec<u8>>,
-) -> Result<Vec<Decided>, String> {
+) -> Result<Vec<Decided>, LiveError> {
     // Each election's messages with their offsets from its start.
     let episodes: Vec<Vec<(u64, &super::Timed)>> = (0..rec.starts.len())
         .map(|k| {
@@ -270,17 +288,12 @@ fn drive(
     let mut state = loop {
         match probe::probe(target, &opts) {
             Ok(a) if a.state == ServerState::Looking => break a.state,
-            Ok(a) => {
-                return Err(format!(
-                    "the target is {} already; start it afresh for the replay",
-                    a.state.name()
-                ));
-            }
-            Err(e) if wait_start.elapsed() >= wait_answer => {
-                return Err(format!(
-                    "the target does not answer within {:.1} s: {e}",
-                    wait_answer.as_secs_f64()
-                ));
+            Ok(a) => return Err(LiveError::NotLooking(a.state.name())),
+            Err(source) if wait_start.elapsed() >= wait_answer => {
+                return Err(LiveError::NoAnswer {
+                    secs: wait_answer.as_secs_f64(),
+                    source,
+                });
             }
             Err(_) => std::thread::sleep(Duration::from_millis(100)),
         }

@@ -16,7 +16,7 @@ pub mod doctor;
 pub mod matrix;
 mod member;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,8 @@ use serde_json::{Value, json};
 
 use crate::net::probe::{self, Answer, ProbeError, ProbeOptions};
 use crate::wire::{
-    ElectionAddress, InitialMessage, Notification, ProtocolVersion, ServerState, encode_frame,
+    ElectionAddress, FrameReader, InitialMessage, Notification, ProtocolVersion, ServerState,
+    encode_frame,
 };
 
 /// The sid the repros announce as a non-member: above any real one, and not the probe's (so
@@ -334,31 +335,34 @@ fn verdict_from_probes(target: &Target, opts: &ReproOptions, ev: &mut Vec<String
 
 /// A blocking election connection to the target that we initiated.
 struct Conn {
-    s: TcpStream,
-    start: Instant,
-    timeout: Duration,
+    r: FrameReader<probe::Deadline>,
 }
 
 impl Conn {
     fn open(target: &Target, timeout: Duration) -> Result<Conn, String> {
         let s = probe::connect(&target.text, timeout).map_err(|e| format!("connecting: {e}"))?;
         Ok(Conn {
-            s,
-            start: Instant::now(),
-            timeout,
+            r: probe::reader(s, Instant::now() + timeout),
         })
+    }
+
+    fn stream(&self) -> &TcpStream {
+        &self.r.get_ref().stream
     }
 
     fn local(&self) -> ElectionAddress {
         ElectionAddress::from_socket_addr(
-            self.s
+            self.stream()
                 .local_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0))),
         )
     }
 
     fn send(&mut self, bytes: &[u8]) -> Result<(), String> {
-        self.s.write_all(bytes).map_err(|e| format!("sending: {e}"))
+        self.r
+            .get_ref()
+            .send(bytes)
+            .map_err(|e| format!("sending: {e}"))
     }
 
     fn send_frame(&mut self, payload: &[u8]) -> Result<(), String> {
@@ -368,21 +372,21 @@ impl Conn {
 
     /// The next frame, within `timeout` from now.
     fn read_frame(&mut self, timeout: Duration) -> Result<Vec<u8>, ProbeError> {
-        self.start = Instant::now();
-        self.timeout = timeout;
-        probe::read_frame(&mut self.s, self.start, self.timeout)
+        self.r.get_mut().end = Instant::now() + timeout;
+        probe::read_frame(&mut self.r)
     }
 
     /// Whether the server closed the connection within `wait` (reads and drops what comes).
     fn closed_within(&mut self, wait: Duration) -> bool {
         let end = Instant::now() + wait;
         let mut buf = [0u8; 4096];
+        let mut s = self.stream();
         loop {
             let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() || self.s.set_read_timeout(Some(left)).is_err() {
+            if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
                 return false;
             }
-            match self.s.read(&mut buf) {
+            match s.read(&mut buf) {
                 Ok(0) => return true,
                 Ok(_) => {}
                 Err(e)
@@ -625,15 +629,9 @@ fn zookeeper_2164(
                 let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
                 let mut head = [0u8; 16];
                 let said = match s.read_exact(&mut head) {
-                    Ok(()) => {
-                        let first = i64::from_be_bytes(head[..8].try_into().expect("8 bytes"));
-                        let sid = if first >= 0 {
-                            first
-                        } else {
-                            i64::from_be_bytes(head[8..].try_into().expect("8 bytes"))
-                        };
-                        format!(", announcing sid {sid}")
-                    }
+                    Ok(()) => InitialMessage::partial_sid(&head)
+                        .map(|sid| format!(", announcing sid {sid}"))
+                        .unwrap_or_default(),
                     Err(_) => String::new(),
                 };
                 ev.push(format!(

@@ -133,6 +133,25 @@ impl InitialMessage {
         }
     }
 
+    /// A V1 or V2 message carrying `text`, checked as a receiver checks it: the message
+    /// [`InitialMessage::decode`] makes of the bytes a sender of `text` writes (the legacy form
+    /// carries no text, so `text` is ignored for it).
+    pub fn parse_versioned(
+        protocol: ProtocolVersion,
+        sid: i64,
+        text: &str,
+    ) -> Result<Self, WireError> {
+        if protocol == ProtocolVersion::Legacy {
+            return Ok(InitialMessage::legacy(sid));
+        }
+        let mut bytes = Vec::with_capacity(VERSIONED_HEADER_BYTES + text.len());
+        bytes.extend_from_slice(&protocol.code().unwrap_or(0).to_be_bytes());
+        bytes.extend_from_slice(&sid.to_be_bytes());
+        bytes.extend_from_slice(&(text.len().min(i32::MAX as usize) as i32).to_be_bytes());
+        bytes.extend_from_slice(text.as_bytes());
+        InitialMessage::decode(&bytes)
+    }
+
     /// How many bytes the message at the start of `buf` occupies, validating the header on the
     /// way (so a stream decoder never waits for more than [`MAX_ADDRESS_BYTES`] + 20 bytes).
     pub fn probe(buf: &[u8]) -> Result<Probe, WireError> {

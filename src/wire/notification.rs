@@ -182,6 +182,27 @@ impl Notification {
         }
     }
 
+    /// The 40-byte form with version 1: Java reads no config from it (reference A.2), so it
+    /// can never make a receiver restart its election over a config.
+    pub fn without_config(
+        state: ServerState,
+        leader: i64,
+        zxid: i64,
+        election_epoch: i64,
+        peer_epoch: i64,
+    ) -> Self {
+        Notification {
+            state,
+            leader,
+            zxid,
+            election_epoch,
+            peer_epoch: Some(peer_epoch),
+            version: Some(1),
+            config: None,
+            trailing: Vec::new(),
+        }
+    }
+
     /// Decodes a frame payload. Sizes that no sender produces and Java cannot read (29-35,
     /// 37-39, 41-43 with version >= 2, a bad config length) are errors; every size Java or an
     /// older sender produced decodes.
