@@ -53,8 +53,6 @@ impl ElectionConfig {
 pub enum Output {
     /// Send this notification to `to` (never to myself: those loop back internally).
     Send { to: i64, notification: Notification },
-    /// Call [`Election::on_timer`] at this time. One timer: a new one replaces the old.
-    SetTimer { at_ms: u64 },
     /// `lookForLeader` returned: my state is now `state` (LEADING, FOLLOWING or OBSERVING),
     /// `vote` is the returned vote (it becomes the current vote) and `lc` my logical clock.
     Decided {
@@ -125,7 +123,6 @@ pub struct Election {
     phase: Phase,
     not_timeout: u64,
     deadline: Option<u64>,
-    announced_deadline: Option<u64>,
     outputs: VecDeque<Output>,
 }
 
@@ -165,7 +162,6 @@ impl Election {
             phase: Phase::Polling,
             not_timeout,
             deadline: None,
-            announced_deadline: None,
             outputs: VecDeque::new(),
         }
     }
@@ -188,7 +184,6 @@ impl Election {
         self.send_notifications();
         self.deadline = Some(now_ms + self.not_timeout);
         self.drain(now_ms);
-        self.announce_timer();
     }
 
     /// A notification from `from` (the sid bound to its connection): the receiver's rules
@@ -198,11 +193,10 @@ impl Election {
         self.receive(from, n);
         if self.running {
             self.drain(now_ms);
-            self.announce_timer();
         }
     }
 
-    /// The timer asked for by the last [`Output::SetTimer`] fired. `have_delivered` is QCM's
+    /// The timer fired (the time [`Election::next_deadline`] gave has come). `have_delivered` is QCM's
     /// `haveDelivered()`: whether any peer's send queue is empty. On a poll timeout the proposal
     /// is re-broadcast only if it is true (otherwise the driver should reconnect), and the poll
     /// interval doubles up to the maximum. On a finalize timeout the election decides.
@@ -232,7 +226,6 @@ impl Election {
                 self.drain(now_ms);
             }
         }
-        self.announce_timer();
     }
 
     /// The next thing for the driver to do.
@@ -632,15 +625,5 @@ impl Election {
 
     fn send(&mut self, to: i64, notification: Notification) {
         self.outputs.push_back(Output::Send { to, notification });
-    }
-
-    fn announce_timer(&mut self) {
-        let d = self.next_deadline();
-        if d != self.announced_deadline {
-            self.announced_deadline = d;
-            if let Some(at_ms) = d {
-                self.outputs.push_back(Output::SetTimer { at_ms });
-            }
-        }
     }
 }

@@ -3,11 +3,15 @@
 //! No sockets, clocks, threads or tasks: a driver feeds [`Election`] notifications
 //! ([`Election::on_notification`]) and timer expiries ([`Election::on_timer`]), with the time
 //! as a number of milliseconds, and collects [`Output`]s ([`Election::poll_output`]): messages to
-//! send, the one timer to arm, and the decision. The models are quinn-proto and raft-rs.
+//! send and the decision. The one timer is a deadline the driver asks for
+//! ([`Election::next_deadline`]) after every call, as quinn-proto's `poll_timeout`; it is not
+//! an output the driver must remember. The models are quinn-proto and raft-rs.
 //!
 //! - [`quorum`]: majority and hierarchical quorum verifiers built from a config.
 //! - [`vote`]: votes, the total order predicate (TOP) and Java's vote equality.
 //! - [`fle`]: the machine: Java's `WorkerReceiver` (reference C) and `lookForLeader` (D).
+//! - [`decided`]: what a decided node does without Zab: the rules that send it back to
+//!   LOOKING (its leader or a quorum looking in a newer round, no follower, leader gone).
 //!
 //! # Fidelity
 //!
@@ -45,6 +49,7 @@
 //!   driver's concern.
 //! - The decided [`Vote`] is Java's end vote: LOOKING state, version 0.
 
+pub mod decided;
 pub mod fle;
 pub mod quorum;
 pub mod vote;

@@ -107,10 +107,10 @@ impl Harness {
             return;
         };
         while let Some(o) = e.poll_output() {
-            match o {
-                Output::SetTimer { at_ms } => self.last_timer = Some(at_ms),
-                o => self.pending.push_back(o),
-            }
+            self.pending.push_back(o);
+        }
+        if let Some(at) = e.next_deadline() {
+            self.last_timer = Some(at);
         }
     }
 

@@ -168,9 +168,6 @@ fn simulate(seed: u64, p: &Params) -> BTreeMap<i64, Decision> {
                         seq += 1;
                         net.push(Reverse((at, seq, id, to, notification.encode().unwrap())));
                     }
-                    Output::SetTimer { at_ms } => {
-                        timers.insert(id, at_ms);
-                    }
                     Output::Decided { state, vote, lc } => {
                         assert_eq!(state, node.state());
                         let d = Decision {
@@ -179,7 +176,6 @@ fn simulate(seed: u64, p: &Params) -> BTreeMap<i64, Decision> {
                             lc,
                         };
                         assert!(decided.insert(id, d).is_none(), "{id} decided twice");
-                        timers.remove(&id);
                         if state == ServerState::Leading {
                             zab_checks.insert(id, now + INIT_LIMIT_MS);
                         } else {
@@ -188,6 +184,11 @@ fn simulate(seed: u64, p: &Params) -> BTreeMap<i64, Decision> {
                     }
                 }
             }
+            // The one timer each machine wants, asked as quinn's `poll_timeout` is.
+            match node.next_deadline() {
+                Some(at) => timers.insert(id, at),
+                None => timers.remove(&id),
+            };
         }
     }
     decided

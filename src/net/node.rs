@@ -15,6 +15,7 @@ use tracing::{info, warn};
 use super::follow::{AckStats, FollowConfig, FollowEnd, follow};
 use super::lead::{LeadConfig, LeadEnd, lead};
 use super::manager::{Manager, NetConfig, Received};
+use crate::election::decided::{AfterDecision, Limits};
 use crate::election::{Election, ElectionConfig, Output};
 use crate::storage::Storage;
 use crate::wire::{Notification, ServerState};
@@ -105,15 +106,17 @@ pub async fn run(
         election.current_epoch = st.current_epoch();
     }
     let (mgr, mut rx) = Manager::start(cfg.net.clone()).await?;
+    let after = AfterDecision::new(Limits {
+        leader_gone_ms: cfg.leader_gone_ms,
+        leader_sync_ms: cfg.leader_sync_ms,
+    });
     let mut node = Node {
         el: Election::new(election),
+        after,
         mgr,
         cfg,
         epoch0: Instant::now(),
         started_at: 0,
-        decided_at: 0,
-        leader_down_since: None,
-        newer_looking: BTreeMap::new(),
         events,
         storage,
         ack_stats: AckStats::default(),
@@ -178,10 +181,8 @@ struct Node {
     cfg: NodeConfig,
     epoch0: Instant,
     started_at: u64,
-    decided_at: u64,
-    leader_down_since: Option<u64>,
-    /// Voters whose latest notification, since my decision, is LOOKING in a newer round.
-    newer_looking: BTreeMap<i64, i64>,
+    /// The post-decision rules (docs/join.md).
+    after: AfterDecision,
     events: mpsc::UnboundedSender<StateEvent>,
     /// The durable state; `None` without Zab or while a follow session holds it.
     storage: Option<Storage>,
@@ -256,8 +257,7 @@ impl Node {
         }
         let now = self.now();
         self.started_at = now;
-        self.leader_down_since = None;
-        self.newer_looking.clear();
+        self.after.reset();
         self.el.start(now);
         let p = self.el.proposal();
         let _ = self.events.send(StateEvent {
@@ -275,10 +275,10 @@ impl Node {
         while let Some(o) = self.el.poll_output() {
             match o {
                 Output::Send { to, notification } => self.send(to, &notification),
-                Output::SetTimer { .. } => {} // the loop sleeps until next_deadline()
                 Output::Decided { state, vote, lc } => {
-                    self.decided_at = self.now();
-                    let took_ms = self.decided_at - self.started_at;
+                    let now = self.now();
+                    self.after.decided(now);
+                    let took_ms = now - self.started_at;
                     info!(
                         "{} - LEADER ELECTION TOOK - {took_ms} MS (leader {}, round 0x{lc:x})",
                         state.name(),
@@ -375,11 +375,8 @@ impl Node {
         let span = tracing::warn_span!("peer", sid = r.from, addr = %r.addr);
         span.in_scope(|| self.el.on_notification(self.now(), r.from, &n));
         if decided && self.cfg.election.quorum.is_voter(r.from) {
-            if n.state == ServerState::Looking && n.election_epoch > self.el.logical_clock() {
-                self.newer_looking.insert(r.from, n.election_epoch);
-            } else {
-                self.newer_looking.remove(&r.from);
-            }
+            self.after
+                .on_notification(r.from, &n, self.el.logical_clock());
             self.check_decided();
         }
     }
@@ -399,52 +396,24 @@ impl Node {
         self.check_decided();
     }
 
-    /// The post-decision rules (docs/join.md).
+    /// The post-decision rules (docs/join.md), unless Zab runs or is about to.
     fn check_decided(&mut self) {
         if self.zab_following() || self.start_follow.is_some() || self.start_lead.is_some() {
             return;
         }
-        let now = self.now();
         let state = self.el.state();
         let leader = self.el.current_vote().leader;
-        let why = if self.newer_looking.contains_key(&leader) {
-            Some(format!("leader {leader} is LOOKING in a newer round"))
-        } else if !self.newer_looking.is_empty()
-            && self
-                .cfg
-                .election
-                .quorum
-                .contains_quorum(&self.newer_looking.keys().copied().collect())
-        {
-            Some(format!(
-                "a quorum of voters {:?} is LOOKING in a newer round",
-                self.newer_looking.keys().collect::<Vec<_>>()
-            ))
-        } else if state == ServerState::Leading
-            && now.saturating_sub(self.decided_at) >= self.cfg.leader_sync_ms
-        {
-            Some(format!(
-                "no follower synced within initLimit*tickTime = {} ms",
-                self.cfg.leader_sync_ms
-            ))
-        } else if state != ServerState::Leading {
-            if self.mgr.is_connected(leader) {
-                self.leader_down_since = None;
-                None
-            } else {
-                let since = *self.leader_down_since.get_or_insert(now);
-                self.mgr.connect_one(leader);
-                (now.saturating_sub(since) >= self.cfg.leader_gone_ms).then(|| {
-                    format!(
-                        "the election connection to leader {leader} has been down for {} ms",
-                        now - since
-                    )
-                })
-            }
-        } else {
-            None
-        };
-        if let Some(why) = why {
+        let check = self.after.check(
+            self.now(),
+            state,
+            leader,
+            self.mgr.is_connected(leader),
+            &self.cfg.election.quorum,
+        );
+        if check.dial_leader {
+            self.mgr.connect_one(leader);
+        }
+        if let Some(why) = check.look_again {
             info!("{}: {why}; looking for a leader again", state.name());
             self.start();
         }

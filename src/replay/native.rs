@@ -48,7 +48,6 @@ pub fn replay(rec: &Recording) -> Report {
                     round: lc,
                     at_ms: now,
                 }),
-                Output::SetTimer { .. } => {}
             }
         }
     };
