@@ -572,7 +572,7 @@ fn json_str(out: &mut Vec<u8>, s: &str) {
     }
 }
 
-/// Reads a message back from its JSON object (as printed by [`message_to_json`]; fields that
+/// Reads a message back from its JSON object (as [`MessageJson`] prints it; fields that
 /// can be derived may be left out).
 pub fn message_from_json(v: &Value) -> Result<Message, JsonError> {
     let obj = v

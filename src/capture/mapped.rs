@@ -95,11 +95,6 @@ impl MappedPcap {
         &self.stats
     }
 
-    /// Mutable counters, for decoders layered on top.
-    pub fn stats_mut(&mut self) -> &mut CaptureStats {
-        &mut self.stats
-    }
-
     /// As [`super::CaptureReader::next_with`].
     pub fn next_with<T>(
         &mut self,

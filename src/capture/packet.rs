@@ -8,16 +8,13 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
 use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TransportSlice, ip_number};
-use serde::{Deserialize, Serialize};
 
 use super::reader::{Packet, PacketRef};
 
 /// A capture timestamp: seconds and nanoseconds since the Unix epoch (UTC).
 ///
 /// Ordered by time, so it can be compared and used to keep events in time order.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp {
     /// Whole seconds since the epoch.
     pub secs: i64,
@@ -183,7 +180,7 @@ pub enum Skip {
 }
 
 /// Counters of what a capture contained, kept by the reader and by [`super::TcpSegments`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CaptureStats {
     /// Packet records read (pcap records, pcapng enhanced/simple packet blocks).
     pub packets: u64,
@@ -193,12 +190,10 @@ pub struct CaptureStats {
     pub truncated_tcp: u64,
     /// The most bytes kept of any packet cut short: the capture's snap length, as far as
     /// the cut packets tell (0 when none was cut).
-    #[serde(default)]
     pub cut_at: u32,
     /// Packets with a link type [`decode_tcp`] does not know.
     pub unsupported_link_type: u64,
     /// The first such link type, to name it.
-    #[serde(default)]
     pub first_unsupported_link_type: Option<u16>,
     /// Non-IP packets.
     pub not_ip: u64,

@@ -300,11 +300,6 @@ impl CaptureReader {
         &self.state.stats
     }
 
-    /// Mutable access to the counters, for decoders layered on top of this reader.
-    pub fn stats_mut(&mut self) -> &mut CaptureStats {
-        &mut self.state.stats
-    }
-
     /// Bytes of the input consumed so far.
     pub fn offset(&self) -> u64 {
         self.inner.consumed() as u64

@@ -18,17 +18,15 @@ use std::collections::{BTreeMap, VecDeque};
 use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
 
-use serde::{Deserialize, Serialize};
-
 use super::packet::{TcpSegment, TcpSegmentRef, Timestamp};
 
 /// Identifies one connection for the lifetime of a [`Reassembler`]. Ids are never reused,
 /// even when a 4-tuple is (port reuse gives the new connection a new id).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ConnId(pub u64);
 
 /// Which way bytes flow within a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Direction {
     /// From the side that connected (sent the SYN) to the side that accepted.
     FromInitiator,
@@ -54,7 +52,7 @@ impl Direction {
 }
 
 /// How a connection ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CloseKind {
     /// Both sides sent FIN (the connection is closed once both streams reach their FIN, or at
     /// capture end if holes remained before a FIN).
@@ -80,7 +78,7 @@ pub enum CloseKind {
 /// `B` is how `Data` holds its bytes: owned (`Vec<u8>`, the default, from
 /// [`Reassembler::push`]) or lent (`&[u8]`, from [`Reassembler::push_with`], which hands
 /// in-order payloads straight from the segment without copying them).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StreamEvent<B = Vec<u8>> {
     /// A new connection.
     Opened {
@@ -185,7 +183,7 @@ impl StreamEvent<&[u8]> {
 
 /// Limits for a [`Reassembler`]. Memory use is about
 /// `max_connections * 2 * max_buffered_bytes` in the worst case.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReassemblyConfig {
     /// Out-of-order bytes held per direction before the first hole is declared a gap.
     pub max_buffered_bytes: usize,
@@ -210,7 +208,7 @@ impl Default for ReassemblyConfig {
 }
 
 /// Per-direction counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StreamInfo {
     /// Bytes delivered as `Data`.
     pub delivered: u64,
@@ -223,7 +221,7 @@ pub struct StreamInfo {
 }
 
 /// What is known about an open connection.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConnInfo {
     /// Its id.
     pub id: ConnId,
@@ -251,7 +249,7 @@ impl ConnInfo {
 }
 
 /// Reassembler-wide counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReassemblyStats {
     /// Segments pushed.
     pub segments: u64,

@@ -755,11 +755,15 @@ impl Output {
         }
         if self.decoded == 0 {
             eprintln!(
-                "zkfle: {name}: no election traffic found (no connection on the election ports {:?} or the quorum ports, and none opening with an initial message or FOLLOWERINFO)",
+                "zkfle: {name}: no election traffic found (no connection on the election ports {} or the quorum ports, and none opening with an initial message or FOLLOWERINFO)",
                 if self.ports.is_empty() {
-                    vec![crate::decode::DEFAULT_ELECTION_PORT]
+                    crate::decode::DEFAULT_ELECTION_PORT.to_string()
                 } else {
-                    self.ports.clone()
+                    self.ports
+                        .iter()
+                        .map(u16::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 }
             );
         }
@@ -874,7 +878,7 @@ fn linktype_name(t: u16) -> Option<&'static str> {
 /// A closed pipe (`zkfle decode x | head`) ends the output quietly.
 fn broken_pipe_or(e: std::io::Error) -> CliError {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
-        std::process::exit(0);
+        return CliError::closed_pipe();
     }
     CliError::failure(format!("writing output: {e}"))
 }

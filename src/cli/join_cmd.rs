@@ -245,14 +245,15 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
     }
     let participant = me.role() == crate::wire::Role::Participant;
     let claimed_vote = args.zxid.is_some() || args.peer_epoch.is_some();
-    let lower: Vec<i64> = quorum_cfg
+    let lower: Vec<String> = quorum_cfg
         .servers()
         .filter(|s| s.id < my_id && s.role() == crate::wire::Role::Participant)
-        .map(|s| s.id)
+        .map(|s| s.id.to_string())
         .collect();
     if participant && !lower.is_empty() {
+        let lower = lower.join(", ");
         tracing::warn!(
-            "server id {my_id} is not lower than every other voter's ({lower:?}): on equal data the election goes to zkfle, which then syncs the ensemble and hands leadership over to a Java server, one extra election round (docs/lead.md); a lower sid avoids that"
+            "server id {my_id} is not lower than every other voter's ({lower}): on equal data the election goes to zkfle, which then syncs the ensemble and hands leadership over to a Java server, one extra election round (docs/lead.md); a lower sid avoids that"
         );
     }
     // Only a participant that votes with its own data follows the leader (Zab) and needs the

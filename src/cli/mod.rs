@@ -65,6 +65,14 @@ impl CliError {
         }
     }
 
+    /// Whoever read our output went away (`zkfle decode x | head`): stop quietly, status 0.
+    pub fn closed_pipe() -> Self {
+        CliError {
+            status: 0,
+            message: String::new(),
+        }
+    }
+
     /// The operation failed on its data or network (exit status 1; see the module docs).
     pub fn failure(message: impl Into<String>) -> Self {
         CliError {
@@ -95,6 +103,7 @@ pub fn run() -> i32 {
     };
     match result {
         Ok(()) => 0,
+        Err(e) if e.status == 0 => 0,
         Err(e) => {
             eprintln!("zkfle: {}", e.message);
             e.status

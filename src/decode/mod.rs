@@ -72,7 +72,7 @@ pub struct DecodeOptions {
     /// Reassembly limits.
     pub reassembly: ReassemblyConfig,
     /// Hand each record out as soon as it decodes (live capture, a pipe), naming the sids
-    /// known at that moment, instead of waiting up to [`RESOLVE_WINDOW_SECS`] of capture
+    /// known at that moment, instead of waiting up to `RESOLVE_WINDOW_SECS` of capture
     /// time for sids learned a little later.
     pub streaming: bool,
 }
@@ -358,11 +358,6 @@ impl<S: SegmentSource> Decoder<S> {
                 problems: Vec::new(),
             },
         }
-    }
-
-    /// What has been learned about addresses so far.
-    pub fn address_book(&self) -> &AddressBook {
-        &self.state.book
     }
 
     /// The segment source (for its statistics).

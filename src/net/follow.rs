@@ -32,7 +32,7 @@ pub struct FollowConfig {
 const ACK_SAMPLES: usize = 1 << 16;
 
 /// Proposal-received to ACK-sent latencies, in microseconds: the count and maximum of all of
-/// them, percentiles over the latest [`ACK_SAMPLES`] (a ring, so that a follower that runs for
+/// them, percentiles over the latest `ACK_SAMPLES` (a ring, so that a follower that runs for
 /// months does not grow by 4 bytes a proposal).
 #[derive(Debug, Clone, Default)]
 pub struct AckStats {

@@ -537,7 +537,12 @@ fn zookeeper_3769(
     }
     let closed = c.closed_within(Duration::from_secs(1));
     ev.push(format!(
-        "trigger: sent truncated notifications of {sizes:?} bytes from sid {sid}{}; the target {} our connection",
+        "trigger: sent truncated notifications of {} bytes from sid {sid}{}; the target {} our connection",
+        sizes
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
         if legacy { " (legacy initial message)" } else { "" },
         if closed {
             "closed"

@@ -2,7 +2,7 @@
 //!
 //! - `acceptedEpoch`, `currentEpoch`: ASCII decimal, no newline, replaced atomically
 //!   (`name.tmp`, fsync, rename, fsync of the directory), as `QuorumPeer.writeLongToFile`.
-//! - `log.<zxid>`: txn logs in `FileTxnLog`'s format ([`format`]), preallocated in 64 MiB
+//! - `log.<zxid>`: txn logs in `FileTxnLog`'s format ([`mod@format`]), preallocated in 64 MiB
 //!   steps like Java's; a new file is started on the first append after opening, after a
 //!   truncation and after a snapshot. ZooKeeper's `LogFormatter` and `TxnLogToolkit` read them.
 //! - `snapshot.<zxid>`: a snapshot received by SNAP, stored as `FileSnap` writes one (header,

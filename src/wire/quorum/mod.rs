@@ -17,8 +17,8 @@
 //! [`packet`] holds the packets and the records they carry; [`snapshot`] the streamed
 //! snapshot's walker; this module the stream decoder that hands out both.
 
-mod packet;
-mod snapshot;
+pub mod packet;
+pub mod snapshot;
 
 pub use packet::*;
 pub use snapshot::*;
