@@ -25,31 +25,9 @@ use super::packet::{TcpSegment, TcpSegmentRef, Timestamp};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ConnId(pub u64);
 
-/// Which way bytes flow within a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Direction {
-    /// From the side that connected (sent the SYN) to the side that accepted.
-    FromInitiator,
-    /// From the accepting side back to the initiator.
-    FromAcceptor,
-}
-
-impl Direction {
-    fn index(self) -> usize {
-        match self {
-            Direction::FromInitiator => 0,
-            Direction::FromAcceptor => 1,
-        }
-    }
-
-    /// The other direction.
-    pub fn reverse(self) -> Direction {
-        match self {
-            Direction::FromInitiator => Direction::FromAcceptor,
-            Direction::FromAcceptor => Direction::FromInitiator,
-        }
-    }
-}
+/// Which way bytes flow within a connection: the one `Direction`, [`crate::wire`]'s (the
+/// election codec decodes each direction differently, so it names them first).
+pub use crate::wire::Direction;
 
 /// How a connection ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::storage::Storage;
 use crate::storage::staging::Staging;
+use crate::wire::WireError;
 use crate::wire::quorum::{QuorumItem, QuorumStreamDecoder, ptype};
 use crate::zab::{Event, Learner, LearnerConfig, Persist};
 
@@ -73,10 +74,35 @@ impl AckStats {
     }
 }
 
+/// Why a follow session ended.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    #[error("cannot connect to leader {sid} at {addr}: {source}")]
+    Connect {
+        sid: i64,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// Logging, syncing or installing what the leader sent failed.
+    #[error("storage: {0}")]
+    Storage(std::io::Error),
+    #[error("cannot encode {packet}: {source}")]
+    Encode {
+        packet: &'static str,
+        source: WireError,
+    },
+    #[error("write to leader: {0}")]
+    Write(std::io::Error),
+    /// The learner closed the session: the leader went away, a time-out, a protocol error
+    /// (its reason, as the learner words it).
+    #[error("{0}")]
+    Closed(String),
+}
+
 /// How a follow session ended.
 #[derive(Debug)]
 pub struct FollowEnd {
-    pub reason: String,
+    pub reason: FollowError,
     /// Whether UPTODATE was reached.
     pub synced: bool,
 }
@@ -161,29 +187,25 @@ async fn flush(
     staging: &mut Staging,
     stream: &mut TcpStream,
     snapshot_max_zxid: i64,
-) -> Result<usize, String> {
+) -> Result<usize, FollowError> {
     if !learner.has_ready() {
         return Ok(0);
     }
     let ready = learner.ready();
-    persist(storage, staging, ready.persist, snapshot_max_zxid)
-        .map_err(|e| format!("storage: {e}"))?;
+    persist(storage, staging, ready.persist, snapshot_max_zxid).map_err(FollowError::Storage)?;
     let mut out = Vec::new();
     let mut acks = 0;
     for p in &ready.send {
         if p.ptype == ptype::ACK && p.zxid & 0xffff_ffff != 0 {
             acks += 1;
         }
-        out.extend_from_slice(
-            &p.encode()
-                .map_err(|e| format!("cannot encode {}: {e}", p.type_name()))?,
-        );
+        out.extend_from_slice(&p.encode().map_err(|source| FollowError::Encode {
+            packet: p.type_name(),
+            source,
+        })?);
     }
     if !out.is_empty() {
-        stream
-            .write_all(&out)
-            .await
-            .map_err(|e| format!("write to leader: {e}"))?;
+        stream.write_all(&out).await.map_err(FollowError::Write)?;
     }
     Ok(acks)
 }
@@ -212,12 +234,13 @@ async fn follow_session(
     let limit = Duration::from_millis(lc.tick_ms * lc.init_limit);
     let mut stream = match connect(&cfg, limit).await {
         Ok(s) => s,
-        Err(e) => {
+        Err(source) => {
             return FollowEnd {
-                reason: format!(
-                    "cannot connect to leader {} at {}: {e}",
-                    cfg.leader_sid, cfg.leader_addr
-                ),
+                reason: FollowError::Connect {
+                    sid: cfg.leader_sid,
+                    addr: cfg.leader_addr,
+                    source,
+                },
                 synced: false,
             };
         }
@@ -243,7 +266,7 @@ async fn follow_session(
     let mut buf = vec![0u8; 1 << 16];
     let mut synced = false;
     let mut snap_max = 0i64;
-    let end = |reason: String, synced| FollowEnd { reason, synced };
+    let end = |reason: FollowError, synced| FollowEnd { reason, synced };
     loop {
         match flush(&mut learner, storage, &mut staging, &mut stream, snap_max).await {
             Ok(_) => learner.resume(now()),
@@ -272,7 +295,7 @@ async fn follow_session(
                 }
                 Event::Closed(why) => {
                     storage.abort_snapshot();
-                    return end(why, synced);
+                    return end(FollowError::Closed(why), synced);
                 }
             }
         }

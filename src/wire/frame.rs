@@ -39,13 +39,31 @@ fn check_frame_len(len: i64, offset: u64) -> Result<usize, WireError> {
     Ok(len as usize)
 }
 
-/// Which direction of a connection a decoder reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which way bytes flow within a connection, and so which direction a decoder reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Direction {
-    /// From the side that connected: an initial message, then frames.
+    /// From the side that connected (sent the SYN): an initial message, then frames.
     FromInitiator,
-    /// From the side that accepted: frames only.
+    /// From the side that accepted back to the initiator: frames only.
     FromAcceptor,
+}
+
+impl Direction {
+    /// 0 and 1, for tables indexed by direction.
+    pub fn index(self) -> usize {
+        match self {
+            Direction::FromInitiator => 0,
+            Direction::FromAcceptor => 1,
+        }
+    }
+
+    /// The other direction.
+    pub fn reverse(self) -> Direction {
+        match self {
+            Direction::FromInitiator => Direction::FromAcceptor,
+            Direction::FromAcceptor => Direction::FromInitiator,
+        }
+    }
 }
 
 /// One item of a direction's stream.
