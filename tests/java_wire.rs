@@ -20,7 +20,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
-use java::{End, Ensemble, Peer, Received};
+use java::{End, Ensemble, Peer, Received, lock_loopback};
 use zkfle::wire::{
     Direction, ElectionAddress, InitialMessage, JavaView, Notification, ProtocolVersion,
     QuorumConfig, Role, ServerState, StreamDecoder,
@@ -673,12 +673,11 @@ fn java_dials_back_a_smaller_sid(ctx: &mut Ctx) {
 #[test]
 fn java_speaks_our_wire() {
     let started = Instant::now();
+    let _lock = lock_loopback();
     let ens = Ensemble::start(
         "java-wire",
-        &[
-            "--servers",
-            "1:participant,2:participant:external,3:participant:external,4:observer:external",
-        ],
+        "1:participant,2:participant:external,3:participant:external,4:observer:external",
+        &[],
     );
     let boot = started.elapsed();
     let mut ctx = Ctx {

@@ -8,11 +8,9 @@
 #[path = "common/join.rs"]
 mod join;
 
-use std::fs::File;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use join::{Ensemble, Native, ZKFLE, decided, lock_loopback, wait_for};
+use join::{Ensemble, Native, decided, lock_loopback, status_kb, wait_for};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use zkfle::wire::{ElectionAddress, InitialMessage, Notification, ProtocolVersion, ServerState};
@@ -22,31 +20,9 @@ use zkfle::wire::{ElectionAddress, InitialMessage, Notification, ProtocolVersion
 const NON_MEMBER_SIDS: i64 = 20_000;
 const RSS_LIMIT_KB: u64 = 64 * 1024;
 
-fn status_kb(pid: u32, key: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
-}
-
 /// `zkfle join` as sid 1 with at most `nofile` open files.
 fn start_native(e: &Ensemble, nofile: u32) -> Native {
-    let events = e.dir.join("native1.events.jsonl");
-    let log = File::create(e.dir.join("native1.log")).unwrap();
-    let child = Command::new("prlimit")
-        .arg(format!("--nofile={nofile}:{nofile}"))
-        .arg(ZKFLE)
-        .args(["join", "--config", e.zoo_cfg().to_str().unwrap()])
-        .args(["--myid", "1", "--events-file", events.to_str().unwrap()])
-        .args(["--data-dir", e.dir.join("native1").to_str().unwrap()])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    Native { child, events }
+    Native::start_wrapped(e, 1, &["prlimit", &format!("--nofile={nofile}:{nofile}")])
 }
 
 fn initial(sid: i64) -> Vec<u8> {

@@ -139,20 +139,8 @@ fn serves(sid: i64, path: &str) -> bool {
 #[test]
 fn zkfle_elected_leads_the_sync_and_hands_over() {
     let _l = lock_timed("zkfle_elected_leads_the_sync_and_hands_over");
-    let e = Ensemble::start(
-        "lead",
-        "1:participant:external,2:participant,3:participant",
-        &["--tick", "200"],
-    );
-    e.run(&["wait-stable", "--timeout", "30"]);
-    let n = Native::start(&e, 1);
-    let leader = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
-        following(&n, 0)
-    });
+    let (e, n, leader) = zkfle_beside_two_java("lead", &[]);
     let f = 5 - leader;
-    wait_for("zkfle synced", Duration::from_secs(10), || {
-        n.log().contains("synced with leader").then_some(())
-    });
     write_all(leader, &paths("a", 3), Duration::from_secs(10));
 
     // F pauses; once the leader has dropped it (so that no proposal waits in F's socket
@@ -232,7 +220,7 @@ fn elected_at_startup_and_a_snap_to_a_wiped_follower() {
         "1:participant,2:participant,3:participant:external",
         &["--tick", "200", "--no-start"],
     );
-    let n = Native::start(&e, 3);
+    let n = Native::start(&e, 3, &[]);
     e.start_node(1);
     wait_for("zkfle hands over", Duration::from_secs(20), || {
         n.log().contains("(handed over)").then_some(())
@@ -257,7 +245,7 @@ fn elected_at_startup_and_a_snap_to_a_wiped_follower() {
     // zkfle rejoins empty: SNAP from the Java leader, stored as its own snapshot.
     n.kill();
     std::fs::remove_dir_all(e.dir.join("native3")).unwrap();
-    let n = Native::start(&e, 3);
+    let n = Native::start(&e, 3, &[]);
     wait_for("zkfle synced by SNAP", Duration::from_secs(20), || {
         n.log().contains("synced with leader").then_some(())
     });
@@ -293,27 +281,6 @@ fn elected_at_startup_and_a_snap_to_a_wiped_follower() {
     assert!(out.contains("/a4"), "{out}");
 }
 
-/// A txn no other server has: `create /injected` at `zxid`.
-fn injected_txn(zxid: i64) -> Vec<u8> {
-    let h = zkfle::wire::quorum::TxnHeader {
-        client_id: 0x1234,
-        cxid: 1,
-        zxid,
-        time: 0,
-        op: 1,
-    };
-    let mut t = h.encode().to_vec();
-    put_str(&mut t, b"/injected");
-    put_str(&mut t, b"x");
-    t.extend(1i32.to_be_bytes());
-    t.extend(31i32.to_be_bytes());
-    put_str(&mut t, b"world");
-    put_str(&mut t, b"anyone");
-    t.push(0);
-    t.extend(0i32.to_be_bytes());
-    t
-}
-
 /// A survivor holding an uncommitted txn: the Java leader L stops; F and zkfle (equal data,
 /// F the higher sid) establish epoch 2 with F leading, without writes. L, down, is given one
 /// logged txn of epoch 1 that no one else has (as a leader that logged a proposal and died
@@ -324,20 +291,8 @@ fn injected_txn(zxid: i64) -> Vec<u8> {
 #[test]
 fn a_survivor_with_an_uncommitted_txn_is_truncated() {
     let _l = lock_timed("a_survivor_with_an_uncommitted_txn_is_truncated");
-    let e = Ensemble::start(
-        "leadtrunc",
-        "1:participant:external,2:participant,3:participant",
-        &["--tick", "200"],
-    );
-    e.run(&["wait-stable", "--timeout", "30"]);
-    let n = Native::start(&e, 1);
-    let l = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
-        following(&n, 0)
-    });
+    let (e, n, l) = zkfle_beside_two_java("leadtrunc", &[]);
     let f = 5 - l;
-    wait_for("zkfle synced", Duration::from_secs(10), || {
-        n.log().contains("synced with leader").then_some(())
-    });
     write_all(l, &paths("a", 3), Duration::from_secs(10));
     // The writes' closeSession txns reach everyone.
     std::thread::sleep(Duration::from_millis(500));
@@ -403,8 +358,8 @@ fn five_voters_two_zkfle_and_zkfle_killed_while_leading() {
         &["--tick", "200"],
     );
     e.run(&["wait-stable", "--timeout", "30"]);
-    let n1 = Native::start(&e, 1);
-    let n2 = Native::start(&e, 2);
+    let n1 = Native::start(&e, 1, &[]);
+    let n2 = Native::start(&e, 2, &[]);
     let leader = wait_for("zkfle 2 FOLLOWING", Duration::from_secs(20), || {
         following(&n2, 0)
     });
@@ -517,17 +472,9 @@ fn leader_death_to_serving(slot1: &str, run: usize) -> u128 {
     };
     let e = Ensemble::start(&format!("bench{slot1}{run}"), servers, &["--tick", "200"]);
     e.run(&["wait-stable", "--timeout", "30"]);
-    let n = (slot1 == "zkfle").then(|| Native::start(&e, 1));
+    let n = (slot1 == "zkfle").then(|| Native::start(&e, 1, &[]));
     let leader = match &n {
-        Some(n) => {
-            let l = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
-                following(n, 0)
-            });
-            wait_for("zkfle synced", Duration::from_secs(10), || {
-                n.log().contains("synced with leader").then_some(())
-            });
-            l
-        }
+        Some(n) => wait_synced(n, Duration::from_secs(15)),
         None => e.leader(&[1, 2, 3]).expect("a leader"),
     };
     let f = [2, 3].into_iter().find(|s| *s != leader).unwrap();

@@ -9,270 +9,70 @@
 //! Every test uses servers on 127.0.0.1-3 with the fixed ports, so the tests are serialized
 //! with the machine-wide file lock `$TMPDIR/zkfle-loopback-ensemble.lock`.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+#[path = "common/join.rs"]
+mod join;
 
+use std::process::Command;
+use std::time::Duration;
+
+use join::{Ensemble, Native, ZKFLE, cached_jars, decided, lock_loopback, wait_for};
 use serde_json::Value;
-
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-const ZKFLE: &str = env!("CARGO_BIN_EXE_zkfle");
-
-struct LoopbackLock(#[allow(dead_code)] File);
-
-fn lock_loopback() -> LoopbackLock {
-    let f = File::create(std::env::temp_dir().join("zkfle-loopback-ensemble.lock")).unwrap();
-    f.lock().unwrap();
-    LoopbackLock(f)
-}
-
-/// Where a version's jars are: `debian` for 3.8.0, else the cached folder. `Err` when the
-/// version is not on this machine (the reason).
-fn jars(version: &str) -> Result<String, String> {
-    if std::env::var("ZKFLE_SKIP_VERSIONS")
-        .unwrap_or_default()
-        .split([',', ' '])
-        .any(|v| v == version)
-    {
-        return Err(format!("ZooKeeper {version} listed in ZKFLE_SKIP_VERSIONS"));
-    }
-    let out = Command::new(Path::new(ROOT).join("scripts/zk-fetch.sh"))
-        .args(["--cached", version])
-        .output()
-        .expect("scripts/zk-fetch.sh runs");
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if out.status.success() && !text.is_empty() {
-        if text == "debian" && !Path::new("/usr/share/java/zookeeper.jar").exists() {
-            return Err("ZooKeeper 3.8.0: Debian package zookeeper not installed".into());
-        }
-        Ok(text)
-    } else {
-        Err(format!(
-            "ZooKeeper {version} not fetched on this machine (run scripts/zk-fetch.sh {version}; scripts/test.sh does)"
-        ))
-    }
-}
 
 /// The jars of every version, or prints the skip and returns None.
 fn need(versions: &[&str]) -> Option<Vec<String>> {
-    let mut out = Vec::new();
-    for v in versions {
-        match jars(v) {
-            Ok(j) => out.push(j),
-            Err(why) => {
-                println!("SKIPPED: {why}");
-                eprintln!("SKIPPED: {why}");
-                return None;
-            }
-        }
-    }
-    Some(out)
+    versions.iter().map(|v| cached_jars(v)).collect()
 }
 
-struct Ensemble {
-    dir: PathBuf,
-    /// ZK_JARS for the script (None: Debian).
-    default_jars: Option<String>,
+/// `zkfle join` in election-only mode (a claimed vote, no Zab follow): these tests are about
+/// the election port, and every version's leader is not a Zab peer zkfle can follow.
+fn start_native(e: &Ensemble, myid: i64, extra: &[&str]) -> Native {
+    let mut args = vec!["--zxid", "0", "--peer-epoch", "0"];
+    args.extend_from_slice(extra);
+    Native::start_in(&e.dir, &e.zoo_cfg(), myid, &args)
 }
 
-impl Ensemble {
-    /// `jars[i]` runs server `i + 1` (those listed as external in `servers` are not started).
-    fn start(name: &str, servers: &str, jars: &[String], extra: &[&str]) -> Ensemble {
-        let dir = std::env::temp_dir().join(format!("zkfle-ver-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let default_jars = jars.first().filter(|j| *j != "debian").cloned();
-        let e = Ensemble { dir, default_jars };
-        let d = e.dir.to_str().unwrap().to_string();
-        let mut args: Vec<String> = vec!["start".into(), d, "--servers".into(), servers.into()];
-        for (i, j) in jars.iter().enumerate() {
-            args.push("--jars".into());
-            args.push(format!("{}={j}", i + 1));
-        }
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let out = e.script(&args);
-        assert!(
-            out.status.success(),
-            "ensemble start failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        e
-    }
-
-    fn script(&self, args: &[String]) -> std::process::Output {
-        let mut c = Command::new(Path::new(ROOT).join("scripts/ensemble.sh"));
-        c.args(args);
-        for v in [
-            "ZK_CLASSPATH",
-            "ZK_VERSION",
-            "ZK_LOG_BACKEND",
-            "ZK_HOME",
-            "ZK_JARS",
-        ] {
-            c.env_remove(v);
-        }
-        if let Some(j) = &self.default_jars {
-            c.env("ZK_JARS", j);
-        }
-        c.output().expect("scripts/ensemble.sh runs")
-    }
-
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        let mut a: Vec<String> = vec![args[0].into(), self.dir.to_str().unwrap().into()];
-        a.extend(args[1..].iter().map(|s| s.to_string()));
-        self.script(&a)
-    }
-
-    fn wait_stable(&self) {
-        let out = self.cmd(&["wait-stable", "--timeout", "45"]);
-        assert!(
-            out.status.success(),
-            "not stable: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn log(&self, sid: i64) -> String {
-        std::fs::read_to_string(self.dir.join(sid.to_string()).join("server.log"))
-            .unwrap_or_default()
-    }
-
-    /// Java's `About to leave FLE instance: leader=L, ..., my state=S` lines (same in 3.4-3.9).
-    fn decisions(&self, sid: i64) -> Vec<(i64, String)> {
-        self.log(sid)
-            .lines()
-            .filter_map(|l| {
-                let rest = l.split("About to leave FLE instance: leader=").nth(1)?;
-                let leader = rest.split(',').next()?.parse().ok()?;
-                let state = rest.rsplit("my state=").next()?.trim().to_string();
-                Some((leader, state))
-            })
-            .collect()
-    }
-
-    /// Every `Notification:` receipt line server `sid` logged about a message from `from`,
-    /// as (message format version, leader). Both wordings (3.4 and 3.5+).
-    fn notifications_from(&self, sid: i64, from: i64) -> Vec<(i64, i64)> {
-        self.log(sid)
-            .lines()
-            .filter(|l| l.contains("] - Notification: "))
-            .filter_map(|l| {
-                if l.ends_with("(my state)") {
-                    let f = |name: &str| -> Option<String> {
-                        let end = l.find(&format!(" ({name})"))?;
-                        let start = l[..end].rfind([' ', ','])? + 1;
-                        Some(l[start..end].to_string())
-                    };
-                    (f("n.sid")?.parse::<i64>().ok()? == from).then_some(())?;
-                    Some((
-                        i64::from_str_radix(&f("message format version")?, 16).ok()?,
-                        f("n.leader")?.parse().ok()?,
-                    ))
-                } else {
-                    let f = |key: &str| -> Option<String> {
-                        let at = l.find(key)? + key.len();
-                        let r = &l[at..];
-                        Some(r[..r.find(',').unwrap_or(r.len())].trim().to_string())
-                    };
-                    (f("n.sid:")?.parse::<i64>().ok()? == from).then_some(())?;
-                    Some((
-                        i64::from_str_radix(
-                            f("message format version:")?.trim_start_matches("0x"),
-                            16,
-                        )
+/// Every `Notification:` receipt line server `sid` logged about a message from `from`,
+/// as (message format version, leader). Both wordings (3.4 and 3.5+).
+fn notifications_from(e: &Ensemble, sid: i64, from: i64) -> Vec<(i64, i64)> {
+    e.log(sid)
+        .lines()
+        .filter(|l| l.contains("] - Notification: "))
+        .filter_map(|l| {
+            if l.ends_with("(my state)") {
+                let f = |name: &str| -> Option<String> {
+                    let end = l.find(&format!(" ({name})"))?;
+                    let start = l[..end].rfind([' ', ','])? + 1;
+                    Some(l[start..end].to_string())
+                };
+                (f("n.sid")?.parse::<i64>().ok()? == from).then_some(())?;
+                Some((
+                    i64::from_str_radix(&f("message format version")?, 16).ok()?,
+                    f("n.leader")?.parse().ok()?,
+                ))
+            } else {
+                let f = |key: &str| -> Option<String> {
+                    let at = l.find(key)? + key.len();
+                    let r = &l[at..];
+                    Some(r[..r.find(',').unwrap_or(r.len())].trim().to_string())
+                };
+                (f("n.sid:")?.parse::<i64>().ok()? == from).then_some(())?;
+                Some((
+                    i64::from_str_radix(f("message format version:")?.trim_start_matches("0x"), 16)
                         .ok()?,
-                        f("n.leader:")?.parse().ok()?,
-                    ))
-                }
-            })
-            .collect()
-    }
-
-    fn leader(&self) -> Option<i64> {
-        let out = self.cmd(&["status"]);
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .find(|l| l.split_whitespace().nth(4) == Some("LEADING"))
-            .and_then(|l| l.split_whitespace().next()?.parse().ok())
-    }
-
-    fn zoo_cfg(&self) -> PathBuf {
-        self.dir.join("zoo.cfg")
-    }
+                    f("n.leader:")?.parse().ok()?,
+                ))
+            }
+        })
+        .collect()
 }
 
-impl Drop for Ensemble {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["stop"]);
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        } else {
-            eprintln!("ensemble kept in {}", self.dir.display());
-        }
-    }
-}
-
-struct Native {
-    child: Child,
-    events: PathBuf,
-    log: PathBuf,
-}
-
-impl Native {
-    fn start(e: &Ensemble, myid: i64, extra: &[&str]) -> Native {
-        let events = e.dir.join(format!("native{myid}.events.jsonl"));
-        let log = e.dir.join(format!("native{myid}.log"));
-        let child = Command::new(ZKFLE)
-            .args(["join", "--config", e.zoo_cfg().to_str().unwrap()])
-            .args(["--myid", &myid.to_string()])
-            .args(["--events-file", events.to_str().unwrap()])
-            // Election-only mode (a claimed vote, no Zab follow): these tests are about the
-            // election port, and every version's leader is not a Zab peer zkfle can follow.
-            .args(["--zxid", "0", "--peer-epoch", "0"])
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Native { child, events, log }
-    }
-
-    fn events(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.events)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Native {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn decided(ev: &Value, state: &str, leader: i64) -> bool {
-    ev["state"] == state && ev["leader"] == leader
+/// The leader `ensemble.sh status` names.
+fn status_leader(e: &Ensemble) -> Option<i64> {
+    let out = e.cmd(&["status"]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.split_whitespace().nth(4) == Some("LEADING"))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
 }
 
 fn is_34(version: &str) -> bool {
@@ -285,15 +85,15 @@ fn join_late(version: &str) {
     let Some(j) = need(&[version]) else { return };
     let _l = lock_loopback();
     let jars = vec![j[0].clone(), j[0].clone(), j[0].clone()];
-    let e = Ensemble::start(
+    let e = Ensemble::start_with_jars(
         &format!("late-{version}"),
         "1:participant:external,2:participant,3:participant",
         &jars,
         &["--tick", "200"],
     );
-    e.wait_stable();
-    let leader = e.leader().expect("a Java leader");
-    let n = Native::start(&e, 1, &[]);
+    e.wait_stable_within(45);
+    let leader = status_leader(&e).expect("a Java leader");
+    let n = start_native(&e, 1, &[]);
     wait_for(
         &format!("native FOLLOWING {leader}"),
         Duration::from_secs(20),
@@ -309,7 +109,7 @@ fn join_late(version: &str) {
         "Java logs the native notification",
         Duration::from_secs(10),
         || {
-            (!e.notifications_from(2, 1).is_empty() || !e.notifications_from(3, 1).is_empty())
+            (!notifications_from(&e, 2, 1).is_empty() || !notifications_from(&e, 3, 1).is_empty())
                 .then_some(())
         },
     );
@@ -329,13 +129,13 @@ fn native_leads_from_start(version: &str, wire: &str) -> Option<Vec<i64>> {
     let j = need(&[version])?;
     let _l = lock_loopback();
     let jars = vec![j[0].clone(), j[0].clone()];
-    let e = Ensemble::start(
+    let e = Ensemble::start_with_jars(
         &format!("start-{version}-{wire}"),
         "1:participant,2:participant,3:participant:external",
         &jars,
         &["--tick", "100", "--init-limit", "20", "--no-start"],
     );
-    let n = Native::start(&e, 3, &["--wire", wire]);
+    let n = start_native(&e, 3, &["--wire", wire]);
     for sid in ["1", "2"] {
         let out = e.cmd(&["start-node", sid]);
         assert!(
@@ -349,7 +149,7 @@ fn native_leads_from_start(version: &str, wire: &str) -> Option<Vec<i64>> {
             &format!("Java {sid} ({version}) FOLLOWING native 3"),
             Duration::from_secs(20),
             || {
-                e.decisions(sid)
+                e.decisions(sid, 0)
                     .iter()
                     .any(|(l, s)| *l == 3 && s == "FOLLOWING")
                     .then_some(())
@@ -363,7 +163,7 @@ fn native_leads_from_start(version: &str, wire: &str) -> Option<Vec<i64>> {
             .then_some(())
     });
     Some(
-        e.notifications_from(1, 3)
+        notifications_from(&e, 1, 3)
             .into_iter()
             .map(|(v, _)| v)
             .collect(),
@@ -412,15 +212,15 @@ fn mixed(old: &str, new: &str) {
     let Some(j) = need(&[old, new]) else { return };
     let _l = lock_loopback();
     let jars = vec![j[0].clone(), j[0].clone(), j[1].clone()];
-    let e = Ensemble::start(
+    let e = Ensemble::start_with_jars(
         &format!("mixed-{old}-{new}"),
         "1:participant:external,2:participant,3:participant",
         &jars,
         &["--tick", "200"],
     );
-    let n = Native::start(&e, 1, &[]);
-    e.wait_stable();
-    let leader = e.leader().expect("a Java leader");
+    let n = start_native(&e, 1, &[]);
+    e.wait_stable_within(45);
+    let leader = status_leader(&e).expect("a Java leader");
     wait_for(
         &format!("native FOLLOWING {leader}"),
         Duration::from_secs(20),
@@ -432,7 +232,7 @@ fn mixed(old: &str, new: &str) {
         },
     );
     for sid in [2, 3] {
-        let d = e.decisions(sid);
+        let d = e.decisions(sid, 0);
         assert!(
             d.last().is_some_and(|(l, _)| *l == leader),
             "Java {sid}: {d:?}, leader {leader}"
@@ -440,7 +240,7 @@ fn mixed(old: &str, new: &str) {
     }
     for (sid, from) in [(2, 3), (3, 2), (2, 1), (3, 1)] {
         assert!(
-            !e.notifications_from(sid, from).is_empty(),
+            !notifications_from(&e, sid, from).is_empty(),
             "Java {sid} logged no notification from {from}"
         );
     }
@@ -452,14 +252,14 @@ fn probe(version: &str) {
     let Some(j) = need(&[version]) else { return };
     let _l = lock_loopback();
     let jars = vec![j[0].clone(), j[0].clone(), j[0].clone()];
-    let e = Ensemble::start(
+    let e = Ensemble::start_with_jars(
         &format!("probe-{version}"),
         "1:participant,2:participant,3:participant",
         &jars,
         &["--tick", "200"],
     );
-    e.wait_stable();
-    let leader = e.leader().expect("a Java leader");
+    e.wait_stable_within(45);
+    let leader = status_leader(&e).expect("a Java leader");
     let out = Command::new(ZKFLE)
         .args(["probe", "--format", "json"])
         .args(["127.0.0.1:3888", "127.0.0.2:3888", "127.0.0.3:3888"])

@@ -17,20 +17,8 @@ use zab::*;
 #[test]
 fn zkfle_is_a_counted_durable_follower() {
     let _l = lock_loopback();
-    let e = Ensemble::start(
-        "follow",
-        "1:participant:external,2:participant,3:participant",
-        &["--tick", "200"],
-    );
-    e.run(&["wait-stable", "--timeout", "30"]);
-    let n = Native::start(&e, 1);
-    let leader = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
-        following(&n, 0)
-    });
+    let (e, n, leader) = zkfle_beside_two_java("follow", &[]);
     let other = 5 - leader;
-    wait_for("zkfle synced", Duration::from_secs(10), || {
-        n.log().contains("synced with leader").then_some(())
-    });
     assert!(n.log().contains("Getting a SNAP"), "fresh zkfle gets SNAP");
     write_all(leader, &paths("a", 5), Duration::from_secs(10));
 
@@ -81,7 +69,7 @@ fn zkfle_is_a_counted_durable_follower() {
     drop(n);
     write_all(leader, &paths("d", 5), Duration::from_secs(10));
     let before = e.log(leader).len();
-    let n = Native::start(&e, 1);
+    let n = Native::start(&e, 1, &[]);
     wait_for("zkfle synced again", Duration::from_secs(15), || {
         (count(&n.log(), "synced with leader") >= 2).then_some(())
     });
@@ -133,20 +121,8 @@ fn zkfle_is_a_counted_durable_follower() {
 #[test]
 fn no_lost_writes_when_the_java_server_with_them_is_down() {
     let _l = lock_loopback();
-    let e = Ensemble::start(
-        "nolost",
-        "1:participant:external,2:participant,3:participant",
-        &["--tick", "200", "--init-limit", "5"],
-    );
-    e.run(&["wait-stable", "--timeout", "30"]);
-    let n = Native::start(&e, 1);
-    let b = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
-        following(&n, 0)
-    });
+    let (e, n, b) = zkfle_beside_two_java("nolost", &["--init-limit", "5"]);
     let a = 5 - b;
-    wait_for("zkfle synced", Duration::from_secs(10), || {
-        n.log().contains("synced with leader").then_some(())
-    });
     e.run(&["stop-node", &a.to_string()]);
     write_all(b, &paths("w", 10), Duration::from_secs(10));
     e.run(&["stop-node", &b.to_string()]);
@@ -179,19 +155,7 @@ fn no_lost_writes_when_the_java_server_with_them_is_down() {
 #[test]
 fn zkfles_following_vote_carries_the_established_epoch() {
     let _l = lock_loopback();
-    let e = Ensemble::start(
-        "epochvote",
-        "1:participant:external,2:participant,3:participant",
-        &["--tick", "200"],
-    );
-    e.run(&["wait-stable", "--timeout", "30"]);
-    let n = Native::start(&e, 1);
-    let first = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
-        following(&n, 0)
-    });
-    wait_for("zkfle synced", Duration::from_secs(10), || {
-        n.log().contains("synced with leader").then_some(())
-    });
+    let (e, n, first) = zkfle_beside_two_java("epochvote", &[]);
     // A new epoch decided with zkfle's vote: the leader stops, zkfle and the other elect.
     let other = 5 - first;
     let ev = n.events().len();

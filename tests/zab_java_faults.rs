@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use zab::*;
@@ -94,8 +94,8 @@ fn five_voters_two_zkfle_keep_committing_with_one_java_server() {
         &["--tick", "200"],
     );
     e.run(&["wait-stable", "--timeout", "30"]);
-    let n1 = Native::start(&e, 1);
-    let n2 = Native::start(&e, 2);
+    let n1 = Native::start(&e, 1, &[]);
+    let n2 = Native::start(&e, 2, &[]);
     for n in [&n1, &n2] {
         wait_for("zkfle synced", Duration::from_secs(20), || {
             n.log().contains("synced with leader").then_some(())
@@ -160,7 +160,7 @@ fn fresh_zkfle_streams_a_50_mb_snapshot_after_its_leader_dies_mid_sync() {
         t.elapsed().as_millis()
     );
 
-    let n = Native::start(&e, 1);
+    let n = Native::start(&e, 1, &[]);
     let t = Instant::now();
     while !n.log().contains("Getting a snapshot from leader") {
         assert!(
@@ -221,7 +221,11 @@ fn fresh_zkfle_streams_a_50_mb_snapshot_after_its_leader_dies_mid_sync() {
 
 /// Writes through `sid` until `stop`, a few at a time (about 250/s at most), so that a
 /// follower that was away for a second is still synchronised by DIFF.
-fn load(sid: i64, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
+fn load(
+    sid: i64,
+    stop: Arc<AtomicBool>,
+    progress: Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<usize> {
     std::thread::spawn(move || {
         let mut i = 0;
         while !stop.load(Ordering::Relaxed) {
@@ -232,7 +236,10 @@ fn load(sid: i64, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
             while !stop.load(Ordering::Relaxed) {
                 let ps: Vec<String> = (i..i + 5).map(|k| format!("/load{k}")).collect();
                 match zk.create_many(&ps, b"v", 5) {
-                    Ok(_) => i += 5,
+                    Ok(_) => {
+                        i += 5;
+                        progress.store(i, Ordering::Relaxed);
+                    }
                     Err(_) => break,
                 }
                 std::thread::sleep(Duration::from_millis(20));
@@ -240,27 +247,6 @@ fn load(sid: i64, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usize> {
         }
         i
     })
-}
-
-/// A txn zkfle never received from a leader: `create /injected` at `zxid`.
-fn injected_txn(zxid: i64) -> Vec<u8> {
-    let h = TxnHeader {
-        client_id: 0x1234,
-        cxid: 1,
-        zxid,
-        time: 0,
-        op: 1,
-    };
-    let mut t = h.encode().to_vec();
-    put_str(&mut t, b"/injected");
-    put_str(&mut t, b"x");
-    t.extend(1i32.to_be_bytes());
-    t.extend(31i32.to_be_bytes());
-    put_str(&mut t, b"world");
-    put_str(&mut t, b"anyone");
-    t.push(0);
-    t.extend(0i32.to_be_bytes());
-    t
 }
 
 /// Scenario 6 against Java, and TRUNC: zkfle is killed (-9) under a write load and restarted
@@ -272,29 +258,21 @@ fn injected_txn(zxid: i64) -> Vec<u8> {
 #[test]
 fn zkfle_killed_under_load_a_stalled_leader_and_a_trunc() {
     let _l = lock_loopback();
-    let e = Ensemble::start(
-        "faults",
-        "1:participant:external,2:participant,3:participant",
-        &["--tick", "200"],
-    );
-    e.run(&["wait-stable", "--timeout", "30"]);
-    let n = Native::start(&e, 1);
-    let leader = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
-        following(&n, 0)
-    });
-    wait_for("zkfle synced", Duration::from_secs(10), || {
-        n.log().contains("synced with leader").then_some(())
-    });
+    let (e, n, leader) = zkfle_beside_two_java("faults", &[]);
     let v2 = e.dir.join("native1/version-2");
 
     // kill -9 under load, restart: a consistent log and a DIFF.
     let stop = Arc::new(AtomicBool::new(false));
-    let h = load(leader, stop.clone());
-    std::thread::sleep(Duration::from_millis(1500));
+    let progress = Arc::new(AtomicUsize::new(0));
+    let h = load(leader, stop.clone(), progress.clone());
+    // Killed in the middle of the load: once a hundred writes have committed with its ACKs.
+    wait_for("100 writes under load", Duration::from_secs(20), || {
+        (progress.load(Ordering::Relaxed) >= 100).then_some(())
+    });
     n.kill();
     std::thread::sleep(Duration::from_millis(300));
     let mark = e.log(leader).len();
-    let n = Native::start(&e, 1);
+    let n = Native::start(&e, 1, &[]);
     wait_for("zkfle synced again", Duration::from_secs(15), || {
         (count(&n.log(), "synced with leader") >= 2).then_some(())
     });
@@ -358,7 +336,7 @@ fn zkfle_killed_under_load_a_stalled_leader_and_a_trunc() {
     // committed log only then; with newer-epoch txns after it, it sends a SNAP instead
     // ("Cannot send TRUNC to peer sid: 1 peer zxid is from different epoch").
     let mark = e.log(l3).len();
-    let n = Native::start(&e, 1);
+    let n = Native::start(&e, 1, &[]);
     wait_for("zkfle synced after TRUNC", Duration::from_secs(20), || {
         (count(&n.log(), "synced with leader") >= 4).then_some(())
     });

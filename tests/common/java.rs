@@ -1,143 +1,22 @@
-//! A real Java ZooKeeper ensemble for integration tests, run by `scripts/ensemble.sh` in a
-//! temporary directory and always stopped by [`Ensemble`]'s `Drop`, and raw election-port
-//! connections that speak through zkfle's own codec.
+//! Raw election-port connections to a real Java ZooKeeper that speak through zkfle's own
+//! codec; the ensemble itself is tests/common/join.rs's [`Ensemble`].
 //!
 //! Include it with `#[path = "common/java.rs"] mod java;`.
 #![allow(dead_code)]
 
-use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use zkfle::wire::{
     Direction, InitialMessage, Notification, StreamDecoder, StreamItem, WireError, encode_frame,
 };
 
-/// Servers started by `scripts/ensemble.sh start` in a fresh temporary directory. Dropping it
-/// runs `ensemble.sh stop` (also while unwinding from a failed assertion) and removes the
-/// directory, unless the test failed or `KEEP_WORKDIR=1`: then the logs stay and the path is
-/// printed.
-///
-/// Every ensemble uses the fixed loopback layout (127.0.0.N:3888), so two at once would talk
-/// to each other: it holds the machine-wide lock `$TMPDIR/zkfle-loopback-ensemble.lock` (the
-/// one tests/join_java.rs takes) from before the start until after the stop.
-pub struct Ensemble {
-    pub dir: PathBuf,
-    _lock: File,
-}
-
-/// Takes the machine-wide loopback-ensemble lock (blocking).
-pub fn lock_loopback() -> File {
-    let f = File::create(std::env::temp_dir().join("zkfle-loopback-ensemble.lock")).unwrap();
-    f.lock().unwrap();
-    f
-}
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ensemble.sh")
-}
-
-impl Ensemble {
-    /// Starts an ensemble with `ensemble.sh start DIR ARGS...`; returns once every started
-    /// server has logged its first election state. Panics (after stopping whatever started)
-    /// when the script fails.
-    pub fn start(name: &str, args: &[&str]) -> Ensemble {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let dir =
-            std::env::temp_dir().join(format!("zkfle-{name}-{}-{nanos:x}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        // The guard exists before anything runs, so a half-started ensemble is stopped too.
-        let ensemble = Ensemble {
-            dir,
-            _lock: lock_loopback(),
-        };
-        let out = Command::new(script())
-            .arg("start")
-            .arg(&ensemble.dir)
-            .args(args)
-            .output()
-            .expect("run scripts/ensemble.sh");
-        assert!(
-            out.status.success(),
-            "ensemble.sh start {args:?} failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        ensemble
-    }
-
-    /// Path of server `sid`'s log.
-    pub fn log_path(&self, sid: i64) -> PathBuf {
-        self.dir.join(sid.to_string()).join("server.log")
-    }
-
-    /// Server `sid`'s whole log so far.
-    pub fn log(&self, sid: i64) -> String {
-        std::fs::read(self.log_path(sid))
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    }
-
-    /// A mark for [`Ensemble::log_since`]: the log's current length.
-    pub fn log_mark(&self, sid: i64) -> usize {
-        std::fs::metadata(self.log_path(sid)).map_or(0, |m| m.len() as usize)
-    }
-
-    /// What server `sid` logged after `mark`.
-    pub fn log_since(&self, sid: i64, mark: usize) -> String {
-        let log = std::fs::read(self.log_path(sid)).unwrap_or_default();
-        String::from_utf8_lossy(log.get(mark..).unwrap_or_default()).into_owned()
-    }
-
-    /// Waits up to `timeout` for a line logged after `mark` that contains every one of
-    /// `needles`; returns it.
-    pub fn wait_log(
-        &self,
-        sid: i64,
-        mark: usize,
-        needles: &[&str],
-        timeout: Duration,
-    ) -> Option<String> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let text = self.log_since(sid, mark);
-            if let Some(line) = text.lines().find(|l| needles.iter().all(|n| l.contains(n))) {
-                return Some(line.to_string());
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-    }
-}
-
-impl Drop for Ensemble {
-    fn drop(&mut self) {
-        let out = Command::new(script()).arg("stop").arg(&self.dir).output();
-        if let Ok(out) = &out
-            && !out.status.success()
-        {
-            eprintln!(
-                "ensemble.sh stop {} failed:\n{}{}",
-                self.dir.display(),
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        if std::thread::panicking() || std::env::var("KEEP_WORKDIR").as_deref() == Ok("1") {
-            eprintln!("ensemble directory kept: {}", self.dir.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-}
+// The ensemble and its lock are the other Java tests' (tests/common/join.rs).
+#[path = "join.rs"]
+pub mod ensemble;
+#[allow(unused_imports)]
+pub use ensemble::{Ensemble, lock_loopback};
 
 /// How a connection ended while we read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,8 +1,10 @@
-//! Helpers for the tests against real Java servers (join, probe, replay, and through
-//! tests/common/zab.rs the Zab tests): the loopback-ensemble lock, a Java ensemble run by
-//! scripts/ensemble.sh and stopped on drop, and a `zkfle join` process killed on drop.
+//! The one harness of the tests against real Java servers (join, probe, replay, versions,
+//! java_wire, and through tests/common/zab.rs the Zab tests): the loopback-ensemble lock, a
+//! Java ensemble run by scripts/ensemble.sh and stopped on drop, a `zkfle join` process killed
+//! on drop, and `wait_for`, the one way to wait for a condition.
 //!
-//! Include it with `#[path = "common/join.rs"] mod join;`.
+//! Include it with `#[path = "common/join.rs"] mod join;` (tests/common/zab.rs and
+//! tests/common/java.rs include it the same way).
 #![allow(dead_code)]
 
 use std::fs::File;
@@ -24,28 +26,76 @@ pub fn lock_loopback() -> LoopbackLock {
     LoopbackLock(f)
 }
 
-/// A Java ensemble in a temp dir, stopped on drop.
+/// A Java ensemble in a temp dir, stopped on drop. The caller holds [`lock_loopback`] for
+/// as long as it lives. Dropping it keeps the directory (and prints its path) when the test
+/// failed or `KEEP_WORKDIR=1`.
 pub struct Ensemble {
     pub dir: PathBuf,
+    /// `None`: the script sees the test's environment. `Some(jars)`: the script's ZK_* variables
+    /// are cleared, and `ZK_JARS` is `jars` when given (the versions tests pin each server's jars).
+    pinned_jars: Option<Option<String>>,
 }
 
+/// Runs `scripts/ensemble.sh ARGS` in the test's environment.
 pub fn script(args: &[&str]) -> std::process::Output {
-    Command::new(Path::new(ROOT).join("scripts/ensemble.sh"))
-        .args(args)
-        .output()
-        .expect("scripts/ensemble.sh runs")
+    script_with(args, None)
+}
+
+fn script_with(args: &[&str], pinned_jars: Option<&Option<String>>) -> std::process::Output {
+    let mut c = Command::new(Path::new(ROOT).join("scripts/ensemble.sh"));
+    c.args(args);
+    if let Some(jars) = pinned_jars {
+        for v in [
+            "ZK_CLASSPATH",
+            "ZK_VERSION",
+            "ZK_LOG_BACKEND",
+            "ZK_HOME",
+            "ZK_JARS",
+        ] {
+            c.env_remove(v);
+        }
+        if let Some(j) = jars {
+            c.env("ZK_JARS", j);
+        }
+    }
+    c.output().expect("scripts/ensemble.sh runs")
 }
 
 impl Ensemble {
     pub fn start(name: &str, servers: &str, extra: &[&str]) -> Ensemble {
+        Ensemble::start_pinned(name, servers, extra, None)
+    }
+
+    /// An ensemble whose server `i + 1` runs `jars[i]` (`debian`: the installed 3.8.0), the
+    /// script's environment cleared of ZK_* variables (servers listed as external in
+    /// `servers` are not started).
+    pub fn start_with_jars(name: &str, servers: &str, jars: &[String], extra: &[&str]) -> Ensemble {
+        let mut args: Vec<String> = Vec::new();
+        for (i, j) in jars.iter().enumerate() {
+            args.push("--jars".into());
+            args.push(format!("{}={j}", i + 1));
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let default_jars = jars.first().filter(|j| *j != "debian").cloned();
+        Ensemble::start_pinned(name, servers, &args, Some(default_jars))
+    }
+
+    fn start_pinned(
+        name: &str,
+        servers: &str,
+        extra: &[&str],
+        pinned_jars: Option<Option<String>>,
+    ) -> Ensemble {
         let dir =
             std::env::temp_dir().join(format!("zkfle-ensemble-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let e = Ensemble { dir };
+        // The guard exists before anything runs, so a half-started ensemble is stopped too.
+        let e = Ensemble { dir, pinned_jars };
         let d = e.dir.to_str().unwrap().to_string();
         let mut args = vec!["start", &d, "--servers", servers];
         args.extend_from_slice(extra);
-        let out = script(&args);
+        let out = script_with(&args, e.pinned_jars.as_ref());
         assert!(
             out.status.success(),
             "ensemble start failed: {}{}",
@@ -59,7 +109,7 @@ impl Ensemble {
         let d = self.dir.to_str().unwrap();
         let mut a = vec![args[0], d];
         a.extend_from_slice(&args[1..]);
-        script(&a)
+        script_with(&a, self.pinned_jars.as_ref())
     }
 
     /// Runs an ensemble.sh command on this ensemble and asserts that it succeeded.
@@ -106,17 +156,63 @@ impl Ensemble {
     }
 
     pub fn wait_stable(&self) {
-        let out = self.cmd(&["wait-stable", "--timeout", "30"]);
+        self.wait_stable_within(30);
+    }
+
+    /// Waits up to `secs` seconds for every server to have decided (`ensemble.sh wait-stable`).
+    pub fn wait_stable_within(&self, secs: u32) {
+        let out = self.cmd(&["wait-stable", "--timeout", &secs.to_string()]);
         assert!(
             out.status.success(),
-            "not stable: {}",
-            String::from_utf8_lossy(&out.stdout)
+            "not stable: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
         );
     }
 
+    /// Path of server `sid`'s log.
+    pub fn log_path(&self, sid: i64) -> PathBuf {
+        self.dir.join(sid.to_string()).join("server.log")
+    }
+
+    /// Server `sid`'s whole log so far.
     pub fn log(&self, sid: i64) -> String {
-        std::fs::read_to_string(self.dir.join(sid.to_string()).join("server.log"))
+        std::fs::read(self.log_path(sid))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default()
+    }
+
+    /// A mark for [`Ensemble::log_since`]: the log's current length.
+    pub fn log_mark(&self, sid: i64) -> usize {
+        std::fs::metadata(self.log_path(sid)).map_or(0, |m| m.len() as usize)
+    }
+
+    /// What server `sid` logged after `mark`.
+    pub fn log_since(&self, sid: i64, mark: usize) -> String {
+        let log = std::fs::read(self.log_path(sid)).unwrap_or_default();
+        String::from_utf8_lossy(log.get(mark..).unwrap_or_default()).into_owned()
+    }
+
+    /// Waits up to `timeout` for a line logged after `mark` that contains every one of
+    /// `needles`; returns it.
+    pub fn wait_log(
+        &self,
+        sid: i64,
+        mark: usize,
+        needles: &[&str],
+        timeout: Duration,
+    ) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = self.log_since(sid, mark);
+            if let Some(line) = text.lines().find(|l| needles.iter().all(|n| l.contains(n))) {
+                return Some(line.to_string());
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
     }
 
     /// Lines of Java's `About to leave FLE instance: leader=L, ..., my state=S` after `skip` bytes.
@@ -197,40 +293,87 @@ impl Ensemble {
 
 impl Drop for Ensemble {
     fn drop(&mut self) {
-        let _ = self.cmd(&["stop"]);
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        } else {
+        let out = self.cmd(&["stop"]);
+        if !out.status.success() {
+            eprintln!(
+                "ensemble.sh stop {} failed:\n{}{}",
+                self.dir.display(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        if std::thread::panicking() || std::env::var("KEEP_WORKDIR").as_deref() == Ok("1") {
             eprintln!("ensemble kept in {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
 }
 
-/// A running `zkfle join`, killed on drop.
+/// A running `zkfle join`, killed (SIGKILL) on drop. Its events and log are files in the
+/// ensemble's directory; the log is appended to, so a restart keeps the earlier run's lines.
 pub struct Native {
     pub child: Child,
     pub events: PathBuf,
+    pub log: PathBuf,
 }
 
 impl Native {
+    /// `zkfle join` of the ensemble's zoo.cfg as `myid`, a voter with its data directory
+    /// `native<myid>`, then `extra` arguments.
     pub fn start(e: &Ensemble, myid: i64, extra: &[&str]) -> Native {
-        let events = e.dir.join(format!("native{myid}.events.jsonl"));
-        let log = File::create(e.dir.join(format!("native{myid}.log"))).unwrap();
-        let child = Command::new(ZKFLE)
-            .args(["join", "--config", e.zoo_cfg().to_str().unwrap()])
+        let data = e.dir.join(format!("native{myid}"));
+        let mut args = vec!["--data-dir", data.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        Native::spawn(&e.dir, &e.zoo_cfg(), myid, &args, &[])
+    }
+
+    /// As [`Native::start`], run through `wrapper` (a command and its arguments, such as
+    /// `prlimit --nofile=64:64`).
+    pub fn start_wrapped(e: &Ensemble, myid: i64, wrapper: &[&str]) -> Native {
+        let data = e.dir.join(format!("native{myid}"));
+        let args = ["--data-dir", data.to_str().unwrap()];
+        Native::spawn(&e.dir, &e.zoo_cfg(), myid, &args, wrapper)
+    }
+
+    /// `zkfle join` of `cfg` as `myid`, its files in `dir`; with `extra` arguments (none:
+    /// a voter with its data directory `dir/native<myid>`).
+    pub fn start_in(dir: &Path, cfg: &Path, myid: i64, extra: &[&str]) -> Native {
+        if extra.is_empty() {
+            let data = dir.join(format!("native{myid}"));
+            Native::spawn(dir, cfg, myid, &["--data-dir", data.to_str().unwrap()], &[])
+        } else {
+            Native::spawn(dir, cfg, myid, extra, &[])
+        }
+    }
+
+    fn spawn(dir: &Path, cfg: &Path, myid: i64, args: &[&str], wrapper: &[&str]) -> Native {
+        let events = dir.join(format!("native{myid}.events.jsonl"));
+        let log = dir.join(format!("native{myid}.log"));
+        let logf = File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let mut command = match wrapper.split_first() {
+            Some((program, wrapper_args)) => {
+                let mut c = Command::new(program);
+                c.args(wrapper_args).arg(ZKFLE);
+                c
+            }
+            None => Command::new(ZKFLE),
+        };
+        let child = command
+            .args(["join", "--config", cfg.to_str().unwrap()])
             .args(["--myid", &myid.to_string()])
             .args(["--events-file", events.to_str().unwrap()])
-            .args([
-                "--data-dir",
-                e.dir.join(format!("native{myid}")).to_str().unwrap(),
-            ])
-            .args(extra)
+            .args(args)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
-            .stderr(log)
+            .stderr(logf)
             .spawn()
             .unwrap();
-        Native { child, events }
+        Native { child, events, log }
     }
 
     /// Waits until the node's events include a decision `(state, leader)`; returns its index.
@@ -244,9 +387,7 @@ impl Native {
 
     /// The node's log (stderr) so far.
     pub fn log(&self) -> String {
-        let name = self.events.file_name().unwrap().to_str().unwrap();
-        let log = name.replace(".events.jsonl", ".log");
-        std::fs::read_to_string(self.events.with_file_name(log)).unwrap_or_default()
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     pub fn events(&self) -> Vec<Value> {
@@ -256,6 +397,32 @@ impl Native {
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
     }
+
+    /// Peak resident set (VmHWM) so far, in kB.
+    pub fn peak_rss_kb(&self) -> u64 {
+        status_kb(self.child.id(), "VmHWM:")
+    }
+
+    /// Resident set (VmRSS) now, in kB.
+    pub fn rss_kb(&self) -> u64 {
+        status_kb(self.child.id(), "VmRSS:")
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `/proc/PID/status` value in kB.
+pub fn status_kb(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
 }
 
 impl Drop for Native {
@@ -265,6 +432,7 @@ impl Drop for Native {
     }
 }
 
+/// Waits (polling every 50 ms) until `f` gives a value; fails the test after `timeout`.
 pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {

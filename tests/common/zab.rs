@@ -3,113 +3,18 @@
 //! Java-free ZooKeeper client for the writes, and ZooKeeper's own tools.
 #![allow(dead_code)]
 
-use std::fs::File;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-use serde_json::Value;
 
 // The ensemble, its lock and the scripts are the other Java tests' (tests/common/join.rs).
 #[path = "join.rs"]
 pub mod ensemble;
-pub use ensemble::{Ensemble, ROOT, ZKFLE, lock_loopback, wait_for};
-
-/// A running `zkfle join` with its data dir, killed (SIGKILL) on drop.
-pub struct Native {
-    pub child: Child,
-    pub events: PathBuf,
-    pub log: PathBuf,
-}
-
-impl Native {
-    pub fn start(e: &Ensemble, myid: i64) -> Native {
-        Native::start_in(&e.dir, &e.dir.join("zoo.cfg"), myid, &[])
-    }
-
-    /// `zkfle join` of `cfg` as `myid`, its files in `dir`; with `extra` arguments (none:
-    /// a voter with its data directory `dir/native<myid>`).
-    pub fn start_in(dir: &Path, cfg: &Path, myid: i64, extra: &[&str]) -> Native {
-        Native::spawn(dir, cfg, myid, extra)
-    }
-
-    fn spawn(dir: &Path, cfg: &Path, myid: i64, extra: &[&str]) -> Native {
-        let events = dir.join(format!("native{myid}.events.jsonl"));
-        let log = dir.join(format!("native{myid}.log"));
-        let logf = File::options()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap();
-        let child = Command::new(ZKFLE)
-            .args(["join", "--config", cfg.to_str().unwrap()])
-            .args(["--myid", &myid.to_string()])
-            .args(["--events-file", events.to_str().unwrap()])
-            .args(if extra.is_empty() {
-                vec![
-                    "--data-dir".to_string(),
-                    dir.join(format!("native{myid}"))
-                        .to_str()
-                        .unwrap()
-                        .to_string(),
-                ]
-            } else {
-                extra.iter().map(|s| s.to_string()).collect()
-            })
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(logf)
-            .spawn()
-            .unwrap();
-        Native { child, events, log }
-    }
-
-    pub fn events(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.events)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Peak resident set (VmHWM) so far, in kB.
-    pub fn peak_rss_kb(&self) -> u64 {
-        status_kb(self.child.id(), "VmHWM:")
-    }
-
-    /// Resident set (VmRSS) now, in kB.
-    pub fn rss_kb(&self) -> u64 {
-        status_kb(self.child.id(), "VmRSS:")
-    }
-
-    /// SIGKILL and reap.
-    pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-pub fn status_kb(pid: u32, key: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
-}
-
-impl Drop for Native {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+// Each test binary uses a part of these.
+#[allow(unused_imports)]
+pub use ensemble::{Ensemble, Native, ROOT, ZKFLE, lock_loopback, status_kb, wait_for};
 
 pub fn count(hay: &str, needle: &str) -> usize {
     hay.matches(needle).count()
@@ -333,4 +238,59 @@ pub fn following(n: &Native, from: usize) -> Option<i64> {
         .find(|v| v["state"] != "LOOKING")
         .filter(|v| v["state"] == "FOLLOWING")
         .and_then(|v| v["leader"].as_i64())
+}
+
+/// Java servers per `servers` (ensemble.sh's `--servers`; zkfle's sids external), tickTime
+/// 200 ms and `extra`, returned once every Java server has decided.
+pub fn java_ensemble(name: &str, servers: &str, extra: &[&str]) -> Ensemble {
+    let mut args = vec!["--tick", "200"];
+    args.extend_from_slice(extra);
+    let e = Ensemble::start(name, servers, &args);
+    e.run(&["wait-stable", "--timeout", "30"]);
+    e
+}
+
+/// Waits until zkfle `n` follows a leader (within `within`) and has synced with it (within
+/// 10 s more); the leader's sid.
+pub fn wait_synced(n: &Native, within: Duration) -> i64 {
+    let leader = wait_for("zkfle FOLLOWING", within, || following(n, 0));
+    wait_for("zkfle synced", Duration::from_secs(10), || {
+        n.log().contains("synced with leader").then_some(())
+    });
+    leader
+}
+
+/// The common start of the Zab tests: Java servers 2 and 3 (tickTime 200 ms and `extra`), and
+/// zkfle as sid 1 following their leader, synced. (ensemble, zkfle, the leader's sid).
+pub fn zkfle_beside_two_java(name: &str, extra: &[&str]) -> (Ensemble, Native, i64) {
+    let e = java_ensemble(
+        name,
+        "1:participant:external,2:participant,3:participant",
+        extra,
+    );
+    let n = Native::start(&e, 1, &[]);
+    let leader = wait_synced(&n, Duration::from_secs(15));
+    (e, n, leader)
+}
+
+/// A txn no Java server has: `create /injected` at `zxid` (a leader that logged a proposal and
+/// died before sending it leaves one).
+pub fn injected_txn(zxid: i64) -> Vec<u8> {
+    let h = zkfle::wire::quorum::TxnHeader {
+        client_id: 0x1234,
+        cxid: 1,
+        zxid,
+        time: 0,
+        op: 1,
+    };
+    let mut t = h.encode().to_vec();
+    put_str(&mut t, b"/injected");
+    put_str(&mut t, b"x");
+    t.extend(1i32.to_be_bytes());
+    t.extend(31i32.to_be_bytes());
+    put_str(&mut t, b"world");
+    put_str(&mut t, b"anyone");
+    t.push(0);
+    t.extend(0i32.to_be_bytes());
+    t
 }
