@@ -3,11 +3,13 @@
 //! # Layout
 //!
 //! - [`wire`]: the pure codec. The only place that knows byte layouts: the connection's initial
-//!   message, notifications of every historical size, framing and the config text they carry.
-//!   No I/O, no clocks; every rejection is a typed error naming the field and byte offset.
+//!   message, notifications of every historical size, framing and the config text they carry;
+//!   the quorum port's packets and snapshots; txn and client-port records. No sockets, no
+//!   clocks (its one blocking reader, [`wire::FrameReader`], reads any `std::io::Read` the
+//!   caller owns); every rejection is a typed error naming the field and byte offset.
 //! - [`election`]: the FastLeaderElection state machine, sans-I/O: quorum verifiers, votes and
 //!   the total order, the receiver's replies and `lookForLeader`, driven by calls and a clock
-//!   value.
+//!   value; and the post-decision rules of a node without Zab ([`election::decided`]).
 //! - [`capture`]: reading pcap/pcapng captures and reassembling their TCP streams, per direction.
 //!   Knows packets and streams, not ZooKeeper.
 //! - [`json`]: the JSON forms of messages, a contract for scripts (`jq`), read back by
