@@ -3,8 +3,8 @@
 //! port-out-of-range` and `bad-config-server-id` have broken servers 2 and 3, those are
 //! flagged with the client port answering and the election listener / receiver dead (exit 1).
 
-#[path = "common/join.rs"]
-mod join;
+mod common;
+use common::join;
 
 use std::process::Command;
 

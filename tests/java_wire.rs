@@ -12,8 +12,8 @@
 //! higher round still makes it jump to that round and broadcast (D.4.2), which is how a case
 //! sees that a message was accepted.
 
-#[path = "common/java.rs"]
-mod java;
+mod common;
+use common::java;
 
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpListener};

@@ -5,8 +5,8 @@
 //! stopped) completes with zkfle in it, its peak RSS stays at or below 64 MB, and its warnings
 //! stay few. Holds the loopback lock; the ensemble and zkfle are stopped by Drop guards.
 
-#[path = "common/join.rs"]
-mod join;
+mod common;
+use common::join;
 
 use std::time::{Duration, Instant};
 

@@ -4,8 +4,8 @@
 //! with a file lock (also against other test binaries on this machine using the same lock).
 //! Each ensemble and each zkfle process is stopped by a Drop guard, even on panic.
 
-#[path = "common/join.rs"]
-mod join;
+mod common;
+use common::join;
 
 use std::process::Command;
 use std::time::Duration;

@@ -5,8 +5,8 @@
 //! Like tests/join_java.rs, every test holds the machine-wide loopback-ensemble lock
 //! (`$TMPDIR/zkfle-loopback-ensemble.lock`) because the layout's addresses are fixed.
 
-#[path = "common/join.rs"]
-mod join;
+mod common;
+use common::join;
 
 use std::process::Command;
 

@@ -2,8 +2,8 @@
 //! ports): all-native ensembles of 5 and 7, and bad peers at the notification level against a
 //! running node.
 
-#[path = "common/logs.rs"]
-mod logs;
+mod common;
+use common::logs;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,8 +1,8 @@
 //! The connection layer in-process: two managers, or a manager and a hand-driven fake peer, on
 //! 127.0.0.1 with ports picked by the kernel.
 
-#[path = "common/logs.rs"]
-mod logs;
+mod common;
+use common::logs;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -3,8 +3,8 @@
 //! to a Java server (docs/lead.md). Serialized with the loopback lock; every process is
 //! stopped by a Drop guard. Helpers: tests/common/zab.rs.
 
-#[path = "common/zab.rs"]
-mod zab;
+mod common;
+use common::zab;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -2,8 +2,8 @@
 //! loopback of a network namespace of the test's own, gives the records that decoding the
 //! same traffic from tcpdump's file gives. Needs root (namespaces, capture).
 
-#[path = "common/join.rs"]
-mod join;
+mod common;
+use common::join;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -4,8 +4,8 @@
 //! The Java tests use servers on 127.0.0.1-4 with fixed ports and take the machine-wide lock
 //! that every loopback-ensemble test takes. Ensembles are stopped by a Drop guard.
 
-#[path = "common/join.rs"]
-mod join;
+mod common;
+use common::join;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

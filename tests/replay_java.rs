@@ -2,8 +2,8 @@
 //! the recorded server: fixture basic3 replayed as sid 1, zkfle impersonating sids 2 and 3.
 //! Takes the machine-wide loopback-ensemble lock; the server is stopped by a Drop guard.
 
-#[path = "common/join.rs"]
-mod join;
+mod common;
+use common::join;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -13,13 +13,13 @@
 
 // The Java ensemble helpers (tests/common/join.rs) through the Zab helpers, whose tiny
 // client makes the writes ZOOKEEPER-4685 needs.
-#[path = "common/zab.rs"]
-mod zab;
+mod common;
+use common::zab;
 
 use std::process::Command;
 
+use common::join::{cached_jars, jars_args};
 use serde_json::Value;
-use zab::ensemble::{cached_jars, jars_args};
 use zab::{Ensemble, ZKFLE, lock_loopback, wait_for};
 use zkfle::repro::matrix::{MATRIX, VERSIONS};
 

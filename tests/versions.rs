@@ -9,8 +9,8 @@
 //! Every test uses servers on 127.0.0.1-3 with the fixed ports, so the tests are serialized
 //! with the machine-wide file lock `$TMPDIR/zkfle-loopback-ensemble.lock`.
 
-#[path = "common/join.rs"]
-mod join;
+mod common;
+use common::join;
 
 use std::process::Command;
 use std::time::Duration;

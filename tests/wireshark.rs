@@ -441,9 +441,7 @@ fn tshark_reads_quorum_packets_split_anywhere_as_zkfle_does() {
     );
 }
 
-#[path = "common/zab.rs"]
-#[allow(unused_imports)]
-mod zab;
+use common::zab;
 
 /// Real Java quorum traffic: a 3.8.0 ensemble captured on port 2888 from its start, through
 /// writes, a leader kill, the re-election and the old leader's return (its sync by DIFF or

@@ -4,8 +4,8 @@
 //! (both restored from disk) and matched the digest of every txn the Java leader sent; a
 //! restart loads snapshot + logs and gets a DIFF. Helpers: tests/common/zab.rs.
 
-#[path = "common/zab.rs"]
-mod zab;
+mod common;
+use common::zab;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -2,8 +2,8 @@
 //! tiny Java-free ZooKeeper client for the writes. Serialized with the loopback lock, like
 //! tests/join_java.rs; every process is stopped by a Drop guard. Helpers: tests/common/zab.rs.
 
-#[path = "common/zab.rs"]
-mod zab;
+mod common;
+use common::zab;
 
 use std::path::PathBuf;
 use std::process::Command;

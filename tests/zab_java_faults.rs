@@ -6,8 +6,8 @@
 //! (`$TMPDIR/zkfle-loopback-ensemble.lock`): the addresses are fixed. Helpers:
 //! tests/common/zab.rs.
 
-#[path = "common/zab.rs"]
-mod zab;
+mod common;
+use common::zab;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use zab::*;
-use zkfle::wire::quorum::{LearnerInfo, PROTOCOL_VERSION, QuorumPacket, TxnHeader, ptype};
+use zkfle::wire::quorum::{LearnerInfo, PROTOCOL_VERSION, QuorumPacket, ptype};
 
 fn files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -580,23 +580,7 @@ fn fake_leader_garbage_stall_refusal_and_death_mid_snapshot() {
 /// `create /big` with `size` bytes of data: a valid txn for ZooKeeper's tools. (Only the
 /// first of them creates the node in the data tree, so the tree stays small.)
 fn big_txn(zxid: i64, size: usize) -> Vec<u8> {
-    let h = TxnHeader {
-        client_id: 0x1234,
-        cxid: 1,
-        zxid,
-        time: 0,
-        op: 1,
-    };
-    let mut t = h.encode().to_vec();
-    put_str(&mut t, b"/big");
-    put_str(&mut t, &vec![b'd'; size]);
-    t.extend(1i32.to_be_bytes());
-    t.extend(31i32.to_be_bytes());
-    put_str(&mut t, b"world");
-    put_str(&mut t, b"anyone");
-    t.push(0);
-    t.extend(0i32.to_be_bytes());
-    t
+    create_txn(zxid, b"/big", &vec![b'd'; size])
 }
 
 /// The setup of the fake-leader tests: a config with sids 1-3, the quorum port of 2 served by

@@ -192,14 +192,9 @@ impl Notification {
         peer_epoch: i64,
     ) -> Self {
         Notification {
-            state,
-            leader,
-            zxid,
-            election_epoch,
-            peer_epoch: Some(peer_epoch),
             version: Some(1),
             config: None,
-            trailing: Vec::new(),
+            ..Notification::current(state, leader, zxid, election_epoch, peer_epoch, Vec::new())
         }
     }
 

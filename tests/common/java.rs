@@ -1,7 +1,7 @@
 //! Raw election-port connections to a real Java ZooKeeper that speak through zkfle's own
 //! codec; the ensemble itself is tests/common/join.rs's [`Ensemble`].
 //!
-//! Include it with `#[path = "common/java.rs"] mod java;`.
+//! Use it with `mod common;` and `use common::java;`, as every helper of `tests/common/`.
 #![allow(dead_code)]
 
 use std::io::{ErrorKind, Read, Write};
@@ -13,10 +13,8 @@ use zkfle::wire::{
 };
 
 // The ensemble and its lock are the other Java tests' (tests/common/join.rs).
-#[path = "join.rs"]
-pub mod ensemble;
 #[allow(unused_imports)]
-pub use ensemble::{Ensemble, lock_loopback};
+pub use super::join::{Ensemble, lock_loopback};
 
 /// How a connection ended while we read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 //! Java ensemble run by scripts/ensemble.sh and stopped on drop, a `zkfle join` process killed
 //! on drop, and `wait_for`, the one way to wait for a condition.
 //!
-//! Include it with `#[path = "common/join.rs"] mod join;` (tests/common/zab.rs and
-//! tests/common/java.rs include it the same way).
+//! Use it with `mod common;` and `use common::join;`, as every helper of `tests/common/`
+//! (tests/common/zab.rs and tests/common/java.rs re-export its parts).
 #![allow(dead_code)]
 
 use std::fs::File;

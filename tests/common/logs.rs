@@ -1,7 +1,7 @@
 //! Log capture for tests that check what a node logs: a `tracing_subscriber` writer that
 //! keeps every line in memory.
 //!
-//! Include it with `#[path = "common/logs.rs"] mod logs;`.
+//! Use it with `mod common;` and `use common::logs;`, as every helper of `tests/common/`.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,16 @@
 //! Helpers shared by the integration tests: the recorded fixtures, their servers' logs, and a
 //! pcap writer for re-segmented captures.
 #![allow(dead_code)]
+//!
+//! Every test includes the helpers one way, `mod common;`; the Java tests then `use
+//! common::join` (the ensemble, the loopback lock, `zkfle join` processes), `common::zab` (the
+//! Zab tests' client and common start), `common::java` (raw election-port peers) or
+//! `common::logs` (captured tracing output).
+
+pub mod java;
+pub mod join;
+pub mod logs;
+pub mod zab;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

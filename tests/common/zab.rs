@@ -10,11 +10,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 // The ensemble, its lock and the scripts are the other Java tests' (tests/common/join.rs).
-#[path = "join.rs"]
-pub mod ensemble;
 // Each test binary uses a part of these.
 #[allow(unused_imports)]
-pub use ensemble::{Ensemble, Native, ROOT, ZKFLE, lock_loopback, status_kb, wait_for};
+pub use super::join::{Ensemble, Native, ROOT, ZKFLE, lock_loopback, status_kb, wait_for};
 
 pub fn count(hay: &str, needle: &str) -> usize {
     hay.matches(needle).count()
@@ -276,6 +274,11 @@ pub fn zkfle_beside_two_java(name: &str, extra: &[&str]) -> (Ensemble, Native, i
 /// A txn no Java server has: `create /injected` at `zxid` (a leader that logged a proposal and
 /// died before sending it leaves one).
 pub fn injected_txn(zxid: i64) -> Vec<u8> {
+    create_txn(zxid, b"/injected", b"x")
+}
+
+/// `create path` with `data` at `zxid`, open ACL: a valid txn for ZooKeeper's tools.
+pub fn create_txn(zxid: i64, path: &[u8], data: &[u8]) -> Vec<u8> {
     let h = zkfle::wire::quorum::TxnHeader {
         client_id: 0x1234,
         cxid: 1,
@@ -284,8 +287,8 @@ pub fn injected_txn(zxid: i64) -> Vec<u8> {
         op: 1,
     };
     let mut t = h.encode().to_vec();
-    put_str(&mut t, b"/injected");
-    put_str(&mut t, b"x");
+    put_str(&mut t, path);
+    put_str(&mut t, data);
     t.extend(1i32.to_be_bytes());
     t.extend(31i32.to_be_bytes());
     put_str(&mut t, b"world");
