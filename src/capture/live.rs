@@ -1,5 +1,5 @@
 //! Live capture from a network interface through libpcap (loaded when a capture starts,
-//! [`super::libpcap`]).
+//! `capture::libpcap`).
 //!
 //! [`LiveSegments`] is a [`SegmentSource`] like a capture file: packets go through the same
 //! [`decode_tcp_ref`], so a live capture decodes exactly as the file `tcpdump -w` would have
