@@ -209,14 +209,7 @@ async fn peer_sends(addr: SocketAddr, sid: i64, bytes: &[u8]) -> (TcpStream, Str
 /// address, and node 2 goes on: when node 1 starts, the two elect 2.
 #[tokio::test]
 async fn bad_notifications_are_logged_once_and_the_election_completes() {
-    let logs = Logs::default();
-    let l2 = logs.clone();
-    let sub = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(move || l2.clone())
-        .finish();
-    let _g = tracing::subscriber::set_default(sub);
+    let (logs, _g) = Logs::warnings();
 
     let ports = free_ports(3);
     let quorum = config(&ports, "");

@@ -190,14 +190,7 @@ async fn send_queue_keeps_the_newest_and_resends_the_last_on_reconnect() {
 
 #[tokio::test]
 async fn malformed_peers_are_closed_logged_once_and_the_node_goes_on() {
-    let logs = Logs::default();
-    let l2 = logs.clone();
-    let sub = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::WARN)
-        .with_ansi(false)
-        .with_writer(move || l2.clone())
-        .finish();
-    let _g = tracing::subscriber::set_default(sub);
+    let (logs, _g) = Logs::warnings();
     let (m, mut rx, addr) = manager(2, &[]).await;
 
     let mut bad_version = (-65530i64).to_be_bytes().to_vec();

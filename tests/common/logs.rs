@@ -21,6 +21,18 @@ impl Write for Logs {
 }
 
 impl Logs {
+    /// Captures this thread's WARN and ERROR lines (without colours) until the guard drops.
+    pub fn warnings() -> (Logs, tracing::subscriber::DefaultGuard) {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        (logs, tracing::subscriber::set_default(sub))
+    }
+
     /// The captured lines that contain `needle`.
     pub fn lines_with(&self, needle: &str) -> Vec<String> {
         String::from_utf8_lossy(&self.0.lock().unwrap())
