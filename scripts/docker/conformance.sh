@@ -6,8 +6,8 @@
 #                                 [--ci] [--no-upgrade] [--no-build] [--keep]
 #
 # --ci (what scripts/test.sh runs, to stay within CI's time): every scenario on 3.9.5, `start`
-# and `repro` on the other versions, and the rolling upgrade (which runs all four versions
-# with zkfle).
+# and the repros that need no member (`repro`'s first part) on the other versions, and the
+# rolling upgrade (which runs all four versions with zkfle).
 #
 # For each version: scripts/docker/compose.yml (zoo1 = `zkfle join --wire auto`, sid 1; zoo2-4 =
 # Java servers of that version, zkfle's own images from build-images.sh) is started on its
@@ -130,7 +130,7 @@ report() {
           [[ "$got" == skipped* ]] || got="not run"
         else
           want=$(repro_expected "$r" "$v")
-          [ "$got" = "$want" ] || got="$got [local: $want]"
+          [ "$got" = "$want" ] || [[ "$got" == skipped* ]] || got="$got [local: $want]"
         fi
         line="$line $got |"
       done
@@ -214,6 +214,7 @@ JAVA=(zoo2 zoo3 zoo4)
 ALL=(zoo1 zoo2 zoo3 zoo4)
 
 teardown() {
+  release_address zoo1 zoo3
   dc down -v --remove-orphans >/dev/null 2>&1
   CID=()
   PID=()
@@ -671,8 +672,9 @@ run_upgrade() {
 #     reaches its own host, which is where zkfle must listen to see it.
 #  2. A fresh ensemble of three members by IP address (the member repros bind the address of
 #     the member they play, and match configs by IP), tickTime 500, initLimit 10, syncLimit 5 as
-#     the local test: zoo2 and zoo3 run, member 1's container is never started (zkfle takes its
-#     address, docker run --ip 172.28.0.11). zoo2 and zoo3 commit writes, zoo3 stops, zoo2
+#     the local test: zoo2 and zoo3 run, member 1's container is never started; a container
+#     holds its address (and zoo3's while zoo3 is stopped) with nothing listening, and zkfle
+#     runs in that container's network namespace when it plays that member. zoo2 and zoo3 commit writes, zoo3 stops, zoo2
 #     LOOKs: ZOOKEEPER-4685 and ZOOKEEPER-3109 as member 1; zoo2 again with
 #     leader.maxTimeToWaitForEpoch=0: ZOOKEEPER-3109 as member 3; zoo3 back, and against their
 #     leader ZOOKEEPER-2201 as member 1 (writes through zoo2's client port).
@@ -728,13 +730,28 @@ wait_state() {
   done
 }
 
+# hold_address SERVICE: a container on the bridge with that service's address and nothing
+# listening, for a member whose server is down (its host up: connections to it are refused at
+# once, as to a local process that is not running). Without it the address does not answer
+# ARP, and a 3.4 server's election sender, which connects synchronously, waits out its 5 s
+# connect time-out for each such member before it sends anything (docs/repro.md).
+hold_address() {
+  docker run -d --rm --name "$PROJECT-hold-$1" --network "$NET" --ip "$(ip_of "$1")" \
+    --entrypoint sleep "$ZKFLE_IMAGE" infinity >/dev/null
+}
+release_address() {
+  local s names=()
+  for s in "$@"; do names+=("$PROJECT-hold-$s"); done
+  docker rm -f "${names[@]}" >/dev/null 2>&1
+}
+
 repro_member_dc() {
   ZK_SERVERS=$REPRO_MEMBERS ZK_TICK_TIME=500 ZK_INIT_LIMIT=10 ZK_SYNC_LIMIT=5 \
     ZK_IMAGE=zkfle/zookeeper:$V dc "$@" >>"$OUT/$V/repro-up.log" 2>&1
 }
 
 sc_repro() {
-  local ok=0 t0 mark member=(--network "$NET" --ip 172.28.0.11) w
+  local ok=0 t0 mark member=(--network "container:$PROJECT-hold-zoo1") w
   mkdir -p "$OUT/$V"
   REPRO_DIFF=""
   {
@@ -765,16 +782,28 @@ sc_repro() {
   save_logs "$V/repro-part1"
   log "  part 1: $((SECONDS - t0)) s"
 
+  if [ -n "$FULL_VERSIONS" ] && [[ " $FULL_VERSIONS " != *" $V "* ]]; then
+    for w in ZOOKEEPER-4685 ZOOKEEPER-3109 "ZOOKEEPER-3109(maxTimeToWaitForEpoch=0)" ZOOKEEPER-2201; do
+      REPRO_VERDICT[$w|$V]="skipped: --ci runs the member repros on $FULL_VERSIONS only (time)"
+    done
+    log "  part 2 (the member repros) skipped: --ci runs it on $FULL_VERSIONS only"
+    [ -z "$REPRO_DIFF" ] || echo "differs from the local matrix:$REPRO_DIFF" >&2
+    return $ok
+  fi
   t0=$SECONDS
   log "  part 2: zoo2 and zoo3 (Java $V) of members 1-3 by IP address; member 1 never started"
   teardown
   repro_member_dc up -d --no-deps zoo2 zoo3 || { tail -n 20 "$OUT/$V/repro-up.log"; return 1; }
   refresh_ids
+  hold_address zoo1 || return 1
   wait_state zoo2 120 'LEADING|FOLLOWING' || return 1
-  write /zkfle-repro-4685-a a zoo2 zoo3 && write /zkfle-repro-4685-b b zoo2 zoo3 || return 1
+  # One client session is three transactions (createSession, create, closeSession): enough
+  # for ZOOKEEPER-4685's DIFF to have a PROPOSAL to ACK before NEWLEADER.
+  write /zkfle-repro-4685 a zoo2 zoo3 || return 1
   docker stop -t 5 "$(cid zoo3)" >/dev/null
+  hold_address zoo3 || return 1
   wait_state zoo2 30 LOOKING || return 1
-  log "  zoo2 and zoo3 committed two writes; zoo3 stopped; zoo2 LOOKING"
+  log "  zoo2 and zoo3 committed a client session's writes; zoo3 stopped; zoo2 LOOKING"
   mark=$(jlog_lines zoo2)
   repro_run ZOOKEEPER-4685 ZOOKEEPER-4685 zoo2 "${member[@]}" -- --destructive --peer-sid 1 --config /conf/repro.cfg || ok=1
   if verdict_is ZOOKEEPER-4685 vulnerable; then
@@ -793,11 +822,12 @@ sc_repro() {
   wait_state zoo2 120 LOOKING || return 1
   log "  zoo2 restarted with leader.maxTimeToWaitForEpoch=0, LOOKING"
   mark=$(jlog_lines zoo2)
-  repro_run "ZOOKEEPER-3109(maxTimeToWaitForEpoch=0)" ZOOKEEPER-3109 zoo2 --network "$NET" --ip 172.28.0.13 -- \
+  repro_run "ZOOKEEPER-3109(maxTimeToWaitForEpoch=0)" ZOOKEEPER-3109 zoo2 --network "container:$PROJECT-hold-zoo3" -- \
     --destructive --peer-sid 3 --config /conf/repro.cfg || ok=1
   if verdict_is "ZOOKEEPER-3109(maxTimeToWaitForEpoch=0)" not_vulnerable; then
     logged zoo2 "$mark" "Quit leading due to voter changed mind" || ok=1
   fi
+  release_address zoo3
   docker start "$(cid zoo3)" >/dev/null
   refresh_ids
   wait_state zoo2 60 'LEADING|FOLLOWING' || return 1
