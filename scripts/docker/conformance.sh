@@ -25,8 +25,8 @@
 #   zkfle-cut        zkfle cut off from its leader (both directions), then healed
 #   rolling-restart  every container restarted, one at a time, zkfle included
 #   repro            (last: it breaks servers) every `zkfle repro`, zkfle in a container of its
-#                    own on the bridge (--ip of the member it plays), against this version's
-#                    Java containers, as tests/repro_java.rs does with local processes; the
+#                    own on the bridge (in the member's network namespace when it plays one),
+#                    against this version's Java containers, as tests/repro_java.rs does with local processes; the
 #                    verdicts must equal the local matrix (`zkfle repro --list`'s `measured`)
 #                    and the servers' logs must say what each verdict says
 # then, unless --no-upgrade, the rolling upgrade 3.4.14 -> 3.6.3 -> 3.8.0 -> 3.9.5, one Java
@@ -39,7 +39,8 @@
 # container) before the fault read back from every Java server afterwards.
 #
 # Prints a table scenario x version (pass / FAIL / skipped: reason) and the repro matrix
-# (repro x version, the shape of docs/repro.md's) at the end and exits 1 when anything failed. With no Docker engine it says so loudly, marks everything skipped, exits 0.
+# (repro x version, the shape of docs/repro.md's) at the end and exits 1 when anything failed.
+# With no Docker engine it says so loudly, marks everything skipped, exits 0.
 # Logs, captures and each container's output: ${ZKFLE_CONFORMANCE_DIR:-$TMPDIR/zkfle-conformance}.
 # Only the project's own containers and bridge (172.28.0.0/24) get traffic.
 set -uo pipefail
@@ -90,7 +91,6 @@ repro_expected() {
     *) "$ZKFLE" repro --list --format json | jq -r --arg n "$1" --arg v "$2" 'select(.name == $n) | .measured[$v]' ;;
   esac
 }
-
 
 log() { echo "[$(date +%H:%M:%S)] $*"; }
 now_ms() { date +%s%3N; }
@@ -674,12 +674,14 @@ run_upgrade() {
 #     the member they play, and match configs by IP), tickTime 500, initLimit 10, syncLimit 5 as
 #     the local test: zoo2 and zoo3 run, member 1's container is never started; a container
 #     holds its address (and zoo3's while zoo3 is stopped) with nothing listening, and zkfle
-#     runs in that container's network namespace when it plays that member. zoo2 and zoo3 commit writes, zoo3 stops, zoo2
-#     LOOKs: ZOOKEEPER-4685 and ZOOKEEPER-3109 as member 1; zoo2 again with
-#     leader.maxTimeToWaitForEpoch=0: ZOOKEEPER-3109 as member 3; zoo3 back, and against their
-#     leader ZOOKEEPER-2201 as member 1 (writes through zoo2's client port).
+#     runs in that container's network namespace when it plays that member. zoo2 and zoo3
+#     commit a client session's writes, zoo3 stops, zoo2 LOOKs: ZOOKEEPER-4685 and
+#     ZOOKEEPER-3109 as member 1; zoo2 again with leader.maxTimeToWaitForEpoch=0:
+#     ZOOKEEPER-3109 as member 3; zoo3 back, and against their leader ZOOKEEPER-2201 as
+#     member 1 (writes through zoo2's client port).
 # Each verdict is compared with the local matrix (`zkfle repro --list --format json`, its
 # `measured`), and the servers' own logs (docker logs) must say what the verdict says.
+
 # repro_run ROW NAME TARGET DOCKER-NETWORK-ARGS... -- REPRO-ARGS...: runs the repro from a
 # container, records its verdict as REPRO_VERDICT[ROW|$V], prints it with its evidence; fails
 # when it differs from the local matrix.
