@@ -10,6 +10,7 @@
 mod common;
 use common::join;
 
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use join::{Ensemble, Native, decided, lock_loopback, status_kb, wait_for};
