@@ -312,8 +312,10 @@ fn strict_peers_beside_java() {
     );
     for strict in [true, false] {
         let extra: &[&str] = if strict { &["--strict-peers"] } else { &[] };
-        // The second zkfle's events start afresh (the first one's file has its decisions).
+        // The second zkfle's events and log start afresh (the first one's files have its
+        // decisions and its refusals; Native appends to a log it finds).
         let _ = std::fs::remove_file(e.dir.join("native3.events.jsonl"));
+        let _ = std::fs::remove_file(e.dir.join("native3.log"));
         let n = Native::start(&e, 3, extra);
         let leader = wait_for(
             "zkfle to follow a Java leader",
