@@ -702,6 +702,9 @@ impl Reassembler {
                 self.syn_only.insert(key, first);
                 return;
             }
+            if seg.rst && !seg.syn && seg.payload.is_empty() && seg.missing == 0 {
+                return self.refused(key, &first, seg, sink);
+            }
             if !is_bare_syn(seg) {
                 // Past its SYN: open it as the SYN would have, then take this segment.
                 let syn = first.segment(&key);
@@ -789,6 +792,39 @@ impl Reassembler {
             }
         }
         None
+    }
+
+    /// A SYN-only connection ended by a bare reset (a refused dial, most connections of an
+    /// ensemble with servers down): the events, counters and remembered tuple of opening it at
+    /// its SYN and handling the reset (which buffers and delivers nothing), without making and
+    /// dropping a table entry.
+    fn refused<S: FnMut(StreamEvent<&[u8]>)>(
+        &mut self,
+        key: Key,
+        first: &SynOnly,
+        rst: &TcpSegmentRef<'_>,
+        sink: &mut S,
+    ) {
+        let syn = first.segment(&key);
+        if self.conns.len() >= self.config.max_connections.max(1)
+            && let Some(victim) = self.pop_lru()
+        {
+            self.stats.evicted += 1;
+            self.close(victim, CloseKind::Evicted, syn.time, sink);
+        }
+        sink(StreamEvent::Opened {
+            conn: first.id,
+            initiator: syn.src,
+            acceptor: syn.dst,
+            time: syn.time,
+            mid_stream: false,
+        });
+        sink(StreamEvent::Closed {
+            conn: first.id,
+            time: rst.time,
+            how: CloseKind::Rst,
+        });
+        self.closed.insert(key, self.config.max_closed_remembered);
     }
 
     /// Remembers a connection's bare SYN in the compact table.
