@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
-use tokio::net::TcpListener;
 use tokio::io::{ReadHalf, WriteHalf};
+use tokio::net::TcpListener;
 
 use super::QuorumStream;
 use tokio::sync::mpsc;

@@ -566,12 +566,7 @@ impl Shared {
         false
     }
 
-    async fn handle_incoming(
-        self: Arc<Self>,
-        tcp: TcpStream,
-        peer: SocketAddr,
-        pass: GuestPass,
-    ) {
+    async fn handle_incoming(self: Arc<Self>, tcp: TcpStream, peer: SocketAddr, pass: GuestPass) {
         let _ = tcp.set_nodelay(true);
         let evict = pass.evict.clone();
         // The TLS handshake (if any) and the initial message share the socket timeout.
@@ -734,11 +729,8 @@ impl Shared {
                 );
                 continue;
             };
-            let tcp = match tokio::time::timeout(
-                self.cfg.cnx_timeout,
-                TcpStream::connect(target),
-            )
-            .await
+            let tcp = match tokio::time::timeout(self.cfg.cnx_timeout, TcpStream::connect(target))
+                .await
             {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {

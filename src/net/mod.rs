@@ -29,5 +29,5 @@ pub mod tls;
 
 pub use dialect::WireDialect;
 pub use manager::{Manager, NetConfig, PeerLimits, Received};
-pub use tls::{QuorumStream, QuorumTls};
 pub use node::{NodeConfig, StateEvent, ZabConfig, run};
+pub use tls::{QuorumStream, QuorumTls};

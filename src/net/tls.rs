@@ -316,12 +316,9 @@ impl QuorumTls {
         };
         let key_path = location("keyStore")?;
         let key_kind = opts.store_type("keyStore", &key_path)?;
-        let (chain, key) = load_key_store(
-            Path::new(&key_path),
-            key_kind,
-            &opts.password("keyStore")?,
-        )
-        .map_err(|e| format!("{}={key_path}: {e}", opts.name("keyStore.location")))?;
+        let (chain, key) =
+            load_key_store(Path::new(&key_path), key_kind, &opts.password("keyStore")?)
+                .map_err(|e| format!("{}={key_path}: {e}", opts.name("keyStore.location")))?;
         let trust_path = location("trustStore")?;
         let trust_kind = opts.store_type("trustStore", &trust_path)?;
         let trusted = load_trust_store(
@@ -460,16 +457,14 @@ impl QuorumTls {
 fn explain(e: io::Error, other_side: &str) -> io::Error {
     let text = e.to_string();
     let hint = if text.contains("UnknownIssuer") {
-        format!(
-            ": the {other_side}'s certificate is not signed by a CA in ssl.quorum.trustStore"
-        )
+        format!(": the {other_side}'s certificate is not signed by a CA in ssl.quorum.trustStore")
     } else if text.contains("NotValidForName") {
         format!(
             ": the {other_side}'s certificate does not name the address connected to (ssl.quorum.hostnameVerification)"
         )
     } else if text.contains("alert") {
         format!(
-            ": the {other_side} refused the handshake; its log says why (is zkfle's certificate signed by a CA in its trust store, and valid for zkfle's address?)"
+            ": the {other_side} refused the handshake (is zkfle's certificate signed by a CA in the {other_side}'s trust store, and valid for the address zkfle connects from? Java 3.8 logs only \"Exception reading or writing challenge\")"
         )
     } else {
         String::new()
@@ -674,4 +669,3 @@ pub async fn wrap_incoming(
         None => Ok(QuorumStream::Plain(tcp)),
     }
 }
-
