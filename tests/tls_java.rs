@@ -194,6 +194,40 @@ fn zkfle_follows_a_tls_ensemble_and_a_foreign_certificate_is_refused() {
     wait_for("zkfle synced over TLS", Duration::from_secs(10), || {
         n.log().contains("synced with leader").then_some(())
     });
+    // probe and doctor speak TLS with the same keys: from --tls-config, or doctor's --config.
+    let cfg = e.zoo_cfg();
+    let cfg = cfg.to_str().unwrap();
+    let probe = Command::new(ZKFLE)
+        .args([
+            "probe",
+            "127.0.0.2:3888",
+            "127.0.0.3:3888",
+            "--format",
+            "json",
+        ])
+        .args(["--tls-config", cfg])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&probe.stdout);
+    assert!(
+        probe.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    assert_eq!(out.matches("\"state\":\"LEADING\"").count(), 1, "{out}");
+    let plain = Command::new(ZKFLE)
+        .args(["probe", "127.0.0.2:3888", "--timeout", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(1), "plaintext gets no answer");
+    let doctor = Command::new(ZKFLE)
+        .args(["doctor", "--config", cfg, "--format", "json"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&doctor.stdout);
+    assert!(!out.contains("TLS handshake"), "{out}");
+    assert_eq!(out.matches("\"state\":\"FOLLOWING\"").count(), 2, "{out}");
+
     // Counted: with the Java follower stopped, writes commit on the leader's and zkfle's ACKs.
     e.run(&["stop-node", &other.to_string()]);
     write_all(leader, &paths("a", 10), Duration::from_secs(10));

@@ -207,6 +207,9 @@ pub enum ProblemKind {
     /// The capture ended (or the connection closed) in the middle of a message: these bytes
     /// of it were never completed.
     Unfinished { bytes: u64 },
+    /// The connection speaks TLS (quorum TLS, `sslQuorum=true`): a TLS record opens it, and
+    /// its bytes are encrypted, so they are skipped, not decoded.
+    Encrypted,
 }
 
 /// Streaming decoder over TCP segments.
@@ -270,6 +273,8 @@ struct Conn {
     /// `Some` for a quorum-port connection: its directions are decoded as Zab packets (and
     /// `dirs` is unused).
     quorum: Option<Box<[QuorumDir; 2]>>,
+    /// Whether the connection speaks TLS: `None` until its first bytes are seen.
+    tls: Option<bool>,
 }
 
 /// One direction of a quorum-port connection.
@@ -476,6 +481,7 @@ impl State {
                         quorum: quorum.then(|| {
                             Box::new([QuorumDir::new(mid_stream), QuorumDir::new(mid_stream)])
                         }),
+                        tls: None,
                     },
                 );
                 if mid_stream {
@@ -601,6 +607,34 @@ impl State {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
+        // On an election or quorum port, the first bytes tell TLS from plaintext; a TLS
+        // connection is reported once and its bytes skipped.
+        if c.recognising.is_none() && !bytes.is_empty() {
+            match c.tls {
+                Some(true) => return,
+                Some(false) => {}
+                None => {
+                    let tls = tls_record_start(bytes);
+                    c.tls = Some(tls.is_some());
+                    if let Some(what) = tls {
+                        let (from, to) = (c.initiator, c.acceptor);
+                        let r = self.problem(
+                            conn,
+                            dir,
+                            time,
+                            0,
+                            Severity::Warning,
+                            ProblemKind::Encrypted,
+                            format!(
+                                "connection {from} -> {to} speaks TLS ({what} seen; quorum TLS, sslQuorum=true): its bytes are encrypted and skipped"
+                            ),
+                        );
+                        self.push(r);
+                        return;
+                    }
+                }
+            }
+        }
         if let Some(held) = &mut c.recognising {
             if dir == CapDir::FromAcceptor {
                 // The acceptor of an election connection speaks only after the initial message.
@@ -1124,6 +1158,18 @@ fn recognise(held: &[u8]) -> Recognition {
         Recognition::Yes
     } else {
         Recognition::No
+    }
+}
+
+/// What a TLS record at the start of `bytes` is, if one is: a handshake record (a
+/// connection's first bytes under TLS), or application data (a TLS connection joined mid-way).
+/// Plaintext election and quorum streams cannot start so: an initial message starts with a
+/// negative protocol version or a sid, a quorum packet with a length far below 0x16030000.
+fn tls_record_start(bytes: &[u8]) -> Option<&'static str> {
+    match bytes {
+        [0x16, 0x03, 0x00..=0x04, ..] => Some("a TLS handshake record"),
+        [0x17, 0x03, 0x03, ..] => Some("TLS application data"),
+        _ => None,
     }
 }
 

@@ -95,10 +95,13 @@ enum StoreType {
     Pkcs12,
 }
 
+/// Looks up a Java property by its name without the prefix.
+type Lookup<'a> = Box<dyn Fn(&str) -> Option<String> + 'a>;
+
 /// The options that build a [`QuorumTls`], by their Java property names without the prefix
 /// (`keyStore.location`, `protocol`, ...).
 pub struct TlsOptions<'a> {
-    lookup: Box<dyn Fn(&str) -> Option<String> + 'a>,
+    lookup: Lookup<'a>,
     /// How a key is written in errors (`ssl.quorum.` for zoo.cfg).
     shown_prefix: &'static str,
 }
@@ -108,22 +111,6 @@ impl<'a> TlsOptions<'a> {
     pub fn from_zoocfg(cfg: &'a ZooCfg) -> Self {
         TlsOptions {
             lookup: Box::new(move |k| cfg.java_property(&format!("{JAVA_PREFIX}{k}"))),
-            shown_prefix: "ssl.quorum.",
-        }
-    }
-
-    /// Options from explicit `name=value` pairs (a command's flags), names as in zoo.cfg
-    /// (`ssl.quorum.keyStore.location`).
-    pub fn from_pairs(pairs: &'a [(String, String)]) -> Self {
-        TlsOptions {
-            lookup: Box::new(move |k| {
-                let want = format!("ssl.quorum.{k}");
-                pairs
-                    .iter()
-                    .rev()
-                    .find(|(n, _)| *n == want)
-                    .map(|(_, v)| v.clone())
-            }),
             shown_prefix: "ssl.quorum.",
         }
     }
@@ -668,4 +655,73 @@ pub async fn wrap_incoming(
         Some(t) => t.accept(tcp, peer).await,
         None => Ok(QuorumStream::Plain(tcp)),
     }
+}
+
+/// A blocking connection to an election port (`probe`, `doctor`, `repro`, `replay`):
+/// plaintext or TLS.
+pub enum BlockingQuorumStream {
+    Plain(std::net::TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>>),
+}
+
+impl BlockingQuorumStream {
+    /// The TCP socket beneath (timeouts, addresses, shutdown).
+    pub fn tcp(&self) -> &std::net::TcpStream {
+        match self {
+            BlockingQuorumStream::Plain(s) => s,
+            BlockingQuorumStream::Tls(s) => s.get_ref(),
+        }
+    }
+}
+
+impl io::Read for BlockingQuorumStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            BlockingQuorumStream::Plain(s) => s.read(buf),
+            BlockingQuorumStream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl io::Write for BlockingQuorumStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            BlockingQuorumStream::Plain(s) => s.write(buf),
+            // Each write goes out whole: callers write a message and then wait for an answer.
+            BlockingQuorumStream::Tls(s) => {
+                let n = s.write(buf)?;
+                s.flush()?;
+                Ok(n)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            BlockingQuorumStream::Plain(s) => s.flush(),
+            BlockingQuorumStream::Tls(s) => s.flush(),
+        }
+    }
+}
+
+/// Connects the way the ensemble speaks, blocking: the TLS handshake is completed here (within
+/// the socket's read and write timeouts) so that a refused certificate is reported as such.
+pub fn wrap_outgoing_blocking(
+    tls: Option<&QuorumTls>,
+    mut tcp: std::net::TcpStream,
+    peer: SocketAddr,
+) -> io::Result<BlockingQuorumStream> {
+    let Some(t) = tls.filter(|t| t.connect_with_tls) else {
+        return Ok(BlockingQuorumStream::Plain(tcp));
+    };
+    let name = ServerName::IpAddress(peer.ip().into());
+    let mut conn = rustls::ClientConnection::new(t.client.clone(), name)
+        .map_err(|e| explain(io::Error::other(e), "server"))?;
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp)
+            .map_err(|e| explain(e, "server"))?;
+    }
+    Ok(BlockingQuorumStream::Tls(Box::new(
+        rustls::StreamOwned::new(conn, tcp),
+    )))
 }

@@ -201,7 +201,7 @@ async fn vote_into_leading(
         },
         limits: Default::default(),
         strict_peers: false,
-        tls: None,
+        tls: opts.tls.clone(),
     };
     let (manager, mut rx) = match Manager::start(net).await {
         Ok(x) => x,
