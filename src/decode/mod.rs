@@ -1393,6 +1393,66 @@ mod tests {
             .collect()
     }
 
+    /// Quorum TLS on both ports: each connection is one `encrypted` warning, its bytes
+    /// skipped; no malformed frames. A plaintext election connection beside them decodes.
+    #[test]
+    fn tls_connections_are_reported_as_encrypted() {
+        // A ClientHello's record header and a little of it, then the server's answer and
+        // application data: what any TLS connection carries first.
+        let hello = [
+            0x16, 0x03, 0x01, 0x00, 0x40, 0x01, 0x00, 0x00, 0x3c, 0x03, 0x03,
+        ]
+        .to_vec();
+        let answer = [0x16, 0x03, 0x03, 0x00, 0x30, 0x02, 0x00, 0x00].to_vec();
+        let data = [0x17, 0x03, 0x03, 0x00, 0x20, 0xde, 0xad, 0xbe, 0xef].to_vec();
+        let mut segments = Vec::new();
+        for port in [3888, 2888] {
+            let (a, b) = (format!("127.0.0.1:4{port}"), format!("127.0.0.2:{port}"));
+            segments.push(seg(&a, &b, 0, true, Vec::new()));
+            let mut syn_ack = seg(&b, &a, 0, true, Vec::new());
+            syn_ack.ack = Some(1);
+            segments.push(syn_ack);
+            segments.push(seg(&a, &b, 1, false, hello.clone()));
+            segments.push(seg(&b, &a, 1, false, answer.clone()));
+            segments.push(seg(&a, &b, 1 + hello.len() as u32, false, data.clone()));
+        }
+        // A TLS connection whose start the capture missed: application data.
+        segments.push(seg(
+            "127.0.0.3:40001",
+            "127.0.0.2:3888",
+            500,
+            false,
+            data.clone(),
+        ));
+        let records = decode(segments, DecodeOptions::default());
+        let encrypted: Vec<&Problem> = records
+            .iter()
+            .filter_map(|r| match &r.body {
+                Body::Problem(p) if p.kind == ProblemKind::Encrypted => Some(p),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(encrypted.len(), 3, "{records:#?}");
+        assert!(
+            encrypted[0]
+                .message
+                .contains("speaks TLS (a TLS handshake record seen")
+        );
+        assert!(encrypted[2].message.contains("TLS application data seen"));
+        assert!(
+            !records
+                .iter()
+                .any(|r| matches!(&r.body, Body::Problem(p) if p.severity == Severity::Error)),
+            "{records:#?}"
+        );
+        assert!(
+            !records
+                .iter()
+                .any(|r| matches!(r.body, Body::Notification(_) | Body::Quorum(_))),
+            "{records:#?}"
+        );
+    }
+
     #[test]
     fn quorum_port_packets_with_sids() {
         let mut book = AddressBook::default();
