@@ -310,6 +310,46 @@ fn zkfle_follows_a_tls_ensemble_and_a_foreign_certificate_is_refused() {
     assert!(!n.log()[mark..].contains("FOLLOWING"), "{}", n.log());
 }
 
+/// zkfle leads over TLS: W commits on B with zkfle's ACKs while A is down; B stops; A
+/// restarts. zkfle holds W, is elected, and A follows zkfle on zkfle's TLS quorum port (DIFF)
+/// before zkfle hands leadership over to it (docs/lead.md).
+#[test]
+fn zkfle_leads_a_java_follower_over_tls() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "tls-lead",
+        "1:participant:external,2:participant,3:participant",
+        &["--tick", "200", "--init-limit", "5", "--no-start"],
+    );
+    let certs = e.dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    make_stores(&certs, "quorum");
+    e.append_config(&format!("sslQuorum=true\n{}", pkcs12_lines(&certs, "quorum")));
+    e.start_node(2);
+    e.start_node(3);
+    e.run(&["wait-stable", "--timeout", "30"]);
+    let n = Native::start(&e, 1);
+    let b = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
+        following(&n, 0)
+    });
+    let a = 5 - b;
+    wait_for("zkfle synced", Duration::from_secs(10), || {
+        n.log().contains("synced with leader").then_some(())
+    });
+    e.run(&["stop-node", &a.to_string()]);
+    write_all(b, &paths("w", 10), Duration::from_secs(10));
+    e.run(&["stop-node", &b.to_string()]);
+    let alog = e.log(a).len();
+    e.run(&["start-node", &a.to_string()]);
+    wait_for("W readable on A without B", Duration::from_secs(30), || {
+        read(a, "/w9")
+    });
+    let since = e.log(a)[alog..].to_string();
+    assert!(since.contains("Getting a diff from the leader"), "{since}");
+    assert!(n.log().contains("handing leadership over"), "{}", n.log());
+    assert!(!n.log().contains("learner connection from"), "no failed TLS accept: {}", n.log());
+}
+
 /// `zkfle join` of sid 1 again with config `cfg` and the same data directory; the mark in
 /// its log (which each start appends to) where this start begins.
 fn restart(e: &Ensemble, cfg: &Path) -> (Native, usize) {
