@@ -324,7 +324,10 @@ fn zkfle_leads_a_java_follower_over_tls() {
     let certs = e.dir.join("certs");
     std::fs::create_dir_all(&certs).unwrap();
     make_stores(&certs, "quorum");
-    e.append_config(&format!("sslQuorum=true\n{}", pkcs12_lines(&certs, "quorum")));
+    e.append_config(&format!(
+        "sslQuorum=true\n{}",
+        pkcs12_lines(&certs, "quorum")
+    ));
     e.start_node(2);
     e.start_node(3);
     e.run(&["wait-stable", "--timeout", "30"]);
@@ -347,7 +350,11 @@ fn zkfle_leads_a_java_follower_over_tls() {
     let since = e.log(a)[alog..].to_string();
     assert!(since.contains("Getting a diff from the leader"), "{since}");
     assert!(n.log().contains("handing leadership over"), "{}", n.log());
-    assert!(!n.log().contains("learner connection from"), "no failed TLS accept: {}", n.log());
+    assert!(
+        !n.log().contains("learner connection from"),
+        "no failed TLS accept: {}",
+        n.log()
+    );
 }
 
 /// `zkfle join` of sid 1 again with config `cfg` and the same data directory; the mark in

@@ -725,3 +725,85 @@ pub fn wrap_outgoing_blocking(
         rustls::StreamOwned::new(conn, tcp),
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> ZooCfg {
+        let mut c = ZooCfg::default();
+        for (k, v) in pairs {
+            c.other.insert(k.to_string(), v.to_string());
+        }
+        c
+    }
+
+    #[test]
+    fn off_unless_asked_and_missing_stores_are_named() {
+        assert!(
+            QuorumTls::from_zoocfg(&cfg(&[("sslQuorum", "false")]))
+                .unwrap()
+                .is_none()
+        );
+        for key in ["sslQuorum", "portUnification"] {
+            let e = QuorumTls::from_zoocfg(&cfg(&[(key, "TRUE")])).unwrap_err();
+            assert!(
+                e.starts_with("ssl.quorum.keyStore.location is not set"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn store_types_as_java_tells_them() {
+        let c = cfg(&[("ssl.quorum.trustStore.type", "pkcs12")]);
+        let o = TlsOptions::from_zoocfg(&c);
+        assert_eq!(o.store_type("keyStore", "a.pem"), Ok(StoreType::Pem));
+        assert_eq!(o.store_type("keyStore", "a.p12"), Ok(StoreType::Pkcs12));
+        assert_eq!(o.store_type("trustStore", "a.pem"), Ok(StoreType::Pkcs12));
+        let e = o.store_type("keyStore", "/etc/zk/a.jks").unwrap_err();
+        assert!(e.contains("keytool -importkeystore -srckeystore /etc/zk/a.jks -destkeystore a.p12 -deststoretype PKCS12"), "{e}");
+        let e = o.store_type("keyStore", "a.pfx").unwrap_err();
+        assert!(e.contains("set ssl.quorum.keyStore.type"), "{e}");
+    }
+
+    #[test]
+    fn protocols_and_ciphers_as_java_reads_them() {
+        let v = |pairs: &[(&str, &str)]| protocol_versions(&TlsOptions::from_zoocfg(&cfg(pairs)));
+        assert_eq!(v(&[]).unwrap(), vec![&rustls::version::TLS12]);
+        assert_eq!(
+            v(&[
+                ("ssl.quorum.protocol", "TLSv1.3"),
+                ("ssl.quorum.enabledProtocols", "TLSv1.2,TLSv1.3")
+            ])
+            .unwrap(),
+            vec![&rustls::version::TLS12, &rustls::version::TLS13]
+        );
+        assert!(
+            v(&[("ssl.quorum.protocol", "TLSv1.1")])
+                .unwrap_err()
+                .contains("ssl.quorum.protocol=TLSv1.1")
+        );
+        let c = cfg(&[]);
+        let p = cipher_suites(&TlsOptions::from_zoocfg(&c)).unwrap();
+        assert!(
+            p.cipher_suites
+                .iter()
+                .any(|s| s.suite().as_str() == Some("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"))
+        );
+        assert!(
+            !p.cipher_suites
+                .iter()
+                .any(|s| s.suite().as_str() == Some("TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256"))
+        );
+        let c = cfg(&[(
+            "ssl.quorum.ciphersuites",
+            "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+        )]);
+        let e = cipher_suites(&TlsOptions::from_zoocfg(&c)).unwrap_err();
+        assert!(
+            e.starts_with("ssl.quorum.ciphersuites=TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA: none"),
+            "{e}"
+        );
+    }
+}
