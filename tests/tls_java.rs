@@ -357,6 +357,52 @@ fn zkfle_leads_a_java_follower_over_tls() {
     );
 }
 
+/// The middle of a rolling switch to TLS: Java servers with `portUnification=true` (they
+/// accept TLS and plaintext, and still connect in plaintext), zkfle already on
+/// `sslQuorum=true` with `portUnification=true` (it connects with TLS and accepts both).
+/// zkfle follows and is counted; Java accepted zkfle's TLS and zkfle Java's plaintext.
+#[test]
+fn zkfle_on_tls_follows_a_port_unified_plaintext_ensemble() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "tls-unified",
+        "1:participant:external,2:participant,3:participant",
+        &["--tick", "200", "--no-start"],
+    );
+    let certs = e.dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    make_stores(&certs, "quorum");
+    e.append_config(&format!("portUnification=true\n{}", pkcs12_lines(&certs, "quorum")));
+    e.start_node(2);
+    e.start_node(3);
+    e.run(&["wait-stable", "--timeout", "30"]);
+    assert!(e.log(2).contains("Creating TLS-enabled quorum server socket"));
+    let cfg = zkfle_cfg(&e, "zkfle-tls.cfg", "sslQuorum=true\n");
+    let n = Native::start_in(
+        &e.dir,
+        &cfg,
+        1,
+        &["--data-dir", e.dir.join("native1").to_str().unwrap()],
+    );
+    let leader = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
+        following(&n, 0)
+    });
+    wait_for("zkfle synced", Duration::from_secs(10), || {
+        n.log().contains("synced with leader").then_some(())
+    });
+    let other = 5 - leader;
+    e.run(&["stop-node", &other.to_string()]);
+    write_all(leader, &paths("u", 5), Duration::from_secs(10));
+    // The leader took zkfle's election and quorum connections as TLS.
+    let tls_from_zkfle = e
+        .log(leader)
+        .lines()
+        .filter(|l| l.contains("Accepted TLS connection from /127.0.0.1"))
+        .count();
+    assert!(tls_from_zkfle >= 2, "{}", e.log(leader));
+    assert!(!n.log().contains("TLS handshake"), "{}", n.log());
+}
+
 /// `zkfle join` of sid 1 again with config `cfg` and the same data directory; the mark in
 /// its log (which each start appends to) where this start begins.
 fn restart(e: &Ensemble, cfg: &Path) -> (Native, usize) {
