@@ -372,11 +372,17 @@ fn zkfle_on_tls_follows_a_port_unified_plaintext_ensemble() {
     let certs = e.dir.join("certs");
     std::fs::create_dir_all(&certs).unwrap();
     make_stores(&certs, "quorum");
-    e.append_config(&format!("portUnification=true\n{}", pkcs12_lines(&certs, "quorum")));
+    e.append_config(&format!(
+        "portUnification=true\n{}",
+        pkcs12_lines(&certs, "quorum")
+    ));
     e.start_node(2);
     e.start_node(3);
     e.run(&["wait-stable", "--timeout", "30"]);
-    assert!(e.log(2).contains("Creating TLS-enabled quorum server socket"));
+    assert!(
+        e.log(2)
+            .contains("Creating TLS-enabled quorum server socket")
+    );
     let cfg = zkfle_cfg(&e, "zkfle-tls.cfg", "sslQuorum=true\n");
     let n = Native::start_in(
         &e.dir,
