@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
-use tokio::io::{ReadHalf, WriteHalf};
 use tokio::net::TcpListener;
 
 use super::QuorumStream;
+use super::tls::{QuorumReadHalf, QuorumWriteHalf};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -86,7 +86,7 @@ impl Conn {
 
 async fn read_learner(
     conn: ConnId,
-    mut rd: ReadHalf<QuorumStream>,
+    mut rd: QuorumReadHalf,
     tx: mpsc::UnboundedSender<(ConnId, FromLearner)>,
 ) {
     let mut dec = QuorumStreamDecoder::packets_only();
@@ -164,7 +164,7 @@ impl TxnReader {
 
 /// Streams the snapshot file's body (walked to its `"/"` end marker) and the signature.
 async fn send_snapshot(
-    w: &mut BufWriter<WriteHalf<QuorumStream>>,
+    w: &mut BufWriter<QuorumWriteHalf>,
     path: &std::path::Path,
 ) -> io::Result<u64> {
     let mut f = std::fs::File::open(path)?;
@@ -204,7 +204,7 @@ fn encode(p: &QuorumPacket) -> io::Result<Vec<u8>> {
 
 async fn write_learner(
     conn: ConnId,
-    wr: WriteHalf<QuorumStream>,
+    wr: QuorumWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Out>,
     history: Arc<History>,
     back: mpsc::UnboundedSender<(ConnId, FromLearner)>,
@@ -439,7 +439,7 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
                 let Some((stream, peer)) = a else { continue };
                 let id = next_id;
                 next_id += 1;
-                let (rd, wr) = tokio::io::split(stream);
+                let (rd, wr) = stream.into_split();
                 let (otx, orx) = mpsc::unbounded_channel();
                 let reader = tokio::spawn(read_learner(id, rd, tx.clone()));
                 let writer = tokio::spawn(write_learner(id, wr, orx, history.clone(), tx.clone()));

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
@@ -16,7 +16,9 @@ use tracing::{debug, info, warn};
 
 use super::core::{self, ConnId, Incoming, Next, SendQueues};
 use super::dialect::{Dialects, PeerForm, WireDialect};
-use super::tls::{QuorumStream, QuorumTls, wrap_incoming, wrap_outgoing};
+use super::tls::{
+    QuorumReadHalf, QuorumStream, QuorumTls, QuorumWriteHalf, wrap_incoming, wrap_outgoing,
+};
 use crate::throttle::{LogThrottle, suppressed};
 use crate::wire::initial::OBSERVER_ID;
 use crate::wire::{
@@ -808,7 +810,7 @@ impl Shared {
             return;
         }
         let id = self.next_conn.fetch_add(1, Ordering::SeqCst);
-        let (rd, wr) = tokio::io::split(stream);
+        let (rd, wr) = stream.into_split();
         let wake = Arc::new(Notify::new());
         let mut st = lock(&self.state);
         if let Some(old) = st.queues.attach(sid, id) {
@@ -842,7 +844,7 @@ impl Shared {
         self: Arc<Self>,
         sid: i64,
         id: ConnId,
-        mut wr: WriteHalf<QuorumStream>,
+        mut wr: QuorumWriteHalf,
         wake: Arc<Notify>,
     ) {
         loop {
@@ -877,7 +879,7 @@ impl Shared {
         self: Arc<Self>,
         sid: i64,
         id: ConnId,
-        rd: ReadHalf<QuorumStream>,
+        rd: QuorumReadHalf,
         dec: StreamDecoder,
         leftover: Vec<u8>,
         peer: SocketAddr,
@@ -916,7 +918,7 @@ impl Shared {
     async fn read_frames(
         &self,
         sid: i64,
-        mut rd: ReadHalf<QuorumStream>,
+        mut rd: QuorumReadHalf,
         mut dec: StreamDecoder,
         leftover: Vec<u8>,
         peer: SocketAddr,

@@ -633,6 +633,76 @@ impl AsyncWrite for QuorumStream {
     }
 }
 
+impl QuorumStream {
+    /// Splits into halves a reader and a writer task own: a plaintext stream as
+    /// `TcpStream::into_split` (no lock between them), a TLS one with `tokio::io::split`
+    /// (one rustls session, so the halves share a lock).
+    pub fn into_split(self) -> (QuorumReadHalf, QuorumWriteHalf) {
+        match self {
+            QuorumStream::Plain(s) => {
+                let (r, w) = s.into_split();
+                (QuorumReadHalf::Plain(r), QuorumWriteHalf::Plain(w))
+            }
+            tls => {
+                let (r, w) = tokio::io::split(tls);
+                (QuorumReadHalf::Tls(r), QuorumWriteHalf::Tls(w))
+            }
+        }
+    }
+}
+
+/// The read half of a [`QuorumStream`].
+pub enum QuorumReadHalf {
+    Plain(tokio::net::tcp::OwnedReadHalf),
+    Tls(tokio::io::ReadHalf<QuorumStream>),
+}
+
+/// The write half of a [`QuorumStream`].
+pub enum QuorumWriteHalf {
+    Plain(tokio::net::tcp::OwnedWriteHalf),
+    Tls(tokio::io::WriteHalf<QuorumStream>),
+}
+
+impl AsyncRead for QuorumReadHalf {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            QuorumReadHalf::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            QuorumReadHalf::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for QuorumWriteHalf {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            QuorumWriteHalf::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            QuorumWriteHalf::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            QuorumWriteHalf::Plain(s) => Pin::new(s).poll_flush(cx),
+            QuorumWriteHalf::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            QuorumWriteHalf::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            QuorumWriteHalf::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
 /// Connects the way the ensemble speaks: plaintext without quorum TLS.
 pub async fn wrap_outgoing(
     tls: Option<&QuorumTls>,
