@@ -6,6 +6,7 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::CliError;
+use crate::repro::matrix::{MATRIX, VERSIONS};
 use crate::repro::{self, REPROS, ReproOptions, Target, Verdict};
 
 #[derive(Debug, Args)]
@@ -121,8 +122,28 @@ pub fn run(args: ReproArgs) -> Result<(), CliError> {
     }
 }
 
+/// The verdicts measured on each release (the repro matrix), as a JSON object and as text.
+fn measured(name: &str) -> (serde_json::Value, String) {
+    let Some((_, row)) = MATRIX.iter().find(|(n, _)| *n == name) else {
+        return (serde_json::Value::Null, "not measured".to_string());
+    };
+    let object = VERSIONS
+        .iter()
+        .zip(row)
+        .map(|(v, verdict)| (v.to_string(), json!(verdict.name())))
+        .collect();
+    let text = VERSIONS
+        .iter()
+        .zip(row)
+        .map(|(v, verdict)| format!("{v} {}", verdict.name()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (serde_json::Value::Object(object), text)
+}
+
 fn list(format: Format) {
     for r in REPROS {
+        let (measured_json, measured_text) = measured(r.name);
         match format {
             Format::Json => println!(
                 "{}",
@@ -132,6 +153,7 @@ fn list(format: Format) {
                     "trigger": r.trigger,
                     "symptom": r.symptom,
                     "breaks": r.breaks,
+                    "measured": measured_json,
                 })
             ),
             Format::Text => {
@@ -149,6 +171,7 @@ fn list(format: Format) {
                 if let Some(b) = r.breaks {
                     println!("    breaks:   {b}");
                 }
+                println!("    measured: {measured_text}");
             }
         }
     }

@@ -709,7 +709,22 @@ fn zookeeper_4787(
             return Verdict::Inconclusive;
         }
     };
-    let config = "version=0\n#zkfle repro ZOOKEEPER-4787 \u{e9}\u{fc}\u{4e2d}\n";
+    // The target's own members, when its answer names them: a config that lists no
+    // participant kills the receiver thread of a server with standaloneEnabled=false
+    // ("number of participants should be >0", found in Docker: docs/repro.md), which is not
+    // this bug.
+    let members: String = before
+        .config
+        .as_ref()
+        .map(|c| {
+            c.to_string()
+                .lines()
+                .filter(|l| l.trim_start().starts_with("server."))
+                .map(|l| format!("{l}\n"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let config = format!("{members}#zkfle repro ZOOKEEPER-4787 \u{e9}\u{fc}\u{4e2d}\nversion=0\n");
     let initial = InitialMessage::versioned(ProtocolVersion::V1, REPRO_SID, vec![c.local()]);
     let n = notification_with_config(config.as_bytes());
     let sent = c
@@ -733,7 +748,7 @@ fn zookeeper_4787(
     }
     ev.push(format!(
         "trigger: sent a notification (version 2) whose config has the comment line {:?}",
-        config.lines().nth(1).unwrap_or("")
+        config.lines().find(|l| l.starts_with('#')).unwrap_or("")
     ));
     let verdict = verdict_from_probes(target, opts, ev);
     if verdict == Verdict::Vulnerable {
