@@ -320,6 +320,7 @@ impl Serialize for RecordJson<'_> {
                         m.serialize_entry("kind", "unfinished")?;
                         m.serialize_entry("bytes", bytes)?;
                     }
+                    ProblemKind::Encrypted => m.serialize_entry("kind", "encrypted")?,
                 }
                 m.serialize_entry("what", &p.message)?;
             }
