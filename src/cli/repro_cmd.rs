@@ -43,6 +43,8 @@ pub struct ReproArgs {
     /// Seconds to wait for each probe and each answer.
     #[arg(long, default_value_t = 3.0)]
     pub timeout: f64,
+    #[command(flatten)]
+    pub tls: super::tls_args::TlsArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -78,14 +80,15 @@ pub fn run(args: ReproArgs) -> Result<(), CliError> {
     let target_text = args.target.as_deref().unwrap_or_default();
     let target =
         Target::resolve(target_text).map_err(|e| CliError::input(format!("--target: {e}")))?;
-    let config = match &args.config {
+    let zoo_cfg = match &args.config {
         Some(path) => Some(
             crate::zoocfg::ZooCfg::read(path)
-                .map_err(|e| CliError::input(format!("--config: {e}")))?
-                .quorum,
+                .map_err(|e| CliError::input(format!("--config: {e}")))?,
         ),
         None => None,
     };
+    let tls = args.tls.build(zoo_cfg.as_ref())?;
+    let config = zoo_cfg.map(|c| c.quorum);
     let client = match &args.client {
         Some(text) => Some(
             Target::resolve(text)
@@ -99,6 +102,7 @@ pub fn run(args: ReproArgs) -> Result<(), CliError> {
         timeout: Duration::from_secs_f64(args.timeout),
         peer_sid: args.peer_sid,
         config,
+        tls,
     };
     let report = repro::run(r, &target, &opts);
     match args.format {

@@ -24,6 +24,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+use super::tls::BlockingQuorumStream;
+
 use serde_json::{Value, json};
 
 use crate::wire::{
@@ -72,13 +74,15 @@ pub enum ProbeError {
 }
 
 /// How to probe.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ProbeOptions {
     pub sid: i64,
     pub timeout: Duration,
     /// The initial message's form: V1 (every 3.4.14+ and 3.5+ server reads it) or V2 (3.6+
     /// and 3.4; 3.5.x before 3.5.8 refuse it, ZOOKEEPER-3720).
     pub protocol: ProtocolVersion,
+    /// Quorum TLS, when the ensemble speaks it (`sslQuorum`).
+    pub tls: Option<std::sync::Arc<super::QuorumTls>>,
 }
 
 impl Default for ProbeOptions {
@@ -87,6 +91,7 @@ impl Default for ProbeOptions {
             sid: PROBE_SID,
             timeout: Duration::from_secs(5),
             protocol: ProtocolVersion::V1,
+            tls: None,
         }
     }
 }
@@ -143,24 +148,38 @@ pub fn connect(target: &str, timeout: Duration) -> Result<TcpStream, ProbeError>
     Ok(s)
 }
 
+/// [`connect`] to an election port, then TLS when `tls` says the ensemble speaks it.
+pub fn connect_election(
+    target: &str,
+    timeout: Duration,
+    tls: Option<&super::QuorumTls>,
+) -> Result<BlockingQuorumStream, ProbeError> {
+    let s = connect(target, timeout)?;
+    let peer = s.peer_addr().map_err(|e| io_error(e, "connecting"))?;
+    super::tls::wrap_outgoing_blocking(tls, s, peer).map_err(|e| ProbeError::Io(e.to_string()))
+}
+
 /// Probes one server at `target` (`host:port`).
 pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
     let start = std::time::Instant::now();
-    let s = connect(target, opts.timeout)?;
-    let local = s.local_addr().map_err(|e| io_error(e, "connecting"))?;
+    let s = connect_election(target, opts.timeout, opts.tls.as_deref())?;
+    let local = s
+        .tcp()
+        .local_addr()
+        .map_err(|e| io_error(e, "connecting"))?;
     let mut r = reader(s, start + opts.timeout);
-    r.get_ref()
+    r.get_mut()
         .send(&request(opts.protocol, opts.sid, local))
         .map_err(|e| io_error(e, "sending"))?;
     // The first frame may be a stale re-send (see the module's comment); the one after our
     // second notification is an answer.
     let first = read_frame(&mut r)?;
     Notification::decode(&first).map_err(|e| ProbeError::BadAnswer(e.to_string()))?;
-    r.get_ref()
+    r.get_mut()
         .send(&framed_probe_notification())
         .map_err(|e| io_error(e, "sending"))?;
     let payload = read_frame(&mut r)?;
-    let _ = r.get_ref().stream.shutdown(std::net::Shutdown::Both);
+    let _ = r.get_ref().stream.tcp().shutdown(std::net::Shutdown::Both);
     let n = Notification::decode(&payload).map_err(|e| ProbeError::BadAnswer(e.to_string()))?;
     let config = n.config_text().and_then(|t| QuorumConfig::parse(&t).ok());
     Ok(Answer {
@@ -176,18 +195,18 @@ pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
     })
 }
 
-/// A connection we initiated whose reads wait at most until `end`: each read's time-out is
-/// what is left of it, so no sequence of slow reads outlasts the deadline.
-#[derive(Debug)]
+/// An election connection we initiated (plain or TLS) whose reads wait at most until `end`:
+/// each read's time-out is what is left of it, so no sequence of slow reads outlasts the
+/// deadline.
 pub struct Deadline {
-    pub stream: TcpStream,
+    pub stream: BlockingQuorumStream,
     pub end: std::time::Instant,
 }
 
 impl Deadline {
-    /// Writes all of `bytes` (within the stream's write time-out).
-    pub fn send(&self, bytes: &[u8]) -> std::io::Result<()> {
-        (&self.stream).write_all(bytes)
+    /// Writes all of `bytes` (within the socket's write time-out).
+    pub fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
     }
 }
 
@@ -199,13 +218,13 @@ impl Read for Deadline {
         if left.is_zero() {
             return Err(std::io::ErrorKind::TimedOut.into());
         }
-        self.stream.set_read_timeout(Some(left))?;
+        self.stream.tcp().set_read_timeout(Some(left))?;
         self.stream.read(buf)
     }
 }
 
 /// The frames the server sends on `s` (a connection we initiated), read until `end`.
-pub fn reader(s: TcpStream, end: std::time::Instant) -> FrameReader<Deadline> {
+pub fn reader(s: BlockingQuorumStream, end: std::time::Instant) -> FrameReader<Deadline> {
     FrameReader::new(Deadline { stream: s, end }, Direction::FromAcceptor)
 }
 

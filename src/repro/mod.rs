@@ -17,7 +17,7 @@ pub mod matrix;
 mod member;
 
 use std::io::Read;
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -161,6 +161,9 @@ pub struct ReproOptions {
     pub config: Option<crate::wire::QuorumConfig>,
     /// A client address for the repros that write (ZOOKEEPER-2201), when the config has none.
     pub client: Option<SocketAddr>,
+    /// Quorum TLS, when the ensemble speaks it (`sslQuorum`): for the election connections
+    /// zkfle opens and accepts.
+    pub tls: Option<std::sync::Arc<crate::net::QuorumTls>>,
 }
 
 impl Default for ReproOptions {
@@ -170,6 +173,7 @@ impl Default for ReproOptions {
             peer_sid: None,
             config: None,
             client: None,
+            tls: None,
         }
     }
 }
@@ -280,6 +284,7 @@ pub fn run(repro: &Repro, target: &Target, opts: &ReproOptions) -> Report {
 fn probe_options(opts: &ReproOptions) -> ProbeOptions {
     ProbeOptions {
         timeout: opts.timeout,
+        tls: opts.tls.clone(),
         ..ProbeOptions::default()
     }
 }
@@ -339,20 +344,21 @@ struct Conn {
 }
 
 impl Conn {
-    fn open(target: &Target, timeout: Duration) -> Result<Conn, String> {
-        let s = probe::connect(&target.text, timeout).map_err(|e| format!("connecting: {e}"))?;
+    fn open(target: &Target, opts: &ReproOptions) -> Result<Conn, String> {
+        let timeout = opts.timeout;
+        let s = probe::connect_election(&target.text, timeout, opts.tls.as_deref())
+            .map_err(|e| format!("connecting: {e}"))?;
         Ok(Conn {
             r: probe::reader(s, Instant::now() + timeout),
         })
     }
 
-    fn stream(&self) -> &TcpStream {
-        &self.r.get_ref().stream
-    }
-
     fn local(&self) -> ElectionAddress {
         ElectionAddress::from_socket_addr(
-            self.stream()
+            self.r
+                .get_ref()
+                .stream
+                .tcp()
                 .local_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0))),
         )
@@ -360,7 +366,7 @@ impl Conn {
 
     fn send(&mut self, bytes: &[u8]) -> Result<(), String> {
         self.r
-            .get_ref()
+            .get_mut()
             .send(bytes)
             .map_err(|e| format!("sending: {e}"))
     }
@@ -380,10 +386,10 @@ impl Conn {
     fn closed_within(&mut self, wait: Duration) -> bool {
         let end = Instant::now() + wait;
         let mut buf = [0u8; 4096];
-        let mut s = self.stream();
         loop {
             let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
+            let s = &mut self.r.get_mut().stream;
+            if left.is_zero() || s.tcp().set_read_timeout(Some(left)).is_err() {
                 return false;
             }
             match s.read(&mut buf) {
@@ -422,7 +428,7 @@ fn port_out_of_range(
     before: &Answer,
     ev: &mut Vec<String>,
 ) -> Verdict {
-    let mut c = match Conn::open(target, opts.timeout) {
+    let mut c = match Conn::open(target, opts) {
         Ok(c) => c,
         Err(e) => {
             ev.push(format!("trigger: {e}"));
@@ -457,7 +463,7 @@ fn bad_config_server_id(
     before: &Answer,
     ev: &mut Vec<String>,
 ) -> Verdict {
-    let mut c = match Conn::open(target, opts.timeout) {
+    let mut c = match Conn::open(target, opts) {
         Ok(c) => c,
         Err(e) => {
             ev.push(format!("trigger: {e}"));
@@ -511,7 +517,7 @@ fn zookeeper_3769(
         // 3.5+ parse every sender's notifications: no need to take over a member's connection.
         REPRO_SID
     };
-    let mut c = match Conn::open(target, opts.timeout) {
+    let mut c = match Conn::open(target, opts) {
         Ok(c) => c,
         Err(e) => {
             ev.push(format!("trigger: {e}"));
@@ -604,7 +610,7 @@ fn zookeeper_2164(
     };
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let _ = listener.set_nonblocking(true);
-    let mut c = match Conn::open(target, opts.timeout) {
+    let mut c = match Conn::open(target, opts) {
         Ok(c) => c,
         Err(e) => {
             ev.push(format!("trigger: {e}"));
@@ -676,7 +682,7 @@ fn zookeeper_4787(
     ev: &mut Vec<String>,
 ) -> Verdict {
     // 1. A non-ASCII byte in the initial message (in the port, so that no name is resolved).
-    match Conn::open(target, opts.timeout) {
+    match Conn::open(target, opts) {
         Ok(mut c) => {
             let text = format!("{}:38\u{e9}8", c.local().host);
             let m = InitialMessage::with_address_text(ProtocolVersion::V1, REPRO_SID, &text);
@@ -697,7 +703,7 @@ fn zookeeper_4787(
         }
     }
     // 2. A notification whose config carries a non-ASCII comment (version 0: never adopted).
-    let mut c = match Conn::open(target, opts.timeout) {
+    let mut c = match Conn::open(target, opts) {
         Ok(c) => c,
         Err(e) => {
             ev.push(format!("trigger: {e}"));
