@@ -3,8 +3,8 @@
 //! zkfle joins, follows and is counted; a certificate from another CA is refused with a clear
 //! error on zkfle's side. Serialized with the loopback lock; helpers: tests/common/zab.rs.
 
-#[path = "common/zab.rs"]
-mod zab;
+mod common;
+use common::zab;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -186,7 +186,7 @@ fn zkfle_follows_a_tls_ensemble_and_a_foreign_certificate_is_refused() {
     );
 
     // PKCS12 stores, from the ensemble's own zoo.cfg.
-    let n = Native::start(&e, 1);
+    let n = Native::start(&e, 1, &[]);
     let leader = wait_for("zkfle FOLLOWING over TLS", Duration::from_secs(15), || {
         following(&n, 0)
     });
@@ -331,7 +331,7 @@ fn zkfle_leads_a_java_follower_over_tls() {
     e.start_node(2);
     e.start_node(3);
     e.run(&["wait-stable", "--timeout", "30"]);
-    let n = Native::start(&e, 1);
+    let n = Native::start(&e, 1, &[]);
     let b = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
         following(&n, 0)
     });
