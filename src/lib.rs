@@ -31,6 +31,7 @@ pub mod decode;
 pub mod election;
 pub mod json;
 pub mod net;
+pub mod reconfig;
 pub mod output;
 pub mod replay;
 pub mod repro;

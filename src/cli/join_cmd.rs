@@ -311,6 +311,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
                 max_diff_bytes: args.max_diff_bytes,
                 max_snapshot_bytes: args.max_snapshot_bytes,
                 known_epoch: 0,
+                reconfig: None,
             },
         })
     } else {
@@ -329,6 +330,19 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
     election.last_zxid = args.zxid.unwrap_or(0);
     election.current_epoch = args.peer_epoch.unwrap_or(0);
     election.role = me.role();
+    election.reconfig_enabled = cfg.reconfig_enabled();
+    if cfg.reconfig_enabled() && !cfg.other.contains_key("dynamicConfigFile") {
+        // As QuorumPeerConfig.backupOldConfig: the static file is kept as zoo.cfg.bak before
+        // the first activation rewrites it.
+        cfg.backup_old_config()
+            .map_err(|e| input(format!("--config {}: {e}", args.config.display())))?;
+    }
+    if let Some(next) = &cfg.next {
+        tracing::info!(
+            "last seen config (not yet activated): version 0x{:x}",
+            next.version()
+        );
+    }
     election.min_notification_interval_ms = args.min_notification_interval;
     election.max_notification_interval_ms = args
         .max_notification_interval
@@ -357,6 +371,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         leader_sync_ms: tick * init_limit,
         once: args.once,
         zab,
+        reconfig_cfg_path: cfg.reconfig_enabled().then(|| args.config.clone()),
     })
 }
 

@@ -30,6 +30,8 @@ pub struct ElectionConfig {
     pub max_notification_interval_ms: u64,
     /// `finalizeWait`, a constant 200 in Java.
     pub finalize_wait_ms: u64,
+    /// `reconfigEnabled`: a newer config in a notification is taken (docs/reconfig.md).
+    pub reconfig_enabled: bool,
 }
 
 impl ElectionConfig {
@@ -44,6 +46,7 @@ impl ElectionConfig {
             min_notification_interval_ms: 200,
             max_notification_interval_ms: 60000,
             finalize_wait_ms: 200,
+            reconfig_enabled: false,
         }
     }
 }
@@ -61,6 +64,14 @@ pub enum Output {
         state: ServerState,
         vote: Vote,
         lc: i64,
+    },
+    /// A peer's notification carried a newer config and I was LOOKING (reconfig enabled):
+    /// it is now mine. The driver writes it to disk (`zoo.cfg.dynamic.<version>`) and
+    /// connects to its members; when the membership changed, the election has restarted
+    /// under it (round 1), as Java's does.
+    NewConfig {
+        config: QuorumConfig,
+        activation: crate::reconfig::Activation,
     },
 }
 
@@ -127,6 +138,8 @@ pub struct Election {
     deadline: Option<u64>,
     announced_deadline: Option<u64>,
     outputs: VecDeque<Output>,
+    /// A newer config taken from a peer whose membership differs: the election restarts.
+    restart_under: bool,
 }
 
 impl Election {
@@ -167,7 +180,27 @@ impl Election {
             deadline: None,
             announced_deadline: None,
             outputs: VecDeque::new(),
+            restart_under: false,
         }
+    }
+
+    /// Runs under a new config from now on (a reconfig Zab activated, or one taken from a
+    /// peer): its members are the voters, its text goes in every notification, `role` is my
+    /// learner type in it. The election is not restarted here.
+    pub fn reconfigure(&mut self, quorum: QuorumVerifier, role: Role) {
+        self.config_bytes = quorum.config_text().as_bytes().to_vec();
+        self.cfg.quorum = quorum;
+        self.cfg.role = role;
+    }
+
+    /// The config in force.
+    pub fn quorum(&self) -> &QuorumVerifier {
+        &self.cfg.quorum
+    }
+
+    /// My learner type.
+    pub fn role(&self) -> Role {
+        self.cfg.role
     }
 
     /// `lookForLeader()`: state LOOKING, lc += 1, fresh vote sets, propose my initial vote and
@@ -196,6 +229,14 @@ impl Election {
     /// queue (D.3-D.6).
     pub fn on_notification(&mut self, now_ms: u64, from: i64, n: &Notification) {
         self.receive(from, n);
+        if std::mem::take(&mut self.restart_under) {
+            // Java shuts this election down and its QuorumPeer starts a new one (logical
+            // clock from 0) under the new config; the message itself is not processed.
+            self.lc = 0;
+            self.queue.clear();
+            self.start(now_ms);
+            return;
+        }
         if self.running {
             self.drain(now_ms);
             self.announce_timer();
@@ -306,6 +347,9 @@ impl Election {
             } => {
                 if has_config {
                     self.look_at_config(from, n);
+                    if self.restart_under {
+                        return;
+                    }
                 }
                 (peer_epoch, version)
             }
@@ -367,17 +411,57 @@ impl Election {
         // Row 7: both not LOOKING: ignored.
     }
 
-    fn look_at_config(&self, from: i64, n: &Notification) {
+    fn look_at_config(&mut self, from: i64, n: &Notification) {
         let text = n.config_text().unwrap_or_default();
         match QuorumConfig::parse(&text) {
             Err(e) => {
                 warn!("Something went wrong while processing config received from {from}: {e}")
             }
+            Ok(rqv)
+                if rqv.version() > self.cfg.quorum.version()
+                    && self.cfg.reconfig_enabled
+                    && self.state == ServerState::Looking =>
+            {
+                info!(
+                    "{} Received version: {:x} my version: {:x}",
+                    self.cfg.my_id,
+                    rqv.version(),
+                    self.cfg.quorum.version()
+                );
+                let a = crate::reconfig::process_reconfig(
+                    true,
+                    self.cfg.quorum.config(),
+                    &rqv,
+                    self.cfg.my_id,
+                    self.cfg.role,
+                    self.current_vote.leader,
+                    None,
+                );
+                let quorum = match QuorumVerifier::from_config(&rqv) {
+                    Ok(q) => q,
+                    Err(e) => {
+                        warn!("Config 0x{:x} from {from} is not usable: {e}", rqv.version());
+                        return;
+                    }
+                };
+                self.reconfigure(quorum, a.role);
+                if a.members_changed {
+                    info!("restarting leader election");
+                    self.restart_under = true;
+                }
+                self.outputs.push_back(Output::NewConfig {
+                    config: rqv,
+                    activation: a,
+                });
+            }
+            Ok(rqv) if rqv.version() > self.cfg.quorum.version() && self.cfg.reconfig_enabled => {
+                debug!("Skip processReconfig(), state: {}", self.state.name());
+            }
             Ok(rqv) if rqv.version() > self.cfg.quorum.version() => {
                 // Java restarts the election here when the membership differs (reference A.2);
                 // reconfiguration is out of scope, so the newer config is only reported.
                 warn!(
-                    "{from} Received version: {:x} my version: {:x}; newer config not acted on (reconfig unsupported)",
+                    "{from} Received version: {:x} my version: {:x}; newer config not acted on (reconfigEnabled is false)",
                     rqv.version(),
                     self.cfg.quorum.version()
                 );

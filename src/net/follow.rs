@@ -26,6 +26,24 @@ pub struct FollowConfig {
     /// `updateElectionVote`, ZOOKEEPER-1732): servers that join later count a FOLLOWING vote
     /// only when its peer epoch is the leader's (`Vote.equals` outside LOOKING).
     pub established_epoch: Arc<AtomicI64>,
+    /// With reconfig enabled: the zoo.cfg whose dynamic config files activation writes, and
+    /// where to tell the node about each config activated.
+    pub reconfig: Option<ReconfigIo>,
+}
+
+/// Where a follow session writes configs and reports activations.
+#[derive(Debug, Clone)]
+pub struct ReconfigIo {
+    pub cfg_path: std::path::PathBuf,
+    pub activated: tokio::sync::mpsc::UnboundedSender<Activated>,
+}
+
+/// A config the follow session activated (its files are written).
+#[derive(Debug, Clone)]
+pub struct Activated {
+    pub config: crate::wire::QuorumConfig,
+    pub activation: crate::reconfig::Activation,
+    pub designated_leader: Option<i64>,
 }
 
 /// How many of the latest latencies [`AckStats`] keeps for its percentiles.
@@ -116,6 +134,7 @@ fn persist(
     staging: &mut Staging,
     actions: Vec<Persist>,
     snapshot_max_zxid: i64,
+    files: Option<(&std::path::Path, i64)>,
 ) -> std::io::Result<bool> {
     let mut appended = false;
     for a in actions {
@@ -145,6 +164,28 @@ fn persist(
                 let n = staging.append_to(storage, &skip)?;
                 info!("logged {n} proposals of the DIFF");
             }
+            Persist::NextConfig(c) => {
+                if let Some((path, _)) = files {
+                    crate::zoocfg::write_next_config(path, &c)?;
+                    info!(
+                        "last seen config: version 0x{:x}, written to {}",
+                        c.version(),
+                        crate::zoocfg::next_config_path(path).display()
+                    );
+                }
+            }
+            Persist::ActivateConfig(c) => {
+                if let Some((path, my_id)) = files {
+                    // As Java's processReconfig: the log holds the reconfig txn already.
+                    storage.sync()?;
+                    let written = crate::zoocfg::activate_config(path, &c, my_id)?;
+                    info!(
+                        "activated config version 0x{:x}: {}",
+                        c.version(),
+                        written.display()
+                    );
+                }
+            }
         }
     }
     if appended {
@@ -161,12 +202,13 @@ async fn flush(
     staging: &mut Staging,
     stream: &mut TcpStream,
     snapshot_max_zxid: i64,
+    files: Option<(&std::path::Path, i64)>,
 ) -> Result<usize, String> {
     if !learner.has_ready() {
         return Ok(0);
     }
     let ready = learner.ready();
-    persist(storage, staging, ready.persist, snapshot_max_zxid)
+    persist(storage, staging, ready.persist, snapshot_max_zxid, files)
         .map_err(|e| format!("storage: {e}"))?;
     let mut out = Vec::new();
     let mut acks = 0;
@@ -244,8 +286,12 @@ async fn follow_session(
     let mut synced = false;
     let mut snap_max = 0i64;
     let end = |reason: String, synced| FollowEnd { reason, synced };
+    let files = cfg
+        .reconfig
+        .as_ref()
+        .map(|r| (r.cfg_path.as_path(), lc.my_sid));
     loop {
-        match flush(&mut learner, storage, &mut staging, &mut stream, snap_max).await {
+        match flush(&mut learner, storage, &mut staging, &mut stream, snap_max, files).await {
             Ok(_) => learner.resume(now()),
             Err(e) => {
                 storage.abort_snapshot();
@@ -269,6 +315,30 @@ async fn follow_session(
                         cfg.leader_sid,
                         learner.last_zxid()
                     );
+                }
+                Event::Activated {
+                    config,
+                    activation,
+                    designated_leader,
+                } => {
+                    info!(
+                        "reconfig: config 0x{:x} in force, I am {}{}{}",
+                        config.version(),
+                        crate::reconfig::Membership::of(&config, lc.my_sid).name(),
+                        if activation.role_changed { " (role changed)" } else { "" },
+                        if activation.leader_changed {
+                            format!(" (leader now {designated_leader:?})")
+                        } else {
+                            String::new()
+                        }
+                    );
+                    if let Some(r) = &cfg.reconfig {
+                        let _ = r.activated.send(Activated {
+                            config,
+                            activation,
+                            designated_leader,
+                        });
+                    }
                 }
                 Event::Closed(why) => {
                     storage.abort_snapshot();
@@ -314,7 +384,8 @@ async fn follow_session(
                     if packet.ptype == ptype::PROPOSAL {
                         proposals += 1;
                     }
-                    let commit = (packet.ptype == ptype::COMMIT).then_some(packet.zxid);
+                    let commit = matches!(packet.ptype, ptype::COMMIT | ptype::COMMITANDACTIVATE)
+                        .then_some(packet.zxid);
                     learner.on_packet(t, packet);
                     if let Some(z) = commit {
                         // The data tree applies logged txns up to z (or when they are logged).
@@ -347,7 +418,7 @@ async fn follow_session(
             }
         }
         // Persist, then send; measure proposal-received to ACK-sent for this batch.
-        match flush(&mut learner, storage, &mut staging, &mut stream, snap_max).await {
+        match flush(&mut learner, storage, &mut staging, &mut stream, snap_max, files).await {
             Ok(acks) if proposals > 0 && synced => {
                 let us = t_read.elapsed().as_micros().min(u32::MAX as u128) as u32;
                 stats.record(us, acks);

@@ -2,9 +2,30 @@
 
 use std::collections::VecDeque;
 
+use std::collections::BTreeMap;
+
+use crate::reconfig::{Activation, process_reconfig};
+use crate::wire::QuorumConfig;
+use crate::wire::Role;
 use crate::wire::quorum::{
     LearnerInfo, PROTOCOL_VERSION, QuorumPacket, TxnHeader, is_handover_txn, ptype,
 };
+use crate::wire::txn::{TxnRecord, decode_txn, opcode};
+
+/// What a learner with `reconfigEnabled=true` needs to take part in reconfiguration.
+#[derive(Debug, Clone)]
+pub struct ReconfigState {
+    /// The config in force (its version is FOLLOWERINFO's).
+    pub config: QuorumConfig,
+    /// My learner type: participant (voting or not) or observer.
+    pub role: Role,
+    /// The leader I follow (my current vote), for COMMITANDACTIVATE's designated leader.
+    pub leader_sid: i64,
+}
+
+/// At most this many reconfig proposals wait for their COMMITANDACTIVATE (Java's leader has
+/// at most one reconfig in flight).
+pub const MAX_PENDING_RECONFIGS: usize = 64;
 
 /// What the learner needs to know about itself and the ensemble's timing.
 #[derive(Debug, Clone)]
@@ -24,6 +45,10 @@ pub struct LearnerConfig {
     /// (its peer epoch). A LEADERINFO more than [`MAX_EPOCH_JUMP`] above both this and our
     /// own acceptedEpoch is refused rather than persisted.
     pub known_epoch: i64,
+    /// `reconfigEnabled=true`: follow reconfiguration (docs/reconfig.md). `None`: reconfig
+    /// txns are logged as any txn and COMMITANDACTIVATE commits them, nothing more (Java's
+    /// `processReconfig` with reconfig disabled).
+    pub reconfig: Option<ReconfigState>,
 }
 
 /// How far a LEADERINFO's epoch may lie above every epoch we know of. A leader's new epoch
@@ -62,6 +87,11 @@ pub enum Persist {
     InstallSnapshot(i64),
     /// Append this txn (a PROPOSAL's data) to the log.
     Append { zxid: i64, txn: Vec<u8> },
+    /// A config was proposed (a reconfig txn, or NEWLEADER's): keep it as the last seen
+    /// config (`zoo.cfg.dynamic.next`).
+    NextConfig(QuorumConfig),
+    /// Activate this config (`zoo.cfg.dynamic.<version>`, zoo.cfg pointing at it).
+    ActivateConfig(QuorumConfig),
 }
 
 /// Work for the driver: persist (durably), then send.
@@ -102,6 +132,14 @@ pub enum Event {
     SyncStarted { kind: SyncKind, zxid: i64 },
     /// UPTODATE arrived and was acknowledged: we are a synced follower of `epoch`.
     UpToDate { epoch: i64 },
+    /// A new config is in force (after its [`Persist::ActivateConfig`]): the election runs
+    /// under it from now on. When `activation.major()` the session ends next.
+    Activated {
+        config: QuorumConfig,
+        activation: Activation,
+        /// COMMITANDACTIVATE's designated leader (None at UPTODATE).
+        designated_leader: Option<i64>,
+    },
     /// The session is over; the reason, for the log. Go back to LOOKING.
     Closed(String),
 }
@@ -149,6 +187,12 @@ pub struct Learner {
     last_heard: u64,
     ready: Ready,
     events: VecDeque<Event>,
+    /// Reconfig proposals waiting for COMMITANDACTIVATE, by zxid.
+    pending_reconfigs: BTreeMap<i64, QuorumConfig>,
+    /// NEWLEADER's config, activated at UPTODATE.
+    newleader_config: Option<QuorumConfig>,
+    /// The last config seen proposed (its version), so that each is written once.
+    last_seen_version: u64,
 }
 
 impl Learner {
@@ -163,8 +207,15 @@ impl Learner {
         let info = LearnerInfo {
             sid: cfg.my_sid,
             protocol_version: PROTOCOL_VERSION,
-            config_version: cfg.config_version,
+            config_version: cfg
+                .reconfig
+                .as_ref()
+                .map_or(cfg.config_version, |r| r.config.version() as i64),
         };
+        let last_seen_version = cfg
+            .reconfig
+            .as_ref()
+            .map_or(0, |r| r.config.version());
         let mut l = Learner {
             cfg,
             accepted_epoch,
@@ -185,6 +236,9 @@ impl Learner {
             last_heard: now,
             ready: Ready::default(),
             events: VecDeque::new(),
+            pending_reconfigs: BTreeMap::new(),
+            newleader_config: None,
+            last_seen_version,
         };
         l.ready
             .send
@@ -461,6 +515,9 @@ impl Learner {
                         self.last_staged_other = Some(p.zxid);
                     }
                     self.uncommitted.insert(p.zxid);
+                    if !self.note_reconfig(p.zxid, &txn) {
+                        return;
+                    }
                     self.ready
                         .persist
                         .push(Persist::Stage { zxid: p.zxid, txn });
@@ -470,6 +527,11 @@ impl Learner {
                     self.last_committed = self.last_committed.max(p.zxid);
                 }
                 ptype::PING => {} // Java's sync loop ignores pings
+                ptype::COMMITANDACTIVATE => {
+                    self.uncommitted.remove(&p.zxid);
+                    self.last_committed = self.last_committed.max(p.zxid);
+                    self.commit_and_activate(&p);
+                }
                 ptype::NEWLEADER => {
                     let e = p.zxid >> 32;
                     if e != self.new_epoch {
@@ -501,6 +563,21 @@ impl Learner {
                     if let Some(last) = kept {
                         self.last_zxid = self.last_zxid.max(last);
                     }
+                    if self.cfg.reconfig.is_some()
+                        && let Some(text) = p.data.as_deref().filter(|d| d.len() > 1)
+                    {
+                        // Java logs a config it cannot parse and goes on without it.
+                        match std::str::from_utf8(text)
+                            .ok()
+                            .and_then(|t| QuorumConfig::parse(t).ok())
+                        {
+                            Some(c) => {
+                                self.see_config(&c);
+                                self.newleader_config = Some(c);
+                            }
+                            None => tracing::warn!("NEWLEADER carries no readable config"),
+                        }
+                    }
                     self.ready.persist.push(Persist::CurrentEpoch(e));
                     self.current_epoch = e;
                     self.ready.send.push(QuorumPacket::ack(p.zxid));
@@ -515,6 +592,10 @@ impl Learner {
                     }
                 }
                 ptype::COMMIT => self.last_committed = self.last_committed.max(p.zxid),
+                ptype::COMMITANDACTIVATE => {
+                    self.last_committed = self.last_committed.max(p.zxid);
+                    self.commit_and_activate(&p);
+                }
                 ptype::PING => {}
                 ptype::UPTODATE => {
                     self.ready
@@ -532,6 +613,9 @@ impl Learner {
                     self.events.push_back(Event::UpToDate {
                         epoch: self.new_epoch,
                     });
+                    if let Some(c) = self.newleader_config.take() {
+                        self.activate(c, None);
+                    }
                 }
                 _ => self.unexpected(&p),
             },
@@ -546,13 +630,123 @@ impl Learner {
                 ptype::SYNC | ptype::UPTODATE | ptype::INFORM | ptype::INFORMANDACTIVATE => {
                     tracing::debug!("ignoring {} from the leader", p.type_name());
                 }
-                ptype::COMMITANDACTIVATE => self.close(format!(
-                    "COMMITANDACTIVATE 0x{:x}: reconfiguration is not supported",
-                    p.zxid
-                )),
+                ptype::COMMITANDACTIVATE => {
+                    self.last_committed = self.last_committed.max(p.zxid);
+                    self.commit_and_activate(&p);
+                }
                 _ => self.unexpected(&p),
             },
             Phase::Closed => {}
+        }
+    }
+
+    /// A reconfig txn among the proposals: its config becomes the last seen one (Java's
+    /// `setLastSeenQuorumVerifier`) and waits for its COMMITANDACTIVATE. False when the
+    /// session ended over it.
+    fn note_reconfig(&mut self, zxid: i64, txn: &[u8]) -> bool {
+        if self.cfg.reconfig.is_none() {
+            return true;
+        }
+        let Ok(t) = decode_txn(txn) else {
+            return true; // a txn whose body zkfle cannot read is logged as it is
+        };
+        if t.header.op != opcode::RECONFIG {
+            return true;
+        }
+        let config = match &t.record {
+            Some(TxnRecord::SetData { data: Some(d), .. }) => std::str::from_utf8(d)
+                .ok()
+                .and_then(|text| QuorumConfig::parse(text).ok()),
+            _ => None,
+        };
+        let Some(config) = config else {
+            self.close(format!(
+                "reconfig PROPOSAL 0x{zxid:x} carries no readable config"
+            ));
+            return false;
+        };
+        if self.pending_reconfigs.len() >= MAX_PENDING_RECONFIGS {
+            self.close(format!(
+                "more than {MAX_PENDING_RECONFIGS} reconfig proposals without COMMITANDACTIVATE"
+            ));
+            return false;
+        }
+        tracing::info!(
+            "reconfig proposed at 0x{zxid:x}: version 0x{:x}",
+            config.version()
+        );
+        self.see_config(&config);
+        self.pending_reconfigs.insert(zxid, config);
+        true
+    }
+
+    fn see_config(&mut self, config: &QuorumConfig) {
+        if config.version() > self.last_seen_version {
+            self.last_seen_version = config.version();
+            self.ready.persist.push(Persist::NextConfig(config.clone()));
+        }
+    }
+
+    /// COMMITANDACTIVATE: the commit of a reconfig txn, with the designated leader.
+    fn commit_and_activate(&mut self, p: &QuorumPacket) {
+        if self.cfg.reconfig.is_none() {
+            return; // a plain commit (Java's processReconfig returns at once)
+        }
+        let designated = match p.data.as_deref() {
+            Some(d) if d.len() >= 8 => i64::from_be_bytes(d[..8].try_into().expect("8 bytes")),
+            _ => {
+                return self.close(format!(
+                    "COMMITANDACTIVATE 0x{:x} without a designated leader",
+                    p.zxid
+                ));
+            }
+        };
+        // Older reconfig proposals were superseded (Java's pending queue head is this one).
+        let Some(config) = self.pending_reconfigs.remove(&p.zxid) else {
+            return self.close(format!(
+                "COMMITANDACTIVATE 0x{:x} for no reconfig proposal",
+                p.zxid
+            ));
+        };
+        self.pending_reconfigs.retain(|z, _| *z > p.zxid);
+        self.activate(config, Some(designated));
+    }
+
+    fn activate(&mut self, config: QuorumConfig, designated: Option<i64>) {
+        let Some(r) = self.cfg.reconfig.as_mut() else {
+            return;
+        };
+        let a = process_reconfig(
+            true,
+            &r.config,
+            &config,
+            self.cfg.my_sid,
+            r.role,
+            r.leader_sid,
+            designated,
+        );
+        if !a.activate {
+            return;
+        }
+        r.config = config.clone();
+        r.role = a.role;
+        if let Some(d) = designated {
+            r.leader_sid = d;
+        }
+        self.ready
+            .persist
+            .push(Persist::ActivateConfig(config.clone()));
+        let major = a.major();
+        self.events.push_back(Event::Activated {
+            config: config.clone(),
+            activation: a,
+            designated_leader: designated,
+        });
+        if major {
+            self.close(format!(
+                "changes proposed in reconfig (config 0x{:x})",
+                config.version()
+            ));
         }
     }
 
@@ -568,6 +762,9 @@ impl Learner {
                 "PROPOSAL 0x{zxid:x} is not in epoch {}",
                 self.new_epoch
             ));
+        }
+        if !self.note_reconfig(zxid, &txn) {
+            return;
         }
         self.ready.persist.push(Persist::Append { zxid, txn });
         self.last_zxid = zxid;
@@ -593,6 +790,7 @@ mod tests {
             max_diff_bytes: DEFAULT_MAX_SYNC_BYTES,
             max_snapshot_bytes: DEFAULT_MAX_SYNC_BYTES,
             known_epoch: 0,
+            reconfig: None,
         }
     }
 
@@ -744,6 +942,7 @@ mod hostile_leader_tests {
             max_diff_bytes: 1000,
             max_snapshot_bytes: 5000,
             known_epoch: 3,
+            reconfig: None,
         }
     }
 
