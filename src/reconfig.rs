@@ -161,7 +161,12 @@ pub fn dynamic_config_text(config: &QuorumConfig, keep_version: bool) -> String 
         .filter(|l| keep_version || !matches!(l, ConfigLine::Version(_)))
         .map(ToString::to_string)
         .collect();
-    if keep_version && !config.lines.iter().any(|l| matches!(l, ConfigLine::Version(_))) {
+    if keep_version
+        && !config
+            .lines
+            .iter()
+            .any(|l| matches!(l, ConfigLine::Version(_)))
+    {
         lines.push(ConfigLine::Version(config.version()).to_string());
     }
     lines.sort();
@@ -209,14 +214,18 @@ mod tests {
     #[test]
     fn the_leader_removed_without_designation_is_a_leader_change() {
         let old = cfg(OLD);
-        let new = cfg("server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nserver.3=127.0.0.3:2888:3888:participant;127.0.0.3:2181\nversion=100000005");
+        let new = cfg(
+            "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nserver.3=127.0.0.3:2888:3888:participant;127.0.0.3:2181\nversion=100000005",
+        );
         let a = process_reconfig(true, &old, &new, 1, Role::Participant, 2, None);
         assert!(a.leader_changed);
         let a = process_reconfig(true, &old, &new, 1, Role::Participant, 3, None);
         assert!(!a.leader_changed && a.members_changed);
         assert_eq!(Membership::of(&new, 2), Membership::NotListed);
         // Same members, other version and order: not a membership change.
-        let reordered = cfg("server.3=127.0.0.3:2888:3888:participant;127.0.0.3:2181\nserver.1=127.0.0.1:2888:3888;127.0.0.1:2181\nversion=100000009");
+        let reordered = cfg(
+            "server.3=127.0.0.3:2888:3888:participant;127.0.0.3:2181\nserver.1=127.0.0.1:2888:3888;127.0.0.1:2181\nversion=100000009",
+        );
         assert!(same_members(&new, &reordered));
         let a = process_reconfig(true, &new, &reordered, 1, Role::Participant, 3, None);
         assert!(a.activate && !a.members_changed && !a.major());
@@ -224,10 +233,13 @@ mod tests {
 
     #[test]
     fn dynamic_files_as_java_writes_them() {
-        let c = cfg("server.2=b:1:2:participant;2181\nserver.10=c:1:2:observer\nserver.1=a:1:2:participant\nversion=100000004");
+        let c = cfg(
+            "server.2=b:1:2:participant;2181\nserver.10=c:1:2:observer\nserver.1=a:1:2:participant\nversion=100000004",
+        );
         assert_eq!(
             dynamic_config_text(&c, false),
-            "server.1=a:1:2:participant\nserver.10=c:1:2:observer\nserver.2=b:1:2:participant;2181"
+            // Sorted as whole lines, as Java's Collections.sort: '0' < '='.
+            "server.10=c:1:2:observer\nserver.1=a:1:2:participant\nserver.2=b:1:2:participant;2181"
         );
         assert!(dynamic_config_text(&c, true).ends_with("\nversion=100000004"));
         assert_eq!(

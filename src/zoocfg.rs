@@ -89,9 +89,7 @@ pub fn activate_config(
         &dynamic,
         crate::reconfig::dynamic_config_text(config, false).as_bytes(),
     )?;
-    let erase_client = config
-        .server(my_id)
-        .is_some_and(|s| s.client.is_some());
+    let erase_client = config.server(my_id).is_some_and(|s| s.client.is_some());
     let old = std::fs::read_to_string(cfg_path)?;
     let mut out = String::new();
     for raw in old.lines() {

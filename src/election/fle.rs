@@ -440,7 +440,10 @@ impl Election {
                 let quorum = match QuorumVerifier::from_config(&rqv) {
                     Ok(q) => q,
                     Err(e) => {
-                        warn!("Config 0x{:x} from {from} is not usable: {e}", rqv.version());
+                        warn!(
+                            "Config 0x{:x} from {from} is not usable: {e}",
+                            rqv.version()
+                        );
                         return;
                     }
                 };

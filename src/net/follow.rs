@@ -291,7 +291,16 @@ async fn follow_session(
         .as_ref()
         .map(|r| (r.cfg_path.as_path(), lc.my_sid));
     loop {
-        match flush(&mut learner, storage, &mut staging, &mut stream, snap_max, files).await {
+        match flush(
+            &mut learner,
+            storage,
+            &mut staging,
+            &mut stream,
+            snap_max,
+            files,
+        )
+        .await
+        {
             Ok(_) => learner.resume(now()),
             Err(e) => {
                 storage.abort_snapshot();
@@ -325,7 +334,11 @@ async fn follow_session(
                         "reconfig: config 0x{:x} in force, I am {}{}{}",
                         config.version(),
                         crate::reconfig::Membership::of(&config, lc.my_sid).name(),
-                        if activation.role_changed { " (role changed)" } else { "" },
+                        if activation.role_changed {
+                            " (role changed)"
+                        } else {
+                            ""
+                        },
                         if activation.leader_changed {
                             format!(" (leader now {designated_leader:?})")
                         } else {
@@ -418,7 +431,16 @@ async fn follow_session(
             }
         }
         // Persist, then send; measure proposal-received to ACK-sent for this batch.
-        match flush(&mut learner, storage, &mut staging, &mut stream, snap_max, files).await {
+        match flush(
+            &mut learner,
+            storage,
+            &mut staging,
+            &mut stream,
+            snap_max,
+            files,
+        )
+        .await
+        {
             Ok(acks) if proposals > 0 && synced => {
                 let us = t_read.elapsed().as_micros().min(u32::MAX as u128) as u32;
                 stats.record(us, acks);

@@ -12,7 +12,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use super::follow::{Activated, AckStats, FollowConfig, FollowEnd, ReconfigIo, follow};
+use super::follow::{AckStats, Activated, FollowConfig, FollowEnd, ReconfigIo, follow};
 use super::lead::{LeadConfig, LeadEnd, lead};
 use super::manager::{Manager, NetConfig, Received};
 use crate::election::{Election, ElectionConfig, Output};
@@ -346,8 +346,7 @@ impl Node {
                                     // The leader's vote: the epoch the ensemble has reached,
                                     // which bounds the epoch its LEADERINFO may announce.
                                     learner.known_epoch = vote.peer_epoch;
-                                    learner.config_version =
-                                        self.el.quorum().version() as i64;
+                                    learner.config_version = self.el.quorum().version() as i64;
                                     let reconfig =
                                         self.cfg.reconfig_cfg_path.clone().map(|cfg_path| {
                                             learner.reconfig = Some(ReconfigState {

@@ -212,10 +212,7 @@ impl Learner {
                 .as_ref()
                 .map_or(cfg.config_version, |r| r.config.version() as i64),
         };
-        let last_seen_version = cfg
-            .reconfig
-            .as_ref()
-            .map_or(0, |r| r.config.version());
+        let last_seen_version = cfg.reconfig.as_ref().map_or(0, |r| r.config.version());
         let mut l = Learner {
             cfg,
             accepted_epoch,
@@ -1045,5 +1042,200 @@ mod hostile_leader_tests {
         assert_eq!(l.phase(), Phase::Snapshot);
         l.on_snapshot_bytes(2, 1);
         closed_with(&mut l, "--max-snapshot-bytes");
+    }
+}
+
+#[cfg(test)]
+mod reconfig_tests {
+    use super::*;
+    use crate::wire::txn::encode_record;
+
+    const OLD: &str = "server.1=127.0.0.1:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:participant\nserver.3=127.0.0.3:2888:3888:participant\nversion=100000000";
+    const NEW: &str = "server.1=127.0.0.1:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:participant\nserver.3=127.0.0.3:2888:3888:participant\nserver.4=127.0.0.4:2888:3888:participant;2181\nversion=100000002";
+
+    fn cfg(role: Role) -> LearnerConfig {
+        LearnerConfig {
+            my_sid: 4,
+            config_version: 0,
+            tick_ms: 200,
+            init_limit: 10,
+            sync_limit: 5,
+            max_diff_bytes: DEFAULT_MAX_SYNC_BYTES,
+            max_snapshot_bytes: DEFAULT_MAX_SYNC_BYTES,
+            known_epoch: 1,
+            reconfig: Some(ReconfigState {
+                config: QuorumConfig::parse(OLD).unwrap(),
+                role,
+                leader_sid: 3,
+            }),
+        }
+    }
+
+    fn reconfig_proposal(zxid: i64, text: &str) -> QuorumPacket {
+        let h = TxnHeader {
+            client_id: 7,
+            cxid: 1,
+            zxid,
+            time: 0,
+            op: opcode::RECONFIG,
+        };
+        let mut t = h.encode().to_vec();
+        t.extend(
+            encode_record(&TxnRecord::SetData {
+                path: "/zookeeper/config".into(),
+                data: Some(text.as_bytes().to_vec()),
+                version: -1,
+            })
+            .unwrap(),
+        );
+        QuorumPacket::new(ptype::PROPOSAL, zxid, Some(t))
+    }
+
+    fn commit_and_activate(zxid: i64, leader: i64) -> QuorumPacket {
+        QuorumPacket::new(
+            ptype::COMMITANDACTIVATE,
+            zxid,
+            Some(leader.to_be_bytes().to_vec()),
+        )
+    }
+
+    fn broadcasting(role: Role) -> Learner {
+        let mut l = Learner::new(cfg(role), 1, 1, 0x1_0000_0000, 0);
+        // FOLLOWERINFO carries the config version in force.
+        let fi = &l.ready().send[0];
+        let data = fi.data.as_deref().unwrap();
+        assert_eq!(&data[data.len() - 8..], &0x1_0000_0000i64.to_be_bytes());
+        l.on_packet(
+            1,
+            QuorumPacket::new(
+                ptype::LEADERINFO,
+                1 << 32,
+                Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
+            ),
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::DIFF, 0x1_0000_0000, None));
+        l.on_packet(
+            1,
+            QuorumPacket::new(ptype::NEWLEADER, 1 << 32, Some(OLD.as_bytes().to_vec())),
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::UPTODATE, -1, None));
+        l.ready();
+        while l.poll_event().is_some() {}
+        assert_eq!(l.phase(), Phase::Broadcast);
+        l
+    }
+
+    #[test]
+    fn a_reconfig_adding_me_is_seen_then_activated_without_leaving() {
+        let mut l = broadcasting(Role::Participant);
+        l.on_packet(2, reconfig_proposal(0x1_0000_0001, NEW));
+        let r = l.ready();
+        assert!(matches!(&r.persist[0], Persist::NextConfig(c) if c.version() == 0x1_0000_0002));
+        assert!(matches!(
+            r.persist[1],
+            Persist::Append {
+                zxid: 0x1_0000_0001,
+                ..
+            }
+        ));
+        assert_eq!(r.send, vec![QuorumPacket::ack(0x1_0000_0001)]);
+        l.on_packet(3, commit_and_activate(0x1_0000_0001, 3));
+        let r = l.ready();
+        assert!(
+            matches!(&r.persist[..], [Persist::ActivateConfig(c)] if c.version() == 0x1_0000_0002)
+        );
+        match l.poll_event() {
+            Some(Event::Activated {
+                activation,
+                designated_leader: Some(3),
+                ..
+            }) => {
+                assert!(activation.members_changed && !activation.major())
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(l.phase(), Phase::Broadcast);
+    }
+
+    #[test]
+    fn a_new_designated_leader_or_role_ends_the_session_after_activating() {
+        let mut l = broadcasting(Role::Participant);
+        l.on_packet(2, reconfig_proposal(0x1_0000_0001, NEW));
+        l.ready();
+        l.on_packet(3, commit_and_activate(0x1_0000_0001, 1));
+        let r = l.ready();
+        assert!(matches!(&r.persist[..], [Persist::ActivateConfig(_)]));
+        assert!(matches!(l.poll_event(), Some(Event::Activated { .. })));
+        assert!(
+            matches!(l.poll_event(), Some(Event::Closed(w)) if w.contains("changes proposed in reconfig"))
+        );
+        let mut l = broadcasting(Role::Observer);
+        l.on_packet(2, reconfig_proposal(0x1_0000_0001, NEW));
+        l.on_packet(3, commit_and_activate(0x1_0000_0001, 3));
+        assert_eq!(l.phase(), Phase::Closed);
+    }
+
+    #[test]
+    fn commitandactivate_without_its_proposal_ends_the_session() {
+        let mut l = broadcasting(Role::Participant);
+        l.on_packet(3, commit_and_activate(0x1_0000_0001, 3));
+        assert_eq!(l.phase(), Phase::Closed);
+        // Reconfig disabled: a plain commit.
+        let mut c = cfg(Role::Participant);
+        c.reconfig = None;
+        let mut l = Learner::new(c, 1, 1, 0x1_0000_0000, 0);
+        l.on_packet(
+            1,
+            QuorumPacket::new(
+                ptype::LEADERINFO,
+                1 << 32,
+                Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
+            ),
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::DIFF, 0x1_0000_0000, None));
+        l.on_packet(
+            1,
+            QuorumPacket::new(ptype::NEWLEADER, 1 << 32, Some(NEW.as_bytes().to_vec())),
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::UPTODATE, -1, None));
+        l.on_packet(2, reconfig_proposal(0x1_0000_0001, NEW));
+        l.on_packet(3, commit_and_activate(0x1_0000_0001, 3));
+        assert_eq!(l.phase(), Phase::Broadcast);
+        assert!(
+            !l.ready()
+                .persist
+                .iter()
+                .any(|p| matches!(p, Persist::NextConfig(_) | Persist::ActivateConfig(_)))
+        );
+    }
+
+    #[test]
+    fn newleaders_config_is_activated_at_uptodate() {
+        let mut l = Learner::new(cfg(Role::Participant), 1, 1, 0x1_0000_0000, 0);
+        l.on_packet(
+            1,
+            QuorumPacket::new(
+                ptype::LEADERINFO,
+                2 << 32,
+                Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
+            ),
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::DIFF, 0x1_0000_0000, None));
+        l.on_packet(
+            1,
+            QuorumPacket::new(ptype::NEWLEADER, 2 << 32, Some(NEW.as_bytes().to_vec())),
+        );
+        assert!(
+            l.ready()
+                .persist
+                .iter()
+                .any(|p| matches!(p, Persist::NextConfig(_)))
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::UPTODATE, -1, None));
+        assert!(matches!(
+            l.ready().persist[..],
+            [Persist::ActivateConfig(_)]
+        ));
+        assert_eq!(l.phase(), Phase::Broadcast);
     }
 }
