@@ -359,4 +359,76 @@ mod tests {
         assert!(e.ends_with(":1: bad id in \"server.x\""), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn dynamic_files_are_read_and_written_as_java_does() {
+        let dir = std::env::temp_dir().join(format!("zkfle-zoocfg-dyn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("zoo.cfg");
+        std::fs::write(
+            &p,
+            "tickTime=200\nreconfigEnabled=true\nclientPort=2181\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n",
+        )
+        .unwrap();
+        let cfg = ZooCfg::read(&p).unwrap();
+        assert!(cfg.reconfig_enabled() && cfg.standalone_enabled());
+        assert_eq!(cfg.quorum.version(), 0);
+        // Activation: the dynamic file without version, zoo.cfg without members and (my line
+        // has a client address) without clientPort, pointing at the file.
+        let new = QuorumConfig::parse("server.1=127.0.0.1:2888:3888:participant;2181\nserver.2=127.0.0.2:2888:3888:participant\nversion=100000003").unwrap();
+        write_next_config(&p, &new).unwrap();
+        assert!(next_config_path(&p).exists());
+        assert_eq!(
+            ZooCfg::read(&p).unwrap().next,
+            None,
+            "read only beside a dynamic file"
+        );
+        let written = activate_config(&p, &new, 1).unwrap();
+        assert_eq!(written, dir.join("zoo.cfg.dynamic.100000003"));
+        assert!(
+            !next_config_path(&p).exists(),
+            "the activated version's .next is removed"
+        );
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(
+            !text.contains("server.") && !text.contains("clientPort"),
+            "{text}"
+        );
+        assert!(text.ends_with(&format!(
+            "dynamicConfigFile={}\n",
+            std::fs::canonicalize(&written).unwrap().display()
+        )));
+        assert_eq!(
+            std::fs::read_to_string(&written).unwrap(),
+            "server.1=127.0.0.1:2888:3888:participant;2181\nserver.2=127.0.0.2:2888:3888:participant"
+        );
+        // A restart reads the activated config, its version from the file name.
+        let cfg = ZooCfg::read(&p).unwrap();
+        assert_eq!(cfg.quorum.version(), 0x1_0000_0003);
+        assert_eq!(cfg.servers().count(), 2);
+        assert!(cfg.quorum_text().ends_with("version=100000003"));
+        // A proposed, not activated config is read back as the last seen one.
+        let newer =
+            QuorumConfig::parse("server.1=127.0.0.1:2888:3888:participant\nversion=100000005")
+                .unwrap();
+        write_next_config(&p, &newer).unwrap();
+        assert_eq!(ZooCfg::read(&p).unwrap().next, Some(newer));
+        // As Java refuses: members beside dynamicConfigFile, a version in the dynamic file.
+        std::fs::write(&p, format!("{text}server.3=127.0.0.3:2888:3888\n")).unwrap();
+        let e = ZooCfg::read(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("must be in a separate dynamic config file"),
+            "{e}"
+        );
+        std::fs::write(&p, &text).unwrap();
+        std::fs::write(&written, "server.1=127.0.0.1:2888:3888\nversion=1\n").unwrap();
+        let e = ZooCfg::read(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("dynamic file shouldn't have version inside"),
+            "{e}"
+        );
+        std::fs::write(&p, "reconfigEnabled=yes\nserver.1=127.0.0.1:2888:3888\n").unwrap();
+        assert!(ZooCfg::read(&p).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

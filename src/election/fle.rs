@@ -731,3 +731,75 @@ impl Election {
         }
     }
 }
+
+#[cfg(test)]
+mod reconfig_tests {
+    use super::*;
+    use crate::election::quorum::synthetic_text;
+
+    fn newer(voters: &[i64], version: &str) -> QuorumConfig {
+        let text = synthetic_text(voters, &[], "").replace("version=0", version);
+        QuorumConfig::parse(&text).unwrap()
+    }
+
+    fn election(reconfig_enabled: bool) -> Election {
+        let mut cfg = ElectionConfig::new(4, QuorumVerifier::majority(&[1, 2, 3, 4], &[]));
+        cfg.reconfig_enabled = reconfig_enabled;
+        let mut e = Election::new(cfg);
+        e.start(0);
+        while e.poll_output().is_some() {}
+        e
+    }
+
+    fn from_peer(config: &QuorumConfig) -> Notification {
+        Notification::current(
+            ServerState::Following,
+            3,
+            0x1_0000_0002,
+            1,
+            1,
+            config.to_string().into_bytes(),
+        )
+    }
+
+    /// Java's FastLeaderElection takes a newer config from a notification while LOOKING and
+    /// restarts under it; a server the config does not list votes for nobody.
+    #[test]
+    fn a_newer_config_restarts_the_election_under_it() {
+        let mut e = election(true);
+        let c = newer(&[1, 2, 3], "version=100000000");
+        e.on_notification(5, 1, &from_peer(&c));
+        let out: Vec<Output> = std::iter::from_fn(|| e.poll_output()).collect();
+        assert!(
+            matches!(&out[0], Output::NewConfig { config, activation } if *config == c && activation.members_changed)
+        );
+        assert_eq!(e.logical_clock(), 1, "a new election, its clock from 0");
+        assert_eq!(e.quorum().version(), 0x1_0000_0000);
+        // Broadcast to the new voters only, voting for nobody (I am not listed).
+        let sent: Vec<(i64, i64)> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Send { to, notification } => Some((*to, notification.leader)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sent, vec![(1, i64::MIN), (2, i64::MIN), (3, i64::MIN)]);
+        // Its text is what my notifications carry now.
+        assert_eq!(e.config_text(), c.to_string());
+        // The same version again: nothing.
+        e.on_notification(6, 2, &from_peer(&c));
+        assert!(
+            std::iter::from_fn(|| e.poll_output()).all(|o| !matches!(o, Output::NewConfig { .. }))
+        );
+    }
+
+    #[test]
+    fn without_reconfig_enabled_a_newer_config_is_only_logged() {
+        let mut e = election(false);
+        e.on_notification(5, 1, &from_peer(&newer(&[1, 2, 3], "version=100000000")));
+        assert!(
+            std::iter::from_fn(|| e.poll_output()).all(|o| !matches!(o, Output::NewConfig { .. }))
+        );
+        assert_eq!(e.quorum().version(), 0);
+    }
+}
