@@ -19,6 +19,7 @@ const RECONFIG_KEYS: &str = "reconfigEnabled=true\nskipACL=yes\n";
 #[test]
 fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
     let _l = lock_loopback();
+    let t0 = std::time::Instant::now();
     let e = Ensemble::start(
         "reconfig",
         "1:participant,2:participant,3:participant",
@@ -46,12 +47,20 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
     )
     .unwrap();
     let n = Native::start_in(&zdir, &cfg, 4, &[]);
+    let t_join = std::time::Instant::now();
     // Not yet a member of the ensemble's config: zkfle takes it (version 0x1<epoch>00000000)
     // from the Java servers' notifications and follows as a non-voting participant.
     let leader = wait_for("zkfle follows", Duration::from_secs(20), || {
         following(&n, 0).filter(|_| n.log().contains("synced with leader"))
     });
+    eprintln!("zkfle synced as a non-voting follower {:?} after it started", t_join.elapsed());
     assert!(n.log().contains("activated config version"), "{}", n.log());
+    // The leader syncs it though its config does not list it (Java's non-voting follower).
+    assert!(
+        e.log(leader).contains("Synchronizing with Learner sid: 4 "),
+        "{}",
+        e.log(leader)
+    );
     write_all(leader, &paths("a", 3), Duration::from_secs(10));
 
     // reconfig -add: zkfle logs the proposal, acknowledges it, activates on COMMITANDACTIVATE
@@ -111,6 +120,7 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
     // The leader restarts: it and zkfle are a quorum of {kept, leader, 4} only together.
     let ev = n.events().len();
     e.run(&["stop-node", &leader.to_string()]);
+    let t_restart = std::time::Instant::now();
     e.run(&["start-node", &leader.to_string()]);
     wait_for(
         "the leader's ensemble is back",
@@ -120,6 +130,10 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
                 .ok()
                 .and_then(|mut zk| (zk.create("/c", b"c").ok()? == 0).then_some(()))
         },
+    );
+    eprintln!(
+        "leader {leader} stopped; a write committed again {:?} later",
+        t_restart.elapsed()
     );
     assert_eq!(read(leader, "/b4").as_deref(), Some(&b"/b4"[..]));
     assert!(n.events().len() > ev, "zkfle took part in the new election");
@@ -141,4 +155,5 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
         "no newer config to take: {log}"
     );
     write_all(leader, &paths("d", 3), Duration::from_secs(10));
+    eprintln!("ensemble to end: {:?} (after the loopback lock)", t0.elapsed());
 }
