@@ -53,7 +53,10 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
     let leader = wait_for("zkfle follows", Duration::from_secs(20), || {
         following(&n, 0).filter(|_| n.log().contains("synced with leader"))
     });
-    eprintln!("zkfle synced as a non-voting follower {:?} after it started", t_join.elapsed());
+    eprintln!(
+        "zkfle synced as a non-voting follower {:?} after it started",
+        t_join.elapsed()
+    );
     assert!(n.log().contains("activated config version"), "{}", n.log());
     // The leader syncs it though its config does not list it (Java's non-voting follower).
     assert!(
@@ -155,5 +158,8 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
         "no newer config to take: {log}"
     );
     write_all(leader, &paths("d", 3), Duration::from_secs(10));
-    eprintln!("ensemble to end: {:?} (after the loopback lock)", t0.elapsed());
+    eprintln!(
+        "ensemble to end: {:?} (after the loopback lock)",
+        t0.elapsed()
+    );
 }
