@@ -337,11 +337,14 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         cfg.backup_old_config()
             .map_err(|e| input(format!("--config {}: {e}", args.config.display())))?;
     }
-    if let Some(next) = &cfg.next {
+    if let Some(next) = &cfg.next
+        && cfg.reconfig_enabled()
+    {
         tracing::info!(
             "last seen config (not yet activated): version 0x{:x}",
             next.version()
         );
+        election.next_quorum = QuorumVerifier::from_config(next).ok();
     }
     election.min_notification_interval_ms = args.min_notification_interval;
     election.max_notification_interval_ms = args

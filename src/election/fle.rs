@@ -32,6 +32,8 @@ pub struct ElectionConfig {
     pub finalize_wait_ms: u64,
     /// `reconfigEnabled`: a newer config in a notification is taken (docs/reconfig.md).
     pub reconfig_enabled: bool,
+    /// The last seen config (`zoo.cfg.dynamic.next`), see [`Election::set_next_config`].
+    pub next_quorum: Option<QuorumVerifier>,
 }
 
 impl ElectionConfig {
@@ -47,6 +49,7 @@ impl ElectionConfig {
             max_notification_interval_ms: 60000,
             finalize_wait_ms: 200,
             reconfig_enabled: false,
+            next_quorum: None,
         }
     }
 }
@@ -140,6 +143,9 @@ pub struct Election {
     outputs: VecDeque<Output>,
     /// A newer config taken from a peer whose membership differs: the election restarts.
     restart_under: bool,
+    /// The last seen config when it is newer than the one in force (a reconfig proposed,
+    /// not yet committed): its voters are voters too, and a quorum must hold in it as well.
+    next: Option<QuorumVerifier>,
 }
 
 impl Election {
@@ -158,7 +164,7 @@ impl Election {
             version: 0,
         };
         let not_timeout = cfg.min_notification_interval_ms;
-        Election {
+        let mut e = Election {
             cfg,
             config_bytes,
             state: ServerState::Looking,
@@ -181,13 +187,45 @@ impl Election {
             announced_deadline: None,
             outputs: VecDeque::new(),
             restart_under: false,
+            next: None,
+        };
+        if let Some(n) = e.cfg.next_quorum.clone() {
+            e.set_next_config(n);
         }
+        e
+    }
+
+    /// The last seen config (Java's `lastSeenQuorumVerifier`: a reconfig proposed and not yet
+    /// committed). While it is newer than the config in force, its voters count as voters
+    /// (`getCurrentAndNextConfigVoters`: they get my notifications and theirs are processed)
+    /// and a decision needs a quorum of both (`SyncedLearnerTracker.hasAllQuorums`).
+    pub fn set_next_config(&mut self, next: QuorumVerifier) {
+        if next.version() > self.cfg.quorum.version()
+            && self
+                .next
+                .as_ref()
+                .is_none_or(|n| next.version() > n.version())
+        {
+            self.next = Some(next);
+        }
+    }
+
+    /// Whether `sid` votes in the config in force or in the last seen one.
+    fn valid_voter(&self, sid: i64) -> bool {
+        self.cfg.quorum.is_voter(sid) || self.next.as_ref().is_some_and(|n| n.is_voter(sid))
     }
 
     /// Runs under a new config from now on (a reconfig Zab activated, or one taken from a
     /// peer): its members are the voters, its text goes in every notification, `role` is my
     /// learner type in it. The election is not restarted here.
     pub fn reconfigure(&mut self, quorum: QuorumVerifier, role: Role) {
+        if self
+            .next
+            .as_ref()
+            .is_some_and(|n| n.version() <= quorum.version())
+        {
+            self.next = None;
+        }
         self.config_bytes = quorum.config_text().as_bytes().to_vec();
         self.cfg.quorum = quorum;
         self.cfg.role = role;
@@ -354,7 +392,7 @@ impl Election {
                 (peer_epoch, version)
             }
         };
-        if !self.cfg.quorum.is_voter(from) {
+        if !self.valid_voter(from) {
             // Row 1: non-voters get the current vote at once, with ee = lc and my state.
             let cv = self.current_vote;
             let reply = self.notification(self.state, cv.leader, cv.zxid, self.lc, cv.peer_epoch);
@@ -508,10 +546,9 @@ impl Election {
     }
 
     fn process(&mut self, now_ms: u64, n: Received) {
-        let q = &self.cfg.quorum;
-        if !(q.is_voter(n.sid) && q.is_voter(n.leader)) {
+        if !(self.valid_voter(n.sid) && self.valid_voter(n.leader)) {
             // Anyone can send these: one line per window, with a count (crate::throttle).
-            if !q.is_voter(n.leader)
+            if !self.valid_voter(n.leader)
                 && let Some(more) = self.throttle.allow("non-member vote", now_ms)
             {
                 warn!(
@@ -521,7 +558,7 @@ impl Election {
                     suppressed(more)
                 );
             }
-            if !q.is_voter(n.sid)
+            if !self.valid_voter(n.sid)
                 && let Some(more) = self.throttle.allow("non-member sender", now_ms)
             {
                 warn!(
@@ -610,13 +647,15 @@ impl Election {
     }
 
     fn has_quorum(&self, votes: &BTreeMap<i64, Vote>, target: &Vote) -> bool {
-        let q = &self.cfg.quorum;
-        let acks: BTreeSet<i64> = votes
-            .iter()
-            .filter(|(sid, v)| q.is_voter(**sid) && target.java_eq(v))
-            .map(|(sid, _)| *sid)
-            .collect();
-        q.contains_quorum(&acks)
+        let quorum_of = |q: &QuorumVerifier| {
+            let acks: BTreeSet<i64> = votes
+                .iter()
+                .filter(|(sid, v)| q.is_voter(**sid) && target.java_eq(v))
+                .map(|(sid, _)| *sid)
+                .collect();
+            q.contains_quorum(&acks)
+        };
+        quorum_of(&self.cfg.quorum) && self.next.as_ref().is_none_or(quorum_of)
     }
 
     fn check_leader(&self, votes: &BTreeMap<i64, Vote>, leader: i64, election_epoch: i64) -> bool {
@@ -689,7 +728,10 @@ impl Election {
             self.lc,
             p.peer_epoch,
         );
-        let voters: Vec<i64> = self.cfg.quorum.voters().collect();
+        let mut voters: BTreeSet<i64> = self.cfg.quorum.voters().collect();
+        if let Some(n) = &self.next {
+            voters.extend(n.voters());
+        }
         for sid in voters {
             if sid == self.cfg.my_id {
                 self.receive(sid, &n);
@@ -801,5 +843,45 @@ mod reconfig_tests {
             std::iter::from_fn(|| e.poll_output()).all(|o| !matches!(o, Output::NewConfig { .. }))
         );
         assert_eq!(e.quorum().version(), 0);
+    }
+
+    /// During a reconfig (a last seen config newer than the one in force) the members of
+    /// both are voters and a decision needs a quorum in each (Java's SyncedLearnerTracker).
+    #[test]
+    fn a_last_seen_config_adds_voters_and_a_second_quorum() {
+        let mut cfg = ElectionConfig::new(1, QuorumVerifier::majority(&[1, 2, 3], &[]));
+        cfg.reconfig_enabled = true;
+        cfg.next_quorum = Some(
+            QuorumVerifier::from_config(&newer(&[1, 2, 3, 4, 5], "version=100000001")).unwrap(),
+        );
+        let mut e = Election::new(cfg);
+        e.start(0);
+        let to: Vec<i64> = std::iter::from_fn(|| e.poll_output())
+            .filter_map(|o| match o {
+                Output::Send { to, .. } => Some(to),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            to,
+            vec![2, 3, 4, 5],
+            "the proposed members get my notifications too"
+        );
+        // 1 and 2 are a quorum of {1,2,3} but not of {1,...,5}: no decision yet.
+        let looking = |leader| {
+            Notification::current(ServerState::Looking, leader, 0, 1, 0, b"version=0".to_vec())
+        };
+        e.on_notification(1, 2, &looking(1));
+        e.on_timer(1000, true);
+        assert_eq!(e.state(), ServerState::Looking);
+        e.on_notification(1001, 4, &looking(1));
+        e.on_timer(2000, true);
+        assert_eq!(e.state(), ServerState::Leading);
+        // Activating the config clears it.
+        e.reconfigure(
+            QuorumVerifier::from_config(&newer(&[1, 2, 3, 4, 5], "version=100000001")).unwrap(),
+            Role::Participant,
+        );
+        assert!(e.next.is_none());
     }
 }

@@ -35,7 +35,15 @@ pub struct FollowConfig {
 #[derive(Debug, Clone)]
 pub struct ReconfigIo {
     pub cfg_path: std::path::PathBuf,
-    pub activated: tokio::sync::mpsc::UnboundedSender<Activated>,
+    pub news: tokio::sync::mpsc::UnboundedSender<ConfigNews>,
+}
+
+/// What a follow session tells the node about configs (after writing their files).
+#[derive(Debug, Clone)]
+pub enum ConfigNews {
+    /// A reconfig was proposed (or NEWLEADER carried a config): the last seen config.
+    Seen(crate::wire::QuorumConfig),
+    Activated(Activated),
 }
 
 /// A config the follow session activated (its files are written).
@@ -128,13 +136,20 @@ async fn connect(cfg: &FollowConfig, limit: Duration) -> std::io::Result<TcpStre
     }
 }
 
+/// With reconfig enabled: the zoo.cfg, my sid, and where to report configs.
+type ConfigFiles<'a> = Option<(
+    &'a std::path::Path,
+    i64,
+    &'a tokio::sync::mpsc::UnboundedSender<ConfigNews>,
+)>;
+
 /// Carries out a Ready's persists durably; true when something was appended.
 fn persist(
     storage: &mut Storage,
     staging: &mut Staging,
     actions: Vec<Persist>,
     snapshot_max_zxid: i64,
-    files: Option<(&std::path::Path, i64)>,
+    files: ConfigFiles<'_>,
 ) -> std::io::Result<bool> {
     let mut appended = false;
     for a in actions {
@@ -165,17 +180,18 @@ fn persist(
                 info!("logged {n} proposals of the DIFF");
             }
             Persist::NextConfig(c) => {
-                if let Some((path, _)) = files {
+                if let Some((path, _, news)) = files {
                     crate::zoocfg::write_next_config(path, &c)?;
                     info!(
                         "last seen config: version 0x{:x}, written to {}",
                         c.version(),
                         crate::zoocfg::next_config_path(path).display()
                     );
+                    let _ = news.send(ConfigNews::Seen(c));
                 }
             }
             Persist::ActivateConfig(c) => {
-                if let Some((path, my_id)) = files {
+                if let Some((path, my_id, _)) = files {
                     // As Java's processReconfig: the log holds the reconfig txn already.
                     storage.sync()?;
                     let written = crate::zoocfg::activate_config(path, &c, my_id)?;
@@ -202,7 +218,7 @@ async fn flush(
     staging: &mut Staging,
     stream: &mut TcpStream,
     snapshot_max_zxid: i64,
-    files: Option<(&std::path::Path, i64)>,
+    files: ConfigFiles<'_>,
 ) -> Result<usize, String> {
     if !learner.has_ready() {
         return Ok(0);
@@ -289,7 +305,7 @@ async fn follow_session(
     let files = cfg
         .reconfig
         .as_ref()
-        .map(|r| (r.cfg_path.as_path(), lc.my_sid));
+        .map(|r| (r.cfg_path.as_path(), lc.my_sid, &r.news));
     loop {
         match flush(
             &mut learner,
@@ -346,11 +362,11 @@ async fn follow_session(
                         }
                     );
                     if let Some(r) = &cfg.reconfig {
-                        let _ = r.activated.send(Activated {
+                        let _ = r.news.send(ConfigNews::Activated(Activated {
                             config,
                             activation,
                             designated_leader,
-                        });
+                        }));
                     }
                 }
                 Event::Closed(why) => {

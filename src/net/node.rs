@@ -12,7 +12,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use super::follow::{AckStats, Activated, FollowConfig, FollowEnd, ReconfigIo, follow};
+use super::follow::{AckStats, Activated, ConfigNews, FollowConfig, FollowEnd, ReconfigIo, follow};
 use super::lead::{LeadConfig, LeadEnd, lead};
 use super::manager::{Manager, NetConfig, Received};
 use crate::election::{Election, ElectionConfig, Output};
@@ -164,7 +164,13 @@ pub async fn run(
                 Some(r) => node.on_received(r),
                 None => return Ok(()),
             },
-            Some(a) = activated_rx.recv() => node.on_activated(a),
+            Some(news) = activated_rx.recv() => match news {
+                ConfigNews::Activated(a) => node.on_activated(a),
+                ConfigNews::Seen(c) => match crate::election::QuorumVerifier::from_config(&c) {
+                    Ok(q) => node.el.set_next_config(q),
+                    Err(e) => warn!("last seen config 0x{:x} is not usable: {e}", c.version()),
+                },
+            },
             r = async { task.as_mut().expect("guarded").await }, if task.is_some() => {
                 task = None;
                 match r {
@@ -179,8 +185,8 @@ pub async fn run(
 }
 
 struct Node {
-    /// Where follow sessions report the configs they activate.
-    activated_tx: mpsc::UnboundedSender<Activated>,
+    /// Where follow sessions report the configs they see and activate.
+    activated_tx: mpsc::UnboundedSender<ConfigNews>,
     el: Election,
     mgr: Manager,
     cfg: NodeConfig,
@@ -356,7 +362,7 @@ impl Node {
                                             });
                                             ReconfigIo {
                                                 cfg_path,
-                                                activated: self.activated_tx.clone(),
+                                                news: self.activated_tx.clone(),
                                             }
                                         });
                                     self.start_follow = Some(FollowConfig {
