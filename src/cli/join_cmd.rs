@@ -255,9 +255,9 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
             "server id {my_id} is not lower than every other voter's ({lower:?}): on equal data the election goes to zkfle, which then syncs the ensemble and hands leadership over to a Java server, one extra election round (docs/lead.md); a lower sid avoids that"
         );
     }
-    // Only a participant that votes with its own data follows the leader (Zab) and needs the
-    // data directory; an observer, or a vote with a claimed zxid, is election only.
-    let zab = if participant && !claimed_vote {
+    // A participant or observer that votes with its own data follows the leader (Zab) and
+    // needs the data directory; a vote with a claimed zxid is election only.
+    let zab = if !claimed_vote {
         let config_dir = args.config.parent().unwrap_or(std::path::Path::new("."));
         let data_dir = args
             .data_dir
@@ -311,6 +311,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
                 max_diff_bytes: args.max_diff_bytes,
                 max_snapshot_bytes: args.max_snapshot_bytes,
                 known_epoch: 0,
+                observer: !participant,
                 reconfig: None,
             },
         })
@@ -320,10 +321,6 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
     if claimed_vote {
         tracing::warn!(
             "--zxid/--peer-epoch: voting with a claimed zxid and epoch; election only, not following any leader"
-        );
-    } else if !participant {
-        tracing::warn!(
-            "server {my_id} is an observer: zkfle takes part in the election as one, but does not sync with the leader"
         );
     }
     let mut election = ElectionConfig::new(my_id, quorum);

@@ -413,8 +413,15 @@ async fn follow_session(
                     if packet.ptype == ptype::PROPOSAL {
                         proposals += 1;
                     }
-                    let commit = matches!(packet.ptype, ptype::COMMIT | ptype::COMMITANDACTIVATE)
-                        .then_some(packet.zxid);
+                    // An observer's INFORMs are committed txns.
+                    let commit = matches!(
+                        packet.ptype,
+                        ptype::COMMIT
+                            | ptype::COMMITANDACTIVATE
+                            | ptype::INFORM
+                            | ptype::INFORMANDACTIVATE
+                    )
+                    .then_some(packet.zxid);
                     learner.on_packet(t, packet);
                     if let Some(z) = commit {
                         // The data tree applies logged txns up to z (or when they are logged).

@@ -219,7 +219,12 @@ impl Node {
     /// not count towards a joiner's quorum after any election zkfle took part in.
     fn take_established_epoch(&mut self) {
         let epoch = self.established_epoch.swap(-1, Ordering::AcqRel);
-        if epoch >= 0 && self.el.state() == ServerState::Following {
+        if epoch >= 0
+            && matches!(
+                self.el.state(),
+                ServerState::Following | ServerState::Observing
+            )
+        {
             self.el.set_peer_epoch(epoch);
         }
     }
@@ -345,7 +350,7 @@ impl Node {
                                     self.cfg.leader_sync_ms
                                 ),
                             }
-                        } else if state == ServerState::Following {
+                        } else if matches!(state, ServerState::Following | ServerState::Observing) {
                             match z.quorum_addrs.get(&vote.leader) {
                                 Some(addr) => {
                                     let mut learner = z.learner.clone();

@@ -45,6 +45,9 @@ pub struct LearnerConfig {
     /// (its peer epoch). A LEADERINFO more than [`MAX_EPOCH_JUMP`] above both this and our
     /// own acceptedEpoch is refused rather than persisted.
     pub known_epoch: i64,
+    /// Join as an observer: OBSERVERINFO, then INFORM/INFORMANDACTIVATE (logged, never
+    /// acknowledged) instead of PROPOSAL/COMMIT.
+    pub observer: bool,
     /// `reconfigEnabled=true`: follow reconfiguration (docs/reconfig.md). `None`: reconfig
     /// txns are logged as any txn and COMMITANDACTIVATE commits them, nothing more (Java's
     /// `processReconfig` with reconfig disabled).
@@ -237,9 +240,11 @@ impl Learner {
             newleader_config: None,
             last_seen_version,
         };
-        l.ready
-            .send
-            .push(QuorumPacket::follower_info(accepted_epoch, &info));
+        let mut first = QuorumPacket::follower_info(accepted_epoch, &info);
+        if l.cfg.observer {
+            first.ptype = ptype::OBSERVERINFO;
+        }
+        l.ready.send.push(first);
         l
     }
 
@@ -593,6 +598,7 @@ impl Learner {
                     self.last_committed = self.last_committed.max(p.zxid);
                     self.commit_and_activate(&p);
                 }
+                ptype::INFORM | ptype::INFORMANDACTIVATE if self.cfg.observer => self.inform(&p),
                 ptype::PING => {}
                 ptype::UPTODATE => {
                     self.ready
@@ -624,6 +630,7 @@ impl Learner {
                 }
                 ptype::COMMIT => self.last_committed = self.last_committed.max(p.zxid),
                 ptype::PING => self.ready.send.push(QuorumPacket::ping_reply(p.zxid)),
+                ptype::INFORM | ptype::INFORMANDACTIVATE if self.cfg.observer => self.inform(&p),
                 ptype::SYNC | ptype::UPTODATE | ptype::INFORM | ptype::INFORMANDACTIVATE => {
                     tracing::debug!("ignoring {} from the leader", p.type_name());
                 }
@@ -733,6 +740,7 @@ impl Learner {
         self.ready
             .persist
             .push(Persist::ActivateConfig(config.clone()));
+        self.cfg.observer = a.role == Role::Observer;
         let major = a.major();
         self.events.push_back(Event::Activated {
             config: config.clone(),
@@ -745,6 +753,67 @@ impl Learner {
                 config.version()
             ));
         }
+    }
+
+    /// An observer's INFORM (a committed txn) or INFORMANDACTIVATE (designated leader, then
+    /// a committed reconfig txn): logged, never acknowledged (Java's `Observer.processPacket`).
+    fn inform(&mut self, p: &QuorumPacket) {
+        let data = p.data.as_deref().unwrap_or_default();
+        let (designated, txn) = if p.ptype == ptype::INFORMANDACTIVATE {
+            if data.len() < 8 {
+                return self.close(format!(
+                    "INFORMANDACTIVATE 0x{:x} without a designated leader",
+                    p.zxid
+                ));
+            }
+            (
+                Some(i64::from_be_bytes(data[..8].try_into().expect("8 bytes"))),
+                &data[8..],
+            )
+        } else {
+            (None, data)
+        };
+        let txn = QuorumPacket::new(ptype::PROPOSAL, p.zxid, Some(txn.to_vec()));
+        let Some(txn) = self.proposal_txn(&txn) else {
+            return;
+        };
+        let config = designated.and(
+            decode_txn(&txn)
+                .ok()
+                .and_then(|t| match t.record {
+                    Some(TxnRecord::SetData { data: Some(d), .. })
+                        if t.header.op == opcode::RECONFIG =>
+                    {
+                        String::from_utf8(d).ok()
+                    }
+                    _ => None,
+                })
+                .and_then(|text| QuorumConfig::parse(&text).ok()),
+        );
+        if designated.is_some() && config.is_none() {
+            return self.close(format!(
+                "INFORMANDACTIVATE 0x{:x} carries no readable config",
+                p.zxid
+            ));
+        }
+        self.append_unacked(p.zxid, txn);
+        self.last_committed = self.last_committed.max(p.zxid);
+        if let (Some(c), Some(d)) = (config, designated)
+            && self.cfg.reconfig.is_some()
+        {
+            self.activate(c, Some(d));
+        }
+    }
+
+    fn append_unacked(&mut self, zxid: i64, txn: Vec<u8>) {
+        if zxid <= self.last_zxid || zxid >> 32 != self.new_epoch {
+            return self.close(format!(
+                "INFORM 0x{zxid:x} is not after the last logged 0x{:x} in epoch {}",
+                self.last_zxid, self.new_epoch
+            ));
+        }
+        self.ready.persist.push(Persist::Append { zxid, txn });
+        self.last_zxid = zxid;
     }
 
     fn append(&mut self, zxid: i64, txn: Vec<u8>, defer_ack: bool) {
@@ -787,6 +856,7 @@ mod tests {
             max_diff_bytes: DEFAULT_MAX_SYNC_BYTES,
             max_snapshot_bytes: DEFAULT_MAX_SYNC_BYTES,
             known_epoch: 0,
+            observer: false,
             reconfig: None,
         }
     }
@@ -939,6 +1009,7 @@ mod hostile_leader_tests {
             max_diff_bytes: 1000,
             max_snapshot_bytes: 5000,
             known_epoch: 3,
+            observer: false,
             reconfig: None,
         }
     }
@@ -1051,9 +1122,9 @@ mod reconfig_tests {
     use crate::wire::txn::encode_record;
 
     const OLD: &str = "server.1=127.0.0.1:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:participant\nserver.3=127.0.0.3:2888:3888:participant\nversion=100000000";
-    const NEW: &str = "server.1=127.0.0.1:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:participant\nserver.3=127.0.0.3:2888:3888:participant\nserver.4=127.0.0.4:2888:3888:participant;2181\nversion=100000002";
+    pub(super) const NEW: &str = "server.1=127.0.0.1:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:participant\nserver.3=127.0.0.3:2888:3888:participant\nserver.4=127.0.0.4:2888:3888:participant;2181\nversion=100000002";
 
-    fn cfg(role: Role) -> LearnerConfig {
+    pub(super) fn cfg(role: Role) -> LearnerConfig {
         LearnerConfig {
             my_sid: 4,
             config_version: 0,
@@ -1063,6 +1134,7 @@ mod reconfig_tests {
             max_diff_bytes: DEFAULT_MAX_SYNC_BYTES,
             max_snapshot_bytes: DEFAULT_MAX_SYNC_BYTES,
             known_epoch: 1,
+            observer: role == Role::Observer,
             reconfig: Some(ReconfigState {
                 config: QuorumConfig::parse(OLD).unwrap(),
                 role,
@@ -1071,7 +1143,7 @@ mod reconfig_tests {
         }
     }
 
-    fn reconfig_proposal(zxid: i64, text: &str) -> QuorumPacket {
+    pub(super) fn reconfig_proposal(zxid: i64, text: &str) -> QuorumPacket {
         let h = TxnHeader {
             client_id: 7,
             cxid: 1,
@@ -1237,5 +1309,73 @@ mod reconfig_tests {
             [Persist::ActivateConfig(_)]
         ));
         assert_eq!(l.phase(), Phase::Broadcast);
+    }
+}
+
+#[cfg(test)]
+mod observer_tests {
+    use super::*;
+
+    #[test]
+    fn an_observer_logs_informs_without_acking_and_activates_informandactivate() {
+        let mut c = reconfig_tests_cfg();
+        c.observer = true;
+        let mut l = Learner::new(c, 1, 1, 0x1_0000_0000, 0);
+        assert_eq!(l.ready().send[0].ptype, ptype::OBSERVERINFO);
+        l.on_packet(
+            1,
+            QuorumPacket::new(
+                ptype::LEADERINFO,
+                1 << 32,
+                Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
+            ),
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::DIFF, 0x1_0000_0000, None));
+        l.on_packet(1, QuorumPacket::new(ptype::NEWLEADER, 1 << 32, None));
+        l.on_packet(1, QuorumPacket::new(ptype::UPTODATE, -1, None));
+        l.ready();
+        let h = TxnHeader {
+            client_id: 7,
+            cxid: 1,
+            zxid: 0x1_0000_0001,
+            time: 0,
+            op: 1,
+        };
+        l.on_packet(
+            2,
+            QuorumPacket::new(ptype::INFORM, 0x1_0000_0001, Some(h.encode().to_vec())),
+        );
+        let r = l.ready();
+        assert!(matches!(
+            r.persist[..],
+            [Persist::Append {
+                zxid: 0x1_0000_0001,
+                ..
+            }]
+        ));
+        assert!(r.send.is_empty(), "an observer never acknowledges");
+        // INFORMANDACTIVATE: the designated leader, then the reconfig txn; promoted: major.
+        let p = super::reconfig_tests::reconfig_proposal(0x1_0000_0002, super::reconfig_tests::NEW);
+        let mut data = 3i64.to_be_bytes().to_vec();
+        data.extend(p.data.unwrap());
+        l.on_packet(
+            3,
+            QuorumPacket::new(ptype::INFORMANDACTIVATE, 0x1_0000_0002, Some(data)),
+        );
+        let r = l.ready();
+        assert!(matches!(
+            r.persist[..],
+            [Persist::Append { .. }, Persist::ActivateConfig(_)]
+        ));
+        assert!(
+            std::iter::from_fn(|| l.poll_event()).any(
+                |e| matches!(e, Event::Activated { activation, .. } if activation.role_changed)
+            )
+        );
+        assert_eq!(l.phase(), Phase::Closed);
+    }
+
+    fn reconfig_tests_cfg() -> LearnerConfig {
+        super::reconfig_tests::cfg(Role::Observer)
     }
 }
