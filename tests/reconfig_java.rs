@@ -163,3 +163,112 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
         t0.elapsed()
     );
 }
+
+/// zkfle added as an observer by `reconfig` (a role change: its session ends and it observes):
+/// it syncs with OBSERVERINFO and logs the leader's INFORMs (TxnLogToolkit reads them);
+/// `reconfig` then promotes it (a role change again) and it follows as a participant.
+#[test]
+fn zkfle_added_as_observer_then_promoted() {
+    let _l = lock_loopback();
+    let t0 = std::time::Instant::now();
+    let e = Ensemble::start(
+        "reconfig-obs",
+        "1:participant,2:participant,3:participant",
+        &["--tick", "200", "--no-start"],
+    );
+    for sid in 1..=3 {
+        let p = e.dir.join(format!("{sid}/zoo.cfg"));
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, format!("{text}\n{RECONFIG_KEYS}")).unwrap();
+        e.run(&["start-node", &sid.to_string()]);
+    }
+    e.run(&["wait-stable", "--timeout", "30"]);
+    let zdir = e.dir.join("zkfle");
+    std::fs::create_dir_all(&zdir).unwrap();
+    let cfg = zdir.join("zoo.cfg");
+    let common = std::fs::read_to_string(e.dir.join("zoo.cfg")).unwrap();
+    std::fs::write(
+        &cfg,
+        format!(
+            "{common}\nserver.4=127.0.0.4:2888:3888:observer\n{RECONFIG_KEYS}dataDir={}\n",
+            zdir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let n = Native::start_in(&zdir, &cfg, 4, &[]);
+    let leader = wait_for("zkfle follows", Duration::from_secs(20), || {
+        following(&n, 0).filter(|_| n.log().contains("synced with leader"))
+    });
+    reconfig(
+        leader,
+        Some("server.4=127.0.0.4:2888:3888:observer;127.0.0.4:2181"),
+        None,
+        Duration::from_secs(20),
+    );
+    // A role change: the session ends, zkfle observes the same leader.
+    wait_for("zkfle observes", Duration::from_secs(20), || {
+        n.events()
+            .iter()
+            .rev()
+            .find(|v| v["state"] != "LOOKING")
+            .filter(|v| v["state"] == "OBSERVING" && v["leader"] == leader)
+            .map(|_| ())
+    });
+    wait_for(
+        "zkfle synced as an observer",
+        Duration::from_secs(10),
+        || (count(&n.log(), "synced with leader") >= 2).then_some(()),
+    );
+    write_all(leader, &paths("o", 3), Duration::from_secs(10));
+    // The observer logged the INFORMs (ZooKeeper's own tool reads its log).
+    wait_for("zkfle logged /o2", Duration::from_secs(10), || {
+        let v2 = zdir.join("native4/version-2");
+        let mut logs: Vec<_> = std::fs::read_dir(&v2)
+            .ok()?
+            .map(|d| d.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("log."))
+            .collect();
+        logs.sort();
+        let dump = zk_tool(
+            "org.apache.zookeeper.server.persistence.TxnLogToolkit",
+            &["--dump", logs.last()?.to_str()?],
+        );
+        dump.contains("create /o2").then_some(())
+    });
+    assert!(
+        e.log(leader)
+            .contains("Follower sid: 4 : info : 127.0.0.4:2888:3888:observer"),
+        "{}",
+        e.log(leader)
+    );
+
+    // Promoted: a role change again.
+    let ev = n.events().len();
+    reconfig(
+        leader,
+        Some("server.4=127.0.0.4:2888:3888:participant;127.0.0.4:2181"),
+        None,
+        Duration::from_secs(20),
+    );
+    wait_for(
+        "zkfle follows as a participant",
+        Duration::from_secs(20),
+        || following(&n, ev).filter(|_| count(&n.log(), "synced with leader") >= 3),
+    );
+    write_all(leader, &paths("q", 3), Duration::from_secs(10));
+    assert_eq!(
+        count(
+            &e.log(leader),
+            "Follower sid: 4 : info : 127.0.0.4:2888:3888:participant"
+        ),
+        1,
+        "one session as a participant after the promotion"
+    );
+    // Not asserted (docs/reconfig.md, "Not done"): with one Java follower stopped after the
+    // promotion, writes did not commit in the runs so far, though zkfle followed as a
+    // participant and the leader did not drop it.
+    eprintln!(
+        "observer test: {:?} (after the loopback lock)",
+        t0.elapsed()
+    );
+}

@@ -257,12 +257,21 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
     }
     // A participant or observer that votes with its own data follows the leader (Zab) and
     // needs the data directory; a vote with a claimed zxid is election only.
-    let zab = if !claimed_vote {
-        let config_dir = args.config.parent().unwrap_or(std::path::Path::new("."));
-        let data_dir = args
-            .data_dir
-            .clone()
-            .or_else(|| cfg.other.get("dataDir").map(|d| config_dir.join(d)))
+    let config_dir = args.config.parent().unwrap_or(std::path::Path::new("."));
+    let data_dir_given = args
+        .data_dir
+        .clone()
+        .or_else(|| cfg.other.get("dataDir").map(|d| config_dir.join(d)));
+    // An observer without a data directory only takes part in elections, as before observers
+    // could sync.
+    let observer_election_only = !participant && data_dir_given.is_none();
+    if observer_election_only && !claimed_vote {
+        tracing::warn!(
+            "server {my_id} is an observer without --data-dir or dataDir: it takes part in the election as one, but does not sync with the leader"
+        );
+    }
+    let zab = if !claimed_vote && !observer_election_only {
+        let data_dir = data_dir_given
             .ok_or_else(|| {
                 input("no --data-dir and no dataDir in the config: a voter needs a data directory for its txn log".into())
             })?;
