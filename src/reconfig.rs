@@ -231,6 +231,23 @@ mod tests {
         assert!(a.activate && !a.members_changed && !a.major());
     }
 
+    /// Removed from the config, a participant stays in its Zab session as a non-voting
+    /// participant (Java's updateLearnerType keeps PARTICIPANT) and votes for nobody.
+    #[test]
+    fn removing_me_is_not_a_major_change() {
+        let old = cfg(OLD);
+        let new = cfg(
+            "server.1=127.0.0.1:2888:3888:participant;127.0.0.1:2181\nserver.3=127.0.0.3:2888:3888:participant;127.0.0.3:2181\nversion=100000005",
+        );
+        let a = process_reconfig(true, &old, &new, 2, Role::Participant, 3, Some(3));
+        assert!(a.activate && a.members_changed && !a.major(), "{a:?}");
+        assert_eq!(Membership::of(&new, 2), Membership::NotListed);
+        assert_eq!(a.role, Role::Participant);
+        // An observer removed becomes a non-voting participant: a role change.
+        let a = process_reconfig(true, &old, &new, 2, Role::Observer, 3, Some(3));
+        assert!(a.role_changed && a.major());
+    }
+
     #[test]
     fn dynamic_files_as_java_writes_them() {
         let c = cfg(
