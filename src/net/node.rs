@@ -343,6 +343,7 @@ impl Node {
                                         tick_ms: z.learner.tick_ms,
                                         init_limit: z.learner.init_limit,
                                         sync_limit: z.learner.sync_limit,
+                                        tls: self.cfg.net.tls.clone(),
                                     })
                                 }
                                 _ => warn!(
@@ -376,6 +377,7 @@ impl Node {
                                         learner,
                                         established_epoch: self.established_epoch.clone(),
                                         reconfig,
+                                        tls: self.cfg.net.tls.clone(),
                                     })
                                 }
                                 None => warn!(
