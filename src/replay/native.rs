@@ -48,6 +48,8 @@ pub fn replay(rec: &Recording) -> Report {
                     round: lc,
                     at_ms: now,
                 }),
+                // Replay runs with reconfig disabled (ElectionConfig's default).
+                Output::NewConfig { .. } => {}
             }
         }
     };
