@@ -16,17 +16,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== system packages"
-# libpcap-dev: zkfle links libpcap for live capture (decode --interface); tcpdump and iproute2
-# (ip netns): the live-capture and multi-host tests.
+# tcpdump (and with it libpcap, which zkfle loads for live capture: decode --interface) and
+# iproute2 (ip netns): the live-capture and multi-host tests. Building zkfle needs neither.
 missing=()
-dpkg -s libpcap-dev >/dev/null 2>&1 || missing+=(libpcap-dev)
 command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 if [ ${#missing[@]} -gt 0 ]; then
   # shellcheck source=scripts/zk-env.sh
   (. scripts/zk-env.sh && zk_apt_install "${missing[@]}")
 fi
-echo "libpcap-dev, tcpdump, iproute2: present"
+echo "tcpdump (libpcap), iproute2: present"
 
 echo "== Java ZooKeeper"
 scripts/zk-env.sh --print

@@ -1,4 +1,5 @@
-//! Live capture from a network interface through libpcap (the `pcap` crate).
+//! Live capture from a network interface through libpcap (loaded when a capture starts,
+//! [`super::libpcap`]).
 //!
 //! [`LiveSegments`] is a [`SegmentSource`] like a capture file: packets go through the same
 //! [`decode_tcp_ref`], so a live capture decodes exactly as the file `tcpdump -w` would have
@@ -8,6 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::libpcap::{Capture, ERROR_PERM_DENIED, Read};
 use super::packet::decode_tcp_ref;
 use super::{CaptureError, CaptureStats, PacketRef, SegmentSource, TcpSegmentRef, Timestamp};
 
@@ -22,14 +24,14 @@ pub enum LiveError {
         "cannot capture on {iface}: {detail}; live capture needs root or the CAP_NET_RAW capability (run with sudo, or `sudo setcap cap_net_raw+ep $(which zkfle)`), or capture with tcpdump and decode the file"
     )]
     Permission { iface: String, detail: String },
-    /// Any other libpcap failure (no such interface, a bad filter).
+    /// Any other libpcap failure (not installed, no such interface, a bad filter).
     #[error("cannot capture on {iface}: {detail}")]
     Pcap { iface: String, detail: String },
 }
 
 /// TCP segments captured live.
 pub struct LiveSegments {
-    capture: pcap::Capture<pcap::Active>,
+    capture: Capture,
     linktype: u16,
     records: u64,
     stop: Arc<AtomicBool>,
@@ -39,41 +41,28 @@ pub struct LiveSegments {
 impl LiveSegments {
     /// Opens `iface` with the BPF `filter`; reading ends when `stop` is set.
     pub fn open(iface: &str, filter: &str, stop: Arc<AtomicBool>) -> Result<Self, LiveError> {
-        let pcap_err = |e: pcap::Error| {
-            let detail = e.to_string();
-            let lower = detail.to_ascii_lowercase();
-            if lower.contains("permission") || lower.contains("operation not permitted") {
+        // A large kernel buffer: an election is bursty, and a loaded machine may not schedule
+        // the decoder at once. Non-blocking, polled here with a timeout: libpcap's own timeout
+        // does not end a blocking read on a quiet Linux interface (TPACKET_V3), and Ctrl-C
+        // must be seen.
+        let capture = Capture::open(iface, 65_535, 32 << 20, POLL_MS, filter).map_err(|e| {
+            let lower = e.message.to_ascii_lowercase();
+            if e.status == ERROR_PERM_DENIED
+                || lower.contains("permission")
+                || lower.contains("operation not permitted")
+            {
                 LiveError::Permission {
                     iface: iface.to_string(),
-                    detail,
+                    detail: e.message,
                 }
             } else {
                 LiveError::Pcap {
                     iface: iface.to_string(),
-                    detail,
+                    detail: e.message,
                 }
             }
-        };
-        let mut capture = pcap::Capture::from_device(iface)
-            .map_err(pcap_err)?
-            .snaplen(65_535)
-            .promisc(false)
-            .immediate_mode(true)
-            // A large kernel buffer: an election is bursty, and a loaded machine may not
-            // schedule the decoder at once.
-            .buffer_size(32 << 20)
-            .timeout(POLL_MS)
-            .open()
-            .map_err(pcap_err)?
-            // Non-blocking, polled here with a timeout: libpcap's own timeout does not end a
-            // blocking read on a quiet Linux interface (TPACKET_V3), and Ctrl-C must be seen.
-            .setnonblock()
-            .map_err(pcap_err)?;
-        capture.filter(filter, true).map_err(|e| LiveError::Pcap {
-            iface: iface.to_string(),
-            detail: format!("filter {filter:?}: {e}"),
         })?;
-        let linktype = u16::try_from(capture.get_datalink().0).unwrap_or(u16::MAX);
+        let linktype = u16::try_from(capture.datalink()).unwrap_or(u16::MAX);
         Ok(LiveSegments {
             capture,
             linktype,
@@ -91,8 +80,7 @@ impl LiveSegments {
     /// libpcap's own counters: packets the filter passed, and those dropped for lack of
     /// buffer space (by the kernel or the interface).
     pub fn drops(&mut self) -> Option<(u32, u32)> {
-        let s = self.capture.stats().ok()?;
-        Some((s.received, s.dropped.saturating_add(s.if_dropped)))
+        self.capture.stats()
     }
 }
 
@@ -111,23 +99,28 @@ impl SegmentSource for LiveSegments {
             if self.stop.load(Ordering::Relaxed) {
                 return None;
             }
-            let packet = match self.capture.next_packet() {
-                Ok(p) => p,
-                Err(pcap::Error::TimeoutExpired) => {
-                    let mut fd = libc::pollfd {
-                        fd: std::os::fd::AsRawFd::as_raw_fd(&self.capture),
+            let fd = self.capture.selectable_fd();
+            let packet = match self.capture.read() {
+                Ok(Read::Packet(p)) => p,
+                Ok(Read::Empty) => {
+                    let mut pollfd = libc::pollfd {
+                        fd,
                         events: libc::POLLIN,
                         revents: 0,
                     };
-                    // SAFETY: one valid pollfd, for the duration of the call.
-                    unsafe { libc::poll(&mut fd, 1, POLL_MS) };
+                    if fd < 0 {
+                        std::thread::sleep(std::time::Duration::from_millis(POLL_MS as u64));
+                    } else {
+                        // SAFETY: one valid pollfd, for the duration of the call.
+                        unsafe { libc::poll(&mut pollfd, 1, POLL_MS) };
+                    }
                     continue;
                 }
-                Err(pcap::Error::NoMorePackets) => return None,
+                Ok(Read::End) => return None,
                 Err(e) => {
                     return Some(Err(CaptureError::Read {
                         offset: 0,
-                        source: std::io::Error::other(e.to_string()),
+                        source: std::io::Error::other(e),
                     }));
                 }
             };

@@ -41,6 +41,7 @@
 //! full, or the connection closes, or the capture ends; also immediately for payload bytes
 //! the capture did not record (snap length). Delivery then continues after the hole.
 
+mod libpcap;
 pub mod live;
 pub mod mapped;
 pub mod merge;

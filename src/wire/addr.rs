@@ -88,18 +88,15 @@ impl ElectionAddress {
 }
 
 /// Whether a host is written bracketed: Java brackets a host that contains `:`; zkfle also
-/// brackets one that starts with `[` or starts or ends with a char Java's trim removes (which
-/// only a bracketed form can yield), so that what it
-/// prints parses back to the same host. Java would print such a host bare, and fail to read it
-/// back (found by the `config` fuzz target: `server.9=[[h]00:4`).
+/// brackets one that starts with `[`, or with a char Java's trim removes (which only a
+/// bracketed form can yield at the start of a config value), so that what it prints parses
+/// back to the same host. Java would print such a host bare, and fail to read it back (found by
+/// the `config` fuzz target: `server.9=[[h]00:4`). A host with `]` is never bracketed for that
+/// last reason: it cannot be (the bracketed form ends at the first `]`), and it only comes
+/// from a bare host after `|` or `;`, where nothing trims it (fuzz target, too).
 pub(crate) fn needs_brackets(host: &str) -> bool {
-    // Java trims a config value, so a bare host that starts or ends with a char `String.trim`
-    // removes would lose it; inside brackets it is kept.
-    let trimmed_away = |c: Option<char>| c.is_some_and(is_java_trimmed);
-    host.contains(':')
-        || host.starts_with('[')
-        || trimmed_away(host.chars().next())
-        || trimmed_away(host.chars().last())
+    let starts_trimmed = host.chars().next().is_some_and(is_java_trimmed);
+    host.contains(':') || host.starts_with('[') || (starts_trimmed && !host.contains(']'))
 }
 
 /// The chars Java's `String.trim` removes: every char up to `' '`, control chars included, and

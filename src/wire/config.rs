@@ -357,6 +357,16 @@ mod tests {
         assert_eq!(c.server(7).unwrap().addresses[0].host, "\u{3000}h");
         assert_eq!(QuorumConfig::parse(&c.to_string()).unwrap(), c);
         assert_eq!(version_of("server.1=h:1:2\n\0version=a\0"), Some(10));
+        // A host is never at the end of a line (ports follow), so a trailing char trim would
+        // remove stays bare; a bare host with `]` cannot be bracketed (fuzz target).
+        for text in [
+            "server.7\u{16}=\0\0]\0+ighp.\0\01\0:2222:222",
+            "server.7=h:1:2|\0]x:3:4",
+            "server.7=h:1:2|\0x:3:4;\0]c:5",
+        ] {
+            let c = QuorumConfig::parse(text).unwrap();
+            assert_eq!(QuorumConfig::parse(&c.to_string()).unwrap(), c, "{text:?}");
+        }
     }
 
     #[test]
