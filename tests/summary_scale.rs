@@ -245,7 +245,11 @@ fn one_size() {
         summarizer.add(r);
     }
     let summary = summarizer.finish();
-    println!("{n} sids: {} records, {} rounds", records.len(), summary.rounds.len());
+    println!(
+        "{n} sids: {} records, {} rounds",
+        records.len(),
+        summary.rounds.len()
+    );
 }
 
 #[test]

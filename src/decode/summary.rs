@@ -855,7 +855,8 @@ impl Summarizer {
         let next = self.runs.len() as u32;
         let i = *self.repeats.entry((from, to)).or_insert(next);
         if i == next {
-            self.runs.push(((from, to), VoteKey::default(), Repeats::default()));
+            self.runs
+                .push(((from, to), VoteKey::default(), Repeats::default()));
         }
         if let (Some(l), Some(side)) = (link, side) {
             l.runs[side] = i;
