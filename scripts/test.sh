@@ -21,11 +21,13 @@ echo "== system packages"
 missing=()
 command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+# openssl: tests/tls_java.rs makes its certificates (keytool comes with zk-env.sh's Java).
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
   # shellcheck source=scripts/zk-env.sh
   (. scripts/zk-env.sh && zk_apt_install "${missing[@]}")
 fi
-echo "tcpdump (libpcap), iproute2: present"
+echo "tcpdump (libpcap), iproute2, openssl: present"
 
 echo "== Java ZooKeeper"
 scripts/zk-env.sh --print
@@ -69,8 +71,8 @@ echo "== fuzz targets, 200,000 inputs each from a fixed seed, two at a time (scr
 scripts/fuzz.sh --runs 200000
 
 if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
-  echo "== zkfle as a Zab follower and elected leader of ZooKeeper 3.9.5 (tests/zab_java.rs, tests/zab_datadir.rs, tests/lead_java.rs with ZK_JARS)"
-  ZK_JARS=$(scripts/zk-fetch.sh 3.9.5 | tail -n1) cargo test --test zab_java --test zab_datadir --test lead_java
+  echo "== zkfle as a Zab follower and elected leader of ZooKeeper 3.9.5, plaintext and over quorum TLS (tests/zab_java.rs, tests/zab_datadir.rs, tests/lead_java.rs, tests/tls_java.rs with ZK_JARS)"
+  ZK_JARS=$(scripts/zk-fetch.sh 3.9.5 | tail -n1) cargo test --test zab_java --test zab_datadir --test lead_java --test tls_java
 fi
 
 echo "== version matrix (scripts/matrix.sh --no-fetch: tests/versions.rs one by one, replay, decode and the repros of tests/repro_java.rs per version)"

@@ -10,7 +10,7 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use crate::decode::{Body, ProblemKind, Record, Severity};
+use crate::decode::{Body, ProblemKind, QuorumMessage, Record, Severity};
 
 use crate::wire::{InitialMessage, JavaView, Notification, ProtocolVersion, ServerState};
 
@@ -320,6 +320,7 @@ impl Serialize for RecordJson<'_> {
                         m.serialize_entry("kind", "unfinished")?;
                         m.serialize_entry("bytes", bytes)?;
                     }
+                    ProblemKind::Encrypted => m.serialize_entry("kind", "encrypted")?,
                 }
                 m.serialize_entry("what", &p.message)?;
             }
@@ -334,7 +335,8 @@ impl Serialize for RecordJson<'_> {
 /// notification form), several times faster for the records nearly every line is: keys are
 /// constants, integers go through `itoa`, strings are copied when they need no escaping, and
 /// the config text is escaped (and its version parsed) once while it does not change.
-/// Problems, and strings that need escaping, go through serde_json itself.
+/// Quorum-port packets and closes are written by hand too (on a capture of the quorum port
+/// they are most lines); problems, and strings that need escaping, go through serde_json.
 #[derive(Default)]
 pub struct RecordLineWriter {
     /// The config text seen last (its bytes), its JSON string and its `version=`.
@@ -365,9 +367,10 @@ impl RecordLineWriter {
         let kind: &[u8] = match &r.body {
             Body::Initial(_) => b"{\"type\":\"initial\",\"time\":",
             Body::Notification(_) => b"{\"type\":\"notification\",\"time\":",
-            Body::Problem(_) | Body::Quorum(_) | Body::Closed { .. } => {
-                // Rare on the election port: the reference implementation. Writing to a Vec
-                // cannot fail.
+            Body::Quorum(_) => b"{\"type\":\"quorum\",\"time\":",
+            Body::Closed { .. } => b"{\"type\":\"closed\",\"time\":",
+            Body::Problem(_) => {
+                // Rare: the reference implementation. Writing to a Vec cannot fail.
                 let _ = serde_json::to_writer(&mut *out, &RecordJson(r));
                 return;
             }
@@ -386,7 +389,15 @@ impl RecordLineWriter {
         match &r.body {
             Body::Initial(m) => write_initial(out, m),
             Body::Notification(n) => self.write_notification(out, n),
-            Body::Problem(_) | Body::Quorum(_) | Body::Closed { .. } => {}
+            Body::Quorum(q) => write_quorum(out, q),
+            Body::Closed { reset } => {
+                out.extend_from_slice(if *reset {
+                    b",\"reset\":true"
+                } else {
+                    b",\"reset\":false"
+                });
+            }
+            Body::Problem(_) => {}
         }
         out.push(b'}');
     }
@@ -409,17 +420,10 @@ impl RecordLineWriter {
                     _ => Vec::new(),
                 };
                 json.clear();
-                let mut buf = AddrBuf::default();
                 json.extend_from_slice(b",\"src\":");
-                match src {
-                    Some(a) => json_str(&mut json, buf.format(a)),
-                    None => json.extend_from_slice(b"null"),
-                }
+                json_addr(&mut json, src);
                 json.extend_from_slice(b",\"dst\":");
-                match dst {
-                    Some(a) => json_str(&mut json, buf.format(a)),
-                    None => json.extend_from_slice(b"null"),
-                }
+                json_addr(&mut json, dst);
                 self.addrs.push((src, dst, json));
                 self.addrs.len() - 1
             }
@@ -549,6 +553,30 @@ fn is_joined(text: &str, msg: &InitialMessage) -> bool {
     rest.is_empty()
 }
 
+/// A quorum packet's entries, as [`RecordJson`] writes them.
+fn write_quorum(out: &mut Vec<u8>, q: &QuorumMessage) {
+    out.extend_from_slice(b",\"packet\":");
+    json_str(out, q.type_name());
+    out.extend_from_slice(b",\"packet_type\":");
+    json_int(out, q.ptype);
+    out.extend_from_slice(b",\"zxid\":");
+    json_int(out, q.zxid);
+    out.extend_from_slice(b",\"data_bytes\":");
+    json_opt_int(out, q.data_len);
+    if let Some(l) = &q.learner {
+        out.extend_from_slice(b",\"sid\":");
+        json_int(out, l.sid);
+        out.extend_from_slice(b",\"protocol_version\":");
+        json_int(out, l.protocol_version);
+        out.extend_from_slice(b",\"config_version\":");
+        json_int(out, l.config_version);
+    }
+    if let Some(n) = q.snapshot_bytes {
+        out.extend_from_slice(b",\"snapshot_bytes\":");
+        json_int(out, n);
+    }
+}
+
 fn json_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
     out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
@@ -562,6 +590,34 @@ fn json_opt_int(out: &mut Vec<u8>, v: Option<impl itoa::Integer>) {
 
 /// A JSON string: copied as is when serde_json would not escape any of it (no `"`, `\` or
 /// control characters), else written by serde_json.
+/// A socket address as a JSON string, `null` for none. IPv4 is written straight into `out`:
+/// most connections of a capture are new ones (a new port), so most addresses are formatted
+/// once, and its text never needs escaping.
+fn json_addr(out: &mut Vec<u8>, addr: Option<std::net::SocketAddr>) {
+    match addr {
+        None => out.extend_from_slice(b"null"),
+        Some(std::net::SocketAddr::V4(v4)) => {
+            out.push(b'"');
+            for (i, o) in v4.ip().octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                if o >= 100 {
+                    out.push(b'0' + o / 100);
+                }
+                if o >= 10 {
+                    out.push(b'0' + o / 10 % 10);
+                }
+                out.push(b'0' + o % 10);
+            }
+            out.push(b':');
+            json_int(out, v4.port());
+            out.push(b'"');
+        }
+        Some(a) => json_str(out, AddrBuf::default().format(a)),
+    }
+}
+
 fn json_str(out: &mut Vec<u8>, s: &str) {
     if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
         let _ = serde_json::to_writer(&mut *out, s);
@@ -837,6 +893,23 @@ mod tests {
     }
 
     #[test]
+    fn addresses_are_written_as_display_does() {
+        for a in [
+            "0.0.0.0:0",
+            "1.22.203.9:65535",
+            "255.255.255.255:3888",
+            "10.100.99.100:10",
+            "[::1]:3888",
+            "[fe80::1%7]:2888",
+        ] {
+            let addr: std::net::SocketAddr = a.parse().unwrap();
+            let mut out = Vec::new();
+            json_addr(&mut out, Some(addr));
+            assert_eq!(out, serde_json::to_vec(&addr.to_string()).unwrap(), "{a}");
+        }
+    }
+
+    #[test]
     fn line_writer_matches_serde_on_every_form() {
         let cur = Notification::current(
             ServerState::Leading,
@@ -892,6 +965,30 @@ mod tests {
                 message: "skipped \"3\" bytes".into(),
             }),
         ];
+        for (ptype, data_len, learner, snapshot_bytes) in [
+            (11, Some(20), Some((3, 0x10000, 0x1_0000_0002)), None),
+            (11, Some(4), Some((-1, -7, -1)), Some(0)),
+            (15, None, None, Some(123_456)),
+            (2, Some(0), None, None),
+            (99, None, None, None),
+            (-5, Some(2_000_000), None, None),
+        ] {
+            bodies.push(Body::Quorum(QuorumMessage {
+                ptype,
+                zxid: -0x1_0000_0002,
+                data_len,
+                learner: learner.map(|(sid, protocol_version, config_version)| {
+                    crate::wire::quorum::LearnerInfo {
+                        sid,
+                        protocol_version,
+                        config_version,
+                    }
+                }),
+                snapshot_bytes,
+            }));
+        }
+        bodies.push(Body::Closed { reset: true });
+        bodies.push(Body::Closed { reset: false });
         for text in ["h:1|[::1]:2||", "a\"b:1|c\\d:2", "x:1", "0.0.0.0:3888|h:2"] {
             let mut b = (-65535i64).to_be_bytes().to_vec();
             b.extend_from_slice(&7i64.to_be_bytes());
@@ -926,23 +1023,33 @@ mod tests {
     fn line_writer_matches_serde_on_fixtures() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
         let mut lines = 0;
+        let mut quorum = 0;
+        // Every capture of every fixture: the election-port ones and the per-host ones of
+        // the quorum port (with closes, so that those lines are compared too).
         for d in std::fs::read_dir(dir).unwrap().flatten() {
-            let path = d.path().join("capture.pcap");
-            if !path.exists() {
-                continue;
-            }
-            let segments = crate::capture::open(path.to_str().unwrap()).unwrap();
-            let decoder = crate::decode::Decoder::from_capture(
-                segments,
-                crate::decode::DecodeOptions::default(),
-            );
-            let mut w = RecordLineWriter::new();
-            for r in decoder {
-                assert_eq!(hand(&mut w, &r), reference(&r), "{path:?}");
-                lines += 1;
+            for f in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
+                let path = f.path();
+                if path.extension().is_none_or(|e| e != "pcap") {
+                    continue;
+                }
+                let segments = crate::capture::open(path.to_str().unwrap()).unwrap();
+                let decoder = crate::decode::Decoder::from_capture(
+                    segments,
+                    crate::decode::DecodeOptions {
+                        closes: true,
+                        ..crate::decode::DecodeOptions::default()
+                    },
+                );
+                let mut w = RecordLineWriter::new();
+                for r in decoder {
+                    assert_eq!(hand(&mut w, &r), reference(&r), "{path:?}");
+                    lines += 1;
+                    quorum += usize::from(matches!(r.body, Body::Quorum(_)));
+                }
             }
         }
         assert!(lines > 500, "{lines} lines");
+        assert!(quorum > 100, "{quorum} quorum lines");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! into a frame, held, under a descriptor limit of 256 (`prlimit`); distinct non-member sids
 //! one after another; a frame that stalls. Under each, a new election (the Java leader
 //! stopped) completes with zkfle in it, its peak RSS stays at or below 64 MB, and its warnings
-//! stay few. Holds the loopback lock; the ensemble and zkfle are stopped by Drop guards.
+//! stay few. Also: accept's back-off when the descriptors run out (EMFILE), and `--strict-peers`
+//! beside the Java servers. Holds the loopback lock; the ensemble and zkfle are stopped by
+//! Drop guards.
 
 #[path = "common/join.rs"]
 mod join;
@@ -224,4 +226,162 @@ fn elections_complete_and_memory_stays_bounded_under_election_port_attacks() {
     let hwm = status_kb(pid, "VmHWM:");
     eprintln!("zkfle peak RSS over all attacks: {hwm} kB");
     assert!(hwm <= RSS_LIMIT_KB, "peak RSS {hwm} kB");
+}
+
+/// The open descriptors of process `pid`.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Accept's back-off on EMFILE: zkfle's descriptor limit is lowered (prlimit --pid) to a few
+/// above what it uses while following, after it computed its guest limits from the old one,
+/// so held connections exhaust the descriptors before the guest limit is reached. Accept fails
+/// with "Too many open files", is logged (rate-limited) and retried after a back-off that
+/// closes the oldest guest, instead of spinning; once the connections are released, a new
+/// election with the Java servers completes under the same limit.
+#[test]
+fn accept_backs_off_on_emfile_and_the_election_completes_afterwards() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "emfile",
+        "1:participant:external,2:participant,3:participant",
+        &["--tick", "200"],
+    );
+    e.wait_stable();
+    let n = start_native(&e, 1024);
+    n.wait_decision("FOLLOWING", 3);
+    let pid = n.child.id();
+    let used = open_fds(pid);
+    let limit = used + 4;
+    let out = Command::new("prlimit")
+        .arg(format!("--pid={pid}"))
+        .arg(format!("--nofile={limit}:{limit}"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "prlimit: {out:?}");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let t = Instant::now();
+    // Silent connections from 40 addresses (8 per address is the guest limit): the kernel
+    // completes them into the backlog whether or not zkfle can accept them.
+    let held: Vec<TcpStream> = rt.block_on(async {
+        let mut held = Vec::new();
+        for i in 0..60 {
+            if let Ok(s) = connect_from(format!("127.0.4.{}", i % 40 + 1)).await {
+                held.push(s);
+            }
+        }
+        held
+    });
+    wait_for(
+        "zkfle's accept to fail with EMFILE",
+        Duration::from_secs(10),
+        || {
+            n.log()
+                .contains("Exception while accepting election connections: Too many open files")
+                .then_some(())
+        },
+    );
+    // Rate-limited and backed off: a spinning accept would log on every failure.
+    std::thread::sleep(Duration::from_secs(1));
+    let failures = n
+        .log()
+        .matches("Exception while accepting election connections")
+        .count();
+    eprintln!(
+        "{used} descriptors in use, limit {limit}: {} connections held, accept failed with EMFILE \
+         ({failures} warning lines) after {:?}",
+        held.len(),
+        t.elapsed()
+    );
+    assert!(failures <= 25, "{failures} accept warnings in about 1 s");
+    assert!(
+        n.log().contains("closed the oldest guest connection"),
+        "the back-off frees a guest's descriptor: {}",
+        n.log()
+    );
+    let mut child = n;
+    assert!(
+        child.child.try_wait().unwrap().is_none(),
+        "zkfle exited under EMFILE: {}",
+        child.log()
+    );
+    drop(held);
+    let took = reelect(&e, &child, 3, 2);
+    eprintln!(
+        "after releasing them: re-elected (zkfle FOLLOWING 2) in {took:?}, {} descriptors open",
+        open_fds(pid)
+    );
+    child.child.kill().ok();
+}
+
+/// `--strict-peers` beside Java 3.8.0 servers 1 and 2 on loopback, zkfle as sid 3 (the
+/// highest, so that the connections the election runs on are zkfle's own, to the addresses the
+/// config names: a Java server drops a lower sid's connection and dials back without binding
+/// a source address). The election completes with zkfle following the Java leader; then an
+/// impostor claiming member 1's sid from 127.0.0.9 is refused and logged. Without
+/// `--strict-peers` the same impostor is accepted, as Java accepts it.
+#[test]
+fn strict_peers_beside_java() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "strict",
+        "1:participant,2:participant,3:participant:external",
+        &["--tick", "200"],
+    );
+    for strict in [true, false] {
+        let extra: &[&str] = if strict { &["--strict-peers"] } else { &[] };
+        // The second zkfle's events start afresh (the first one's file has its decisions).
+        let _ = std::fs::remove_file(e.dir.join("native3.events.jsonl"));
+        let n = Native::start(&e, 3, extra);
+        let leader = wait_for(
+            "zkfle to follow a Java leader",
+            Duration::from_secs(30),
+            || {
+                n.events()
+                    .iter()
+                    .find(|v| v["state"] == "FOLLOWING")
+                    .and_then(|v| v["leader"].as_i64())
+            },
+        );
+        assert!(leader == 1 || leader == 2, "leader {leader}");
+        eprintln!("strict={strict}: zkfle follows Java leader {leader}");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mark = n.log().len();
+        rt.block_on(async {
+            let sock = TcpSocket::new_v4().unwrap();
+            sock.bind("127.0.0.9:0".parse().unwrap()).unwrap();
+            let mut s = sock
+                .connect("127.0.0.3:3888".parse().unwrap())
+                .await
+                .unwrap();
+            s.write_all(&initial(1)).await.unwrap();
+            let payload = Notification::current(ServerState::Looking, 1, 0, 1, 0, b"".to_vec())
+                .encode()
+                .unwrap();
+            let mut frame = (payload.len() as i32).to_be_bytes().to_vec();
+            frame.extend(&payload);
+            let _ = s.write_all(&frame).await;
+            let mut b = [0u8; 4096];
+            let _ = tokio::time::timeout(Duration::from_secs(1), s.read(&mut b)).await;
+        });
+        let log = n.log()[mark..].to_string();
+        let refused = log.contains("Refusing a connection claiming sid 1 from 127.0.0.9:")
+            && log.contains("--strict-peers");
+        assert_eq!(refused, strict, "strict={strict}: {log}");
+        // The Java servers' own connections were never refused.
+        assert!(
+            !n.log().contains("Refusing a connection claiming sid 2")
+                && !n.log()[..mark].contains("Refusing"),
+            "{}",
+            n.log()
+        );
+    }
 }

@@ -63,6 +63,7 @@ fn node(sid: i64, ports: &[SocketAddr], quorum: &QuorumVerifier) -> NodeConfig {
             dialect: zkfle::net::WireDialect::Auto,
             limits: Default::default(),
             strict_peers: false,
+            tls: None,
         },
         leader_gone_ms: 300,
         leader_sync_ms: 60_000,

@@ -37,6 +37,7 @@ fn cfg(sid: i64, peers: &[(i64, SocketAddr)]) -> NetConfig {
         dialect: zkfle::net::WireDialect::Auto,
         limits: Default::default(),
         strict_peers: false,
+        tls: None,
     }
 }
 

@@ -6,7 +6,8 @@
 #                                 [--ci] [--no-upgrade] [--no-build] [--keep]
 #
 # --ci (what scripts/test.sh runs, to stay within CI's time): every scenario on 3.9.5, `start`
-# on the other versions, and the rolling upgrade (which runs all four versions with zkfle).
+# and the repros that need no member (`repro`'s first part) on the other versions, and the
+# rolling upgrade (which runs all four versions with zkfle).
 #
 # For each version: scripts/docker/compose.yml (zoo1 = `zkfle join --wire auto`, sid 1; zoo2-4 =
 # Java servers of that version, zkfle's own images from build-images.sh) is started on its
@@ -23,6 +24,11 @@
 #                    (without netem in the kernel: tc tbf 256 kbit/s + 10% loss by iptables)
 #   zkfle-cut        zkfle cut off from its leader (both directions), then healed
 #   rolling-restart  every container restarted, one at a time, zkfle included
+#   repro            (last: it breaks servers) every `zkfle repro`, zkfle in a container of its
+#                    own on the bridge (in the member's network namespace when it plays one),
+#                    against this version's Java containers, as tests/repro_java.rs does with local processes; the
+#                    verdicts must equal the local matrix (`zkfle repro --list`'s `measured`)
+#                    and the servers' logs must say what each verdict says
 # then, unless --no-upgrade, the rolling upgrade 3.4.14 -> 3.6.3 -> 3.8.0 -> 3.9.5, one Java
 # container at a time, zkfle voting and following throughout; a capture of it shows zkfle's
 # wire form following each peer (40-byte notifications to 3.4.14, the 3.5+ form after).
@@ -32,8 +38,9 @@
 # every follower synced, zkfle included); writes made through a Java client (zkCli.sh in a
 # container) before the fault read back from every Java server afterwards.
 #
-# Prints a table scenario x version (pass / FAIL / skipped: reason) at the end and exits 1 when
-# anything failed. With no Docker engine it says so loudly, marks everything skipped, exits 0.
+# Prints a table scenario x version (pass / FAIL / skipped: reason) and the repro matrix
+# (repro x version, the shape of docs/repro.md's) at the end and exits 1 when anything failed.
+# With no Docker engine it says so loudly, marks everything skipped, exits 0.
 # Logs, captures and each container's output: ${ZKFLE_CONFORMANCE_DIR:-$TMPDIR/zkfle-conformance}.
 # Only the project's own containers and bridge (172.28.0.0/24) get traffic.
 set -uo pipefail
@@ -41,7 +48,7 @@ cd "$(dirname "$0")/../.."
 ROOT=$PWD
 
 ALL_VERSIONS="3.4.14 3.6.3 3.8.0 3.9.5"
-ALL_SCENARIOS="start leader-isolated split-minority split-majority paused-leader slow-lossy zkfle-cut rolling-restart"
+ALL_SCENARIOS="start leader-isolated split-minority split-majority paused-leader slow-lossy zkfle-cut rolling-restart repro"
 UPGRADE_PATH="3.4.14 3.6.3 3.8.0 3.9.5"
 VERSIONS=$ALL_VERSIONS
 SCENARIOS=$ALL_SCENARIOS
@@ -70,6 +77,20 @@ ZKFLE=$ROOT/target/release/zkfle
 ZKFLE_IMAGE=zkfle/zkfle:latest
 mkdir -p "$OUT"
 declare -A RESULT
+# The repro scenario's verdicts (REPRO_VERDICT[row|version]) and its rows, in the order of
+# docs/repro.md's matrix.
+REPRO_ROWS="port-out-of-range bad-config-server-id ZOOKEEPER-3769 ZOOKEEPER-2164 ZOOKEEPER-4787 ZOOKEEPER-3109 ZOOKEEPER-3109(maxTimeToWaitForEpoch=0) ZOOKEEPER-4685 ZOOKEEPER-2201"
+declare -A REPRO_VERDICT
+REPRO_MEMBERS="server.1=172.28.0.11:2888:3888;2181 server.2=172.28.0.12:2888:3888;2181 server.3=172.28.0.13:2888:3888;2181"
+
+# The local matrix's verdict for ROW on VERSION. The row with the fix switched on is not in the
+# matrix: tests/repro_java.rs asserts 3.4 vulnerable (no such setting), 3.6+ not_vulnerable.
+repro_expected() {
+  case "$1" in
+    *maxTimeToWaitForEpoch*) [[ "$2" == 3.4.* ]] && echo vulnerable || echo not_vulnerable ;;
+    *) "$ZKFLE" repro --list --format json | jq -r --arg n "$1" --arg v "$2" 'select(.name == $n) | .measured[$v]' ;;
+  esac
+}
 
 log() { echo "[$(date +%H:%M:%S)] $*"; }
 now_ms() { date +%s%3N; }
@@ -90,6 +111,32 @@ report() {
     for v in $cols; do line="$line ${RESULT[$s|$v]:-not run} |"; done
     echo "$line"
   done
+  if [[ " $SCENARIOS " == *" repro "* ]]; then
+    echo
+    echo "== zkfle repro in Docker: repro x version (each verdict; where it differs from the local matrix, the local one in brackets)"
+    line="| repro |"
+    for v in $cols; do line="$line $v |"; done
+    echo "$line"
+    line="|---|"
+    for v in $cols; do line="$line---|"; done
+    echo "$line"
+    local r got want
+    for r in $REPRO_ROWS; do
+      line="| $r |"
+      for v in $cols; do
+        got=${REPRO_VERDICT[$r|$v]:-}
+        if [ -z "$got" ]; then
+          got=${RESULT[repro|$v]:-not run}
+          [[ "$got" == skipped* ]] || got="not run"
+        else
+          want=$(repro_expected "$r" "$v")
+          [ "$got" = "$want" ] || [[ "$got" == skipped* ]] || got="$got [local: $want]"
+        fi
+        line="$line $got |"
+      done
+      echo "$line"
+    done
+  fi
   if $UPGRADE; then
     echo
     echo "| rolling upgrade ${UPGRADE_PATH// / -> } | ${RESULT[upgrade]:-not run} |"
@@ -167,6 +214,7 @@ JAVA=(zoo2 zoo3 zoo4)
 ALL=(zoo1 zoo2 zoo3 zoo4)
 
 teardown() {
+  release_address zoo1 zoo3
   dc down -v --remove-orphans >/dev/null 2>&1
   CID=()
   PID=()
@@ -614,6 +662,193 @@ run_upgrade() {
   done
 }
 
+# --- repros -----------------------------------------------------------------------------------------
+# `zkfle repro` against this version's Java containers, zkfle in a container of its own: the
+# same plan as tests/repro_java.rs runs on local processes, so that the two matrices compare.
+#  1. Against the running ensemble (destructive, so this scenario comes last): ZOOKEEPER-2164,
+#     ZOOKEEPER-4787 and ZOOKEEPER-3769 (as member 3, which 3.4 needs) against zoo2,
+#     port-out-of-range against zoo3, bad-config-server-id against zoo4. ZOOKEEPER-2164 runs in
+#     zoo2's network namespace (docker run --network container:...): a server that dials 0.0.0.0
+#     reaches its own host, which is where zkfle must listen to see it.
+#  2. A fresh ensemble of three members by IP address (the member repros bind the address of
+#     the member they play, and match configs by IP), tickTime 500, initLimit 10, syncLimit 5 as
+#     the local test: zoo2 and zoo3 run, member 1's container is never started; a container
+#     holds its address (and zoo3's while zoo3 is stopped) with nothing listening, and zkfle
+#     runs in that container's network namespace when it plays that member. zoo2 and zoo3
+#     commit a client session's writes, zoo3 stops, zoo2 LOOKs: ZOOKEEPER-4685 and
+#     ZOOKEEPER-3109 as member 1; zoo2 again with leader.maxTimeToWaitForEpoch=0:
+#     ZOOKEEPER-3109 as member 3; zoo3 back, and against their leader ZOOKEEPER-2201 as
+#     member 1 (writes through zoo2's client port).
+# Each verdict is compared with the local matrix (`zkfle repro --list --format json`, its
+# `measured`), and the servers' own logs (docker logs) must say what the verdict says.
+
+# repro_run ROW NAME TARGET DOCKER-NETWORK-ARGS... -- REPRO-ARGS...: runs the repro from a
+# container, records its verdict as REPRO_VERDICT[ROW|$V], prints it with its evidence; fails
+# when it differs from the local matrix.
+REPRO_DIFF=""
+repro_run() {
+  local row=$1 name=$2 target=$3 net=() out verdict want
+  shift 3
+  while [ "$1" != -- ]; do net+=("$1"); shift; done
+  shift
+  out=$(timeout 180 docker run --rm "${net[@]}" -v "$OUT/$V/repro.cfg:/conf/repro.cfg:ro" \
+    --entrypoint zkfle "$ZKFLE_IMAGE" repro "$name" --target "$(ip_of "$target"):3888" \
+    --format json --timeout 1.5 "$@" 2>"$OUT/$V/repro-$row.err")
+  echo "$out" >"$OUT/$V/repro-$row.json"
+  verdict=$(jq -r '.verdict // empty' <<<"$out" 2>/dev/null)
+  want=$(repro_expected "$row" "$V")
+  REPRO_VERDICT[$row|$V]=${verdict:-error}
+  log "  $row against $target: ${verdict:-no verdict} (local: $want)"
+  jq -r '.evidence[]? | "      " + .' <<<"$out" 2>/dev/null
+  if [ "$verdict" != "$want" ]; then
+    [ -n "$verdict" ] || sed 's/^/      stderr: /' "$OUT/$V/repro-$row.err"
+    REPRO_DIFF="$REPRO_DIFF $row"
+    return 1
+  fi
+}
+
+# jlog SERVICE [FROM_LINE]: the Java server's log (its console) from that line on.
+jlog() { docker logs "$(cid "$1")" 2>&1 | tail -n +"${2:-1}"; }
+jlog_lines() { docker logs "$(cid "$1")" 2>&1 | wc -l; }
+# logged SERVICE FROM_LINE TEXT: the server logged TEXT (fixed string) since that line.
+logged() {
+  # (grep reads it all: with -q it would stop early and fail the pipe, under pipefail)
+  jlog "$1" "$2" | grep -F -- "$3" >/dev/null && log "    $1 logged: $3" && return 0
+  echo "$1 did not log '$3' (docker logs of $1, saved under $OUT/$V/)" >&2
+  return 1
+}
+verdict_is() { [ "${REPRO_VERDICT[$1|$V]:-}" = "$2" ]; }
+
+# wait_state SERVICE BOUND_S REGEX: waits until the server's election port answers a probe
+# with a state matching REGEX.
+wait_state() {
+  local s=$1 bound=$2 want=$3 start state
+  start=$SECONDS
+  while :; do
+    state=$(probe "$s" | jq -r --arg s "$s:3888" 'select(.server == $s) | .state // empty' 2>/dev/null | head -n1)
+    [[ "$state" =~ ^($want)$ ]] && return 0
+    [ $((SECONDS - start)) -ge "$bound" ] && { echo "$s: ${state:-no answer}, not $want, after ${bound} s" >&2; return 1; }
+    sleep 1
+  done
+}
+
+# hold_address SERVICE: a container on the bridge with that service's address and nothing
+# listening, for a member whose server is down (its host up: connections to it are refused at
+# once, as to a local process that is not running). Without it the address does not answer
+# ARP, and a 3.4 server's election sender, which connects synchronously, waits out its 5 s
+# connect time-out for each such member before it sends anything (docs/repro.md).
+hold_address() {
+  docker run -d --rm --name "$PROJECT-hold-$1" --network "$NET" --ip "$(ip_of "$1")" \
+    --entrypoint sleep "$ZKFLE_IMAGE" infinity >/dev/null
+}
+release_address() {
+  local s names=()
+  for s in "$@"; do names+=("$PROJECT-hold-$s"); done
+  docker rm -f "${names[@]}" >/dev/null 2>&1
+}
+
+repro_member_dc() {
+  ZK_SERVERS=$REPRO_MEMBERS ZK_TICK_TIME=500 ZK_INIT_LIMIT=10 ZK_SYNC_LIMIT=5 \
+    ZK_IMAGE=zkfle/zookeeper:$V dc "$@" >>"$OUT/$V/repro-up.log" 2>&1
+}
+
+sc_repro() {
+  local ok=0 t0 mark member=(--network "container:$PROJECT-hold-zoo1") w
+  mkdir -p "$OUT/$V"
+  REPRO_DIFF=""
+  {
+    echo "tickTime=500"
+    echo "initLimit=10"
+    echo "syncLimit=5"
+    echo "clientPort=2181"
+    for w in $REPRO_MEMBERS; do echo "${w%%;*}"; done
+  } >"$OUT/$V/repro.cfg"
+
+  t0=$SECONDS
+  log "  part 1: the running ensemble (zoo1 zkfle join, zoo2-4 Java $V)"
+  repro_run ZOOKEEPER-2164 ZOOKEEPER-2164 zoo2 --network "container:$(cid zoo2)" -- || ok=1
+  repro_run ZOOKEEPER-4787 ZOOKEEPER-4787 zoo2 --network "$NET" -- || ok=1
+  mark=$(jlog_lines zoo2)
+  repro_run ZOOKEEPER-3769 ZOOKEEPER-3769 zoo2 --network "$NET" -- --destructive --peer-sid 3 || ok=1
+  if verdict_is ZOOKEEPER-3769 vulnerable; then
+    logged zoo2 "$mark" 'Exception in thread "WorkerReceiver' || ok=1
+  else
+    logged zoo2 "$mark" BufferUnderflowException || ok=1
+  fi
+  repro_run port-out-of-range port-out-of-range zoo3 --network "$NET" -- --destructive || ok=1
+  if verdict_is port-out-of-range vulnerable; then logged zoo3 1 "port out of range:70000" || ok=1; fi
+  repro_run bad-config-server-id bad-config-server-id zoo4 --network "$NET" -- --destructive || ok=1
+  if verdict_is bad-config-server-id vulnerable; then
+    logged zoo4 1 'NumberFormatException: For input string: "x"' || ok=1
+  fi
+  save_logs "$V/repro-part1"
+  log "  part 1: $((SECONDS - t0)) s"
+
+  if [ -n "$FULL_VERSIONS" ] && [[ " $FULL_VERSIONS " != *" $V "* ]]; then
+    for w in ZOOKEEPER-4685 ZOOKEEPER-3109 "ZOOKEEPER-3109(maxTimeToWaitForEpoch=0)" ZOOKEEPER-2201; do
+      REPRO_VERDICT[$w|$V]="skipped: --ci runs the member repros on $FULL_VERSIONS only (time)"
+    done
+    log "  part 2 (the member repros) skipped: --ci runs it on $FULL_VERSIONS only"
+    [ -z "$REPRO_DIFF" ] || echo "differs from the local matrix:$REPRO_DIFF" >&2
+    return $ok
+  fi
+  t0=$SECONDS
+  log "  part 2: zoo2 and zoo3 (Java $V) of members 1-3 by IP address; member 1 never started"
+  teardown
+  repro_member_dc up -d --no-deps zoo2 zoo3 || { tail -n 20 "$OUT/$V/repro-up.log"; return 1; }
+  refresh_ids
+  hold_address zoo1 || return 1
+  wait_state zoo2 120 'LEADING|FOLLOWING' || return 1
+  # One client session is three transactions (createSession, create, closeSession): enough
+  # for ZOOKEEPER-4685's DIFF to have a PROPOSAL to ACK before NEWLEADER.
+  write /zkfle-repro-4685 a zoo2 zoo3 || return 1
+  docker stop -t 5 "$(cid zoo3)" >/dev/null
+  hold_address zoo3 || return 1
+  wait_state zoo2 30 LOOKING || return 1
+  log "  zoo2 and zoo3 committed a client session's writes; zoo3 stopped; zoo2 LOOKING"
+  mark=$(jlog_lines zoo2)
+  repro_run ZOOKEEPER-4685 ZOOKEEPER-4685 zoo2 "${member[@]}" -- --destructive --peer-sid 1 --config /conf/repro.cfg || ok=1
+  if verdict_is ZOOKEEPER-4685 vulnerable; then
+    logged zoo2 "$mark" "is from a different epoch" && logged zoo2 "$mark" "only synced with sids" || ok=1
+  fi
+  wait_state zoo2 30 LOOKING || return 1
+  mark=$(jlog_lines zoo2)
+  repro_run ZOOKEEPER-3109 ZOOKEEPER-3109 zoo2 "${member[@]}" -- --destructive --peer-sid 1 --config /conf/repro.cfg || ok=1
+  if verdict_is ZOOKEEPER-3109 vulnerable; then
+    logged zoo2 "$mark" "Timeout while waiting for epoch from quorum" || ok=1
+  fi
+  # zoo2 again, its zoo.cfg with the fix switched on (a new container on the same volumes).
+  docker stop -t 5 "$(cid zoo2)" >/dev/null
+  ZOO_CFG_EXTRA=leader.maxTimeToWaitForEpoch=0 repro_member_dc up -d --no-deps zoo2 || return 1
+  refresh_ids
+  wait_state zoo2 120 LOOKING || return 1
+  log "  zoo2 restarted with leader.maxTimeToWaitForEpoch=0, LOOKING"
+  mark=$(jlog_lines zoo2)
+  repro_run "ZOOKEEPER-3109(maxTimeToWaitForEpoch=0)" ZOOKEEPER-3109 zoo2 --network "container:$PROJECT-hold-zoo3" -- \
+    --destructive --peer-sid 3 --config /conf/repro.cfg || ok=1
+  if verdict_is "ZOOKEEPER-3109(maxTimeToWaitForEpoch=0)" not_vulnerable; then
+    logged zoo2 "$mark" "Quit leading due to voter changed mind" || ok=1
+  fi
+  release_address zoo3
+  docker start "$(cid zoo3)" >/dev/null
+  refresh_ids
+  wait_state zoo2 60 'LEADING|FOLLOWING' || return 1
+  log "  zoo3 started again: zoo2 and zoo3 have a leader"
+  local marks=() s
+  for s in zoo2 zoo3; do marks+=("$(jlog_lines "$s")"); done
+  repro_run ZOOKEEPER-2201 ZOOKEEPER-2201 zoo2 "${member[@]}" -- --destructive --peer-sid 1 \
+    --config /conf/repro.cfg --client 172.28.0.12:2181 || ok=1
+  if verdict_is ZOOKEEPER-2201 not_vulnerable; then
+    # The leader (either) gives up on zkfle's stalled socket and says goodbye.
+    { jlog zoo2 "${marks[0]}"; jlog zoo3 "${marks[1]}"; } | grep -F GOODBYE >/dev/null &&
+      log "    the leader logged: ******* GOODBYE" || { echo "no leader logged GOODBYE" >&2; ok=1; }
+  fi
+  save_logs "$V/repro"
+  log "  part 2: $((SECONDS - t0)) s"
+  [ -z "$REPRO_DIFF" ] || echo "differs from the local matrix:$REPRO_DIFF" >&2
+  return $ok
+}
+
 # --- main --------------------------------------------------------------------------------------------
 trap 'stop_capture; teardown; exit 130' INT TERM
 total_start=$SECONDS
@@ -629,7 +864,7 @@ for V in $VERSIONS; do
   last_failed=false
   rm -f "$OUT/$V-"*.out
   for scen in $SCENARIOS; do
-    if [ -n "$FULL_VERSIONS" ] && [ "$scen" != start ] && [[ " $FULL_VERSIONS " != *" $V "* ]]; then
+    if [ -n "$FULL_VERSIONS" ] && [ "$scen" != start ] && [ "$scen" != repro ] && [[ " $FULL_VERSIONS " != *" $V "* ]]; then
       RESULT[$scen|$V]="skipped: --ci runs it on $FULL_VERSIONS only (time)"
       continue
     fi

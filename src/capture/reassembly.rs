@@ -298,6 +298,124 @@ impl Key {
     fn new(a: SocketAddr, b: SocketAddr) -> Key {
         if a <= b { Key(a, b) } else { Key(b, a) }
     }
+
+    /// An IPv4 tuple in 12 bytes: both addresses in one word, both ports in the other.
+    fn packed(&self) -> Option<(u64, u32)> {
+        match (self.0, self.1) {
+            (SocketAddr::V4(a), SocketAddr::V4(b)) => Some((
+                (u64::from(a.ip().to_bits()) << 32) | u64::from(b.ip().to_bits()),
+                (u32::from(a.port()) << 16) | u32::from(b.port()),
+            )),
+            _ => None,
+        }
+    }
+
+    /// The key [`Key::packed`] was made from.
+    fn unpacked((ips, ports): (u64, u32)) -> Key {
+        let addr = |ip: u64, port: u32| {
+            SocketAddr::from((std::net::Ipv4Addr::from_bits(ip as u32), port as u16))
+        };
+        Key(addr(ips >> 32, ports >> 16), addr(ips, ports))
+    }
+}
+
+/// A table keyed by 4-tuple for the big tables (the closed tuples, the SYN-only connections):
+/// IPv4 tuples packed in 12 bytes instead of a 64-byte [`Key`], so that an entry is about half
+/// as big and the tables, touched once per connection and often cache-cold, stay small.
+struct TupleMap<V> {
+    v4: HashMap<(u64, u32), V>,
+    /// Everything else (IPv6, mixed).
+    other: HashMap<Key, V>,
+}
+
+impl<V> Default for TupleMap<V> {
+    fn default() -> Self {
+        TupleMap {
+            v4: HashMap::default(),
+            other: HashMap::default(),
+        }
+    }
+}
+
+impl<V> TupleMap<V> {
+    fn get(&self, key: &Key) -> Option<&V> {
+        match key.packed() {
+            Some(k) => self.v4.get(&k),
+            None => self.other.get(key),
+        }
+    }
+
+    fn insert(&mut self, key: Key, value: V) {
+        match key.packed() {
+            Some(k) => self.v4.insert(k, value),
+            None => self.other.insert(key, value),
+        };
+    }
+
+    fn remove(&mut self, key: &Key) -> Option<V> {
+        match key.packed() {
+            Some(k) => self.v4.remove(&k),
+            None => self.other.remove(key),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.v4.len() + self.other.len()
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
+        self.v4.retain(|_, v| keep(v));
+        self.other.retain(|_, v| keep(v));
+    }
+
+    fn clear(&mut self) {
+        self.v4.clear();
+        self.other.clear();
+    }
+}
+
+/// The SYN-only connections in arrival order, IPv4 tuples packed as in [`TupleMap`]: two
+/// queues, merged by connection id (ids only grow) when popped.
+#[derive(Default)]
+struct SynOrder {
+    v4: VecDeque<(ConnId, (u64, u32))>,
+    other: VecDeque<(ConnId, Key)>,
+}
+
+impl SynOrder {
+    fn push_back(&mut self, id: ConnId, key: Key) {
+        match key.packed() {
+            Some(k) => self.v4.push_back((id, k)),
+            None => self.other.push_back((id, key)),
+        }
+    }
+
+    /// The oldest entry.
+    fn pop_front(&mut self) -> Option<(ConnId, Key)> {
+        let v4_first = match (self.v4.front(), self.other.front()) {
+            (Some(a), Some(b)) => a.0 < b.0,
+            (a, _) => a.is_some(),
+        };
+        if v4_first {
+            self.v4.pop_front().map(|(id, k)| (id, Key::unpacked(k)))
+        } else {
+            self.other.pop_front()
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.v4.len() + self.other.len()
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(ConnId, &Key) -> bool) {
+        self.v4.retain(|(id, k)| keep(*id, &Key::unpacked(*k)));
+        self.other.retain(|(id, k)| keep(*id, k));
+    }
+
+    fn clear(&mut self) {
+        self.v4.clear();
+        self.other.clear();
+    }
 }
 
 /// An out-of-order range of one direction: bytes, or bytes known to be lost (snap length).
@@ -488,9 +606,9 @@ pub struct Reassembler {
     /// or timed-out dial) costs this entry, not a full [`Conn`], and produces no events; the
     /// first other segment of its tuple opens it as if the SYN had just been seen. At most
     /// `max_connections`, oldest dropped first.
-    syn_only: HashMap<Key, SynOnly>,
+    syn_only: TupleMap<SynOnly>,
     /// `syn_only` in arrival order (stale entries skipped): which to drop first.
-    syn_order: VecDeque<(ConnId, Key)>,
+    syn_order: SynOrder,
     /// Latest capture time seen; the time of events produced by `finish`.
     now: Timestamp,
     stats: ReassemblyStats,
@@ -507,8 +625,8 @@ impl Reassembler {
             clock: 0,
             next_id: 1,
             closed: ClosedTuples::default(),
-            syn_only: HashMap::default(),
-            syn_order: VecDeque::new(),
+            syn_only: TupleMap::default(),
+            syn_order: SynOrder::default(),
             now: Timestamp::default(),
             stats: ReassemblyStats::default(),
         }
@@ -583,6 +701,9 @@ impl Reassembler {
                 // The SYN again (a retransmission): still nothing more.
                 self.syn_only.insert(key, first);
                 return;
+            }
+            if seg.rst && !seg.syn && seg.payload.is_empty() && seg.missing == 0 {
+                return self.refused(key, &first, seg, sink);
             }
             if !is_bare_syn(seg) {
                 // Past its SYN: open it as the SYN would have, then take this segment.
@@ -673,6 +794,39 @@ impl Reassembler {
         None
     }
 
+    /// A SYN-only connection ended by a bare reset (a refused dial, most connections of an
+    /// ensemble with servers down): the events, counters and remembered tuple of opening it at
+    /// its SYN and handling the reset (which buffers and delivers nothing), without making and
+    /// dropping a table entry.
+    fn refused<S: FnMut(StreamEvent<&[u8]>)>(
+        &mut self,
+        key: Key,
+        first: &SynOnly,
+        rst: &TcpSegmentRef<'_>,
+        sink: &mut S,
+    ) {
+        let syn = first.segment(&key);
+        if self.conns.len() >= self.config.max_connections.max(1)
+            && let Some(victim) = self.pop_lru()
+        {
+            self.stats.evicted += 1;
+            self.close(victim, CloseKind::Evicted, syn.time, sink);
+        }
+        sink(StreamEvent::Opened {
+            conn: first.id,
+            initiator: syn.src,
+            acceptor: syn.dst,
+            time: syn.time,
+            mid_stream: false,
+        });
+        sink(StreamEvent::Closed {
+            conn: first.id,
+            time: rst.time,
+            how: CloseKind::Rst,
+        });
+        self.closed.insert(key, self.config.max_closed_remembered);
+    }
+
     /// Remembers a connection's bare SYN in the compact table.
     fn note_syn(&mut self, key: Key, seg: &TcpSegmentRef<'_>) {
         let cap = self.config.max_connections.max(1);
@@ -698,12 +852,12 @@ impl Reassembler {
                 from_first: seg.src == key.0,
             },
         );
-        self.syn_order.push_back((id, key));
+        self.syn_order.push_back(id, key);
         // Stale entries (opened or replaced since) are swept when they dominate.
         if self.syn_order.len() > 2 * self.syn_only.len() + 1024 {
             let table = &self.syn_only;
             self.syn_order
-                .retain(|(id, k)| table.get(k).is_some_and(|s| s.id == *id));
+                .retain(|id, k| table.get(k).is_some_and(|s| s.id == id));
         }
     }
 
@@ -881,42 +1035,20 @@ fn is_bare_syn(seg: &TcpSegmentRef<'_>) -> bool {
 /// every connection, stays small enough for the caches.
 #[derive(Default)]
 struct ClosedTuples {
-    /// IPv4 tuples: both addresses in one word, both ports in the other.
-    v4: HashMap<(u64, u32), u64>,
-    /// Everything else (IPv6, mixed).
-    other: HashMap<Key, u64>,
+    table: TupleMap<u64>,
     generation: u64,
 }
 
 impl ClosedTuples {
-    fn packed(key: &Key) -> Option<(u64, u32)> {
-        match (key.0, key.1) {
-            (SocketAddr::V4(a), SocketAddr::V4(b)) => Some((
-                (u64::from(a.ip().to_bits()) << 32) | u64::from(b.ip().to_bits()),
-                (u32::from(a.port()) << 16) | u32::from(b.port()),
-            )),
-            _ => None,
-        }
-    }
-
-    fn get(&self, key: &Key) -> Option<u64> {
-        match Self::packed(key) {
-            Some(k) => self.v4.get(&k).copied(),
-            None => self.other.get(key).copied(),
-        }
-    }
-
     /// Whether `key` was among the last `cap` tuples closed.
     fn contains(&self, key: &Key, cap: usize) -> bool {
-        self.get(key)
-            .is_some_and(|g| g > self.generation.saturating_sub(cap as u64))
+        self.table
+            .get(key)
+            .is_some_and(|&g| g > self.generation.saturating_sub(cap as u64))
     }
 
     fn remove(&mut self, key: &Key) {
-        match Self::packed(key) {
-            Some(k) => self.v4.remove(&k),
-            None => self.other.remove(key),
-        };
+        self.table.remove(key);
     }
 
     fn insert(&mut self, key: Key, cap: usize) {
@@ -925,20 +1057,15 @@ impl ClosedTuples {
         }
         self.generation += 1;
         let g = self.generation;
-        match Self::packed(&key) {
-            Some(k) => self.v4.insert(k, g),
-            None => self.other.insert(key, g),
-        };
-        if self.v4.len() + self.other.len() > cap + cap / 2 {
+        self.table.insert(key, g);
+        if self.table.len() > cap + cap / 2 {
             let oldest = g.saturating_sub(cap as u64);
-            self.v4.retain(|_, g| *g > oldest);
-            self.other.retain(|_, g| *g > oldest);
+            self.table.retain(|g| *g > oldest);
         }
     }
 
     fn clear(&mut self) {
-        self.v4.clear();
-        self.other.clear();
+        self.table.clear();
     }
 }
 
@@ -1135,5 +1262,72 @@ fn push_pieces<S: FnMut(StreamEvent<&[u8]>)>(
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn v4(a: [u8; 4], port: u16) -> SocketAddr {
+        SocketAddr::from((a, port))
+    }
+
+    proptest! {
+        #[test]
+        fn packed_ipv4_tuples_unpack_to_the_same_key(
+            a in any::<[u8; 4]>(), pa in any::<u16>(), b in any::<[u8; 4]>(), pb in any::<u16>()
+        ) {
+            let key = Key::new(v4(a, pa), v4(b, pb));
+            let packed = key.packed().unwrap();
+            prop_assert_eq!(Key::unpacked(packed), key);
+            prop_assert_eq!(Key::new(v4(b, pb), v4(a, pa)).packed(), Some(packed));
+        }
+
+        /// The two queues pop in the order entries were pushed, whatever their families.
+        #[test]
+        fn syn_order_pops_in_push_order(v6 in proptest::collection::vec(any::<bool>(), 0..40)) {
+            let mut order = SynOrder::default();
+            let keys: Vec<Key> = v6
+                .iter()
+                .enumerate()
+                .map(|(i, &six)| {
+                    let port = i as u16 + 1;
+                    if six {
+                        Key::new(
+                            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port)),
+                            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 3888)),
+                        )
+                    } else {
+                        Key::new(v4([127, 0, 0, 1], port), v4([127, 0, 0, 2], 3888))
+                    }
+                })
+                .collect();
+            for (i, k) in keys.iter().enumerate() {
+                order.push_back(ConnId(i as u64), *k);
+            }
+            prop_assert_eq!(order.len(), keys.len());
+            for (i, k) in keys.iter().enumerate() {
+                prop_assert_eq!(order.pop_front(), Some((ConnId(i as u64), *k)));
+            }
+            prop_assert_eq!(order.pop_front(), None);
+        }
+    }
+
+    #[test]
+    fn tuple_map_keeps_ipv4_and_ipv6_apart() {
+        let mut m = TupleMap::default();
+        let k4 = Key::new(v4([10, 0, 0, 1], 40000), v4([10, 0, 0, 2], 3888));
+        let k6 = Key::new(
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 40000)),
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 3888)),
+        );
+        m.insert(k4, 4);
+        m.insert(k6, 6);
+        assert_eq!((m.get(&k4), m.get(&k6), m.len()), (Some(&4), Some(&6), 2));
+        m.retain(|v| *v == 6);
+        assert_eq!(m.get(&k4), None);
+        assert_eq!((m.remove(&k6), m.len()), (Some(6), 0));
     }
 }

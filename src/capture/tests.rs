@@ -1092,6 +1092,48 @@ fn syn_only_connections_are_cheap_and_open_later_as_at_their_syn() {
     assert!(r.stats().evicted >= 4000);
 }
 
+/// A dial refused with a reset opens at its SYN and closes at the reset, its tuple remembered
+/// as closed, with nothing left open (the short way `Reassembler` takes for it).
+#[test]
+fn refused_dial_opens_at_its_syn_and_closes_at_the_reset() {
+    let mut r = Reassembler::new(ReassemblyConfig::default());
+    let mut out = Vec::new();
+    let mut syn = seg("10.0.0.1:40000", "10.0.0.2:3888", 100, &[]);
+    syn.syn = true;
+    syn.ack = None;
+    syn.time = Timestamp { secs: 1, nanos: 5 };
+    let mut rst = seg("10.0.0.2:3888", "10.0.0.1:40000", 0, &[]);
+    rst.rst = true;
+    rst.ack = Some(101);
+    rst.time = Timestamp { secs: 2, nanos: 7 };
+    r.push(syn.clone(), &mut out);
+    r.push(rst.clone(), &mut out);
+    assert_eq!(
+        out,
+        vec![
+            StreamEvent::Opened {
+                conn: ConnId(1),
+                initiator: syn.src,
+                acceptor: syn.dst,
+                time: syn.time,
+                mid_stream: false,
+            },
+            StreamEvent::Closed {
+                conn: ConnId(1),
+                time: rst.time,
+                how: CloseKind::Rst,
+            },
+        ]
+    );
+    assert_eq!(r.open_connections(), 0);
+    assert_eq!((r.stats().connections, r.stats().segments), (1, 2));
+    // A late segment of the refused tuple opens nothing.
+    out.clear();
+    r.push(seg("10.0.0.1:40000", "10.0.0.2:3888", 101, b"x"), &mut out);
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(r.stats().after_close, 1);
+}
+
 /// Everything a capture yields, errors as text, and the counters.
 fn everything(mut segs: TcpSegments) -> (Vec<Result<TcpSegment, String>>, CaptureStats) {
     let mut out = Vec::new();

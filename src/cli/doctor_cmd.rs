@@ -23,6 +23,8 @@ pub struct DoctorArgs {
     /// Seconds to wait for each server (connect and answer together).
     #[arg(long, default_value_t = 5.0)]
     pub timeout: f64,
+    #[command(flatten)]
+    pub tls: super::tls_args::TlsArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -46,8 +48,14 @@ pub fn run(args: DoctorArgs) -> Result<(), CliError> {
             client: None,
         })
         .collect();
-    if let Some(path) = &args.config {
-        let cfg = ZooCfg::read(path).map_err(|e| CliError::input(format!("--config: {e}")))?;
+    let cfg = match &args.config {
+        Some(path) => {
+            Some(ZooCfg::read(path).map_err(|e| CliError::input(format!("--config: {e}")))?)
+        }
+        None => None,
+    };
+    let tls = args.tls.build(cfg.as_ref())?;
+    if let (Some(path), Some(cfg)) = (&args.config, &cfg) {
         let client_port: Option<u16> = cfg.get("clientPort");
         for line in cfg.servers() {
             let Some(addr) = line.addresses.first() else {
@@ -82,6 +90,7 @@ pub fn run(args: DoctorArgs) -> Result<(), CliError> {
         members,
         &DoctorOptions {
             timeout: Duration::from_secs_f64(args.timeout),
+            tls,
         },
     );
     match args.format {

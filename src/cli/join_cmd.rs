@@ -200,6 +200,8 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
     };
     refuse_secured_quorum(&cfg)
         .map_err(|m| input(format!("--config {}: {m}", args.config.display())))?;
+    let tls = crate::net::QuorumTls::from_zoocfg(&cfg)
+        .map_err(|m| input(format!("--config {}: {m}", args.config.display())))?;
     for key in cfg.other.keys() {
         tracing::debug!("zoo.cfg key {key} ignored by zkfle join");
     }
@@ -352,6 +354,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
                 crate::net::manager::open_files_limit(),
             ),
             strict_peers: args.strict_peers,
+            tls,
         },
         leader_gone_ms: tick * sync_limit,
         leader_sync_ms: tick * init_limit,
@@ -361,11 +364,10 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
 }
 
 /// zoo.cfg switches (read as Java's `Boolean.parseBoolean`) that make the ensemble's quorum
-/// and election ports speak TLS or require SASL. zkfle cannot do either yet: rather than
-/// speak plaintext to servers that expect otherwise, `join` refuses such a config.
+/// and election ports require SASL. zkfle cannot do that yet: rather than speak without it
+/// to servers that expect otherwise, `join` refuses such a config. (`sslQuorum` and
+/// `portUnification` are quorum TLS: `crate::net::tls`.)
 const SECURED_QUORUM_KEYS: &[(&str, &str)] = &[
-    ("sslQuorum", "TLS on the quorum and election ports"),
-    ("portUnification", "TLS and plaintext on one port"),
     (
         "quorum.auth.enableSasl",
         "SASL authentication between servers",

@@ -15,6 +15,7 @@ pub mod join_cmd;
 mod probe_cmd;
 mod replay_cmd;
 mod repro_cmd;
+mod tls_args;
 mod wire_cmd;
 mod wireshark_cmd;
 

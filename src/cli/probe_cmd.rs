@@ -27,6 +27,8 @@ pub struct ProbeArgs {
     /// under the default sid: a member's sid, or one below it, is refused).
     #[arg(long, default_value_t = probe::PROBE_SID)]
     pub sid: i64,
+    #[command(flatten)]
+    pub tls: super::tls_args::TlsArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -44,6 +46,7 @@ pub fn run(args: ProbeArgs) -> Result<(), CliError> {
     let opts = ProbeOptions {
         sid: args.sid,
         timeout: Duration::from_secs_f64(args.timeout),
+        tls: args.tls.build(None)?,
         ..ProbeOptions::default()
     };
     if opts.sid != probe::PROBE_SID {
@@ -140,7 +143,7 @@ pub fn run(args: ProbeArgs) -> Result<(), CliError> {
 fn check_sid(servers: &[String], opts: &ProbeOptions) -> Result<(), CliError> {
     let safe = ProbeOptions {
         sid: probe::PROBE_SID,
-        ..*opts
+        ..opts.clone()
     };
     for (server, result) in servers.iter().zip(probe::probe_all(servers, &safe)) {
         let Ok(answer) = result else { continue };

@@ -6,6 +6,7 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::CliError;
+use crate::repro::matrix::{MATRIX, VERSIONS};
 use crate::repro::{self, REPROS, ReproOptions, Target, Verdict};
 
 #[derive(Debug, Args)]
@@ -42,6 +43,8 @@ pub struct ReproArgs {
     /// Seconds to wait for each probe and each answer.
     #[arg(long, default_value_t = 3.0)]
     pub timeout: f64,
+    #[command(flatten)]
+    pub tls: super::tls_args::TlsArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -77,14 +80,15 @@ pub fn run(args: ReproArgs) -> Result<(), CliError> {
     let target_text = args.target.as_deref().unwrap_or_default();
     let target =
         Target::resolve(target_text).map_err(|e| CliError::input(format!("--target: {e}")))?;
-    let config = match &args.config {
+    let zoo_cfg = match &args.config {
         Some(path) => Some(
             crate::zoocfg::ZooCfg::read(path)
-                .map_err(|e| CliError::input(format!("--config: {e}")))?
-                .quorum,
+                .map_err(|e| CliError::input(format!("--config: {e}")))?,
         ),
         None => None,
     };
+    let tls = args.tls.build(zoo_cfg.as_ref())?;
+    let config = zoo_cfg.map(|c| c.quorum);
     let client = match &args.client {
         Some(text) => Some(
             Target::resolve(text)
@@ -98,6 +102,7 @@ pub fn run(args: ReproArgs) -> Result<(), CliError> {
         timeout: Duration::from_secs_f64(args.timeout),
         peer_sid: args.peer_sid,
         config,
+        tls,
     };
     let report = repro::run(r, &target, &opts);
     match args.format {
@@ -117,8 +122,28 @@ pub fn run(args: ReproArgs) -> Result<(), CliError> {
     }
 }
 
+/// The verdicts measured on each release (the repro matrix), as a JSON object and as text.
+fn measured(name: &str) -> (serde_json::Value, String) {
+    let Some((_, row)) = MATRIX.iter().find(|(n, _)| *n == name) else {
+        return (serde_json::Value::Null, "not measured".to_string());
+    };
+    let object = VERSIONS
+        .iter()
+        .zip(row)
+        .map(|(v, verdict)| (v.to_string(), json!(verdict.name())))
+        .collect();
+    let text = VERSIONS
+        .iter()
+        .zip(row)
+        .map(|(v, verdict)| format!("{v} {}", verdict.name()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (serde_json::Value::Object(object), text)
+}
+
 fn list(format: Format) {
     for r in REPROS {
+        let (measured_json, measured_text) = measured(r.name);
         match format {
             Format::Json => println!(
                 "{}",
@@ -128,6 +153,7 @@ fn list(format: Format) {
                     "trigger": r.trigger,
                     "symptom": r.symptom,
                     "breaks": r.breaks,
+                    "measured": measured_json,
                 })
             ),
             Format::Text => {
@@ -145,6 +171,7 @@ fn list(format: Format) {
                 if let Some(b) = r.breaks {
                     println!("    breaks:   {b}");
                 }
+                println!("    measured: {measured_text}");
             }
         }
     }

@@ -207,6 +207,9 @@ pub enum ProblemKind {
     /// The capture ended (or the connection closed) in the middle of a message: these bytes
     /// of it were never completed.
     Unfinished { bytes: u64 },
+    /// The connection speaks TLS (quorum TLS, `sslQuorum=true`): a TLS record opens it, and
+    /// its bytes are encrypted, so they are skipped, not decoded.
+    Encrypted,
 }
 
 /// Streaming decoder over TCP segments.
@@ -270,6 +273,8 @@ struct Conn {
     /// `Some` for a quorum-port connection: its directions are decoded as Zab packets (and
     /// `dirs` is unused).
     quorum: Option<Box<[QuorumDir; 2]>>,
+    /// Whether the connection speaks TLS: `None` until its first bytes are seen.
+    tls: Option<bool>,
 }
 
 /// One direction of a quorum-port connection.
@@ -476,6 +481,7 @@ impl State {
                         quorum: quorum.then(|| {
                             Box::new([QuorumDir::new(mid_stream), QuorumDir::new(mid_stream)])
                         }),
+                        tls: None,
                     },
                 );
                 if mid_stream {
@@ -601,6 +607,34 @@ impl State {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
+        // On an election or quorum port, the first bytes tell TLS from plaintext; a TLS
+        // connection is reported once and its bytes skipped.
+        if c.recognising.is_none() && !bytes.is_empty() {
+            match c.tls {
+                Some(true) => return,
+                Some(false) => {}
+                None => {
+                    let tls = tls_record_start(bytes);
+                    c.tls = Some(tls.is_some());
+                    if let Some(what) = tls {
+                        let (from, to) = (c.initiator, c.acceptor);
+                        let r = self.problem(
+                            conn,
+                            dir,
+                            time,
+                            0,
+                            Severity::Warning,
+                            ProblemKind::Encrypted,
+                            format!(
+                                "connection {from} -> {to} speaks TLS ({what} seen; quorum TLS, sslQuorum=true): its bytes are encrypted and skipped"
+                            ),
+                        );
+                        self.push(r);
+                        return;
+                    }
+                }
+            }
+        }
         if let Some(held) = &mut c.recognising {
             if dir == CapDir::FromAcceptor {
                 // The acceptor of an election connection speaks only after the initial message.
@@ -1127,6 +1161,18 @@ fn recognise(held: &[u8]) -> Recognition {
     }
 }
 
+/// What a TLS record at the start of `bytes` is, if one is: a handshake record (a
+/// connection's first bytes under TLS), or application data (a TLS connection joined mid-way).
+/// Plaintext election and quorum streams cannot start so: an initial message starts with a
+/// negative protocol version or a sid, a quorum packet with a length far below 0x16030000.
+fn tls_record_start(bytes: &[u8]) -> Option<&'static str> {
+    match bytes {
+        [0x16, 0x03, 0x00..=0x04, ..] => Some("a TLS handshake record"),
+        [0x17, 0x03, 0x03, ..] => Some("TLS application data"),
+        _ => None,
+    }
+}
+
 /// A payload that is a notification as some real server sent one: a known state, and exactly
 /// one of the historical sizes (or a config filling the rest).
 fn plausible_notification(payload: &[u8]) -> bool {
@@ -1345,6 +1391,66 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Quorum TLS on both ports: each connection is one `encrypted` warning, its bytes
+    /// skipped; no malformed frames. A plaintext election connection beside them decodes.
+    #[test]
+    fn tls_connections_are_reported_as_encrypted() {
+        // A ClientHello's record header and a little of it, then the server's answer and
+        // application data: what any TLS connection carries first.
+        let hello = [
+            0x16, 0x03, 0x01, 0x00, 0x40, 0x01, 0x00, 0x00, 0x3c, 0x03, 0x03,
+        ]
+        .to_vec();
+        let answer = [0x16, 0x03, 0x03, 0x00, 0x30, 0x02, 0x00, 0x00].to_vec();
+        let data = [0x17, 0x03, 0x03, 0x00, 0x20, 0xde, 0xad, 0xbe, 0xef].to_vec();
+        let mut segments = Vec::new();
+        for port in [3888, 2888] {
+            let (a, b) = (format!("127.0.0.1:4{port}"), format!("127.0.0.2:{port}"));
+            segments.push(seg(&a, &b, 0, true, Vec::new()));
+            let mut syn_ack = seg(&b, &a, 0, true, Vec::new());
+            syn_ack.ack = Some(1);
+            segments.push(syn_ack);
+            segments.push(seg(&a, &b, 1, false, hello.clone()));
+            segments.push(seg(&b, &a, 1, false, answer.clone()));
+            segments.push(seg(&a, &b, 1 + hello.len() as u32, false, data.clone()));
+        }
+        // A TLS connection whose start the capture missed: application data.
+        segments.push(seg(
+            "127.0.0.3:40001",
+            "127.0.0.2:3888",
+            500,
+            false,
+            data.clone(),
+        ));
+        let records = decode(segments, DecodeOptions::default());
+        let encrypted: Vec<&Problem> = records
+            .iter()
+            .filter_map(|r| match &r.body {
+                Body::Problem(p) if p.kind == ProblemKind::Encrypted => Some(p),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(encrypted.len(), 3, "{records:#?}");
+        assert!(
+            encrypted[0]
+                .message
+                .contains("speaks TLS (a TLS handshake record seen")
+        );
+        assert!(encrypted[2].message.contains("TLS application data seen"));
+        assert!(
+            !records
+                .iter()
+                .any(|r| matches!(&r.body, Body::Problem(p) if p.severity == Severity::Error)),
+            "{records:#?}"
+        );
+        assert!(
+            !records
+                .iter()
+                .any(|r| matches!(r.body, Body::Notification(_) | Body::Quorum(_))),
+            "{records:#?}"
+        );
     }
 
     #[test]

@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use super::QuorumStream;
 use tracing::{info, warn};
 
 use std::sync::Arc;
@@ -26,6 +28,8 @@ pub struct FollowConfig {
     /// `updateElectionVote`, ZOOKEEPER-1732): servers that join later count a FOLLOWING vote
     /// only when its peer epoch is the leader's (`Vote.equals` outside LOOKING).
     pub established_epoch: Arc<AtomicI64>,
+    /// Quorum TLS (`sslQuorum`): the leader's quorum port speaks TLS.
+    pub tls: Option<Arc<super::QuorumTls>>,
 }
 
 /// How many of the latest latencies [`AckStats`] keeps for its percentiles.
@@ -81,14 +85,27 @@ pub struct FollowEnd {
     pub synced: bool,
 }
 
-async fn connect(cfg: &FollowConfig, limit: Duration) -> std::io::Result<TcpStream> {
+async fn connect(cfg: &FollowConfig, limit: Duration) -> std::io::Result<QuorumStream> {
     let start = Instant::now();
     let mut tries = 0;
     loop {
         match tokio::time::timeout(limit, TcpStream::connect(cfg.leader_addr)).await {
             Ok(Ok(s)) => {
                 s.set_nodelay(true)?;
-                return Ok(s);
+                // A failed TLS handshake is not retried: the certificates will not change.
+                let left = limit.saturating_sub(start.elapsed());
+                return match tokio::time::timeout(
+                    left,
+                    super::tls::wrap_outgoing(cfg.tls.as_deref(), s, cfg.leader_addr),
+                )
+                .await
+                {
+                    Ok(r) => r,
+                    Err(_) => Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "TLS handshake timed out",
+                    )),
+                };
             }
             Ok(Err(e)) if start.elapsed() + Duration::from_millis(100) < limit => {
                 warn!(
@@ -159,7 +176,7 @@ async fn flush(
     learner: &mut Learner,
     storage: &mut Storage,
     staging: &mut Staging,
-    stream: &mut TcpStream,
+    stream: &mut QuorumStream,
     snapshot_max_zxid: i64,
 ) -> Result<usize, String> {
     if !learner.has_ready() {
@@ -182,6 +199,10 @@ async fn flush(
     if !out.is_empty() {
         stream
             .write_all(&out)
+            .await
+            .map_err(|e| format!("write to leader: {e}"))?;
+        stream
+            .flush()
             .await
             .map_err(|e| format!("write to leader: {e}"))?;
     }

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::TcpListener;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+use super::QuorumStream;
+use super::tls::{QuorumReadHalf, QuorumWriteHalf};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -37,6 +39,8 @@ pub struct LeadConfig {
     pub tick_ms: u64,
     pub init_limit: u64,
     pub sync_limit: u64,
+    /// Quorum TLS (`sslQuorum`, `portUnification`): how learners' connections are accepted.
+    pub tls: Option<Arc<super::QuorumTls>>,
 }
 
 /// How a leadership ended.
@@ -82,7 +86,7 @@ impl Conn {
 
 async fn read_learner(
     conn: ConnId,
-    mut rd: OwnedReadHalf,
+    mut rd: QuorumReadHalf,
     tx: mpsc::UnboundedSender<(ConnId, FromLearner)>,
 ) {
     let mut dec = QuorumStreamDecoder::packets_only();
@@ -160,7 +164,7 @@ impl TxnReader {
 
 /// Streams the snapshot file's body (walked to its `"/"` end marker) and the signature.
 async fn send_snapshot(
-    w: &mut BufWriter<OwnedWriteHalf>,
+    w: &mut BufWriter<QuorumWriteHalf>,
     path: &std::path::Path,
 ) -> io::Result<u64> {
     let mut f = std::fs::File::open(path)?;
@@ -200,7 +204,7 @@ fn encode(p: &QuorumPacket) -> io::Result<Vec<u8>> {
 
 async fn write_learner(
     conn: ConnId,
-    wr: OwnedWriteHalf,
+    wr: QuorumWriteHalf,
     mut rx: mpsc::UnboundedReceiver<Out>,
     history: Arc<History>,
     back: mpsc::UnboundedSender<(ConnId, FromLearner)>,
@@ -261,7 +265,7 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
         Ok(h) => Arc::new(h),
         Err(e) => return end(format!("cannot read the log: {e}"), false),
     };
-    let (atx, mut accepted) = mpsc::unbounded_channel::<(tokio::net::TcpStream, SocketAddr)>();
+    let (atx, mut accepted) = mpsc::unbounded_channel::<(QuorumStream, SocketAddr)>();
     let mut acceptors: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     for addr in &cfg.listen {
         let listener = match bind(*addr, cfg.tick_ms * cfg.init_limit).await {
@@ -277,13 +281,37 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
             }
         };
         let atx = atx.clone();
+        let tls = cfg.tls.clone();
+        let handshake_limit = Duration::from_millis(cfg.tick_ms * cfg.init_limit);
         acceptors.push(tokio::spawn(async move {
             loop {
                 match listener.accept().await {
-                    Ok(s) => {
-                        if atx.send(s).is_err() {
-                            return;
+                    Ok((tcp, peer)) => {
+                        let _ = tcp.set_nodelay(true);
+                        if tls.is_none() {
+                            if atx.send((QuorumStream::Plain(tcp), peer)).is_err() {
+                                return;
+                            }
+                            continue;
                         }
+                        // Handshakes off the accept loop: a silent connector holds up no one.
+                        let (tls, atx) = (tls.clone(), atx.clone());
+                        tokio::spawn(async move {
+                            let wrapped = tokio::time::timeout(
+                                handshake_limit,
+                                super::tls::wrap_incoming(tls.as_deref(), tcp, peer),
+                            )
+                            .await;
+                            match wrapped {
+                                Ok(Ok(s)) => {
+                                    let _ = atx.send((s, peer));
+                                }
+                                Ok(Err(e)) => warn!("learner connection from {peer}: {e}"),
+                                Err(_) => warn!(
+                                    "learner connection from {peer}: no TLS handshake within initLimit*tickTime"
+                                ),
+                            }
+                        });
                     }
                     Err(e) => {
                         warn!("accept on the quorum port: {e}");
@@ -411,7 +439,6 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
                 let Some((stream, peer)) = a else { continue };
                 let id = next_id;
                 next_id += 1;
-                let _ = stream.set_nodelay(true);
                 let (rd, wr) = stream.into_split();
                 let (otx, orx) = mpsc::unbounded_channel();
                 let reader = tokio::spawn(read_learner(id, rd, tx.clone()));

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
@@ -17,6 +16,9 @@ use tracing::{debug, info, warn};
 
 use super::core::{self, ConnId, Incoming, Next, SendQueues};
 use super::dialect::{Dialects, PeerForm, WireDialect};
+use super::tls::{
+    QuorumReadHalf, QuorumStream, QuorumTls, QuorumWriteHalf, wrap_incoming, wrap_outgoing,
+};
 use crate::throttle::{LogThrottle, suppressed};
 use crate::wire::initial::OBSERVER_ID;
 use crate::wire::{
@@ -48,6 +50,8 @@ pub struct NetConfig {
     /// Accept a member's sid only from the IP addresses its configured election addresses
     /// resolve to (`--strict-peers`); Java accepts any sid from anyone.
     pub strict_peers: bool,
+    /// Quorum TLS (`sslQuorum`, `portUnification`): how connections are wrapped.
+    pub tls: Option<Arc<QuorumTls>>,
 }
 
 /// Bounds on the election port against peers that are not (or not yet) members.
@@ -388,6 +392,7 @@ async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
 #[derive(Debug)]
 enum Handshake {
     Io(io::Error),
+    Tls(io::Error),
     Eof(usize),
     Bad(WireError),
     Timeout,
@@ -397,6 +402,7 @@ impl std::fmt::Display for Handshake {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Handshake::Io(e) => write!(f, "{e}"),
+            Handshake::Tls(e) => write!(f, "{e}"),
             Handshake::Eof(n) => write!(f, "connection closed after {n} bytes"),
             Handshake::Bad(e) => write!(f, "bad initial message: {e}"),
             Handshake::Timeout => write!(f, "no initial message within the socket timeout"),
@@ -407,7 +413,7 @@ impl std::fmt::Display for Handshake {
 /// Reads the initial message (at most 2068 bytes are buffered). Returns it, the decoder
 /// positioned after it, and the bytes read past it (the start of the first frame).
 async fn read_initial(
-    stream: &mut TcpStream,
+    stream: &mut QuorumStream,
 ) -> Result<(InitialMessage, StreamDecoder, Vec<u8>), Handshake> {
     let mut dec = StreamDecoder::new(Direction::FromInitiator);
     let mut buf = [0u8; 4096];
@@ -562,16 +568,19 @@ impl Shared {
         false
     }
 
-    async fn handle_incoming(
-        self: Arc<Self>,
-        mut stream: TcpStream,
-        peer: SocketAddr,
-        pass: GuestPass,
-    ) {
-        let _ = stream.set_nodelay(true);
+    async fn handle_incoming(self: Arc<Self>, tcp: TcpStream, peer: SocketAddr, pass: GuestPass) {
+        let _ = tcp.set_nodelay(true);
         let evict = pass.evict.clone();
+        // The TLS handshake (if any) and the initial message share the socket timeout.
+        let handshake = async {
+            let mut stream = wrap_incoming(self.cfg.tls.as_deref(), tcp, peer)
+                .await
+                .map_err(Handshake::Tls)?;
+            let (msg, dec, leftover) = read_initial(&mut stream).await?;
+            Ok((stream, msg, dec, leftover))
+        };
         let hs = tokio::select! {
-            r = tokio::time::timeout(self.cfg.socket_timeout, read_initial(&mut stream)) => {
+            r = tokio::time::timeout(self.cfg.socket_timeout, handshake) => {
                 r.unwrap_or(Err(Handshake::Timeout))
             }
             _ = evict.notified() => {
@@ -579,7 +588,7 @@ impl Shared {
                 return;
             }
         };
-        let (msg, dec, leftover) = match hs {
+        let (stream, msg, dec, leftover) = match hs {
             Ok(x) => x,
             Err(e) => {
                 if let Some(more) = self.may_warn("handshake") {
@@ -722,11 +731,8 @@ impl Shared {
                 );
                 continue;
             };
-            let mut stream = match tokio::time::timeout(
-                self.cfg.cnx_timeout,
-                TcpStream::connect(target),
-            )
-            .await
+            let tcp = match tokio::time::timeout(self.cfg.cnx_timeout, TcpStream::connect(target))
+                .await
             {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
@@ -740,13 +746,32 @@ impl Shared {
                     continue;
                 }
             };
-            let _ = stream.set_nodelay(true);
+            let _ = tcp.set_nodelay(true);
+            let tls = self.cfg.tls.as_deref();
+            let mut stream = match tokio::time::timeout(
+                self.cfg.socket_timeout,
+                wrap_outgoing(tls, tcp, target),
+            )
+            .await
+            {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    warn!("Cannot open secure channel to {sid} at election address {target}: {e}");
+                    continue;
+                }
+                Err(_) => {
+                    warn!(
+                        "Cannot open secure channel to {sid} at election address {target}: no TLS handshake within the socket timeout"
+                    );
+                    continue;
+                }
+            };
             // The whole initial message in one write (Java reads the address with one read()).
             let initial = match lock(&self.dialects).form_for(sid) {
                 PeerForm::Current => &self.initial,
                 PeerForm::Legacy => &self.initial_legacy,
             };
-            if let Err(e) = stream.write_all(initial).await {
+            if let Err(e) = write_flushed(&mut stream, initial).await {
                 warn!("Exception writing the initial message to {sid} at {target}: {e}");
                 continue;
             }
@@ -775,7 +800,7 @@ impl Shared {
     fn establish(
         self: &Arc<Self>,
         sid: i64,
-        stream: TcpStream,
+        stream: QuorumStream,
         dec: StreamDecoder,
         leftover: Vec<u8>,
         peer: SocketAddr,
@@ -819,7 +844,7 @@ impl Shared {
         self: Arc<Self>,
         sid: i64,
         id: ConnId,
-        mut wr: OwnedWriteHalf,
+        mut wr: QuorumWriteHalf,
         wake: Arc<Notify>,
     ) {
         loop {
@@ -834,7 +859,7 @@ impl Shared {
                             continue;
                         }
                     };
-                    if let Err(e) = wr.write_all(&frame).await {
+                    if let Err(e) = write_flushed(&mut wr, &frame).await {
                         warn!(
                             "Exception when using channel: for id {sid} my id = {}: {e}",
                             self.my_sid()
@@ -854,7 +879,7 @@ impl Shared {
         self: Arc<Self>,
         sid: i64,
         id: ConnId,
-        rd: OwnedReadHalf,
+        rd: QuorumReadHalf,
         dec: StreamDecoder,
         leftover: Vec<u8>,
         peer: SocketAddr,
@@ -893,7 +918,7 @@ impl Shared {
     async fn read_frames(
         &self,
         sid: i64,
-        mut rd: OwnedReadHalf,
+        mut rd: QuorumReadHalf,
         mut dec: StreamDecoder,
         leftover: Vec<u8>,
         peer: SocketAddr,
@@ -1015,6 +1040,13 @@ impl Shared {
             }
         }
     }
+}
+
+/// Writes `bytes` and flushes them: a TLS stream holds written bytes in its record layer
+/// until flushed.
+async fn write_flushed<W: AsyncWriteExt + Unpin>(w: &mut W, bytes: &[u8]) -> io::Result<()> {
+    w.write_all(bytes).await?;
+    w.flush().await
 }
 
 fn close_conn(st: &mut State, id: ConnId) {

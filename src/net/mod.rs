@@ -25,7 +25,9 @@ pub mod lead;
 pub mod manager;
 pub mod node;
 pub mod probe;
+pub mod tls;
 
 pub use dialect::WireDialect;
 pub use manager::{Manager, NetConfig, PeerLimits, Received};
 pub use node::{NodeConfig, StateEvent, ZabConfig, run};
+pub use tls::{QuorumStream, QuorumTls};

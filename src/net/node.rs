@@ -307,6 +307,7 @@ impl Node {
                                         tick_ms: z.learner.tick_ms,
                                         init_limit: z.learner.init_limit,
                                         sync_limit: z.learner.sync_limit,
+                                        tls: self.cfg.net.tls.clone(),
                                     })
                                 }
                                 _ => warn!(
@@ -326,6 +327,7 @@ impl Node {
                                         leader_addr: *addr,
                                         learner,
                                         established_epoch: self.established_epoch.clone(),
+                                        tls: self.cfg.net.tls.clone(),
                                     })
                                 }
                                 None => warn!(

@@ -24,6 +24,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+use super::tls::BlockingQuorumStream;
+
 use serde_json::{Value, json};
 
 use crate::wire::{
@@ -72,13 +74,15 @@ pub enum ProbeError {
 }
 
 /// How to probe.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ProbeOptions {
     pub sid: i64,
     pub timeout: Duration,
     /// The initial message's form: V1 (every 3.4.14+ and 3.5+ server reads it) or V2 (3.6+
     /// and 3.4; 3.5.x before 3.5.8 refuse it, ZOOKEEPER-3720).
     pub protocol: ProtocolVersion,
+    /// Quorum TLS, when the ensemble speaks it (`sslQuorum`).
+    pub tls: Option<std::sync::Arc<super::QuorumTls>>,
 }
 
 impl Default for ProbeOptions {
@@ -87,6 +91,7 @@ impl Default for ProbeOptions {
             sid: PROBE_SID,
             timeout: Duration::from_secs(5),
             protocol: ProtocolVersion::V1,
+            tls: None,
         }
     }
 }
@@ -152,11 +157,25 @@ pub fn connect(target: &str, timeout: Duration) -> Result<TcpStream, ProbeError>
     Ok(s)
 }
 
+/// [`connect`] to an election port, then TLS when `tls` says the ensemble speaks it.
+pub fn connect_election(
+    target: &str,
+    timeout: Duration,
+    tls: Option<&super::QuorumTls>,
+) -> Result<BlockingQuorumStream, ProbeError> {
+    let s = connect(target, timeout)?;
+    let peer = s.peer_addr().map_err(|e| io_error(e, "connecting"))?;
+    super::tls::wrap_outgoing_blocking(tls, s, peer).map_err(|e| ProbeError::Io(e.to_string()))
+}
+
 /// Probes one server at `target` (`host:port`).
 pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
     let start = std::time::Instant::now();
-    let mut s = connect(target, opts.timeout)?;
-    let local = s.local_addr().map_err(|e| io_error(e, "connecting"))?;
+    let mut s = connect_election(target, opts.timeout, opts.tls.as_deref())?;
+    let local = s
+        .tcp()
+        .local_addr()
+        .map_err(|e| io_error(e, "connecting"))?;
     s.write_all(&request(opts.protocol, opts.sid, local))
         .map_err(|e| io_error(e, "sending"))?;
     // The first frame may be a stale re-send (see the module's comment); the one after our
@@ -166,7 +185,7 @@ pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
     s.write_all(&framed_probe_notification())
         .map_err(|e| io_error(e, "sending"))?;
     let payload = read_frame(&mut s, start, opts.timeout)?;
-    let _ = s.shutdown(std::net::Shutdown::Both);
+    let _ = s.tcp().shutdown(std::net::Shutdown::Both);
     let n = Notification::decode(&payload).map_err(|e| ProbeError::BadAnswer(e.to_string()))?;
     let config = n.config_text().and_then(|t| QuorumConfig::parse(&t).ok());
     Ok(Answer {
@@ -184,7 +203,7 @@ pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
 
 /// Reads one frame's payload, within what is left of `timeout` since `start`.
 pub fn read_frame(
-    s: &mut TcpStream,
+    s: &mut BlockingQuorumStream,
     start: std::time::Instant,
     timeout: Duration,
 ) -> Result<Vec<u8>, ProbeError> {
@@ -200,7 +219,7 @@ pub fn read_frame(
 }
 
 fn read_exact(
-    s: &mut TcpStream,
+    s: &mut BlockingQuorumStream,
     buf: &mut [u8],
     start: std::time::Instant,
     timeout: Duration,
@@ -211,7 +230,8 @@ fn read_exact(
         if left.is_zero() {
             return Err(ProbeError::Timeout("waiting for the answer"));
         }
-        s.set_read_timeout(Some(left))
+        s.tcp()
+            .set_read_timeout(Some(left))
             .map_err(|e| io_error(e, "waiting for the answer"))?;
         match s.read(&mut buf[got..]) {
             Ok(0) => return Err(ProbeError::Closed),

@@ -38,9 +38,11 @@ pub struct Member {
 }
 
 /// How to examine.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct DoctorOptions {
     pub timeout: Duration,
+    /// Quorum TLS, when the ensemble speaks it (`sslQuorum`).
+    pub tls: Option<std::sync::Arc<crate::net::QuorumTls>>,
 }
 
 /// What was found about one server.
@@ -151,6 +153,7 @@ impl Report {
 pub fn examine(mut members: Vec<Member>, opts: &DoctorOptions) -> Report {
     let v1 = ProbeOptions {
         timeout: opts.timeout,
+        tls: opts.tls.clone(),
         ..ProbeOptions::default()
     };
     let addresses: Vec<String> = members.iter().map(|m| m.address.clone()).collect();

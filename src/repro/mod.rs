@@ -17,7 +17,7 @@ pub mod matrix;
 mod member;
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -160,6 +160,9 @@ pub struct ReproOptions {
     pub config: Option<crate::wire::QuorumConfig>,
     /// A client address for the repros that write (ZOOKEEPER-2201), when the config has none.
     pub client: Option<SocketAddr>,
+    /// Quorum TLS, when the ensemble speaks it (`sslQuorum`): for the election connections
+    /// zkfle opens and accepts.
+    pub tls: Option<std::sync::Arc<crate::net::QuorumTls>>,
 }
 
 impl Default for ReproOptions {
@@ -169,6 +172,7 @@ impl Default for ReproOptions {
             peer_sid: None,
             config: None,
             client: None,
+            tls: None,
         }
     }
 }
@@ -279,6 +283,7 @@ pub fn run(repro: &Repro, target: &Target, opts: &ReproOptions) -> Report {
 fn probe_options(opts: &ReproOptions) -> ProbeOptions {
     ProbeOptions {
         timeout: opts.timeout,
+        tls: opts.tls.clone(),
         ..ProbeOptions::default()
     }
 }
@@ -334,14 +339,16 @@ fn verdict_from_probes(target: &Target, opts: &ReproOptions, ev: &mut Vec<String
 
 /// A blocking election connection to the target that we initiated.
 struct Conn {
-    s: TcpStream,
+    s: crate::net::tls::BlockingQuorumStream,
     start: Instant,
     timeout: Duration,
 }
 
 impl Conn {
-    fn open(target: &Target, timeout: Duration) -> Result<Conn, String> {
-        let s = probe::connect(&target.text, timeout).map_err(|e| format!("connecting: {e}"))?;
+    fn open(target: &Target, opts: &ReproOptions) -> Result<Conn, String> {
+        let timeout = opts.timeout;
+        let s = probe::connect_election(&target.text, timeout, opts.tls.as_deref())
+            .map_err(|e| format!("connecting: {e}"))?;
         Ok(Conn {
             s,
             start: Instant::now(),
@@ -352,6 +359,7 @@ impl Conn {
     fn local(&self) -> ElectionAddress {
         ElectionAddress::from_socket_addr(
             self.s
+                .tcp()
                 .local_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0))),
         )
@@ -379,7 +387,7 @@ impl Conn {
         let mut buf = [0u8; 4096];
         loop {
             let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() || self.s.set_read_timeout(Some(left)).is_err() {
+            if left.is_zero() || self.s.tcp().set_read_timeout(Some(left)).is_err() {
                 return false;
             }
             match self.s.read(&mut buf) {
@@ -418,7 +426,7 @@ fn port_out_of_range(
     before: &Answer,
     ev: &mut Vec<String>,
 ) -> Verdict {
-    let mut c = match Conn::open(target, opts.timeout) {
+    let mut c = match Conn::open(target, opts) {
         Ok(c) => c,
         Err(e) => {
             ev.push(format!("trigger: {e}"));
@@ -453,7 +461,7 @@ fn bad_config_server_id(
     before: &Answer,
     ev: &mut Vec<String>,
 ) -> Verdict {
-    let mut c = match Conn::open(target, opts.timeout) {
+    let mut c = match Conn::open(target, opts) {
         Ok(c) => c,
         Err(e) => {
             ev.push(format!("trigger: {e}"));
@@ -507,7 +515,7 @@ fn zookeeper_3769(
         // 3.5+ parse every sender's notifications: no need to take over a member's connection.
         REPRO_SID
     };
-    let mut c = match Conn::open(target, opts.timeout) {
+    let mut c = match Conn::open(target, opts) {
         Ok(c) => c,
         Err(e) => {
             ev.push(format!("trigger: {e}"));
@@ -595,7 +603,7 @@ fn zookeeper_2164(
     };
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let _ = listener.set_nonblocking(true);
-    let mut c = match Conn::open(target, opts.timeout) {
+    let mut c = match Conn::open(target, opts) {
         Ok(c) => c,
         Err(e) => {
             ev.push(format!("trigger: {e}"));
@@ -673,7 +681,7 @@ fn zookeeper_4787(
     ev: &mut Vec<String>,
 ) -> Verdict {
     // 1. A non-ASCII byte in the initial message (in the port, so that no name is resolved).
-    match Conn::open(target, opts.timeout) {
+    match Conn::open(target, opts) {
         Ok(mut c) => {
             let text = format!("{}:38\u{e9}8", c.local().host);
             let m = InitialMessage::with_address_text(ProtocolVersion::V1, REPRO_SID, &text);
@@ -694,14 +702,29 @@ fn zookeeper_4787(
         }
     }
     // 2. A notification whose config carries a non-ASCII comment (version 0: never adopted).
-    let mut c = match Conn::open(target, opts.timeout) {
+    let mut c = match Conn::open(target, opts) {
         Ok(c) => c,
         Err(e) => {
             ev.push(format!("trigger: {e}"));
             return Verdict::Inconclusive;
         }
     };
-    let config = "version=0\n#zkfle repro ZOOKEEPER-4787 \u{e9}\u{fc}\u{4e2d}\n";
+    // The target's own members, when its answer names them: a config that lists no
+    // participant kills the receiver thread of a server with standaloneEnabled=false
+    // ("number of participants should be >0", found in Docker: docs/repro.md), which is not
+    // this bug.
+    let members: String = before
+        .config
+        .as_ref()
+        .map(|c| {
+            c.to_string()
+                .lines()
+                .filter(|l| l.trim_start().starts_with("server."))
+                .map(|l| format!("{l}\n"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let config = format!("{members}#zkfle repro ZOOKEEPER-4787 \u{e9}\u{fc}\u{4e2d}\nversion=0\n");
     let initial = InitialMessage::versioned(ProtocolVersion::V1, REPRO_SID, vec![c.local()]);
     let n = notification_with_config(config.as_bytes());
     let sent = c
@@ -725,7 +748,7 @@ fn zookeeper_4787(
     }
     ev.push(format!(
         "trigger: sent a notification (version 2) whose config has the comment line {:?}",
-        config.lines().nth(1).unwrap_or("")
+        config.lines().find(|l| l.starts_with('#')).unwrap_or("")
     ));
     let verdict = verdict_from_probes(target, opts, ev);
     if verdict == Verdict::Vulnerable {

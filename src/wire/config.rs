@@ -360,7 +360,7 @@ mod tests {
         // A host is never at the end of a line (ports follow), so a trailing char trim would
         // remove stays bare; a bare host with `]` cannot be bracketed (fuzz target).
         for text in [
-            "server.7\u{16}=\0\0]\0+ighp.\0\01\0:2222:222",
+            "server.7\u{16}=\0\0]\0+ighp.\0\x0001\0:2222:222",
             "server.7=h:1:2|\0]x:3:4",
             "server.7=h:1:2|\0x:3:4;\0]c:5",
         ] {

@@ -1,0 +1,481 @@
+//! Quorum TLS against real Java ZooKeeper 3.8 (`sslQuorum=true`): certificates and stores made
+//! here with openssl and keytool, Java servers on PKCS12 stores, zkfle on PKCS12 and on PEM.
+//! zkfle joins, follows and is counted; a certificate from another CA is refused with a clear
+//! error on zkfle's side. Serialized with the loopback lock; helpers: tests/common/zab.rs.
+
+#[path = "common/zab.rs"]
+mod zab;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use zab::*;
+
+const PASSWORD: &str = "quorum-secret";
+
+fn run(dir: &Path, program: &str, args: &[&str]) {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA `name` and one server certificate it signs, valid for every loopback address the
+/// ensembles use (Java checks a client's certificate against the address it connects from,
+/// 127.0.0.1 for every server on loopback). Writes `name-ca.pem`, `name.pem` (key and
+/// certificate, PEM key store), `name.p12` (PKCS12 key store) and `name-trust.p12` (PKCS12
+/// trust store made by keytool, as Java needs).
+fn make_stores(dir: &Path, name: &str) {
+    let ca = format!("{name}-ca");
+    run(
+        dir,
+        "openssl",
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN={ca}"),
+            "-keyout",
+            &format!("{ca}.key"),
+            "-out",
+            &format!("{ca}.pem"),
+        ],
+    );
+    let ext = dir.join(format!("{name}.ext"));
+    std::fs::write(
+        &ext,
+        "subjectAltName=IP:127.0.0.1,IP:127.0.0.2,IP:127.0.0.3,IP:127.0.0.4,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n",
+    )
+    .unwrap();
+    run(
+        dir,
+        "openssl",
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            &format!("/CN={name}"),
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
+        ],
+    );
+    run(
+        dir,
+        "openssl",
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            &format!("{ca}.pem"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &format!("{name}.ext"),
+            "-out",
+            &format!("{name}.crt"),
+        ],
+    );
+    let pem = [
+        std::fs::read_to_string(dir.join(format!("{name}.key"))).unwrap(),
+        std::fs::read_to_string(dir.join(format!("{name}.crt"))).unwrap(),
+    ]
+    .concat();
+    std::fs::write(dir.join(format!("{name}.pem")), pem).unwrap();
+    run(
+        dir,
+        "openssl",
+        &[
+            "pkcs12",
+            "-export",
+            "-inkey",
+            &format!("{name}.key"),
+            "-in",
+            &format!("{name}.crt"),
+            "-name",
+            name,
+            "-passout",
+            &format!("pass:{PASSWORD}"),
+            "-out",
+            &format!("{name}.p12"),
+        ],
+    );
+    run(
+        dir,
+        "keytool",
+        &[
+            "-importcert",
+            "-noprompt",
+            "-alias",
+            &ca,
+            "-file",
+            &format!("{ca}.pem"),
+            "-storetype",
+            "PKCS12",
+            "-storepass",
+            PASSWORD,
+            "-keystore",
+            &format!("{name}-trust.p12"),
+        ],
+    );
+}
+
+fn pkcs12_lines(certs: &Path, name: &str) -> String {
+    format!(
+        "ssl.quorum.keyStore.location={}\nssl.quorum.keyStore.password={PASSWORD}\nssl.quorum.trustStore.location={}\nssl.quorum.trustStore.password={PASSWORD}\n",
+        certs.join(format!("{name}.p12")).display(),
+        certs.join(format!("{name}-trust.p12")).display(),
+    )
+}
+
+/// A copy of the ensemble's zoo.cfg for zkfle, with `lines` overriding (later keys win, in
+/// Java's `Properties` as in zkfle).
+fn zkfle_cfg(e: &Ensemble, file: &str, lines: &str) -> PathBuf {
+    let p = e.dir.join(file);
+    let mut text = std::fs::read_to_string(e.zoo_cfg()).unwrap();
+    text.push_str(lines);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// zkfle follows a TLS ensemble (PKCS12 stores, then PEM ones) and is counted; with a
+/// certificate of another CA it is refused, and says why.
+#[test]
+fn zkfle_follows_a_tls_ensemble_and_a_foreign_certificate_is_refused() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "tls",
+        "1:participant:external,2:participant,3:participant",
+        &["--tick", "200", "--no-start"],
+    );
+    let certs = e.dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    make_stores(&certs, "quorum");
+    make_stores(&certs, "rogue");
+    e.append_config(&format!(
+        "sslQuorum=true\n{}",
+        pkcs12_lines(&certs, "quorum")
+    ));
+    e.start_node(2);
+    e.start_node(3);
+    e.run(&["wait-stable", "--timeout", "30"]);
+    assert!(
+        e.log(2).contains("Creating TLS-only quorum server socket"),
+        "Java listens with TLS"
+    );
+
+    // PKCS12 stores, from the ensemble's own zoo.cfg.
+    let n = Native::start(&e, 1);
+    let leader = wait_for("zkfle FOLLOWING over TLS", Duration::from_secs(15), || {
+        following(&n, 0)
+    });
+    let other = 5 - leader;
+    wait_for("zkfle synced over TLS", Duration::from_secs(10), || {
+        n.log().contains("synced with leader").then_some(())
+    });
+    // probe and doctor speak TLS with the same keys: from --tls-config, or doctor's --config.
+    let cfg = e.zoo_cfg();
+    let cfg = cfg.to_str().unwrap();
+    let probe = Command::new(ZKFLE)
+        .args([
+            "probe",
+            "127.0.0.2:3888",
+            "127.0.0.3:3888",
+            "--format",
+            "json",
+        ])
+        .args(["--tls-config", cfg])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&probe.stdout);
+    assert!(
+        probe.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    assert_eq!(out.matches("\"state\":\"LEADING\"").count(), 1, "{out}");
+    let plain = Command::new(ZKFLE)
+        .args(["probe", "127.0.0.2:3888", "--timeout", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(1), "plaintext gets no answer");
+    let doctor = Command::new(ZKFLE)
+        .args(["doctor", "--config", cfg, "--format", "json"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&doctor.stdout);
+    assert!(!out.contains("TLS handshake"), "{out}");
+    assert_eq!(out.matches("\"state\":\"FOLLOWING\"").count(), 2, "{out}");
+
+    // Counted: with the Java follower stopped, writes commit on the leader's and zkfle's ACKs.
+    e.run(&["stop-node", &other.to_string()]);
+    write_all(leader, &paths("a", 10), Duration::from_secs(10));
+    assert_eq!(read(leader, "/a9").as_deref(), Some(&b"/a9"[..]));
+    e.run(&["start-node", &other.to_string()]);
+    drop(n);
+
+    // PEM stores: the key and certificate in one file, the CA in another.
+    let pem = zkfle_cfg(
+        &e,
+        "zkfle-pem.cfg",
+        &format!(
+            "ssl.quorum.keyStore.location={}\nssl.quorum.keyStore.password=\nssl.quorum.trustStore.location={}\nssl.quorum.trustStore.type=PEM\n",
+            certs.join("quorum.pem").display(),
+            certs.join("quorum-ca.pem").display()
+        ),
+    );
+    let (n, mark) = restart(&e, &pem);
+    wait_for(
+        "zkfle synced with PEM stores",
+        Duration::from_secs(15),
+        || n.log()[mark..].contains("synced with leader").then_some(()),
+    );
+    write_all(leader, &paths("b", 5), Duration::from_secs(10));
+    drop(n);
+
+    // zkfle trusts another CA only: it refuses Java's certificate, and says so.
+    let rogue = zkfle_cfg(&e, "zkfle-rogue.cfg", &pkcs12_lines(&certs, "rogue"));
+    let (n, mark) = restart(&e, &rogue);
+    let line = wait_for(
+        "zkfle refuses the foreign CA",
+        Duration::from_secs(10),
+        || {
+            n.log()[mark..]
+                .lines()
+                .find(|l| l.contains("Cannot open secure channel to"))
+                .map(str::to_string)
+        },
+    );
+    assert!(
+        line.contains("not signed by a CA in ssl.quorum.trustStore"),
+        "{line}"
+    );
+    drop(n);
+
+    // zkfle trusts the ensemble's CA but presents another CA's certificate: Java refuses it
+    // (alert certificate_unknown), and zkfle says the server refused the handshake.
+    let foreign_key = zkfle_cfg(
+        &e,
+        "zkfle-foreign-key.cfg",
+        &format!(
+            "ssl.quorum.keyStore.location={}\nssl.quorum.keyStore.password={PASSWORD}\n",
+            certs.join("rogue.p12").display()
+        ),
+    );
+    let java_mark = e.log(leader).len();
+    let (n, mark) = restart(&e, &foreign_key);
+    let line = wait_for(
+        "Java refuses zkfle's certificate",
+        Duration::from_secs(10),
+        || {
+            n.log()[mark..]
+                .lines()
+                .find(|l| l.contains("Cannot open secure channel to"))
+                .map(str::to_string)
+        },
+    );
+    assert!(line.contains("refused the handshake"), "{line}");
+    // Java 3.8 does not log the reason: its UnifiedSocket closes the socket on the failed
+    // handshake, and the election listener logs the closed socket.
+    wait_for(
+        "Java logs the closed handshake",
+        Duration::from_secs(5),
+        || {
+            e.log(leader)[java_mark..]
+                .contains("Exception reading or writing challenge")
+                .then_some(())
+        },
+    );
+    assert!(!n.log()[mark..].contains("FOLLOWING"), "{}", n.log());
+}
+
+/// zkfle leads over TLS: W commits on B with zkfle's ACKs while A is down; B stops; A
+/// restarts. zkfle holds W, is elected, and A follows zkfle on zkfle's TLS quorum port (DIFF)
+/// before zkfle hands leadership over to it (docs/lead.md).
+#[test]
+fn zkfle_leads_a_java_follower_over_tls() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "tls-lead",
+        "1:participant:external,2:participant,3:participant",
+        &["--tick", "200", "--init-limit", "5", "--no-start"],
+    );
+    let certs = e.dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    make_stores(&certs, "quorum");
+    e.append_config(&format!(
+        "sslQuorum=true\n{}",
+        pkcs12_lines(&certs, "quorum")
+    ));
+    e.start_node(2);
+    e.start_node(3);
+    e.run(&["wait-stable", "--timeout", "30"]);
+    let n = Native::start(&e, 1);
+    let b = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
+        following(&n, 0)
+    });
+    let a = 5 - b;
+    wait_for("zkfle synced", Duration::from_secs(10), || {
+        n.log().contains("synced with leader").then_some(())
+    });
+    e.run(&["stop-node", &a.to_string()]);
+    write_all(b, &paths("w", 10), Duration::from_secs(10));
+    e.run(&["stop-node", &b.to_string()]);
+    let alog = e.log(a).len();
+    e.run(&["start-node", &a.to_string()]);
+    wait_for("W readable on A without B", Duration::from_secs(30), || {
+        read(a, "/w9")
+    });
+    let since = e.log(a)[alog..].to_string();
+    assert!(since.contains("Getting a diff from the leader"), "{since}");
+    assert!(n.log().contains("handing leadership over"), "{}", n.log());
+    assert!(
+        !n.log().contains("learner connection from"),
+        "no failed TLS accept: {}",
+        n.log()
+    );
+}
+
+/// The middle of a rolling switch to TLS: Java servers with `portUnification=true` (they
+/// accept TLS and plaintext, and still connect in plaintext), zkfle already on
+/// `sslQuorum=true` with `portUnification=true` (it connects with TLS and accepts both).
+/// zkfle follows and is counted; Java accepted zkfle's TLS and zkfle Java's plaintext.
+#[test]
+fn zkfle_on_tls_follows_a_port_unified_plaintext_ensemble() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "tls-unified",
+        "1:participant:external,2:participant,3:participant",
+        &["--tick", "200", "--no-start"],
+    );
+    let certs = e.dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    make_stores(&certs, "quorum");
+    e.append_config(&format!(
+        "portUnification=true\n{}",
+        pkcs12_lines(&certs, "quorum")
+    ));
+    e.start_node(2);
+    e.start_node(3);
+    e.run(&["wait-stable", "--timeout", "30"]);
+    assert!(
+        e.log(2)
+            .contains("Creating TLS-enabled quorum server socket")
+    );
+    let cfg = zkfle_cfg(&e, "zkfle-tls.cfg", "sslQuorum=true\n");
+    let n = Native::start_in(
+        &e.dir,
+        &cfg,
+        1,
+        &["--data-dir", e.dir.join("native1").to_str().unwrap()],
+    );
+    let leader = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
+        following(&n, 0)
+    });
+    wait_for("zkfle synced", Duration::from_secs(10), || {
+        n.log().contains("synced with leader").then_some(())
+    });
+    let other = 5 - leader;
+    e.run(&["stop-node", &other.to_string()]);
+    write_all(leader, &paths("u", 5), Duration::from_secs(10));
+    // The leader took zkfle's election and quorum connections as TLS.
+    let tls_from_zkfle = e
+        .log(leader)
+        .lines()
+        .filter(|l| l.contains("Accepted TLS connection from /127.0.0.1"))
+        .count();
+    assert!(tls_from_zkfle >= 2, "{}", e.log(leader));
+    assert!(!n.log().contains("TLS handshake"), "{}", n.log());
+}
+
+/// `zkfle join` of sid 1 again with config `cfg` and the same data directory; the mark in
+/// its log (which each start appends to) where this start begins.
+fn restart(e: &Ensemble, cfg: &Path) -> (Native, usize) {
+    let mark = std::fs::metadata(e.dir.join("native1.log")).map_or(0, |m| m.len() as usize);
+    let n = Native::start_in(
+        &e.dir,
+        cfg,
+        1,
+        &["--data-dir", e.dir.join("native1").to_str().unwrap()],
+    );
+    (n, mark)
+}
+
+/// A PKCS12 key store with the wrong password and a JKS store are refused at start, by key
+/// (exit 2): nothing is spoken.
+#[test]
+fn bad_stores_are_refused_by_key() {
+    let dir = std::env::temp_dir().join(format!("zkfle-tls-stores-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    make_stores(&dir, "quorum");
+    let base = "tickTime=200\nsslQuorum=true\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n";
+    let p12 = dir.join("quorum.p12");
+    let trust = dir.join("quorum-trust.p12");
+    for (extra, needle) in [
+        (
+            format!(
+                "ssl.quorum.keyStore.location={}\nssl.quorum.keyStore.password=wrong\n",
+                p12.display()
+            ),
+            "ssl.quorum.keyStore.location=",
+        ),
+        (
+            format!(
+                "ssl.quorum.keyStore.location={}\nssl.quorum.keyStore.password={PASSWORD}\nssl.quorum.trustStore.location={}/t.jks\n",
+                p12.display(),
+                dir.display()
+            ),
+            "-deststoretype PKCS12",
+        ),
+        (
+            format!(
+                "ssl.quorum.keyStore.location={}\nssl.quorum.keyStore.password={PASSWORD}\nssl.quorum.trustStore.location={}\nssl.quorum.trustStore.password={PASSWORD}\nssl.quorum.protocol=TLSv1.1\n",
+                p12.display(),
+                trust.display()
+            ),
+            "ssl.quorum.protocol=TLSv1.1",
+        ),
+    ] {
+        let cfg = dir.join("zoo.cfg");
+        std::fs::write(&cfg, format!("{base}{extra}")).unwrap();
+        let out = Command::new(ZKFLE)
+            .args([
+                "join",
+                "--config",
+                cfg.to_str().unwrap(),
+                "--myid",
+                "1",
+                "--zxid",
+                "0",
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra}: {err}");
+        assert!(err.contains(needle), "{extra}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
