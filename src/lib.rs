@@ -32,6 +32,7 @@ pub mod election;
 pub mod json;
 pub mod net;
 pub mod output;
+pub mod reconfig;
 pub mod replay;
 pub mod repro;
 pub mod storage;

@@ -17,6 +17,112 @@ pub struct ZooCfg {
     pub other: BTreeMap<String, String>,
     /// The file read.
     pub path: PathBuf,
+    /// The last config seen proposed but not yet activated (`<zoo.cfg>.dynamic.next`, read
+    /// only beside a `dynamicConfigFile`, as Java reads it).
+    pub next: Option<QuorumConfig>,
+}
+
+/// Which part of a config a file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// zoo.cfg without `dynamicConfigFile`: everything (Java's backward-compatible mode).
+    All,
+    /// zoo.cfg with `dynamicConfigFile`: no members.
+    Static,
+    /// The dynamic file: members only, no `version` (it is in the name).
+    Dynamic,
+}
+
+/// `<zoo.cfg>.dynamic.next`: the config last seen proposed (Java's
+/// `QuorumPeer.getNextDynamicConfigFilename`).
+pub fn next_config_path(cfg_path: &Path) -> PathBuf {
+    let mut s = cfg_path.as_os_str().to_owned();
+    s.push(".dynamic.next");
+    PathBuf::from(s)
+}
+
+/// `<zoo.cfg>.dynamic.<hex version>` (`QuorumPeer.makeDynamicConfigFilename`).
+pub fn dynamic_config_path(cfg_path: &Path, version: u64) -> PathBuf {
+    let mut s = cfg_path.as_os_str().to_owned();
+    s.push(format!(".dynamic.{version:x}"));
+    PathBuf::from(s)
+}
+
+/// Writes `bytes` to `path` durably and atomically (`<path>.tmp`, fsync, rename, fsync of the
+/// directory), as Java's `AtomicFileWritingIdiom` replaces config files.
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    std::fs::File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
+}
+
+/// Writes the config last seen proposed to `<zoo.cfg>.dynamic.next`, version included
+/// (`QuorumPeer.setLastSeenQuorumVerifier`).
+pub fn write_next_config(cfg_path: &Path, config: &QuorumConfig) -> std::io::Result<()> {
+    write_atomic(
+        &next_config_path(cfg_path),
+        crate::reconfig::dynamic_config_text(config, true).as_bytes(),
+    )
+}
+
+/// Activates `config` on disk as `QuorumPeer.setQuorumVerifier(qv, true)` does: writes
+/// `<zoo.cfg>.dynamic.<version>` (members only), rewrites zoo.cfg without its member lines,
+/// `peerType` (and `clientPort`/`clientPortAddress` when my server line has a client address)
+/// and pointing `dynamicConfigFile` at the new file (absolute path), and removes
+/// `.dynamic.next` when it is this version. Returns the dynamic file's path.
+pub fn activate_config(
+    cfg_path: &Path,
+    config: &QuorumConfig,
+    my_id: i64,
+) -> std::io::Result<PathBuf> {
+    let dynamic = dynamic_config_path(cfg_path, config.version());
+    write_atomic(
+        &dynamic,
+        crate::reconfig::dynamic_config_text(config, false).as_bytes(),
+    )?;
+    let erase_client = config.server(my_id).is_some_and(|s| s.client.is_some());
+    let old = std::fs::read_to_string(cfg_path)?;
+    let mut out = String::new();
+    for raw in old.lines() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let Some((key, value)) = line.split_once(['=', ':']) else {
+            continue;
+        };
+        let key = key.trim();
+        if key.starts_with("server.")
+            || key.starts_with("group")
+            || key.starts_with("weight")
+            || key.starts_with("dynamicConfigFile")
+            || key.starts_with("peerType")
+            || key == "version"
+            || (erase_client && key.starts_with("clientPort"))
+        {
+            continue;
+        }
+        out.push_str(&format!("{key}={}\n", value.trim()));
+    }
+    let absolute = std::fs::canonicalize(&dynamic)?;
+    out.push_str(&format!("dynamicConfigFile={}\n", absolute.display()));
+    write_atomic(cfg_path, out.as_bytes())?;
+    let next = next_config_path(cfg_path);
+    if let Ok(text) = std::fs::read_to_string(&next)
+        && crate::wire::config::version_of(&text).is_none_or(|v| v <= config.version())
+    {
+        std::fs::remove_file(&next)?;
+    }
+    Ok(dynamic)
 }
 
 /// A `zoo.cfg` that could not be read; names the file and line.
@@ -42,15 +148,80 @@ impl ZooCfg {
             path: path.to_path_buf(),
             ..ZooCfg::default()
         };
-        cfg.read_lines(path)?;
+        let has_dynamic = std::fs::read_to_string(path)
+            .map(|t| {
+                t.lines().any(|l| {
+                    l.trim()
+                        .split_once(['=', ':'])
+                        .is_some_and(|(k, _)| k.trim() == "dynamicConfigFile")
+                })
+            })
+            .unwrap_or(false);
+        cfg.read_lines(path, if has_dynamic { Part::Static } else { Part::All })?;
         if let Some(dynamic) = cfg.other.get("dynamicConfigFile").cloned() {
             let dynamic = path.parent().unwrap_or(Path::new(".")).join(dynamic);
-            cfg.read_lines(&dynamic)?;
+            cfg.read_lines(&dynamic, Part::Dynamic)?;
+            // The version is in the file's name (QuorumPeerConfig.getVersionFromFilename).
+            let version = crate::reconfig::version_from_filename(
+                &dynamic.file_name().unwrap_or_default().to_string_lossy(),
+            )
+            .unwrap_or(0);
+            cfg.quorum.lines.push(ConfigLine::Version(version));
+            let next = next_config_path(path);
+            if next.exists() {
+                let text = std::fs::read_to_string(&next).map_err(|source| ZooCfgError::Io {
+                    path: next.display().to_string(),
+                    source,
+                })?;
+                let parsed = QuorumConfig::parse(&text).map_err(|e| ZooCfgError::Line {
+                    path: next.display().to_string(),
+                    line: text[..e.offset.min(text.len() as u64) as usize]
+                        .matches('\n')
+                        .count()
+                        + 1,
+                    problem: e.to_string(),
+                })?;
+                cfg.next = Some(parsed);
+            }
+        }
+        for key in ["reconfigEnabled", "standaloneEnabled"] {
+            if let Some(v) = cfg.other.get(key)
+                && !["true", "false"].contains(&v.to_ascii_lowercase().as_str())
+            {
+                return Err(ZooCfgError::Line {
+                    path: path.display().to_string(),
+                    line: 0,
+                    problem: format!("Invalid option {v:?} for {key}. Choose 'true' or 'false.'"),
+                });
+            }
         }
         Ok(cfg)
     }
 
-    fn read_lines(&mut self, path: &Path) -> Result<(), ZooCfgError> {
+    /// Copies the file to `<file>.bak` (Java's `backupOldConfig`, done at each start of a
+    /// server with reconfig enabled whose members are still in zoo.cfg).
+    pub fn backup_old_config(&self) -> std::io::Result<()> {
+        let mut bak = self.path.as_os_str().to_owned();
+        bak.push(".bak");
+        write_atomic(Path::new(&bak), &std::fs::read(&self.path)?)
+    }
+
+    /// `reconfigEnabled` (Java's default false).
+    pub fn reconfig_enabled(&self) -> bool {
+        self.other
+            .get("reconfigEnabled")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    }
+
+    /// `standaloneEnabled` (Java's default true).
+    pub fn standalone_enabled(&self) -> bool {
+        !self
+            .other
+            .get("standaloneEnabled")
+            .is_some_and(|v| v.eq_ignore_ascii_case("false"))
+    }
+
+    fn read_lines(&mut self, path: &Path, part: Part) -> Result<(), ZooCfgError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ZooCfgError::Io {
             path: shown.clone(),
@@ -70,11 +241,25 @@ impl ZooCfg {
                 return Err(bad(format!("expected key=value, got {line:?}")));
             };
             let (key, value) = (key.trim(), value.trim());
-            if key.starts_with("server.")
-                || key.starts_with("group.")
-                || key.starts_with("weight.")
-                || key == "version"
-            {
+            let membership = key.starts_with("server.")
+                || key.starts_with("group")
+                || key.starts_with("weight")
+                || key == "version";
+            match part {
+                Part::Static if membership => {
+                    return Err(bad(format!(
+                        "parameter: {key} must be in a separate dynamic config file"
+                    )));
+                }
+                Part::Dynamic if key == "version" => {
+                    return Err(bad("dynamic file shouldn't have version inside".into()));
+                }
+                Part::Dynamic if !membership => {
+                    return Err(bad(format!("Unrecognised parameter: {key}")));
+                }
+                _ => {}
+            }
+            if membership {
                 let parsed = QuorumConfig::parse(&format!("{key}={value}")).map_err(|e| {
                     bad(match e.kind {
                         ErrorKind::BadConfigLine { reason, .. } => reason,
@@ -172,6 +357,78 @@ mod tests {
         std::fs::write(&p, "server.x=1\n").unwrap();
         let e = ZooCfg::read(&p).unwrap_err().to_string();
         assert!(e.ends_with(":1: bad id in \"server.x\""), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn dynamic_files_are_read_and_written_as_java_does() {
+        let dir = std::env::temp_dir().join(format!("zkfle-zoocfg-dyn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("zoo.cfg");
+        std::fs::write(
+            &p,
+            "tickTime=200\nreconfigEnabled=true\nclientPort=2181\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n",
+        )
+        .unwrap();
+        let cfg = ZooCfg::read(&p).unwrap();
+        assert!(cfg.reconfig_enabled() && cfg.standalone_enabled());
+        assert_eq!(cfg.quorum.version(), 0);
+        // Activation: the dynamic file without version, zoo.cfg without members and (my line
+        // has a client address) without clientPort, pointing at the file.
+        let new = QuorumConfig::parse("server.1=127.0.0.1:2888:3888:participant;2181\nserver.2=127.0.0.2:2888:3888:participant\nversion=100000003").unwrap();
+        write_next_config(&p, &new).unwrap();
+        assert!(next_config_path(&p).exists());
+        assert_eq!(
+            ZooCfg::read(&p).unwrap().next,
+            None,
+            "read only beside a dynamic file"
+        );
+        let written = activate_config(&p, &new, 1).unwrap();
+        assert_eq!(written, dir.join("zoo.cfg.dynamic.100000003"));
+        assert!(
+            !next_config_path(&p).exists(),
+            "the activated version's .next is removed"
+        );
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(
+            !text.contains("server.") && !text.contains("clientPort"),
+            "{text}"
+        );
+        assert!(text.ends_with(&format!(
+            "dynamicConfigFile={}\n",
+            std::fs::canonicalize(&written).unwrap().display()
+        )));
+        assert_eq!(
+            std::fs::read_to_string(&written).unwrap(),
+            "server.1=127.0.0.1:2888:3888:participant;2181\nserver.2=127.0.0.2:2888:3888:participant"
+        );
+        // A restart reads the activated config, its version from the file name.
+        let cfg = ZooCfg::read(&p).unwrap();
+        assert_eq!(cfg.quorum.version(), 0x1_0000_0003);
+        assert_eq!(cfg.servers().count(), 2);
+        assert!(cfg.quorum_text().ends_with("version=100000003"));
+        // A proposed, not activated config is read back as the last seen one.
+        let newer =
+            QuorumConfig::parse("server.1=127.0.0.1:2888:3888:participant\nversion=100000005")
+                .unwrap();
+        write_next_config(&p, &newer).unwrap();
+        assert_eq!(ZooCfg::read(&p).unwrap().next, Some(newer));
+        // As Java refuses: members beside dynamicConfigFile, a version in the dynamic file.
+        std::fs::write(&p, format!("{text}server.3=127.0.0.3:2888:3888\n")).unwrap();
+        let e = ZooCfg::read(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("must be in a separate dynamic config file"),
+            "{e}"
+        );
+        std::fs::write(&p, &text).unwrap();
+        std::fs::write(&written, "server.1=127.0.0.1:2888:3888\nversion=1\n").unwrap();
+        let e = ZooCfg::read(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("dynamic file shouldn't have version inside"),
+            "{e}"
+        );
+        std::fs::write(&p, "reconfigEnabled=yes\nserver.1=127.0.0.1:2888:3888\n").unwrap();
+        assert!(ZooCfg::read(&p).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -70,6 +70,7 @@ fn node(sid: i64, ports: &[SocketAddr], quorum: &QuorumVerifier) -> NodeConfig {
         once: false,
         // All-native ensembles have no Zab leader to follow: election-only nodes.
         zab: None,
+        reconfig_cfg_path: None,
     }
 }
 

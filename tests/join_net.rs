@@ -316,6 +316,7 @@ async fn all_native_ensemble_of_three_elects_and_reelects() {
             leader_sync_ms: 60_000,
             once: false,
             zab: None,
+            reconfig_cfg_path: None,
         };
         let (tx, rx) = mpsc::unbounded_channel::<StateEvent>();
         nodes.push(tokio::spawn(run(node, tx)));

@@ -257,14 +257,23 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
             "server id {my_id} is not lower than every other voter's ({lower:?}): on equal data the election goes to zkfle, which then syncs the ensemble and hands leadership over to a Java server, one extra election round (docs/lead.md); a lower sid avoids that"
         );
     }
-    // Only a participant that votes with its own data follows the leader (Zab) and needs the
-    // data directory; an observer, or a vote with a claimed zxid, is election only.
-    let zab = if participant && !claimed_vote {
-        let config_dir = args.config.parent().unwrap_or(std::path::Path::new("."));
-        let data_dir = args
-            .data_dir
-            .clone()
-            .or_else(|| cfg.other.get("dataDir").map(|d| config_dir.join(d)))
+    // A participant or observer that votes with its own data follows the leader (Zab) and
+    // needs the data directory; a vote with a claimed zxid is election only.
+    let config_dir = args.config.parent().unwrap_or(std::path::Path::new("."));
+    let data_dir_given = args
+        .data_dir
+        .clone()
+        .or_else(|| cfg.other.get("dataDir").map(|d| config_dir.join(d)));
+    // An observer without a data directory only takes part in elections, as before observers
+    // could sync.
+    let observer_election_only = !participant && data_dir_given.is_none();
+    if observer_election_only && !claimed_vote {
+        tracing::warn!(
+            "server {my_id} is an observer without --data-dir or dataDir: it takes part in the election as one, but does not sync with the leader"
+        );
+    }
+    let zab = if !claimed_vote && !observer_election_only {
+        let data_dir = data_dir_given
             .ok_or_else(|| {
                 input("no --data-dir and no dataDir in the config: a voter needs a data directory for its txn log".into())
             })?;
@@ -313,6 +322,8 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
                 max_diff_bytes: args.max_diff_bytes,
                 max_snapshot_bytes: args.max_snapshot_bytes,
                 known_epoch: 0,
+                observer: !participant,
+                reconfig: None,
             },
         })
     } else {
@@ -322,15 +333,27 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         tracing::warn!(
             "--zxid/--peer-epoch: voting with a claimed zxid and epoch; election only, not following any leader"
         );
-    } else if !participant {
-        tracing::warn!(
-            "server {my_id} is an observer: zkfle takes part in the election as one, but does not sync with the leader"
-        );
     }
     let mut election = ElectionConfig::new(my_id, quorum);
     election.last_zxid = args.zxid.unwrap_or(0);
     election.current_epoch = args.peer_epoch.unwrap_or(0);
     election.role = me.role();
+    election.reconfig_enabled = cfg.reconfig_enabled();
+    if cfg.reconfig_enabled() && !cfg.other.contains_key("dynamicConfigFile") {
+        // As QuorumPeerConfig.backupOldConfig: the static file is kept as zoo.cfg.bak before
+        // the first activation rewrites it.
+        cfg.backup_old_config()
+            .map_err(|e| input(format!("--config {}: {e}", args.config.display())))?;
+    }
+    if let Some(next) = &cfg.next
+        && cfg.reconfig_enabled()
+    {
+        tracing::info!(
+            "last seen config (not yet activated): version 0x{:x}",
+            next.version()
+        );
+        election.next_quorum = QuorumVerifier::from_config(next).ok();
+    }
     election.min_notification_interval_ms = args.min_notification_interval;
     election.max_notification_interval_ms = args
         .max_notification_interval
@@ -360,6 +383,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         leader_sync_ms: tick * init_limit,
         once: args.once,
         zab,
+        reconfig_cfg_path: cfg.reconfig_enabled().then(|| args.config.clone()),
     })
 }
 

@@ -30,6 +30,10 @@ pub struct ElectionConfig {
     pub max_notification_interval_ms: u64,
     /// `finalizeWait`, a constant 200 in Java.
     pub finalize_wait_ms: u64,
+    /// `reconfigEnabled`: a newer config in a notification is taken (docs/reconfig.md).
+    pub reconfig_enabled: bool,
+    /// The last seen config (`zoo.cfg.dynamic.next`), see [`Election::set_next_config`].
+    pub next_quorum: Option<QuorumVerifier>,
 }
 
 impl ElectionConfig {
@@ -44,6 +48,8 @@ impl ElectionConfig {
             min_notification_interval_ms: 200,
             max_notification_interval_ms: 60000,
             finalize_wait_ms: 200,
+            reconfig_enabled: false,
+            next_quorum: None,
         }
     }
 }
@@ -61,6 +67,14 @@ pub enum Output {
         state: ServerState,
         vote: Vote,
         lc: i64,
+    },
+    /// A peer's notification carried a newer config and I was LOOKING (reconfig enabled):
+    /// it is now mine. The driver writes it to disk (`zoo.cfg.dynamic.<version>`) and
+    /// connects to its members; when the membership changed, the election has restarted
+    /// under it (round 1), as Java's does.
+    NewConfig {
+        config: QuorumConfig,
+        activation: crate::reconfig::Activation,
     },
 }
 
@@ -127,6 +141,11 @@ pub struct Election {
     deadline: Option<u64>,
     announced_deadline: Option<u64>,
     outputs: VecDeque<Output>,
+    /// A newer config taken from a peer whose membership differs: the election restarts.
+    restart_under: bool,
+    /// The last seen config when it is newer than the one in force (a reconfig proposed,
+    /// not yet committed): its voters are voters too, and a quorum must hold in it as well.
+    next: Option<QuorumVerifier>,
 }
 
 impl Election {
@@ -145,7 +164,7 @@ impl Election {
             version: 0,
         };
         let not_timeout = cfg.min_notification_interval_ms;
-        Election {
+        let mut e = Election {
             cfg,
             config_bytes,
             state: ServerState::Looking,
@@ -167,7 +186,59 @@ impl Election {
             deadline: None,
             announced_deadline: None,
             outputs: VecDeque::new(),
+            restart_under: false,
+            next: None,
+        };
+        if let Some(n) = e.cfg.next_quorum.clone() {
+            e.set_next_config(n);
         }
+        e
+    }
+
+    /// The last seen config (Java's `lastSeenQuorumVerifier`: a reconfig proposed and not yet
+    /// committed). While it is newer than the config in force, its voters count as voters
+    /// (`getCurrentAndNextConfigVoters`: they get my notifications and theirs are processed)
+    /// and a decision needs a quorum of both (`SyncedLearnerTracker.hasAllQuorums`).
+    pub fn set_next_config(&mut self, next: QuorumVerifier) {
+        if next.version() > self.cfg.quorum.version()
+            && self
+                .next
+                .as_ref()
+                .is_none_or(|n| next.version() > n.version())
+        {
+            self.next = Some(next);
+        }
+    }
+
+    /// Whether `sid` votes in the config in force or in the last seen one.
+    fn valid_voter(&self, sid: i64) -> bool {
+        self.cfg.quorum.is_voter(sid) || self.next.as_ref().is_some_and(|n| n.is_voter(sid))
+    }
+
+    /// Runs under a new config from now on (a reconfig Zab activated, or one taken from a
+    /// peer): its members are the voters, its text goes in every notification, `role` is my
+    /// learner type in it. The election is not restarted here.
+    pub fn reconfigure(&mut self, quorum: QuorumVerifier, role: Role) {
+        if self
+            .next
+            .as_ref()
+            .is_some_and(|n| n.version() <= quorum.version())
+        {
+            self.next = None;
+        }
+        self.config_bytes = quorum.config_text().as_bytes().to_vec();
+        self.cfg.quorum = quorum;
+        self.cfg.role = role;
+    }
+
+    /// The config in force.
+    pub fn quorum(&self) -> &QuorumVerifier {
+        &self.cfg.quorum
+    }
+
+    /// My learner type.
+    pub fn role(&self) -> Role {
+        self.cfg.role
     }
 
     /// `lookForLeader()`: state LOOKING, lc += 1, fresh vote sets, propose my initial vote and
@@ -196,6 +267,14 @@ impl Election {
     /// queue (D.3-D.6).
     pub fn on_notification(&mut self, now_ms: u64, from: i64, n: &Notification) {
         self.receive(from, n);
+        if std::mem::take(&mut self.restart_under) {
+            // Java shuts this election down and its QuorumPeer starts a new one (logical
+            // clock from 0) under the new config; the message itself is not processed.
+            self.lc = 0;
+            self.queue.clear();
+            self.start(now_ms);
+            return;
+        }
         if self.running {
             self.drain(now_ms);
             self.announce_timer();
@@ -306,11 +385,14 @@ impl Election {
             } => {
                 if has_config {
                     self.look_at_config(from, n);
+                    if self.restart_under {
+                        return;
+                    }
                 }
                 (peer_epoch, version)
             }
         };
-        if !self.cfg.quorum.is_voter(from) {
+        if !self.valid_voter(from) {
             // Row 1: non-voters get the current vote at once, with ee = lc and my state.
             let cv = self.current_vote;
             let reply = self.notification(self.state, cv.leader, cv.zxid, self.lc, cv.peer_epoch);
@@ -367,17 +449,60 @@ impl Election {
         // Row 7: both not LOOKING: ignored.
     }
 
-    fn look_at_config(&self, from: i64, n: &Notification) {
+    fn look_at_config(&mut self, from: i64, n: &Notification) {
         let text = n.config_text().unwrap_or_default();
         match QuorumConfig::parse(&text) {
             Err(e) => {
                 warn!("Something went wrong while processing config received from {from}: {e}")
             }
+            Ok(rqv)
+                if rqv.version() > self.cfg.quorum.version()
+                    && self.cfg.reconfig_enabled
+                    && self.state == ServerState::Looking =>
+            {
+                info!(
+                    "{} Received version: {:x} my version: {:x}",
+                    self.cfg.my_id,
+                    rqv.version(),
+                    self.cfg.quorum.version()
+                );
+                let a = crate::reconfig::process_reconfig(
+                    true,
+                    self.cfg.quorum.config(),
+                    &rqv,
+                    self.cfg.my_id,
+                    self.cfg.role,
+                    self.current_vote.leader,
+                    None,
+                );
+                let quorum = match QuorumVerifier::from_config(&rqv) {
+                    Ok(q) => q,
+                    Err(e) => {
+                        warn!(
+                            "Config 0x{:x} from {from} is not usable: {e}",
+                            rqv.version()
+                        );
+                        return;
+                    }
+                };
+                self.reconfigure(quorum, a.role);
+                if a.members_changed {
+                    info!("restarting leader election");
+                    self.restart_under = true;
+                }
+                self.outputs.push_back(Output::NewConfig {
+                    config: rqv,
+                    activation: a,
+                });
+            }
+            Ok(rqv) if rqv.version() > self.cfg.quorum.version() && self.cfg.reconfig_enabled => {
+                debug!("Skip processReconfig(), state: {}", self.state.name());
+            }
             Ok(rqv) if rqv.version() > self.cfg.quorum.version() => {
                 // Java restarts the election here when the membership differs (reference A.2);
                 // reconfiguration is out of scope, so the newer config is only reported.
                 warn!(
-                    "{from} Received version: {:x} my version: {:x}; newer config not acted on (reconfig unsupported)",
+                    "{from} Received version: {:x} my version: {:x}; newer config not acted on (reconfigEnabled is false)",
                     rqv.version(),
                     self.cfg.quorum.version()
                 );
@@ -421,10 +546,9 @@ impl Election {
     }
 
     fn process(&mut self, now_ms: u64, n: Received) {
-        let q = &self.cfg.quorum;
-        if !(q.is_voter(n.sid) && q.is_voter(n.leader)) {
+        if !(self.valid_voter(n.sid) && self.valid_voter(n.leader)) {
             // Anyone can send these: one line per window, with a count (crate::throttle).
-            if !q.is_voter(n.leader)
+            if !self.valid_voter(n.leader)
                 && let Some(more) = self.throttle.allow("non-member vote", now_ms)
             {
                 warn!(
@@ -434,7 +558,7 @@ impl Election {
                     suppressed(more)
                 );
             }
-            if !q.is_voter(n.sid)
+            if !self.valid_voter(n.sid)
                 && let Some(more) = self.throttle.allow("non-member sender", now_ms)
             {
                 warn!(
@@ -523,13 +647,15 @@ impl Election {
     }
 
     fn has_quorum(&self, votes: &BTreeMap<i64, Vote>, target: &Vote) -> bool {
-        let q = &self.cfg.quorum;
-        let acks: BTreeSet<i64> = votes
-            .iter()
-            .filter(|(sid, v)| q.is_voter(**sid) && target.java_eq(v))
-            .map(|(sid, _)| *sid)
-            .collect();
-        q.contains_quorum(&acks)
+        let quorum_of = |q: &QuorumVerifier| {
+            let acks: BTreeSet<i64> = votes
+                .iter()
+                .filter(|(sid, v)| q.is_voter(**sid) && target.java_eq(v))
+                .map(|(sid, _)| *sid)
+                .collect();
+            q.contains_quorum(&acks)
+        };
+        quorum_of(&self.cfg.quorum) && self.next.as_ref().is_none_or(quorum_of)
     }
 
     fn check_leader(&self, votes: &BTreeMap<i64, Vote>, leader: i64, election_epoch: i64) -> bool {
@@ -602,7 +728,10 @@ impl Election {
             self.lc,
             p.peer_epoch,
         );
-        let voters: Vec<i64> = self.cfg.quorum.voters().collect();
+        let mut voters: BTreeSet<i64> = self.cfg.quorum.voters().collect();
+        if let Some(n) = &self.next {
+            voters.extend(n.voters());
+        }
         for sid in voters {
             if sid == self.cfg.my_id {
                 self.receive(sid, &n);
@@ -642,5 +771,117 @@ impl Election {
                 self.outputs.push_back(Output::SetTimer { at_ms });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod reconfig_tests {
+    use super::*;
+    use crate::election::quorum::synthetic_text;
+
+    fn newer(voters: &[i64], version: &str) -> QuorumConfig {
+        let text = synthetic_text(voters, &[], "").replace("version=0", version);
+        QuorumConfig::parse(&text).unwrap()
+    }
+
+    fn election(reconfig_enabled: bool) -> Election {
+        let mut cfg = ElectionConfig::new(4, QuorumVerifier::majority(&[1, 2, 3, 4], &[]));
+        cfg.reconfig_enabled = reconfig_enabled;
+        let mut e = Election::new(cfg);
+        e.start(0);
+        while e.poll_output().is_some() {}
+        e
+    }
+
+    fn from_peer(config: &QuorumConfig) -> Notification {
+        Notification::current(
+            ServerState::Following,
+            3,
+            0x1_0000_0002,
+            1,
+            1,
+            config.to_string().into_bytes(),
+        )
+    }
+
+    /// Java's FastLeaderElection takes a newer config from a notification while LOOKING and
+    /// restarts under it; a server the config does not list votes for nobody.
+    #[test]
+    fn a_newer_config_restarts_the_election_under_it() {
+        let mut e = election(true);
+        let c = newer(&[1, 2, 3], "version=100000000");
+        e.on_notification(5, 1, &from_peer(&c));
+        let out: Vec<Output> = std::iter::from_fn(|| e.poll_output()).collect();
+        assert!(
+            matches!(&out[0], Output::NewConfig { config, activation } if *config == c && activation.members_changed)
+        );
+        assert_eq!(e.logical_clock(), 1, "a new election, its clock from 0");
+        assert_eq!(e.quorum().version(), 0x1_0000_0000);
+        // Broadcast to the new voters only, voting for nobody (I am not listed).
+        let sent: Vec<(i64, i64)> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Send { to, notification } => Some((*to, notification.leader)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sent, vec![(1, i64::MIN), (2, i64::MIN), (3, i64::MIN)]);
+        // Its text is what my notifications carry now.
+        assert_eq!(e.config_text(), c.to_string());
+        // The same version again: nothing.
+        e.on_notification(6, 2, &from_peer(&c));
+        assert!(
+            std::iter::from_fn(|| e.poll_output()).all(|o| !matches!(o, Output::NewConfig { .. }))
+        );
+    }
+
+    #[test]
+    fn without_reconfig_enabled_a_newer_config_is_only_logged() {
+        let mut e = election(false);
+        e.on_notification(5, 1, &from_peer(&newer(&[1, 2, 3], "version=100000000")));
+        assert!(
+            std::iter::from_fn(|| e.poll_output()).all(|o| !matches!(o, Output::NewConfig { .. }))
+        );
+        assert_eq!(e.quorum().version(), 0);
+    }
+
+    /// During a reconfig (a last seen config newer than the one in force) the members of
+    /// both are voters and a decision needs a quorum in each (Java's SyncedLearnerTracker).
+    #[test]
+    fn a_last_seen_config_adds_voters_and_a_second_quorum() {
+        let mut cfg = ElectionConfig::new(1, QuorumVerifier::majority(&[1, 2, 3], &[]));
+        cfg.reconfig_enabled = true;
+        cfg.next_quorum = Some(
+            QuorumVerifier::from_config(&newer(&[1, 2, 3, 4, 5], "version=100000001")).unwrap(),
+        );
+        let mut e = Election::new(cfg);
+        e.start(0);
+        let to: Vec<i64> = std::iter::from_fn(|| e.poll_output())
+            .filter_map(|o| match o {
+                Output::Send { to, .. } => Some(to),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            to,
+            vec![2, 3, 4, 5],
+            "the proposed members get my notifications too"
+        );
+        // 1 and 2 are a quorum of {1,2,3} but not of {1,...,5}: no decision yet.
+        let looking = |leader| {
+            Notification::current(ServerState::Looking, leader, 0, 1, 0, b"version=0".to_vec())
+        };
+        e.on_notification(1, 2, &looking(1));
+        e.on_timer(1000, true);
+        assert_eq!(e.state(), ServerState::Looking);
+        e.on_notification(1001, 4, &looking(1));
+        e.on_timer(2000, true);
+        assert_eq!(e.state(), ServerState::Leading);
+        // Activating the config clears it.
+        e.reconfigure(
+            QuorumVerifier::from_config(&newer(&[1, 2, 3, 4, 5], "version=100000001")).unwrap(),
+            Role::Participant,
+        );
+        assert!(e.next.is_none());
     }
 }

@@ -32,12 +32,14 @@
 //!
 //! # Not modelled (deviations from Java)
 //!
-//! - Reconfiguration: a config carried in a notification is parsed and, when its version is
-//!   higher than ours, logged and otherwise ignored. Java shuts the election and its connection
-//!   manager down and restarts with lc 0 when it is LOOKING and the membership differs
-//!   (reference A.2); the last-seen "next" config is therefore never consulted for voters or
-//!   quorums. A config whose parsing throws a `RuntimeException` in Java (which kills Java's
-//!   receiver thread) is treated like any other parse error here: logged, message processed.
+//! - Reconfiguration (docs/reconfig.md): with `reconfig_enabled`, a newer config in a
+//!   notification while LOOKING is taken and, when the membership differs, the election
+//!   restarts under it at once (Java restarts when its current poll returns). Without it the
+//!   newer config is logged and ignored (Java restarts its election even then). The last seen
+//!   (proposed, not yet committed) config is not consulted for voters or quorums (Java's
+//!   `getCurrentAndNextConfigVoters`). A config whose parsing throws a `RuntimeException` in
+//!   Java (which kills Java's receiver thread) is treated like any other parse error here:
+//!   logged, message processed.
 //! - QuorumOracleMaj (the two-voter oracle) and Zab's `reportLookingSid` on the leader.
 //! - Hierarchical verifiers: a vote for a sid that has no weight makes Java's `getWeight`
 //!   throw (restarting `lookForLeader`); here such a sid weighs 0 and never wins.

@@ -171,6 +171,7 @@ fn simulate(seed: u64, p: &Params) -> BTreeMap<i64, Decision> {
                     Output::SetTimer { at_ms } => {
                         timers.insert(id, at_ms);
                     }
+                    Output::NewConfig { .. } => unreachable!("reconfig is disabled here"),
                     Output::Decided { state, vote, lc } => {
                         assert_eq!(state, node.state());
                         let d = Decision {

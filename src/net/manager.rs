@@ -334,6 +334,17 @@ impl Manager {
         lock(&self.shared.peers).insert(sid, addrs);
     }
 
+    /// `sid` is no longer a member (a reconfig removed it): its connection is closed and its
+    /// queue forgotten. If it connects again it is answered as any non-member.
+    pub fn remove_peer(&self, sid: i64) {
+        lock(&self.shared.peers).remove(&sid);
+        let mut st = lock(&self.shared.state);
+        if let Some(id) = st.queues.detach_any(sid) {
+            close_conn(&mut st, id);
+        }
+        st.queues.forget(sid);
+    }
+
     /// Closes the listeners and every connection.
     pub fn shutdown(&self) {
         self.shared.closed.store(true, Ordering::SeqCst);

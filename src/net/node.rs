@@ -12,13 +12,13 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use super::follow::{AckStats, FollowConfig, FollowEnd, follow};
+use super::follow::{AckStats, Activated, ConfigNews, FollowConfig, FollowEnd, ReconfigIo, follow};
 use super::lead::{LeadConfig, LeadEnd, lead};
 use super::manager::{Manager, NetConfig, Received};
 use crate::election::{Election, ElectionConfig, Output};
 use crate::storage::Storage;
 use crate::wire::{Notification, ServerState};
-use crate::zab::LearnerConfig;
+use crate::zab::{LearnerConfig, ReconfigState};
 
 /// Everything a node runs with.
 #[derive(Debug, Clone)]
@@ -34,6 +34,9 @@ pub struct NodeConfig {
     pub once: bool,
     /// Follow a decided leader on its quorum port (Zab), with this durable state.
     pub zab: Option<ZabConfig>,
+    /// With `reconfigEnabled=true`: the zoo.cfg that activated configs are written beside
+    /// (`zoo.cfg.dynamic.<version>`) and into (docs/reconfig.md).
+    pub reconfig_cfg_path: Option<PathBuf>,
 }
 
 /// What following a leader needs.
@@ -105,7 +108,9 @@ pub async fn run(
         election.current_epoch = st.current_epoch();
     }
     let (mgr, mut rx) = Manager::start(cfg.net.clone()).await?;
+    let (activated_tx, mut activated_rx) = mpsc::unbounded_channel();
     let mut node = Node {
+        activated_tx,
         el: Election::new(election),
         mgr,
         cfg,
@@ -159,6 +164,13 @@ pub async fn run(
                 Some(r) => node.on_received(r),
                 None => return Ok(()),
             },
+            Some(news) = activated_rx.recv() => match news {
+                ConfigNews::Activated(a) => node.on_activated(a),
+                ConfigNews::Seen(c) => match crate::election::QuorumVerifier::from_config(&c) {
+                    Ok(q) => node.el.set_next_config(q),
+                    Err(e) => warn!("last seen config 0x{:x} is not usable: {e}", c.version()),
+                },
+            },
             r = async { task.as_mut().expect("guarded").await }, if task.is_some() => {
                 task = None;
                 match r {
@@ -173,6 +185,8 @@ pub async fn run(
 }
 
 struct Node {
+    /// Where follow sessions report the configs they see and activate.
+    activated_tx: mpsc::UnboundedSender<ConfigNews>,
     el: Election,
     mgr: Manager,
     cfg: NodeConfig,
@@ -205,7 +219,12 @@ impl Node {
     /// not count towards a joiner's quorum after any election zkfle took part in.
     fn take_established_epoch(&mut self) {
         let epoch = self.established_epoch.swap(-1, Ordering::AcqRel);
-        if epoch >= 0 && self.el.state() == ServerState::Following {
+        if epoch >= 0
+            && matches!(
+                self.el.state(),
+                ServerState::Following | ServerState::Observing
+            )
+        {
             self.el.set_peer_epoch(epoch);
         }
     }
@@ -276,6 +295,23 @@ impl Node {
             match o {
                 Output::Send { to, notification } => self.send(to, &notification),
                 Output::SetTimer { .. } => {} // the loop sleeps until next_deadline()
+                Output::NewConfig { config, activation } => {
+                    if let Some(path) = &self.cfg.reconfig_cfg_path {
+                        match crate::zoocfg::activate_config(path, &config, self.el.my_id()) {
+                            Ok(p) => info!(
+                                "activated config version 0x{:x} from the election: {}",
+                                config.version(),
+                                p.display()
+                            ),
+                            Err(e) => warn!(
+                                "cannot write config version 0x{:x} beside {}: {e}",
+                                config.version(),
+                                path.display()
+                            ),
+                        }
+                    }
+                    self.apply_config(&config, activation.role);
+                }
                 Output::Decided { state, vote, lc } => {
                     self.decided_at = self.now();
                     let took_ms = self.decided_at - self.started_at;
@@ -315,18 +351,32 @@ impl Node {
                                     self.cfg.leader_sync_ms
                                 ),
                             }
-                        } else if state == ServerState::Following {
+                        } else if matches!(state, ServerState::Following | ServerState::Observing) {
                             match z.quorum_addrs.get(&vote.leader) {
                                 Some(addr) => {
                                     let mut learner = z.learner.clone();
                                     // The leader's vote: the epoch the ensemble has reached,
                                     // which bounds the epoch its LEADERINFO may announce.
                                     learner.known_epoch = vote.peer_epoch;
+                                    learner.config_version = self.el.quorum().version() as i64;
+                                    let reconfig =
+                                        self.cfg.reconfig_cfg_path.clone().map(|cfg_path| {
+                                            learner.reconfig = Some(ReconfigState {
+                                                config: self.el.quorum().config().clone(),
+                                                role: self.el.role(),
+                                                leader_sid: vote.leader,
+                                            });
+                                            ReconfigIo {
+                                                cfg_path,
+                                                news: self.activated_tx.clone(),
+                                            }
+                                        });
                                     self.start_follow = Some(FollowConfig {
                                         leader_sid: vote.leader,
                                         leader_addr: *addr,
                                         learner,
                                         established_epoch: self.established_epoch.clone(),
+                                        reconfig,
                                         tls: self.cfg.net.tls.clone(),
                                     })
                                 }
@@ -341,6 +391,69 @@ impl Node {
             }
         }
         false
+    }
+
+    /// A follow session activated a config (its files are written): the election, the
+    /// connections and Zab run under it from now on. Java restarts its election (idle while
+    /// following) with a new connection manager; zkfle keeps its connections to the members
+    /// that stay, connects to the new ones and drops the removed ones.
+    fn on_activated(&mut self, a: Activated) {
+        if a.config.version() <= self.el.quorum().version() {
+            return;
+        }
+        self.apply_config(&a.config, a.activation.role);
+        if let Some(d) = a.designated_leader
+            && a.activation.leader_changed
+        {
+            info!("Suggested leader: {d}");
+        }
+    }
+
+    fn apply_config(&mut self, config: &crate::wire::QuorumConfig, role: crate::wire::Role) {
+        let quorum = match crate::election::QuorumVerifier::from_config(config) {
+            Ok(q) => q,
+            Err(e) => {
+                warn!("config 0x{:x} is not usable: {e}", config.version());
+                return;
+            }
+        };
+        let me = self.el.my_id();
+        let old: Vec<i64> = self
+            .cfg
+            .election
+            .quorum
+            .config()
+            .servers()
+            .map(|s| s.id)
+            .collect();
+        for s in config.servers().filter(|s| s.id != me) {
+            self.mgr
+                .set_peer(s.id, s.addresses.iter().map(|a| a.election()).collect());
+            if let Some(z) = &mut self.cfg.zab
+                && let Some(addr) = s.addresses.iter().find_map(|a| a.quorum_socket_addr())
+            {
+                z.quorum_addrs.insert(s.id, addr);
+            }
+        }
+        for sid in old.into_iter().filter(|sid| config.server(*sid).is_none()) {
+            self.mgr.remove_peer(sid);
+            if let Some(z) = &mut self.cfg.zab {
+                z.quorum_addrs.remove(&sid);
+            }
+        }
+        info!(
+            "config 0x{:x} in force: voters {:?}, observers {:?}; I am {}",
+            config.version(),
+            quorum.voters().collect::<Vec<_>>(),
+            quorum.observers().collect::<Vec<_>>(),
+            crate::reconfig::Membership::of(config, me).name()
+        );
+        self.cfg.election.quorum = quorum.clone();
+        self.cfg.election.role = role;
+        self.el.reconfigure(quorum, role);
+        for sid in self.cfg.election.quorum.voters().filter(|s| *s != me) {
+            self.mgr.connect_one(sid);
+        }
     }
 
     fn send(&self, to: i64, n: &Notification) {

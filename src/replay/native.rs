@@ -48,7 +48,8 @@ pub fn replay(rec: &Recording) -> Report {
                     round: lc,
                     at_ms: now,
                 }),
-                Output::SetTimer { .. } => {}
+                // Replay runs with reconfig disabled (ElectionConfig's default).
+                Output::SetTimer { .. } | Output::NewConfig { .. } => {}
             }
         }
     };

@@ -26,7 +26,7 @@ pub mod quorum;
 pub mod txn;
 
 pub use addr::ElectionAddress;
-pub use config::{QuorumConfig, Role, ServerLine};
+pub use config::{ConfigLine, QuorumConfig, Role, ServerLine};
 pub use error::{ErrorKind, WireError};
 pub use frame::{Direction, StreamDecoder, StreamItem, encode_frame};
 pub use initial::{InitialMessage, ProtocolVersion};

@@ -2,9 +2,30 @@
 
 use std::collections::VecDeque;
 
+use std::collections::BTreeMap;
+
+use crate::reconfig::{Activation, process_reconfig};
+use crate::wire::QuorumConfig;
+use crate::wire::Role;
 use crate::wire::quorum::{
     LearnerInfo, PROTOCOL_VERSION, QuorumPacket, TxnHeader, is_handover_txn, ptype,
 };
+use crate::wire::txn::{TxnRecord, decode_txn, opcode};
+
+/// What a learner with `reconfigEnabled=true` needs to take part in reconfiguration.
+#[derive(Debug, Clone)]
+pub struct ReconfigState {
+    /// The config in force (its version is FOLLOWERINFO's).
+    pub config: QuorumConfig,
+    /// My learner type: participant (voting or not) or observer.
+    pub role: Role,
+    /// The leader I follow (my current vote), for COMMITANDACTIVATE's designated leader.
+    pub leader_sid: i64,
+}
+
+/// At most this many reconfig proposals wait for their COMMITANDACTIVATE (Java's leader has
+/// at most one reconfig in flight).
+pub const MAX_PENDING_RECONFIGS: usize = 64;
 
 /// What the learner needs to know about itself and the ensemble's timing.
 #[derive(Debug, Clone)]
@@ -24,6 +45,13 @@ pub struct LearnerConfig {
     /// (its peer epoch). A LEADERINFO more than [`MAX_EPOCH_JUMP`] above both this and our
     /// own acceptedEpoch is refused rather than persisted.
     pub known_epoch: i64,
+    /// Join as an observer: OBSERVERINFO, then INFORM/INFORMANDACTIVATE (logged, never
+    /// acknowledged) instead of PROPOSAL/COMMIT.
+    pub observer: bool,
+    /// `reconfigEnabled=true`: follow reconfiguration (docs/reconfig.md). `None`: reconfig
+    /// txns are logged as any txn and COMMITANDACTIVATE commits them, nothing more (Java's
+    /// `processReconfig` with reconfig disabled).
+    pub reconfig: Option<ReconfigState>,
 }
 
 /// How far a LEADERINFO's epoch may lie above every epoch we know of. A leader's new epoch
@@ -62,6 +90,11 @@ pub enum Persist {
     InstallSnapshot(i64),
     /// Append this txn (a PROPOSAL's data) to the log.
     Append { zxid: i64, txn: Vec<u8> },
+    /// A config was proposed (a reconfig txn, or NEWLEADER's): keep it as the last seen
+    /// config (`zoo.cfg.dynamic.next`).
+    NextConfig(QuorumConfig),
+    /// Activate this config (`zoo.cfg.dynamic.<version>`, zoo.cfg pointing at it).
+    ActivateConfig(QuorumConfig),
 }
 
 /// Work for the driver: persist (durably), then send.
@@ -102,6 +135,14 @@ pub enum Event {
     SyncStarted { kind: SyncKind, zxid: i64 },
     /// UPTODATE arrived and was acknowledged: we are a synced follower of `epoch`.
     UpToDate { epoch: i64 },
+    /// A new config is in force (after its [`Persist::ActivateConfig`]): the election runs
+    /// under it from now on. When `activation.major()` the session ends next.
+    Activated {
+        config: QuorumConfig,
+        activation: Activation,
+        /// COMMITANDACTIVATE's designated leader (None at UPTODATE).
+        designated_leader: Option<i64>,
+    },
     /// The session is over; the reason, for the log. Go back to LOOKING.
     Closed(String),
 }
@@ -149,6 +190,12 @@ pub struct Learner {
     last_heard: u64,
     ready: Ready,
     events: VecDeque<Event>,
+    /// Reconfig proposals waiting for COMMITANDACTIVATE, by zxid.
+    pending_reconfigs: BTreeMap<i64, QuorumConfig>,
+    /// NEWLEADER's config, activated at UPTODATE.
+    newleader_config: Option<QuorumConfig>,
+    /// The last config seen proposed (its version), so that each is written once.
+    last_seen_version: u64,
 }
 
 impl Learner {
@@ -163,8 +210,12 @@ impl Learner {
         let info = LearnerInfo {
             sid: cfg.my_sid,
             protocol_version: PROTOCOL_VERSION,
-            config_version: cfg.config_version,
+            config_version: cfg
+                .reconfig
+                .as_ref()
+                .map_or(cfg.config_version, |r| r.config.version() as i64),
         };
+        let last_seen_version = cfg.reconfig.as_ref().map_or(0, |r| r.config.version());
         let mut l = Learner {
             cfg,
             accepted_epoch,
@@ -185,10 +236,15 @@ impl Learner {
             last_heard: now,
             ready: Ready::default(),
             events: VecDeque::new(),
+            pending_reconfigs: BTreeMap::new(),
+            newleader_config: None,
+            last_seen_version,
         };
-        l.ready
-            .send
-            .push(QuorumPacket::follower_info(accepted_epoch, &info));
+        let mut first = QuorumPacket::follower_info(accepted_epoch, &info);
+        if l.cfg.observer {
+            first.ptype = ptype::OBSERVERINFO;
+        }
+        l.ready.send.push(first);
         l
     }
 
@@ -461,6 +517,9 @@ impl Learner {
                         self.last_staged_other = Some(p.zxid);
                     }
                     self.uncommitted.insert(p.zxid);
+                    if !self.note_reconfig(p.zxid, &txn) {
+                        return;
+                    }
                     self.ready
                         .persist
                         .push(Persist::Stage { zxid: p.zxid, txn });
@@ -470,6 +529,11 @@ impl Learner {
                     self.last_committed = self.last_committed.max(p.zxid);
                 }
                 ptype::PING => {} // Java's sync loop ignores pings
+                ptype::COMMITANDACTIVATE => {
+                    self.uncommitted.remove(&p.zxid);
+                    self.last_committed = self.last_committed.max(p.zxid);
+                    self.commit_and_activate(&p);
+                }
                 ptype::NEWLEADER => {
                     let e = p.zxid >> 32;
                     if e != self.new_epoch {
@@ -501,6 +565,21 @@ impl Learner {
                     if let Some(last) = kept {
                         self.last_zxid = self.last_zxid.max(last);
                     }
+                    if self.cfg.reconfig.is_some()
+                        && let Some(text) = p.data.as_deref().filter(|d| d.len() > 1)
+                    {
+                        // Java logs a config it cannot parse and goes on without it.
+                        match std::str::from_utf8(text)
+                            .ok()
+                            .and_then(|t| QuorumConfig::parse(t).ok())
+                        {
+                            Some(c) => {
+                                self.see_config(&c);
+                                self.newleader_config = Some(c);
+                            }
+                            None => tracing::warn!("NEWLEADER carries no readable config"),
+                        }
+                    }
                     self.ready.persist.push(Persist::CurrentEpoch(e));
                     self.current_epoch = e;
                     self.ready.send.push(QuorumPacket::ack(p.zxid));
@@ -515,6 +594,11 @@ impl Learner {
                     }
                 }
                 ptype::COMMIT => self.last_committed = self.last_committed.max(p.zxid),
+                ptype::COMMITANDACTIVATE => {
+                    self.last_committed = self.last_committed.max(p.zxid);
+                    self.commit_and_activate(&p);
+                }
+                ptype::INFORM | ptype::INFORMANDACTIVATE if self.cfg.observer => self.inform(&p),
                 ptype::PING => {}
                 ptype::UPTODATE => {
                     self.ready
@@ -532,6 +616,9 @@ impl Learner {
                     self.events.push_back(Event::UpToDate {
                         epoch: self.new_epoch,
                     });
+                    if let Some(c) = self.newleader_config.take() {
+                        self.activate(c, None);
+                    }
                 }
                 _ => self.unexpected(&p),
             },
@@ -543,17 +630,190 @@ impl Learner {
                 }
                 ptype::COMMIT => self.last_committed = self.last_committed.max(p.zxid),
                 ptype::PING => self.ready.send.push(QuorumPacket::ping_reply(p.zxid)),
+                ptype::INFORM | ptype::INFORMANDACTIVATE if self.cfg.observer => self.inform(&p),
                 ptype::SYNC | ptype::UPTODATE | ptype::INFORM | ptype::INFORMANDACTIVATE => {
                     tracing::debug!("ignoring {} from the leader", p.type_name());
                 }
-                ptype::COMMITANDACTIVATE => self.close(format!(
-                    "COMMITANDACTIVATE 0x{:x}: reconfiguration is not supported",
-                    p.zxid
-                )),
+                ptype::COMMITANDACTIVATE => {
+                    self.last_committed = self.last_committed.max(p.zxid);
+                    self.commit_and_activate(&p);
+                }
                 _ => self.unexpected(&p),
             },
             Phase::Closed => {}
         }
+    }
+
+    /// A reconfig txn among the proposals: its config becomes the last seen one (Java's
+    /// `setLastSeenQuorumVerifier`) and waits for its COMMITANDACTIVATE. False when the
+    /// session ended over it.
+    fn note_reconfig(&mut self, zxid: i64, txn: &[u8]) -> bool {
+        if self.cfg.reconfig.is_none() {
+            return true;
+        }
+        let Ok(t) = decode_txn(txn) else {
+            return true; // a txn whose body zkfle cannot read is logged as it is
+        };
+        if t.header.op != opcode::RECONFIG {
+            return true;
+        }
+        let config = match &t.record {
+            Some(TxnRecord::SetData { data: Some(d), .. }) => std::str::from_utf8(d)
+                .ok()
+                .and_then(|text| QuorumConfig::parse(text).ok()),
+            _ => None,
+        };
+        let Some(config) = config else {
+            self.close(format!(
+                "reconfig PROPOSAL 0x{zxid:x} carries no readable config"
+            ));
+            return false;
+        };
+        if self.pending_reconfigs.len() >= MAX_PENDING_RECONFIGS {
+            self.close(format!(
+                "more than {MAX_PENDING_RECONFIGS} reconfig proposals without COMMITANDACTIVATE"
+            ));
+            return false;
+        }
+        tracing::info!(
+            "reconfig proposed at 0x{zxid:x}: version 0x{:x}",
+            config.version()
+        );
+        self.see_config(&config);
+        self.pending_reconfigs.insert(zxid, config);
+        true
+    }
+
+    fn see_config(&mut self, config: &QuorumConfig) {
+        if config.version() > self.last_seen_version {
+            self.last_seen_version = config.version();
+            self.ready.persist.push(Persist::NextConfig(config.clone()));
+        }
+    }
+
+    /// COMMITANDACTIVATE: the commit of a reconfig txn, with the designated leader.
+    fn commit_and_activate(&mut self, p: &QuorumPacket) {
+        if self.cfg.reconfig.is_none() {
+            return; // a plain commit (Java's processReconfig returns at once)
+        }
+        let designated = match p.data.as_deref() {
+            Some(d) if d.len() >= 8 => i64::from_be_bytes(d[..8].try_into().expect("8 bytes")),
+            _ => {
+                return self.close(format!(
+                    "COMMITANDACTIVATE 0x{:x} without a designated leader",
+                    p.zxid
+                ));
+            }
+        };
+        // Older reconfig proposals were superseded (Java's pending queue head is this one).
+        let Some(config) = self.pending_reconfigs.remove(&p.zxid) else {
+            return self.close(format!(
+                "COMMITANDACTIVATE 0x{:x} for no reconfig proposal",
+                p.zxid
+            ));
+        };
+        self.pending_reconfigs.retain(|z, _| *z > p.zxid);
+        self.activate(config, Some(designated));
+    }
+
+    fn activate(&mut self, config: QuorumConfig, designated: Option<i64>) {
+        let Some(r) = self.cfg.reconfig.as_mut() else {
+            return;
+        };
+        let a = process_reconfig(
+            true,
+            &r.config,
+            &config,
+            self.cfg.my_sid,
+            r.role,
+            r.leader_sid,
+            designated,
+        );
+        if !a.activate {
+            return;
+        }
+        r.config = config.clone();
+        r.role = a.role;
+        if let Some(d) = designated {
+            r.leader_sid = d;
+        }
+        self.ready
+            .persist
+            .push(Persist::ActivateConfig(config.clone()));
+        self.cfg.observer = a.role == Role::Observer;
+        let major = a.major();
+        self.events.push_back(Event::Activated {
+            config: config.clone(),
+            activation: a,
+            designated_leader: designated,
+        });
+        if major {
+            self.close(format!(
+                "changes proposed in reconfig (config 0x{:x})",
+                config.version()
+            ));
+        }
+    }
+
+    /// An observer's INFORM (a committed txn) or INFORMANDACTIVATE (designated leader, then
+    /// a committed reconfig txn): logged, never acknowledged (Java's `Observer.processPacket`).
+    fn inform(&mut self, p: &QuorumPacket) {
+        let data = p.data.as_deref().unwrap_or_default();
+        let (designated, txn) = if p.ptype == ptype::INFORMANDACTIVATE {
+            if data.len() < 8 {
+                return self.close(format!(
+                    "INFORMANDACTIVATE 0x{:x} without a designated leader",
+                    p.zxid
+                ));
+            }
+            (
+                Some(i64::from_be_bytes(data[..8].try_into().expect("8 bytes"))),
+                &data[8..],
+            )
+        } else {
+            (None, data)
+        };
+        let txn = QuorumPacket::new(ptype::PROPOSAL, p.zxid, Some(txn.to_vec()));
+        let Some(txn) = self.proposal_txn(&txn) else {
+            return;
+        };
+        let config = designated.and(
+            decode_txn(&txn)
+                .ok()
+                .and_then(|t| match t.record {
+                    Some(TxnRecord::SetData { data: Some(d), .. })
+                        if t.header.op == opcode::RECONFIG =>
+                    {
+                        String::from_utf8(d).ok()
+                    }
+                    _ => None,
+                })
+                .and_then(|text| QuorumConfig::parse(&text).ok()),
+        );
+        if designated.is_some() && config.is_none() {
+            return self.close(format!(
+                "INFORMANDACTIVATE 0x{:x} carries no readable config",
+                p.zxid
+            ));
+        }
+        self.append_unacked(p.zxid, txn);
+        self.last_committed = self.last_committed.max(p.zxid);
+        if let (Some(c), Some(d)) = (config, designated)
+            && self.cfg.reconfig.is_some()
+        {
+            self.activate(c, Some(d));
+        }
+    }
+
+    fn append_unacked(&mut self, zxid: i64, txn: Vec<u8>) {
+        if zxid <= self.last_zxid || zxid >> 32 != self.new_epoch {
+            return self.close(format!(
+                "INFORM 0x{zxid:x} is not after the last logged 0x{:x} in epoch {}",
+                self.last_zxid, self.new_epoch
+            ));
+        }
+        self.ready.persist.push(Persist::Append { zxid, txn });
+        self.last_zxid = zxid;
     }
 
     fn append(&mut self, zxid: i64, txn: Vec<u8>, defer_ack: bool) {
@@ -568,6 +828,9 @@ impl Learner {
                 "PROPOSAL 0x{zxid:x} is not in epoch {}",
                 self.new_epoch
             ));
+        }
+        if !self.note_reconfig(zxid, &txn) {
+            return;
         }
         self.ready.persist.push(Persist::Append { zxid, txn });
         self.last_zxid = zxid;
@@ -593,6 +856,8 @@ mod tests {
             max_diff_bytes: DEFAULT_MAX_SYNC_BYTES,
             max_snapshot_bytes: DEFAULT_MAX_SYNC_BYTES,
             known_epoch: 0,
+            observer: false,
+            reconfig: None,
         }
     }
 
@@ -744,6 +1009,8 @@ mod hostile_leader_tests {
             max_diff_bytes: 1000,
             max_snapshot_bytes: 5000,
             known_epoch: 3,
+            observer: false,
+            reconfig: None,
         }
     }
 
@@ -846,5 +1113,269 @@ mod hostile_leader_tests {
         assert_eq!(l.phase(), Phase::Snapshot);
         l.on_snapshot_bytes(2, 1);
         closed_with(&mut l, "--max-snapshot-bytes");
+    }
+}
+
+#[cfg(test)]
+mod reconfig_tests {
+    use super::*;
+    use crate::wire::txn::encode_record;
+
+    const OLD: &str = "server.1=127.0.0.1:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:participant\nserver.3=127.0.0.3:2888:3888:participant\nversion=100000000";
+    pub(super) const NEW: &str = "server.1=127.0.0.1:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:participant\nserver.3=127.0.0.3:2888:3888:participant\nserver.4=127.0.0.4:2888:3888:participant;2181\nversion=100000002";
+
+    pub(super) fn cfg(role: Role) -> LearnerConfig {
+        LearnerConfig {
+            my_sid: 4,
+            config_version: 0,
+            tick_ms: 200,
+            init_limit: 10,
+            sync_limit: 5,
+            max_diff_bytes: DEFAULT_MAX_SYNC_BYTES,
+            max_snapshot_bytes: DEFAULT_MAX_SYNC_BYTES,
+            known_epoch: 1,
+            observer: role == Role::Observer,
+            reconfig: Some(ReconfigState {
+                config: QuorumConfig::parse(OLD).unwrap(),
+                role,
+                leader_sid: 3,
+            }),
+        }
+    }
+
+    pub(super) fn reconfig_proposal(zxid: i64, text: &str) -> QuorumPacket {
+        let h = TxnHeader {
+            client_id: 7,
+            cxid: 1,
+            zxid,
+            time: 0,
+            op: opcode::RECONFIG,
+        };
+        let mut t = h.encode().to_vec();
+        t.extend(
+            encode_record(&TxnRecord::SetData {
+                path: "/zookeeper/config".into(),
+                data: Some(text.as_bytes().to_vec()),
+                version: -1,
+            })
+            .unwrap(),
+        );
+        QuorumPacket::new(ptype::PROPOSAL, zxid, Some(t))
+    }
+
+    fn commit_and_activate(zxid: i64, leader: i64) -> QuorumPacket {
+        QuorumPacket::new(
+            ptype::COMMITANDACTIVATE,
+            zxid,
+            Some(leader.to_be_bytes().to_vec()),
+        )
+    }
+
+    fn broadcasting(role: Role) -> Learner {
+        let mut l = Learner::new(cfg(role), 1, 1, 0x1_0000_0000, 0);
+        // FOLLOWERINFO carries the config version in force.
+        let fi = &l.ready().send[0];
+        let data = fi.data.as_deref().unwrap();
+        assert_eq!(&data[data.len() - 8..], &0x1_0000_0000i64.to_be_bytes());
+        l.on_packet(
+            1,
+            QuorumPacket::new(
+                ptype::LEADERINFO,
+                1 << 32,
+                Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
+            ),
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::DIFF, 0x1_0000_0000, None));
+        l.on_packet(
+            1,
+            QuorumPacket::new(ptype::NEWLEADER, 1 << 32, Some(OLD.as_bytes().to_vec())),
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::UPTODATE, -1, None));
+        l.ready();
+        while l.poll_event().is_some() {}
+        assert_eq!(l.phase(), Phase::Broadcast);
+        l
+    }
+
+    #[test]
+    fn a_reconfig_adding_me_is_seen_then_activated_without_leaving() {
+        let mut l = broadcasting(Role::Participant);
+        l.on_packet(2, reconfig_proposal(0x1_0000_0001, NEW));
+        let r = l.ready();
+        assert!(matches!(&r.persist[0], Persist::NextConfig(c) if c.version() == 0x1_0000_0002));
+        assert!(matches!(
+            r.persist[1],
+            Persist::Append {
+                zxid: 0x1_0000_0001,
+                ..
+            }
+        ));
+        assert_eq!(r.send, vec![QuorumPacket::ack(0x1_0000_0001)]);
+        l.on_packet(3, commit_and_activate(0x1_0000_0001, 3));
+        let r = l.ready();
+        assert!(
+            matches!(&r.persist[..], [Persist::ActivateConfig(c)] if c.version() == 0x1_0000_0002)
+        );
+        match l.poll_event() {
+            Some(Event::Activated {
+                activation,
+                designated_leader: Some(3),
+                ..
+            }) => {
+                assert!(activation.members_changed && !activation.major())
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(l.phase(), Phase::Broadcast);
+    }
+
+    #[test]
+    fn a_new_designated_leader_or_role_ends_the_session_after_activating() {
+        let mut l = broadcasting(Role::Participant);
+        l.on_packet(2, reconfig_proposal(0x1_0000_0001, NEW));
+        l.ready();
+        l.on_packet(3, commit_and_activate(0x1_0000_0001, 1));
+        let r = l.ready();
+        assert!(matches!(&r.persist[..], [Persist::ActivateConfig(_)]));
+        assert!(matches!(l.poll_event(), Some(Event::Activated { .. })));
+        assert!(
+            matches!(l.poll_event(), Some(Event::Closed(w)) if w.contains("changes proposed in reconfig"))
+        );
+        let mut l = broadcasting(Role::Observer);
+        l.on_packet(2, reconfig_proposal(0x1_0000_0001, NEW));
+        l.on_packet(3, commit_and_activate(0x1_0000_0001, 3));
+        assert_eq!(l.phase(), Phase::Closed);
+    }
+
+    #[test]
+    fn commitandactivate_without_its_proposal_ends_the_session() {
+        let mut l = broadcasting(Role::Participant);
+        l.on_packet(3, commit_and_activate(0x1_0000_0001, 3));
+        assert_eq!(l.phase(), Phase::Closed);
+        // Reconfig disabled: a plain commit.
+        let mut c = cfg(Role::Participant);
+        c.reconfig = None;
+        let mut l = Learner::new(c, 1, 1, 0x1_0000_0000, 0);
+        l.on_packet(
+            1,
+            QuorumPacket::new(
+                ptype::LEADERINFO,
+                1 << 32,
+                Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
+            ),
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::DIFF, 0x1_0000_0000, None));
+        l.on_packet(
+            1,
+            QuorumPacket::new(ptype::NEWLEADER, 1 << 32, Some(NEW.as_bytes().to_vec())),
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::UPTODATE, -1, None));
+        l.on_packet(2, reconfig_proposal(0x1_0000_0001, NEW));
+        l.on_packet(3, commit_and_activate(0x1_0000_0001, 3));
+        assert_eq!(l.phase(), Phase::Broadcast);
+        assert!(
+            !l.ready()
+                .persist
+                .iter()
+                .any(|p| matches!(p, Persist::NextConfig(_) | Persist::ActivateConfig(_)))
+        );
+    }
+
+    #[test]
+    fn newleaders_config_is_activated_at_uptodate() {
+        let mut l = Learner::new(cfg(Role::Participant), 1, 1, 0x1_0000_0000, 0);
+        l.on_packet(
+            1,
+            QuorumPacket::new(
+                ptype::LEADERINFO,
+                2 << 32,
+                Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
+            ),
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::DIFF, 0x1_0000_0000, None));
+        l.on_packet(
+            1,
+            QuorumPacket::new(ptype::NEWLEADER, 2 << 32, Some(NEW.as_bytes().to_vec())),
+        );
+        assert!(
+            l.ready()
+                .persist
+                .iter()
+                .any(|p| matches!(p, Persist::NextConfig(_)))
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::UPTODATE, -1, None));
+        assert!(matches!(
+            l.ready().persist[..],
+            [Persist::ActivateConfig(_)]
+        ));
+        assert_eq!(l.phase(), Phase::Broadcast);
+    }
+}
+
+#[cfg(test)]
+mod observer_tests {
+    use super::*;
+
+    #[test]
+    fn an_observer_logs_informs_without_acking_and_activates_informandactivate() {
+        let mut c = reconfig_tests_cfg();
+        c.observer = true;
+        let mut l = Learner::new(c, 1, 1, 0x1_0000_0000, 0);
+        assert_eq!(l.ready().send[0].ptype, ptype::OBSERVERINFO);
+        l.on_packet(
+            1,
+            QuorumPacket::new(
+                ptype::LEADERINFO,
+                1 << 32,
+                Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
+            ),
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::DIFF, 0x1_0000_0000, None));
+        l.on_packet(1, QuorumPacket::new(ptype::NEWLEADER, 1 << 32, None));
+        l.on_packet(1, QuorumPacket::new(ptype::UPTODATE, -1, None));
+        l.ready();
+        let h = TxnHeader {
+            client_id: 7,
+            cxid: 1,
+            zxid: 0x1_0000_0001,
+            time: 0,
+            op: 1,
+        };
+        l.on_packet(
+            2,
+            QuorumPacket::new(ptype::INFORM, 0x1_0000_0001, Some(h.encode().to_vec())),
+        );
+        let r = l.ready();
+        assert!(matches!(
+            r.persist[..],
+            [Persist::Append {
+                zxid: 0x1_0000_0001,
+                ..
+            }]
+        ));
+        assert!(r.send.is_empty(), "an observer never acknowledges");
+        // INFORMANDACTIVATE: the designated leader, then the reconfig txn; promoted: major.
+        let p = super::reconfig_tests::reconfig_proposal(0x1_0000_0002, super::reconfig_tests::NEW);
+        let mut data = 3i64.to_be_bytes().to_vec();
+        data.extend(p.data.unwrap());
+        l.on_packet(
+            3,
+            QuorumPacket::new(ptype::INFORMANDACTIVATE, 0x1_0000_0002, Some(data)),
+        );
+        let r = l.ready();
+        assert!(matches!(
+            r.persist[..],
+            [Persist::Append { .. }, Persist::ActivateConfig(_)]
+        ));
+        assert!(
+            std::iter::from_fn(|| l.poll_event()).any(
+                |e| matches!(e, Event::Activated { activation, .. } if activation.role_changed)
+            )
+        );
+        assert_eq!(l.phase(), Phase::Closed);
+    }
+
+    fn reconfig_tests_cfg() -> LearnerConfig {
+        super::reconfig_tests::cfg(Role::Observer)
     }
 }

@@ -18,5 +18,5 @@ pub mod learner;
 
 pub use learner::{
     DEFAULT_MAX_SYNC_BYTES, Event, Learner, LearnerConfig, MAX_EPOCH_JUMP, Persist, Phase, Ready,
-    SyncKind,
+    ReconfigState, SyncKind,
 };

@@ -253,6 +253,55 @@ impl Drop for Zk {
     }
 }
 
+impl Zk {
+    /// `reconfig` (op 16, ReconfigRequest): incremental with `joining`/`leaving` (comma
+    /// separated), any config version. Returns the error code and, on success, the new
+    /// config's text.
+    pub fn reconfig(
+        &mut self,
+        joining: Option<&str>,
+        leaving: Option<&str>,
+    ) -> std::io::Result<(i32, String)> {
+        let mut b = Vec::new();
+        for s in [joining, leaving, None] {
+            match s {
+                Some(s) => put_str(&mut b, s.as_bytes()),
+                None => b.extend((-1i32).to_be_bytes()),
+            }
+        }
+        b.extend((-1i64).to_be_bytes());
+        let (err, body) = self.call(16, &b)?;
+        if err != 0 || body.len() < 4 {
+            return Ok((err, String::new()));
+        }
+        let n = i32::from_be_bytes(body[0..4].try_into().unwrap()).max(0) as usize;
+        Ok((
+            0,
+            String::from_utf8_lossy(body.get(4..4 + n).unwrap_or_default()).into_owned(),
+        ))
+    }
+}
+
+/// Runs a reconfig through server `sid`, retrying while the ensemble is unavailable (or a
+/// reconfig is in progress); returns the new config's text.
+pub fn reconfig(
+    sid: i64,
+    joining: Option<&str>,
+    leaving: Option<&str>,
+    timeout: Duration,
+) -> String {
+    let start = Instant::now();
+    let mut last = None;
+    while start.elapsed() < timeout {
+        match Zk::connect(&client(sid)).and_then(|mut zk| zk.reconfig(joining, leaving)) {
+            Ok((0, text)) => return text,
+            other => last = Some(format!("{other:?}")),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("reconfig {joining:?} {leaving:?} through {sid} failed: {last:?}");
+}
+
 pub fn client(sid: i64) -> String {
     format!("127.0.0.{sid}:2181")
 }

@@ -1,0 +1,274 @@
+//! Dynamic reconfiguration against real Java ZooKeeper (docs/reconfig.md): zkfle (sid 4) is
+//! added to a running Java ensemble with `reconfig -add`, a Java server is removed, and
+//! zkfle's vote and ACKs are then what the ensemble needs: writes commit with a Java server
+//! down, and after the Java leader restarts the two re-elect and commit again. Serialized
+//! with the loopback lock; every process is stopped by a Drop guard. Java from ZK_JARS,
+//! ZK_HOME or Debian's 3.8.0 (scripts/zk-env.sh).
+
+#[path = "common/zab.rs"]
+mod zab;
+
+use std::time::Duration;
+
+use zab::*;
+
+/// The zoo.cfg keys every server (Java and zkfle) runs with: reconfiguration on, and ACLs
+/// skipped so that the test's client may run `reconfig` without a superuser.
+const RECONFIG_KEYS: &str = "reconfigEnabled=true\nskipACL=yes\n";
+
+#[test]
+fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
+    let _l = lock_loopback();
+    let t0 = std::time::Instant::now();
+    let e = Ensemble::start(
+        "reconfig",
+        "1:participant,2:participant,3:participant",
+        &["--tick", "200", "--no-start"],
+    );
+    for sid in 1..=3 {
+        let p = e.dir.join(format!("{sid}/zoo.cfg"));
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, format!("{text}\n{RECONFIG_KEYS}")).unwrap();
+        e.run(&["start-node", &sid.to_string()]);
+    }
+    e.run(&["wait-stable", "--timeout", "30"]);
+
+    // zkfle's own config: the ensemble as its zoo.cfg lists it, plus itself.
+    let zdir = e.dir.join("zkfle");
+    std::fs::create_dir_all(&zdir).unwrap();
+    let cfg = zdir.join("zoo.cfg");
+    let common = std::fs::read_to_string(e.dir.join("zoo.cfg")).unwrap();
+    std::fs::write(
+        &cfg,
+        format!(
+            "{common}\nserver.4=127.0.0.4:2888:3888:participant\n{RECONFIG_KEYS}dataDir={}\n",
+            zdir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let n = Native::start_in(&zdir, &cfg, 4, &[]);
+    let t_join = std::time::Instant::now();
+    // Not yet a member of the ensemble's config: zkfle takes it (version 0x1<epoch>00000000)
+    // from the Java servers' notifications and follows as a non-voting participant.
+    let leader = wait_for("zkfle follows", Duration::from_secs(20), || {
+        following(&n, 0).filter(|_| n.log().contains("synced with leader"))
+    });
+    eprintln!(
+        "zkfle synced as a non-voting follower {:?} after it started",
+        t_join.elapsed()
+    );
+    assert!(n.log().contains("activated config version"), "{}", n.log());
+    // The leader syncs it though its config does not list it (Java's non-voting follower).
+    assert!(
+        e.log(leader).contains("Synchronizing with Learner sid: 4 "),
+        "{}",
+        e.log(leader)
+    );
+    write_all(leader, &paths("a", 3), Duration::from_secs(10));
+
+    // reconfig -add: zkfle logs the proposal, acknowledges it, activates on COMMITANDACTIVATE
+    // and stays in the session.
+    let text = reconfig(
+        leader,
+        Some("server.4=127.0.0.4:2888:3888:participant;127.0.0.4:2181"),
+        None,
+        Duration::from_secs(20),
+    );
+    assert!(
+        text.contains("server.4=127.0.0.4:2888:3888:participant"),
+        "{text}"
+    );
+    wait_for("zkfle activates the add", Duration::from_secs(10), || {
+        n.log().contains("reconfig: config").then_some(())
+    });
+    // Then a Java server other than the leader is removed.
+    let removed = [1, 2, 3].into_iter().find(|s| *s != leader).unwrap();
+    let kept = 6 - leader - removed;
+    let text = reconfig(
+        leader,
+        None,
+        Some(&removed.to_string()),
+        Duration::from_secs(20),
+    );
+    assert!(!text.contains(&format!("server.{removed}=")), "{text}");
+    wait_for(
+        "zkfle activates the removal",
+        Duration::from_secs(10),
+        || (count(&n.log(), "reconfig: config") >= 2).then_some(()),
+    );
+    assert!(!n.log().contains("follow session ended"), "{}", n.log());
+    // Written as Java writes it: the dynamic file, zoo.cfg pointing at it.
+    let zoo = std::fs::read_to_string(&cfg).unwrap();
+    assert!(zoo.contains("dynamicConfigFile="), "{zoo}");
+    assert!(!zoo.contains("server."), "{zoo}");
+    let dynamic = zoo
+        .lines()
+        .find_map(|l| l.strip_prefix("dynamicConfigFile="))
+        .unwrap()
+        .to_string();
+    let members = std::fs::read_to_string(&dynamic).unwrap();
+    assert!(members.contains("server.4=127.0.0.4:2888:3888:participant;127.0.0.4:2181"));
+    assert!(
+        !members.contains(&format!("server.{removed}=")),
+        "{members}"
+    );
+
+    // With config {kept, leader, 4}: the removed server and the other Java voter down, the
+    // leader commits only with zkfle's ACKs.
+    e.run(&["stop-node", &removed.to_string()]);
+    e.run(&["stop-node", &kept.to_string()]);
+    write_all(leader, &paths("b", 5), Duration::from_secs(10));
+    assert_eq!(read(leader, "/b4").as_deref(), Some(&b"/b4"[..]));
+
+    // The leader restarts: it and zkfle are a quorum of {kept, leader, 4} only together.
+    let ev = n.events().len();
+    e.run(&["stop-node", &leader.to_string()]);
+    let t_restart = std::time::Instant::now();
+    e.run(&["start-node", &leader.to_string()]);
+    wait_for(
+        "the leader's ensemble is back",
+        Duration::from_secs(30),
+        || {
+            Zk::connect(&client(leader))
+                .ok()
+                .and_then(|mut zk| (zk.create("/c", b"c").ok()? == 0).then_some(()))
+        },
+    );
+    eprintln!(
+        "leader {leader} stopped; a write committed again {:?} later",
+        t_restart.elapsed()
+    );
+    assert_eq!(read(leader, "/b4").as_deref(), Some(&b"/b4"[..]));
+    assert!(n.events().len() > ev, "zkfle took part in the new election");
+    let java = e.log(leader);
+    assert!(
+        java.contains("Synchronizing with Learner sid: 4") || java.contains("LEADING"),
+        "{java}"
+    );
+    // A restart of zkfle comes back with the activated config.
+    let (ev, skip) = (n.events().len(), n.log().len());
+    drop(n);
+    let n = Native::start_in(&zdir, &cfg, 4, &[]);
+    wait_for("zkfle follows again", Duration::from_secs(20), || {
+        following(&n, ev).filter(|_| n.log()[skip..].contains("synced with leader"))
+    });
+    let log = n.log()[skip..].to_string();
+    assert!(
+        !log.contains("activated config"),
+        "no newer config to take: {log}"
+    );
+    write_all(leader, &paths("d", 3), Duration::from_secs(10));
+    eprintln!(
+        "ensemble to end: {:?} (after the loopback lock)",
+        t0.elapsed()
+    );
+}
+
+/// zkfle added as an observer by `reconfig` (a role change: its session ends and it observes):
+/// it syncs with OBSERVERINFO and logs the leader's INFORMs (TxnLogToolkit reads them);
+/// `reconfig` then promotes it (a role change again) and it follows as a participant.
+#[test]
+fn zkfle_added_as_observer_then_promoted() {
+    let _l = lock_loopback();
+    let t0 = std::time::Instant::now();
+    let e = Ensemble::start(
+        "reconfig-obs",
+        "1:participant,2:participant,3:participant",
+        &["--tick", "200", "--no-start"],
+    );
+    for sid in 1..=3 {
+        let p = e.dir.join(format!("{sid}/zoo.cfg"));
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, format!("{text}\n{RECONFIG_KEYS}")).unwrap();
+        e.run(&["start-node", &sid.to_string()]);
+    }
+    e.run(&["wait-stable", "--timeout", "30"]);
+    let zdir = e.dir.join("zkfle");
+    std::fs::create_dir_all(&zdir).unwrap();
+    let cfg = zdir.join("zoo.cfg");
+    let common = std::fs::read_to_string(e.dir.join("zoo.cfg")).unwrap();
+    std::fs::write(
+        &cfg,
+        format!(
+            "{common}\nserver.4=127.0.0.4:2888:3888:observer\n{RECONFIG_KEYS}dataDir={}\n",
+            zdir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let n = Native::start_in(&zdir, &cfg, 4, &[]);
+    let leader = wait_for("zkfle follows", Duration::from_secs(20), || {
+        following(&n, 0).filter(|_| n.log().contains("synced with leader"))
+    });
+    reconfig(
+        leader,
+        Some("server.4=127.0.0.4:2888:3888:observer;127.0.0.4:2181"),
+        None,
+        Duration::from_secs(20),
+    );
+    // A role change: the session ends, zkfle observes the same leader.
+    wait_for("zkfle observes", Duration::from_secs(20), || {
+        n.events()
+            .iter()
+            .rev()
+            .find(|v| v["state"] != "LOOKING")
+            .filter(|v| v["state"] == "OBSERVING" && v["leader"] == leader)
+            .map(|_| ())
+    });
+    wait_for(
+        "zkfle synced as an observer",
+        Duration::from_secs(10),
+        || (count(&n.log(), "synced with leader") >= 2).then_some(()),
+    );
+    write_all(leader, &paths("o", 3), Duration::from_secs(10));
+    // The observer logged the INFORMs (ZooKeeper's own tool reads its log).
+    wait_for("zkfle logged /o2", Duration::from_secs(10), || {
+        let v2 = zdir.join("native4/version-2");
+        let mut logs: Vec<_> = std::fs::read_dir(&v2)
+            .ok()?
+            .map(|d| d.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("log."))
+            .collect();
+        logs.sort();
+        let dump = zk_tool(
+            "org.apache.zookeeper.server.persistence.TxnLogToolkit",
+            &["--dump", logs.last()?.to_str()?],
+        );
+        dump.contains("create /o2").then_some(())
+    });
+    assert!(
+        e.log(leader)
+            .contains("Follower sid: 4 : info : 127.0.0.4:2888:3888:observer"),
+        "{}",
+        e.log(leader)
+    );
+
+    // Promoted: a role change again.
+    let ev = n.events().len();
+    reconfig(
+        leader,
+        Some("server.4=127.0.0.4:2888:3888:participant;127.0.0.4:2181"),
+        None,
+        Duration::from_secs(20),
+    );
+    wait_for(
+        "zkfle follows as a participant",
+        Duration::from_secs(20),
+        || following(&n, ev).filter(|_| count(&n.log(), "synced with leader") >= 3),
+    );
+    write_all(leader, &paths("q", 3), Duration::from_secs(10));
+    assert_eq!(
+        count(
+            &e.log(leader),
+            "Follower sid: 4 : info : 127.0.0.4:2888:3888:participant"
+        ),
+        1,
+        "one session as a participant after the promotion"
+    );
+    // Not asserted (docs/reconfig.md, "Not done"): with one Java follower stopped after the
+    // promotion, writes did not commit in the runs so far, though zkfle followed as a
+    // participant and the leader did not drop it.
+    eprintln!(
+        "observer test: {:?} (after the loopback lock)",
+        t0.elapsed()
+    );
+}
