@@ -60,7 +60,7 @@ const MAX_QUEUED: usize = 256;
 const MAX_LISTED: usize = 12;
 
 /// A vote as compared for agreement: leader, zxid, round, peer epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct VoteKey {
     pub leader: i64,
     pub zxid: i64,
@@ -361,40 +361,51 @@ impl VoteSet {
 #[derive(Debug, Default)]
 struct VoteMaps {
     votes: HashMap<i64, (VoteKey, ServerState)>,
-    /// Every entry by its full vote.
-    full: HashMap<VoteKey, u32>,
-    /// LOOKING entries by their full vote.
-    looking: HashMap<VoteKey, u32>,
+    /// By full vote: every entry, and the LOOKING ones.
+    full: HashMap<VoteKey, VoteCounts>,
     /// FOLLOWING/LEADING entries by leader.
     decided: HashMap<i64, u32>,
 }
 
+/// Entries holding one vote: all of them, and those from LOOKING servers.
+#[derive(Debug, Default, Clone, Copy)]
+struct VoteCounts {
+    all: u32,
+    looking: u32,
+}
+
 impl VoteMaps {
     fn insert(&mut self, sid: i64, vote: VoteKey, state: ServerState) {
+        let looking = state == ServerState::Looking;
         if let Some((old, st)) = self.votes.insert(sid, (vote, state)) {
-            dec(&mut self.full, &old);
-            if st == ServerState::Looking {
-                dec(&mut self.looking, &old);
-            } else {
+            let was_looking = st == ServerState::Looking;
+            if let Some(c) = self.full.get_mut(&old) {
+                c.all -= 1;
+                c.looking -= u32::from(was_looking);
+                if c.all == 0 {
+                    self.full.remove(&old);
+                }
+            }
+            if !was_looking {
                 dec(&mut self.decided, &old.leader);
             }
         }
-        *self.full.entry(vote).or_default() += 1;
-        if state == ServerState::Looking {
-            *self.looking.entry(vote).or_default() += 1;
-        } else {
+        let c = self.full.entry(vote).or_default();
+        c.all += 1;
+        c.looking += u32::from(looking);
+        if !looking {
             *self.decided.entry(vote.leader).or_default() += 1;
         }
     }
 
     /// Entries a LOOKING proposal `vote` gathers.
     fn agreeing(&self, vote: &VoteKey) -> usize {
-        self.full.get(vote).copied().unwrap_or(0) as usize
+        self.full.get(vote).map_or(0, |c| c.all) as usize
     }
 
     /// Entries a FOLLOWING/LEADING `vote` gathers.
     fn backing(&self, vote: &VoteKey) -> usize {
-        (self.looking.get(vote).copied().unwrap_or(0)
+        (self.full.get(vote).map_or(0, |c| c.looking)
             + self.decided.get(&vote.leader).copied().unwrap_or(0)) as usize
     }
 
@@ -450,6 +461,90 @@ impl Repeats {
     }
 }
 
+/// Every server the model follows, in the order first seen: one small index from sid to slot,
+/// and the states side by side. A capture's messages visit the same servers over and over;
+/// kept in one array (not each in its own allocation behind a hash table), their states stay
+/// few cache lines apart, so the cost per message holds as the servers grow to thousands.
+#[derive(Debug)]
+struct ServerTable {
+    slot: HashMap<i64, u32>,
+    states: Vec<Server>,
+    /// The slots of the two servers of the record at hand (from its connection), so that the
+    /// dozen lookups one record makes do not each search the table.
+    near: [(i64, u32); 2],
+}
+
+impl Default for ServerTable {
+    fn default() -> Self {
+        ServerTable {
+            slot: HashMap::default(),
+            states: Vec::new(),
+            near: [(0, NO_SLOT); 2],
+        }
+    }
+}
+
+impl ServerTable {
+    fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    fn slot_of(&self, sid: i64) -> Option<usize> {
+        match self.near {
+            [(s, i), _] | [_, (s, i)] if s == sid && i != NO_SLOT => Some(i as usize),
+            _ => self.slot.get(&sid).map(|&i| i as usize),
+        }
+    }
+
+    fn contains_key(&self, sid: &i64) -> bool {
+        self.slot_of(*sid).is_some()
+    }
+
+    fn get(&self, sid: &i64) -> Option<&Server> {
+        self.slot_of(*sid).map(|i| &self.states[i])
+    }
+
+    fn get_mut(&mut self, sid: &i64) -> Option<&mut Server> {
+        self.slot_of(*sid).map(|i| &mut self.states[i])
+    }
+
+    /// The server's slot, a fresh state when it was not followed yet.
+    fn slot_or_insert(&mut self, sid: i64) -> usize {
+        if let Some(i) = self.slot_of(sid) {
+            return i;
+        }
+        let next = self.states.len() as u32;
+        self.slot.insert(sid, next);
+        self.states.push(Server::default());
+        next as usize
+    }
+
+    /// The server's state, a fresh one when it was not followed yet.
+    fn entry(&mut self, sid: i64) -> &mut Server {
+        let i = self.slot_or_insert(sid);
+        &mut self.states[i]
+    }
+}
+
+/// No slot known.
+const NO_SLOT: u32 = u32::MAX;
+
+impl std::ops::Index<&i64> for ServerTable {
+    type Output = Server;
+    fn index(&self, sid: &i64) -> &Server {
+        self.get(sid).expect("a followed server")
+    }
+}
+
+/// FOLLOWING/LEADING answers from other rounds (Java's `outofelection`): from sid ->
+/// (leader, peer epoch, state), and counts per (leader, peer epoch). Most servers never hold
+/// one, so it is allocated when first needed.
+#[derive(Debug, Default)]
+struct OutOfElection {
+    votes: HashMap<i64, (i64, i64, ServerState)>,
+    counts: HashMap<(i64, i64), u32>,
+}
+
 /// One server as the model sees it.
 #[derive(Debug, Default)]
 struct Server {
@@ -469,8 +564,7 @@ struct Server {
     /// (Java's `recvset`, with LOOKING votes and FOLLOWING/LEADING answers of its round.)
     recv: VoteSet,
     /// FOLLOWING/LEADING answers from other rounds (Java's `outofelection`).
-    out: HashMap<i64, (i64, i64, ServerState)>,
-    out_counts: HashMap<(i64, i64), u32>,
+    out: Option<Box<OutOfElection>>,
     /// The decision deadline while its vote holds a quorum, and its generation in the heap.
     pending: Option<f64>,
     generation: u64,
@@ -489,6 +583,8 @@ struct Server {
     /// Every connection it had closed after it decided: the process is gone (a LOOKING vote
     /// from it now is a restart, even in an old round).
     gone: bool,
+    /// It sent a LOOKING proposal (counted in `lookers`).
+    looker: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -513,21 +609,64 @@ struct QuorumConn {
     sync: SyncInfo,
 }
 
+/// An election connection: its two sids, whether each direction carried a message, and the
+/// slots in `runs` of each direction's repeated votes (found once, not per message).
+#[derive(Debug, Clone, Copy)]
+struct Link {
+    a: Option<i64>,
+    b: Option<i64>,
+    a_sent: bool,
+    b_sent: bool,
+    runs: [u32; 2],
+    /// The slots in `servers` of a and b, once known.
+    slots: [u32; 2],
+}
+
+/// No slot in `runs` yet.
+const NO_RUN: u32 = u32::MAX;
+
+/// Connection ids count up as reassembly meets connections (the capture cannot choose them),
+/// so those open at one time are mostly neighbours: hashed to their own value in the low bits
+/// (which pick the bucket) and mixed in the top seven (which the table compares first), they
+/// take neighbouring buckets, and a capture's messages, which visit the open connections in
+/// turn, find them a few cache lines apart however many there are, not scattered over a
+/// table larger than the caches.
+#[derive(Debug, Default, Clone, Copy)]
+struct ConnHasher(u64);
+
+impl std::hash::Hasher for ConnHasher {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15) & 0xfe00_0000_0000_0000)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A table keyed by connection id, hashed by [`ConnHasher`].
+type ConnMap<V> = std::collections::HashMap<ConnId, V, std::hash::BuildHasherDefault<ConnHasher>>;
+
 /// Builds a [`Summary`] from records fed in capture order.
 #[derive(Debug, Default)]
 pub struct Summarizer {
     members: HashMap<i64, Role>,
     /// Distinct senders of LOOKING votes (the quorum size when no config names the members).
-    lookers: rustc_hash::FxHashSet<i64>,
-    /// Boxed: the map stays small and moves little as it grows.
-    servers: HashMap<i64, Box<Server>>,
+    lookers: usize,
+    servers: ServerTable,
     heap: BinaryHeap<Reverse<(Time, i64, u64)>>,
     decisions: Vec<Decision>,
     episodes: Vec<Episode>,
     changes: Vec<VoteChange>,
     anomalies: Vec<Anomaly>,
-    /// (from, to) -> (vote, times) of consecutive identical LOOKING notifications.
-    repeats: HashMap<(i64, i64), (VoteKey, Repeats)>,
+    /// (from, to) -> its slot in `runs`: the vote and times of consecutive identical LOOKING
+    /// notifications (side by side in the order first seen, as `servers`).
+    repeats: HashMap<(i64, i64), u32>,
+    runs: Vec<((i64, i64), VoteKey, Repeats)>,
     tie_breaks: BTreeMap<(i64, i64), u32>,
     resent: u64,
     configs: super::identity::ConfigCache,
@@ -535,7 +674,7 @@ pub struct Summarizer {
     unknown_sids: u64,
     notifications: u64,
     /// Election connections: the two sids, and whether each direction carried a message.
-    links: HashMap<ConnId, (Option<i64>, Option<i64>, bool, bool)>,
+    links: ConnMap<Link>,
     /// Open election connections per pair (min, max): working ones (traffic both ways).
     working: HashMap<(i64, i64), u32>,
     /// Closed connections: (time, sid a, sid b, quorum leader side).
@@ -598,7 +737,7 @@ impl Summarizer {
         if self.participants > 0 {
             self.participants
         } else {
-            self.lookers.len()
+            self.lookers
         }
     }
 
@@ -641,7 +780,7 @@ impl Summarizer {
                 if let Some(from) = r.from_sid
                     && (self.servers.len() < MAX_SERVERS || self.servers.contains_key(&from))
                 {
-                    let s = self.servers.entry(from).or_default();
+                    let s = self.servers.entry(from);
                     s.last_active = time;
                 }
                 self.link(r);
@@ -660,7 +799,7 @@ impl Summarizer {
             Body::Notification(n) => {
                 self.last_message = time;
                 self.link(r);
-                self.notification(time, r.from_sid, r.to_sid, n);
+                self.notification(time, r.conn, r.from_sid, r.to_sid, n);
             }
             Body::Quorum(q) => self.quorum_packet(time, r, q),
             Body::Closed { .. } => self.closed(time, r),
@@ -680,33 +819,75 @@ impl Summarizer {
             // followed past the bound.
             return;
         }
-        let e = self
-            .links
-            .entry(conn)
-            .or_insert((r.from_sid, r.to_sid, false, false));
-        let before = e.2 && e.3;
+        let e = self.links.entry(conn).or_insert(Link {
+            a: r.from_sid,
+            b: r.to_sid,
+            a_sent: false,
+            b_sent: false,
+            runs: [NO_RUN; 2],
+            slots: [NO_SLOT; 2],
+        });
+        let before = e.a_sent && e.b_sent;
         // Direction: the first record's sender is side a.
-        if e.0.is_none() {
-            e.0 = r.from_sid;
+        if e.a.is_none() {
+            e.a = r.from_sid;
         }
-        if e.1.is_none() {
-            e.1 = r.to_sid;
+        if e.b.is_none() {
+            e.b = r.to_sid;
         }
-        if r.from_sid == e.0 {
-            e.2 = true;
+        if r.from_sid == e.a {
+            e.a_sent = true;
         } else {
-            e.3 = true;
+            e.b_sent = true;
         }
         if !before
-            && e.2
-            && e.3
-            && let (Some(a), Some(b)) = (e.0, e.1)
+            && e.a_sent
+            && e.b_sent
+            && let (Some(a), Some(b)) = (e.a, e.b)
         {
             *self.working.entry((a.min(b), a.max(b))).or_default() += 1;
             for s in [a, b] {
-                self.servers.entry(s).or_default().open += 1;
+                self.servers.entry(s).open += 1;
             }
         }
+        // The two servers' slots, found once per connection.
+        let e = self.links.get_mut(&conn).expect("just added");
+        for (k, sid) in [e.a, e.b].into_iter().enumerate() {
+            let Some(sid) = sid else {
+                self.servers.near[k] = (0, NO_SLOT);
+                continue;
+            };
+            if e.slots[k] == NO_SLOT {
+                e.slots[k] = self.servers.slot.get(&sid).map_or(NO_SLOT, |&i| i);
+            }
+            self.servers.near[k] = (sid, e.slots[k]);
+        }
+    }
+
+    /// The slot in `runs` of `from`'s repeated votes to `to`, when followed: kept on the
+    /// connection, so the table of pairs is searched once per connection and direction.
+    fn run_slot(&mut self, conn: Option<ConnId>, from: i64, to: i64) -> Option<usize> {
+        let link = conn.and_then(|c| self.links.get_mut(&c));
+        let side = link.as_ref().map(|l| usize::from(l.a != Some(from)));
+        if let (Some(l), Some(side)) = (&link, side) {
+            let i = l.runs[side];
+            if i != NO_RUN && self.runs[i as usize].0 == (from, to) {
+                return Some(i as usize);
+            }
+        }
+        if self.repeats.len() >= MAX_PAIRS && !self.repeats.contains_key(&(from, to)) {
+            return None;
+        }
+        let next = self.runs.len() as u32;
+        let i = *self.repeats.entry((from, to)).or_insert(next);
+        if i == next {
+            self.runs
+                .push(((from, to), VoteKey::default(), Repeats::default()));
+        }
+        if let (Some(l), Some(side)) = (link, side) {
+            l.runs[side] = i;
+        }
+        Some(i as usize)
     }
 
     fn closed(&mut self, time: f64, r: &Record) {
@@ -719,7 +900,14 @@ impl Summarizer {
         if reset && r.from_sid.is_none() && !self.links.contains_key(&conn) {
             bounded_push(&mut self.refused, time);
         }
-        if let Some((a, b, x, y)) = self.links.remove(&conn) {
+        if let Some(Link {
+            a,
+            b,
+            a_sent: x,
+            b_sent: y,
+            ..
+        }) = self.links.remove(&conn)
+        {
             self.push_close((time, a, b, false));
             if x && y
                 && let (Some(a), Some(b)) = (a, b)
@@ -728,7 +916,7 @@ impl Summarizer {
                     *w = w.saturating_sub(1);
                 }
                 for s in [a, b] {
-                    let s = self.servers.entry(s).or_default();
+                    let s = self.servers.entry(s);
                     s.open = s.open.saturating_sub(1);
                     if s.open == 0 && !s.looking {
                         s.gone = true;
@@ -773,7 +961,7 @@ impl Summarizer {
     }
 
     fn schedule(&mut self, sid: i64, deadline: f64) {
-        let s = self.servers.entry(sid).or_default();
+        let s = self.servers.entry(sid);
         s.generation += 1;
         s.pending = Some(deadline);
         self.heap.push(Reverse((Time(deadline), sid, s.generation)));
@@ -789,7 +977,7 @@ impl Summarizer {
         evidence: Evidence,
     ) {
         let index = self.decisions.len();
-        let s = self.servers.entry(sid).or_default();
+        let s = self.servers.entry(sid);
         s.looking = false;
         s.pending = None;
         s.decision = Some(index);
@@ -831,7 +1019,7 @@ impl Summarizer {
             first,
             started: first || gone,
         });
-        let s = self.servers.entry(sid).or_default();
+        let s = self.servers.entry(sid);
         s.seen = true;
         s.looking = true;
         s.gone = false;
@@ -841,8 +1029,7 @@ impl Summarizer {
         s.pending = None;
         s.episode = Some(episode);
         s.recv.clear();
-        s.out.clear();
-        s.out_counts.clear();
+        s.out = None;
     }
 
     /// Records a LOOKING vote of `from` in `to`'s round.
@@ -850,13 +1037,13 @@ impl Summarizer {
         if !self.votes(from) {
             return;
         }
-        let s = self.servers.entry(to).or_default();
+        let s = self.servers.entry(to);
         s.recv.insert(from, vote, ServerState::Looking);
     }
 
     /// Clears a server's votes for a new round.
     fn new_round(&mut self, sid: i64, round: i64) {
-        let s = self.servers.entry(sid).or_default();
+        let s = self.servers.entry(sid);
         s.round = round;
         s.pending = None;
         s.recv.clear();
@@ -878,7 +1065,14 @@ impl Summarizer {
         }
     }
 
-    fn notification(&mut self, time: f64, from: Option<i64>, to: Option<i64>, n: &Notification) {
+    fn notification(
+        &mut self,
+        time: f64,
+        conn: Option<ConnId>,
+        from: Option<i64>,
+        to: Option<i64>,
+        n: &Notification,
+    ) {
         self.notifications += 1;
         if let crate::wire::JavaView::Dropped(why) = n.java_view() {
             *self.malformed.entry(why.to_string()).or_default() += 1;
@@ -914,15 +1108,22 @@ impl Summarizer {
         }
         // A re-sent last vote tells nothing of its sender, but its receiver reads it all the
         // same.
-        self.sender(time, from, to, n);
+        self.sender(time, conn, from, to, n);
         self.receiver(time, from, to, n);
     }
 
     /// The sender's side: what its message says about its own state. Returns whether the
     /// message is a decided server's last vote re-sent.
-    fn sender(&mut self, time: f64, from: i64, to: i64, n: &Notification) -> bool {
+    fn sender(
+        &mut self,
+        time: f64,
+        conn: Option<ConnId>,
+        from: i64,
+        to: i64,
+        n: &Notification,
+    ) -> bool {
         {
-            let s = self.servers.entry(from).or_default();
+            let s = self.servers.entry(from);
             s.last_active = time;
         }
         match n.state {
@@ -935,7 +1136,11 @@ impl Summarizer {
             ServerState::Looking => {
                 let vote = VoteKey::of(n);
                 if self.votes(from) {
-                    self.lookers.insert(from);
+                    let s = self.servers.entry(from);
+                    if !s.looker {
+                        s.looker = true;
+                        self.lookers += 1;
+                    }
                 }
                 let (seen, looking, decided, last_sent, round, heard, gone) = {
                     let s = &self.servers[&from];
@@ -987,15 +1192,12 @@ impl Summarizer {
                 } else if vote.round > round {
                     self.new_round(from, vote.round);
                 }
-                if self.repeats.len() < MAX_PAIRS || self.repeats.contains_key(&(from, to)) {
-                    let e = self
-                        .repeats
-                        .entry((from, to))
-                        .or_insert((vote, Repeats::default()));
-                    if e.0 != vote {
-                        *e = (vote, Repeats::default());
+                if let Some(i) = self.run_slot(conn, from, to) {
+                    let e = &mut self.runs[i];
+                    if e.1 != vote || e.2.len == 0 {
+                        (e.1, e.2) = (vote, Repeats::default());
                     }
-                    e.1.push(time);
+                    e.2.push(time);
                 }
                 let s = self.servers.get_mut(&from).expect("begun");
                 let queued = if s.since_sent {
@@ -1060,7 +1262,7 @@ impl Summarizer {
             }
             ServerState::Following | ServerState::Leading | ServerState::Observing => {
                 let (looking, pending, current) = {
-                    let s = self.servers.entry(from).or_default();
+                    let s = self.servers.entry(from);
                     s.queued.clear();
                     (s.looking || !s.seen, s.pending, s.decision)
                 };
@@ -1106,7 +1308,7 @@ impl Summarizer {
         }
         let need = self.need();
         {
-            let s = self.servers.entry(to).or_default();
+            let s = self.servers.entry(to);
             if state == ServerState::Looking {
                 s.heard_round = s.heard_round.max(vote.round);
             }
@@ -1196,17 +1398,18 @@ impl Summarizer {
                     }
                 }
                 let s = self.servers.get_mut(&to).expect("seen");
-                if let Some((l, e, _)) = s.out.insert(from, (vote.leader, key.1, state))
-                    && let Some(c) = s.out_counts.get_mut(&(l, e))
+                let out = s.out.get_or_insert_with(Box::default);
+                if let Some((l, e, _)) = out.votes.insert(from, (vote.leader, key.1, state))
+                    && let Some(c) = out.counts.get_mut(&(l, e))
                 {
                     *c = c.saturating_sub(1);
                 }
-                *s.out_counts.entry(key).or_default() += 1;
-                let have = s.out_counts.get(&key).copied().unwrap_or(0) as usize;
+                *out.counts.entry(key).or_default() += 1;
+                let have = out.counts.get(&key).copied().unwrap_or(0) as usize;
                 let leader_ok = if vote.leader == to {
                     s.round == vote.round
                 } else {
-                    s.out
+                    out.votes
                         .get(&vote.leader)
                         .is_some_and(|(_, _, st)| *st == ServerState::Leading)
                 };
@@ -1304,7 +1507,7 @@ impl Summarizer {
     pub fn finish(mut self) -> Summary {
         self.advance(f64::INFINITY);
         // Syncs that never reached UPTODATE still tell their mode.
-        let open: Vec<(i64, bool, SyncInfo)> = self
+        let mut open: Vec<(i64, bool, SyncInfo)> = self
             .quorum
             .values()
             .filter(|c| c.sync.uptodate.is_none() && c.sync.started > 0.0)
@@ -1314,6 +1517,8 @@ impl Summarizer {
                 c.learner.map(|l| (l, c.observer, s))
             })
             .collect();
+        // In the order they began, whatever the table's order.
+        open.sort_by(|a, b| a.2.started.total_cmp(&b.2.started));
         for (l, o, s) in open {
             self.syncs.push(s);
             self.sync_learners.push((l, o));
@@ -1458,7 +1663,12 @@ impl Summarizer {
             .collect();
         // Every member (or every server seen voting), for "no working connection to".
         let mut others: Vec<i64> = if self.members.is_empty() {
-            self.lookers.iter().copied().collect()
+            self.servers
+                .slot
+                .iter()
+                .filter(|(_, i)| self.servers.states[**i as usize].looker)
+                .map(|(sid, _)| *sid)
+                .collect()
         } else {
             self.members.keys().copied().collect()
         };
@@ -1681,7 +1891,8 @@ impl Summarizer {
     }
 
     fn finish_anomalies(&mut self) {
-        for ((from, to), (vote, times)) in &self.repeats {
+        for (&(from, to), &i) in &self.repeats {
+            let (_, vote, times) = &self.runs[i as usize];
             let times = times.as_slice();
             let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
             // Java re-sends an unchanged vote when its poll times out, doubling the wait.
