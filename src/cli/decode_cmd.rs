@@ -753,16 +753,6 @@ impl Output {
                 eprintln!("zkfle: warning: {what}");
             }
         }
-        if self.decoded == 0 {
-            eprintln!(
-                "zkfle: {name}: no election traffic found (no connection on the election ports {:?} or the quorum ports, and none opening with an initial message or FOLLOWERINFO)",
-                if self.ports.is_empty() {
-                    vec![crate::decode::DEFAULT_ELECTION_PORT]
-                } else {
-                    self.ports.clone()
-                }
-            );
-        }
         for (file, s) in stats {
             if s.truncated_tcp > 0 {
                 eprintln!(
@@ -770,6 +760,19 @@ impl Output {
                     s.truncated_tcp, s.cut_at
                 );
             }
+        }
+        // Nothing to decode is a failure on the data (exit 1), as an empty capture is: the
+        // capture was taken on the wrong port or interface, and a script must not read an
+        // empty story as a healthy one.
+        if self.decoded == 0 {
+            return Err(CliError::failure(format!(
+                "{name}: no election traffic found (no connection on the election ports {:?} or the quorum ports, and none opening with an initial message or FOLLOWERINFO)",
+                if self.ports.is_empty() {
+                    vec![crate::decode::DEFAULT_ELECTION_PORT]
+                } else {
+                    self.ports.clone()
+                }
+            )));
         }
         if self.errors > 0 {
             return Err(CliError::failure(format!(
