@@ -342,7 +342,7 @@ fn captures_without_election_traffic_say_so() {
     };
     write_pcap(&web, &[s]);
     let out = zkfle(&["decode", web.to_str().unwrap()], b"");
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("no election traffic found"),
         "{}",

@@ -350,6 +350,21 @@ fn summary_story_matches_java_logs() {
                 );
             }
         }
+        // A stale rejoin: the server logged giving that leader up before its next decision.
+        for r in summary.rounds.iter().filter(|r| r.stale.is_some()) {
+            let d = &r.decisions[0];
+            let left_at = r.stale.as_ref().and_then(|s| s.left_at).unwrap();
+            let logged = logged_story(&dir, d.sid);
+            check!(
+                logged.left_leader.iter().any(
+                    |t| *t + LOG_TOLERANCE_SECS >= d.time && *t <= left_at + LOG_TOLERANCE_SECS
+                ),
+                "{name}: sid {} marked stale for leader {} at {:.3}, but logged no loss of it",
+                d.sid,
+                d.leader,
+                d.time
+            );
+        }
         for r in &summary.rounds {
             if let Some(w) = r.winner {
                 check!(r.kind == RoundKind::Election, "{name}");

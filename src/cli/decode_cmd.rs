@@ -753,9 +753,20 @@ impl Output {
                 eprintln!("zkfle: warning: {what}");
             }
         }
+        for (file, s) in stats {
+            if s.truncated_tcp > 0 {
+                eprintln!(
+                    "zkfle: warning: {file}: {} packets were cut at {} bytes by the capture's snap length, so their messages are incomplete; capture whole packets with `tcpdump -s 0`",
+                    s.truncated_tcp, s.cut_at
+                );
+            }
+        }
+        // Nothing to decode is a failure on the data (exit 1), as an empty capture is: the
+        // capture was taken on the wrong port or interface, and a script must not read an
+        // empty story as a healthy one.
         if self.decoded == 0 {
-            eprintln!(
-                "zkfle: {name}: no election traffic found (no connection on the election ports {} or the quorum ports, and none opening with an initial message or FOLLOWERINFO)",
+            return Err(CliError::failure(format!(
+                "{name}: no election traffic found (no connection on the election ports {} or the quorum ports, and none opening with an initial message or FOLLOWERINFO)",
                 if self.ports.is_empty() {
                     crate::decode::DEFAULT_ELECTION_PORT.to_string()
                 } else {
@@ -765,15 +776,7 @@ impl Output {
                         .collect::<Vec<_>>()
                         .join(", ")
                 }
-            );
-        }
-        for (file, s) in stats {
-            if s.truncated_tcp > 0 {
-                eprintln!(
-                    "zkfle: warning: {file}: {} packets were cut at {} bytes by the capture's snap length, so their messages are incomplete; capture whole packets with `tcpdump -s 0`",
-                    s.truncated_tcp, s.cut_at
-                );
-            }
+            )));
         }
         if self.errors > 0 {
             return Err(CliError::failure(format!(

@@ -252,6 +252,21 @@ pub struct Round {
     /// How it ended: `decided`, or for an unfinished election `capture_end` or `shutdown`.
     pub end: &'static str,
     pub still_looking: Vec<StillLooking>,
+    /// For a rejoin: its leader was already being replaced, so the decision was stale.
+    pub stale: Option<StaleRejoin>,
+}
+
+/// A rejoin whose leader an election was already replacing when the server decided: Java's
+/// observers and followers can take a dead leader from answers sent before it died, then give
+/// it up when they cannot connect to it (`fixtures/big`: observer 6 took the killed leader 5
+/// and left it 0.4 s later, "Exception when observing the leader").
+#[derive(Debug, Clone, PartialEq)]
+pub struct StaleRejoin {
+    /// When the election replacing the leader began.
+    pub election_started: f64,
+    /// The server's next decision, for another leader: when and which.
+    pub left_at: Option<f64>,
+    pub next_leader: Option<i64>,
 }
 
 /// Something worth a look.
@@ -1846,8 +1861,41 @@ impl Summarizer {
                 }
             }
         }
+        self.mark_stale_rejoins(&mut rounds, &elections);
         rounds.extend(elections);
         rounds
+    }
+
+    /// Marks rejoins made while an election was replacing their leader (stale decisions),
+    /// when the server's next decision is for another leader.
+    fn mark_stale_rejoins(&self, rejoins: &mut [Round], elections: &[Round]) {
+        for r in rejoins.iter_mut() {
+            let Some(d) = r.decisions.first() else {
+                continue;
+            };
+            let replacing = elections.iter().find(|e| {
+                e.winner.is_some_and(|w| w != d.leader)
+                    && e.started <= d.time
+                    && e.decisions
+                        .last()
+                        .is_some_and(|last| d.time <= last.time + 1.0)
+            });
+            let Some(e) = replacing else {
+                continue;
+            };
+            let next = self
+                .decisions
+                .iter()
+                .filter(|n| n.sid == d.sid && n.time > d.time && n.leader != d.leader)
+                .min_by(|a, b| a.time.total_cmp(&b.time));
+            if let Some(next) = next {
+                r.stale = Some(StaleRejoin {
+                    election_started: e.started,
+                    left_at: Some(next.time),
+                    next_leader: Some(next.leader),
+                });
+            }
+        }
     }
 
     /// Why `sid` is still LOOKING, from what the wire showed it.
@@ -2068,6 +2116,11 @@ impl Summary {
                         "sync": d.sync.as_ref().map(sync_json),
                     })).collect::<Vec<_>>(),
                     "winner": r.winner,
+                    "stale": r.stale.as_ref().map(|st| json!({
+                        "election_started": st.election_started,
+                        "left_at": st.left_at,
+                        "next_leader": st.next_leader,
+                    })),
                     "duration": r.duration,
                     "settled": r.settled,
                     "end": r.end,
@@ -2111,15 +2164,33 @@ impl Summary {
             match r.kind {
                 RoundKind::Rejoin => {
                     let d = &r.decisions[0];
-                    s.push_str(&format!(
-                        "rejoin at {}: sid {} learned the established leader {} (round {:#x}), took {}{:.0} ms\n",
-                        rel(r.started),
-                        d.sid,
-                        d.leader,
-                        d.election_epoch,
+                    let took = format!(
+                        "took {}{:.0} ms",
                         if d.took_at_least { "at least " } else { "" },
                         d.took * 1000.0
-                    ));
+                    );
+                    match &r.stale {
+                        None => s.push_str(&format!(
+                            "rejoin at {}: sid {} learned the established leader {} (round {:#x}), {took}\n",
+                            rel(r.started),
+                            d.sid,
+                            d.leader,
+                            d.election_epoch,
+                        )),
+                        Some(st) => s.push_str(&format!(
+                            "stale rejoin at {}: sid {} took leader {} (round {:#x}), which the election begun at {} was replacing; {took}{}\n",
+                            rel(r.started),
+                            d.sid,
+                            d.leader,
+                            d.election_epoch,
+                            rel(st.election_started),
+                            match (st.left_at, st.next_leader) {
+                                (Some(t), Some(l)) =>
+                                    format!("; it left it at {} for leader {l}", rel(t)),
+                                _ => String::new(),
+                            }
+                        )),
+                    }
                 }
                 RoundKind::Election => {
                     n += 1;

@@ -341,6 +341,9 @@ pub struct LoggedStory {
     pub uptodate: Vec<f64>,
     /// `Have quorum of supporters` (the leader serves from here).
     pub supporters: Vec<f64>,
+    /// `Exception when following the leader` / `Exception when observing the leader`: the
+    /// learner gave its leader up.
+    pub left_leader: Vec<f64>,
 }
 
 /// Reads `server.<sid>.log` for [`LoggedStory`].
@@ -377,6 +380,10 @@ pub fn logged_story(dir: &Path, sid: i64) -> LoggedStory {
             s.uptodate.push(t);
         } else if l.contains("Have quorum of supporters") {
             s.supporters.push(t);
+        } else if l.contains("Exception when following the leader")
+            || l.contains("Exception when observing the leader")
+        {
+            s.left_leader.push(t);
         }
     }
     s
