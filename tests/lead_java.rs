@@ -417,6 +417,7 @@ fn five_voters_two_zkfle_and_zkfle_killed_while_leading() {
     }
     write_all(new_leader, &paths("y", 3), Duration::from_secs(10));
     let m = [n1.log().len(), n2.log().len()];
+    let java_marks: Vec<usize> = [3, 4, 5].iter().map(|s| e.log(*s).len()).collect();
     e.signal(new_leader, "-9");
     for f in &paused {
         e.signal(*f, "-CONT");
@@ -438,12 +439,40 @@ fn five_voters_two_zkfle_and_zkfle_killed_while_leading() {
     );
     signal_native(ns[lz], "-KILL");
     e.run(&["start-node", &new_leader.to_string()]);
-    // The Java servers (with the other zkfle) elect among themselves; nothing committed is lost.
-    wait_for(
+    // The Java servers (with the other zkfle) elect among themselves; nothing committed is
+    // lost, but for one Java bug: a 3.8 follower that took zkfle's NEWLEADER sets its
+    // currentEpoch before its sync txns reach its log (ZOOKEEPER-4643). When zkfle dies in
+    // that window, that follower wins the next election on its newer epoch with the shorter
+    // log and truncates the others (seen once in CI: /y0../y2 truncated away on 3.8.0).
+    let since = |s: i64| e.log(s)[java_marks[(s - 3) as usize]..].to_string();
+    let bug_4643 = || {
+        let took_newleader = paused
+            .iter()
+            .any(|s| since(*s).contains("Learner received NEWLEADER message"));
+        let truncated = [3, 4, 5]
+            .iter()
+            .any(|s| since(*s).contains("Truncating log to get in sync with the leader"));
+        took_newleader && truncated
+    };
+    let lost_y = wait_for(
         "every Java server serves /y2",
         Duration::from_secs(40),
-        || [3, 4, 5].iter().all(|s| serves(*s, "/y2")).then_some(()),
+        || {
+            if [3, 4, 5].iter().all(|s| serves(*s, "/y2")) {
+                Some(false)
+            } else if bug_4643() && [3, 4, 5].iter().all(|s| serves(*s, "/x0")) {
+                Some(true)
+            } else {
+                None
+            }
+        },
     );
+    if lost_y {
+        eprintln!(
+            "ZOOKEEPER-4643: a Java follower took zkfle {}'s NEWLEADER, won on its newer epoch and truncated the /y writes; zkfle sent what Zab asks",
+            lz + 1
+        );
+    }
     write_all(rest[0], &paths("z", 1), Duration::from_secs(20));
     for s in [3, 4, 5] {
         assert!(
