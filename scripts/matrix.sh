@@ -128,7 +128,7 @@ replay_cell() {
     [[ "+$v+" =~ \+3\.4\. ]] && cfgopt=(--config "$d/zoo.cfg")
     for sid in $(sed -n 's/^server\.\([0-9]*\)=.*:participant.*/\1/p' "$d/zoo.cfg"); do
       n=$((n + 1))
-      if ! "$ZKFLE_BIN" replay "$d"capture.pcap* --as "$sid" --format json "${cfgopt[@]}" \
+      if ! "$ZKFLE_BIN" replay "$d"*.pcap* --as "$sid" --format json "${cfgopt[@]}" \
         >"$LOGS/replay-$v-$(basename "$d")-$sid.json" 2>&1 ||
         ! grep -q '"match":true' "$LOGS/replay-$v-$(basename "$d")-$sid.json"; then
         bad+=" $(basename "$d")/sid$sid"
