@@ -8,6 +8,7 @@
 mod common;
 use common::zab;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use zab::*;
@@ -16,12 +17,11 @@ use zab::*;
 /// skipped so that the test's client may run `reconfig` without a superuser.
 const RECONFIG_KEYS: &str = "reconfigEnabled=true\nskipACL=yes\n";
 
-#[test]
-fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
-    let _l = lock_loopback();
-    let t0 = std::time::Instant::now();
+/// Three Java servers running with [`RECONFIG_KEYS`], elected, and the directory and zoo.cfg
+/// of zkfle sid 4: the ensemble as its zoo.cfg lists it, plus zkfle itself as `role`.
+fn reconfig_ensemble(name: &str, role: &str) -> (Ensemble, PathBuf, PathBuf) {
     let e = Ensemble::start(
-        "reconfig",
+        name,
         "1:participant,2:participant,3:participant",
         &["--tick", "200", "--no-start"],
     );
@@ -41,11 +41,19 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
     std::fs::write(
         &cfg,
         format!(
-            "{common}\nserver.4=127.0.0.4:2888:3888:participant\n{RECONFIG_KEYS}dataDir={}\n",
+            "{common}\nserver.4=127.0.0.4:2888:3888:{role}\n{RECONFIG_KEYS}dataDir={}\n",
             zdir.join("data").display()
         ),
     )
     .unwrap();
+    (e, zdir, cfg)
+}
+
+#[test]
+fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
+    let _l = lock_loopback();
+    let t0 = std::time::Instant::now();
+    let (e, zdir, cfg) = reconfig_ensemble("reconfig", "participant");
     let n = Native::start_in(&zdir, &cfg, 4, &[]);
     let t_join = std::time::Instant::now();
     // Not yet a member of the ensemble's config: zkfle takes it (version 0x1<epoch>00000000)
@@ -171,30 +179,7 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
 fn zkfle_added_as_observer_then_promoted() {
     let _l = lock_loopback();
     let t0 = std::time::Instant::now();
-    let e = Ensemble::start(
-        "reconfig-obs",
-        "1:participant,2:participant,3:participant",
-        &["--tick", "200", "--no-start"],
-    );
-    for sid in 1..=3 {
-        let p = e.dir.join(format!("{sid}/zoo.cfg"));
-        let text = std::fs::read_to_string(&p).unwrap();
-        std::fs::write(&p, format!("{text}\n{RECONFIG_KEYS}")).unwrap();
-        e.run(&["start-node", &sid.to_string()]);
-    }
-    e.run(&["wait-stable", "--timeout", "30"]);
-    let zdir = e.dir.join("zkfle");
-    std::fs::create_dir_all(&zdir).unwrap();
-    let cfg = zdir.join("zoo.cfg");
-    let common = std::fs::read_to_string(e.dir.join("zoo.cfg")).unwrap();
-    std::fs::write(
-        &cfg,
-        format!(
-            "{common}\nserver.4=127.0.0.4:2888:3888:observer\n{RECONFIG_KEYS}dataDir={}\n",
-            zdir.join("data").display()
-        ),
-    )
-    .unwrap();
+    let (e, zdir, cfg) = reconfig_ensemble("reconfig-obs", "observer");
     let n = Native::start_in(&zdir, &cfg, 4, &[]);
     let leader = wait_for("zkfle follows", Duration::from_secs(20), || {
         following(&n, 0).filter(|_| n.log().contains("synced with leader"))
