@@ -1171,25 +1171,29 @@ mod reconfig_tests {
         )
     }
 
+    /// LEADERINFO of `epoch`, an empty DIFF and NEWLEADER carrying `config`: the sync up to
+    /// (not including) UPTODATE.
+    pub(super) fn sync_to_newleader(l: &mut Learner, epoch: i64, config: Option<&str>) {
+        l.on_packet(
+            1,
+            QuorumPacket::new(
+                ptype::LEADERINFO,
+                epoch << 32,
+                Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
+            ),
+        );
+        l.on_packet(1, QuorumPacket::new(ptype::DIFF, 0x1_0000_0000, None));
+        let config = config.map(|c| c.as_bytes().to_vec());
+        l.on_packet(1, QuorumPacket::new(ptype::NEWLEADER, epoch << 32, config));
+    }
+
     fn broadcasting(role: Role) -> Learner {
         let mut l = Learner::new(cfg(role), 1, 1, 0x1_0000_0000, 0);
         // FOLLOWERINFO carries the config version in force.
         let fi = &l.ready().send[0];
         let data = fi.data.as_deref().unwrap();
         assert_eq!(&data[data.len() - 8..], &0x1_0000_0000i64.to_be_bytes());
-        l.on_packet(
-            1,
-            QuorumPacket::new(
-                ptype::LEADERINFO,
-                1 << 32,
-                Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
-            ),
-        );
-        l.on_packet(1, QuorumPacket::new(ptype::DIFF, 0x1_0000_0000, None));
-        l.on_packet(
-            1,
-            QuorumPacket::new(ptype::NEWLEADER, 1 << 32, Some(OLD.as_bytes().to_vec())),
-        );
+        sync_to_newleader(&mut l, 1, Some(OLD));
         l.on_packet(1, QuorumPacket::new(ptype::UPTODATE, -1, None));
         l.ready();
         while l.poll_event().is_some() {}
@@ -1256,19 +1260,7 @@ mod reconfig_tests {
         let mut c = cfg(Role::Participant);
         c.reconfig = None;
         let mut l = Learner::new(c, 1, 1, 0x1_0000_0000, 0);
-        l.on_packet(
-            1,
-            QuorumPacket::new(
-                ptype::LEADERINFO,
-                1 << 32,
-                Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
-            ),
-        );
-        l.on_packet(1, QuorumPacket::new(ptype::DIFF, 0x1_0000_0000, None));
-        l.on_packet(
-            1,
-            QuorumPacket::new(ptype::NEWLEADER, 1 << 32, Some(NEW.as_bytes().to_vec())),
-        );
+        sync_to_newleader(&mut l, 1, Some(NEW));
         l.on_packet(1, QuorumPacket::new(ptype::UPTODATE, -1, None));
         l.on_packet(2, reconfig_proposal(0x1_0000_0001, NEW));
         l.on_packet(3, commit_and_activate(0x1_0000_0001, 3));
@@ -1284,19 +1276,7 @@ mod reconfig_tests {
     #[test]
     fn newleaders_config_is_activated_at_uptodate() {
         let mut l = Learner::new(cfg(Role::Participant), 1, 1, 0x1_0000_0000, 0);
-        l.on_packet(
-            1,
-            QuorumPacket::new(
-                ptype::LEADERINFO,
-                2 << 32,
-                Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
-            ),
-        );
-        l.on_packet(1, QuorumPacket::new(ptype::DIFF, 0x1_0000_0000, None));
-        l.on_packet(
-            1,
-            QuorumPacket::new(ptype::NEWLEADER, 2 << 32, Some(NEW.as_bytes().to_vec())),
-        );
+        sync_to_newleader(&mut l, 2, Some(NEW));
         assert!(
             l.ready()
                 .persist
@@ -1322,16 +1302,7 @@ mod observer_tests {
         c.observer = true;
         let mut l = Learner::new(c, 1, 1, 0x1_0000_0000, 0);
         assert_eq!(l.ready().send[0].ptype, ptype::OBSERVERINFO);
-        l.on_packet(
-            1,
-            QuorumPacket::new(
-                ptype::LEADERINFO,
-                1 << 32,
-                Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
-            ),
-        );
-        l.on_packet(1, QuorumPacket::new(ptype::DIFF, 0x1_0000_0000, None));
-        l.on_packet(1, QuorumPacket::new(ptype::NEWLEADER, 1 << 32, None));
+        super::reconfig_tests::sync_to_newleader(&mut l, 1, None);
         l.on_packet(1, QuorumPacket::new(ptype::UPTODATE, -1, None));
         l.ready();
         let h = TxnHeader {
