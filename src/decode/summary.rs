@@ -1563,12 +1563,18 @@ impl Summarizer {
         }
     }
 
-    /// Gives each sync to the learner's decision it follows from.
-    fn attach_syncs(&mut self) {
+    /// Each server's decisions (indices into `decisions`, in the order they were made).
+    fn decisions_by_sid(&self) -> HashMap<i64, Vec<usize>> {
         let mut by_sid: HashMap<i64, Vec<usize>> = HashMap::default();
         for (i, d) in self.decisions.iter().enumerate() {
             by_sid.entry(d.sid).or_default().push(i);
         }
+        by_sid
+    }
+
+    /// Gives each sync to the learner's decision it follows from.
+    fn attach_syncs(&mut self) {
+        let by_sid = self.decisions_by_sid();
         for (sync, (learner, _)) in self.syncs.iter().zip(&self.sync_learners) {
             let Some(list) = by_sid.get(learner) else {
                 continue;
@@ -1869,6 +1875,10 @@ impl Summarizer {
     /// Marks rejoins made while an election was replacing their leader (stale decisions),
     /// when the server's next decision is for another leader.
     fn mark_stale_rejoins(&self, rejoins: &mut [Round], elections: &[Round]) {
+        if rejoins.is_empty() {
+            return;
+        }
+        let by_sid = self.decisions_by_sid();
         for r in rejoins.iter_mut() {
             let Some(d) = r.decisions.first() else {
                 continue;
@@ -1883,10 +1893,12 @@ impl Summarizer {
             let Some(e) = replacing else {
                 continue;
             };
-            let next = self
-                .decisions
-                .iter()
-                .filter(|n| n.sid == d.sid && n.time > d.time && n.leader != d.leader)
+            let next = by_sid
+                .get(&d.sid)
+                .into_iter()
+                .flatten()
+                .map(|&i| &self.decisions[i])
+                .filter(|n| n.time > d.time && n.leader != d.leader)
                 .min_by(|a, b| a.time.total_cmp(&b.time));
             if let Some(next) = next {
                 r.stale = Some(StaleRejoin {
