@@ -321,17 +321,8 @@ pub fn version_of(text: &str) -> Option<u64> {
 /// end: this is on the path of every decoded notification.
 pub fn version_of_bytes(text: &[u8]) -> Option<u64> {
     text.rsplit(|b| *b == b'\n')
-        .filter_map(|l| java_trim_bytes(l).strip_prefix(b"version="))
-        .find_map(|v| u64::from_str_radix(java_trim(std::str::from_utf8(v).ok()?), 16).ok())
-}
-
-/// [`java_trim`] on bytes (every byte up to `b' '`).
-fn java_trim_bytes(b: &[u8]) -> &[u8] {
-    let kept = |c: &u8| *c > b' ';
-    match (b.iter().position(kept), b.iter().rposition(kept)) {
-        (Some(start), Some(end)) => &b[start..=end],
-        _ => &[],
-    }
+        .filter_map(|l| java_trim(std::str::from_utf8(l).ok()?).strip_prefix("version="))
+        .find_map(|v| u64::from_str_radix(java_trim(v), 16).ok())
 }
 
 #[cfg(test)]
