@@ -32,6 +32,8 @@ pub enum LiveError {
 /// TCP segments captured live.
 pub struct LiveSegments {
     capture: Capture,
+    /// The descriptor polled while no packet waits (-1: none, sleep instead).
+    fd: i32,
     linktype: u16,
     records: u64,
     stop: Arc<AtomicBool>,
@@ -64,6 +66,7 @@ impl LiveSegments {
         })?;
         let linktype = u16::try_from(capture.datalink()).unwrap_or(u16::MAX);
         Ok(LiveSegments {
+            fd: capture.selectable_fd(),
             capture,
             linktype,
             records: 0,
@@ -99,7 +102,7 @@ impl SegmentSource for LiveSegments {
             if self.stop.load(Ordering::Relaxed) {
                 return None;
             }
-            let fd = self.capture.selectable_fd();
+            let fd = self.fd;
             let packet = match self.capture.read() {
                 Ok(Read::Packet(p)) => p,
                 Ok(Read::Empty) => {
