@@ -472,24 +472,7 @@ impl Fake {
 fn fake_leader_garbage_stall_refusal_and_death_mid_snapshot() {
     let _l = lock_loopback();
     let dir = std::env::temp_dir().join(format!("zkfle-zab-fake-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let cfg = dir.join("zoo.cfg");
-    std::fs::write(
-        &cfg,
-        "tickTime=100\ninitLimit=10\nsyncLimit=5\nclientPort=2181\n\
-         server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\nserver.3=127.0.0.3:2888:3888\n",
-    )
-    .unwrap();
-    let l = TcpListener::bind("127.0.0.2:2888").unwrap();
-    l.set_nonblocking(true).unwrap();
-    let n = Native::start_in(&dir, &cfg, 1, &[]);
-    let _claimer = Native::start_in(
-        &dir,
-        &cfg,
-        2,
-        &["--zxid", "0x900000000", "--peer-epoch", "9"],
-    );
+    let (l, n, _claimer) = fake_leader_setup(&dir, &[], 9);
     let t0 = Instant::now();
 
     // 1. A clean sync and three proposals, then a packet whose data length is 1 GiB.
@@ -585,8 +568,12 @@ fn big_txn(zxid: i64, size: usize) -> Vec<u8> {
 
 /// The setup of the fake-leader tests: a config with sids 1-3, the quorum port of 2 served by
 /// the test, zkfle 1 with `extra` arguments (its data dir among them) and an election-only
-/// zkfle 2 that claims epoch 100 so that it wins whatever zkfle 1 logs.
-fn fake_leader_setup(dir: &Path, extra: &[&str]) -> (TcpListener, Native, Native) {
+/// zkfle 2 that claims epoch `claim_epoch` so that it wins whatever zkfle 1 logs.
+fn fake_leader_setup(
+    dir: &Path,
+    extra: &[&str],
+    claim_epoch: i64,
+) -> (TcpListener, Native, Native) {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).unwrap();
     let cfg = dir.join("zoo.cfg");
@@ -603,7 +590,12 @@ fn fake_leader_setup(dir: &Path, extra: &[&str]) -> (TcpListener, Native, Native
         dir,
         &cfg,
         2,
-        &["--zxid", "0x6400000000", "--peer-epoch", "100"],
+        &[
+            "--zxid",
+            &format!("{:#x}", claim_epoch << 32),
+            "--peer-epoch",
+            &claim_epoch.to_string(),
+        ],
     );
     (l, n, claimer)
 }
@@ -636,6 +628,7 @@ fn a_leader_that_would_brick_the_follower_is_refused() {
             "--max-snapshot-bytes",
             "100000",
         ],
+        100,
     );
     let v2 = data.join("version-2");
     let epoch_file = |name: &str| std::fs::read_to_string(v2.join(name)).unwrap();
@@ -800,7 +793,7 @@ fn a_full_disk_ends_the_session_cleanly() {
         eprintln!("SKIPPED: cannot mount a tmpfs here (needs root)");
         return;
     };
-    let (l, n, _claimer) = fake_leader_setup(&dir, &["--data-dir", data.to_str().unwrap()]);
+    let (l, n, _claimer) = fake_leader_setup(&dir, &["--data-dir", data.to_str().unwrap()], 100);
     let v2 = data.join("version-2");
     let mut f = Fake::accept(&l, Duration::from_secs(20));
     assert_eq!(f.handshake(5), (0, 0, 0));
