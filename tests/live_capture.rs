@@ -207,8 +207,9 @@ fn live_capture_equals_decoding_the_file() {
         live_records.len(),
         "live capture stderr: {live_err}"
     );
-    for (l, f) in live_records.iter().zip(&piped_records) {
-        assert_eq!(untimed(l), untimed(f));
+    for (l, f) in pair_up(&live_records, &piped_records, |l, f| {
+        untimed(l) == untimed(f)
+    }) {
         let dt = l["time"].as_f64().unwrap() - f["time"].as_f64().unwrap();
         assert!(dt.abs() < 0.001, "{l} vs {f}");
     }
@@ -225,17 +226,16 @@ fn live_capture_equals_decoding_the_file() {
         live_records.len(),
         "live capture stderr: {live_err}"
     );
-    for (l, f) in live_records.iter().zip(&file_records) {
+    let strip = |v: &Value| {
+        let mut v = untimed(v);
+        v.as_object_mut().unwrap().remove("from_sid");
+        v.as_object_mut().unwrap().remove("to_sid");
+        v
+    };
+    for (l, f) in pair_up(&live_records, &file_records, |l, f| strip(l) == strip(f)) {
         for key in ["from_sid", "to_sid"] {
             assert!(l[key].is_null() || l[key] == f[key], "{l} vs {f}");
         }
-        let strip = |v: &Value| {
-            let mut v = untimed(v);
-            v.as_object_mut().unwrap().remove("from_sid");
-            v.as_object_mut().unwrap().remove("to_sid");
-            v
-        };
-        assert_eq!(strip(l), strip(f));
     }
 
     // The live summary: decisions as they came, then the whole summary at Ctrl-C.
@@ -248,6 +248,36 @@ fn live_capture_equals_decoding_the_file() {
     assert!(decided_at < full_at, "{summary}");
     assert!(summary.contains("winner sid"), "{summary}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Pairs each record of `live` with an equal one of `other` near the same place.
+///
+/// Two packet sockets (zkfle's and tcpdump's) can see packets sent at the same instant by two
+/// threads in different orders, e.g. a leader's PINGs to two followers, so the match may lie a
+/// few records away. Panics naming the first record with no match.
+fn pair_up<'a>(
+    live: &'a [Value],
+    other: &'a [Value],
+    same: impl Fn(&Value, &Value) -> bool,
+) -> Vec<(&'a Value, &'a Value)> {
+    const WINDOW: usize = 8;
+    let mut used = vec![false; other.len()];
+    let mut pairs = Vec::with_capacity(live.len());
+    for (i, l) in live.iter().enumerate() {
+        let range = i.saturating_sub(WINDOW)..(i + WINDOW + 1).min(other.len());
+        let found = range
+            .clone()
+            .find(|&j| !used[j] && same(l, &other[j]))
+            .unwrap_or_else(|| {
+                panic!(
+                    "record {i} has no match in records {range:?}: {l}\nnearest: {}",
+                    other.get(i).map_or("none".into(), |v| v.to_string())
+                )
+            });
+        used[found] = true;
+        pairs.push((l, &other[found]));
+    }
+    pairs
 }
 
 /// The sid a live summary saw leading first.
