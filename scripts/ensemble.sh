@@ -44,6 +44,8 @@
 # Files: DIR/zoo.cfg (shared part), DIR/N/zoo.cfg (per server: dataDir, client
 # address, peerType), DIR/N/data/myid, DIR/N/server.log (ZooKeeper's log, INFO),
 # DIR/N/stdout.log (JVM stdout/stderr), DIR/N/pid, DIR/ensemble.env (layout).
+# DIR/server.jvmflags, when present: more JVM flags for every server (whitespace-separated,
+# as zkServer.sh's SERVER_JVMFLAGS), e.g. -Djava.security.auth.login.config=DIR/jaas.conf.
 # The Java ZooKeeper comes from ZK_JARS, ZK_HOME or the Debian package (zk-env.sh).
 
 set -euo pipefail
@@ -240,6 +242,11 @@ _launch_node() {
   if [ -n "$ns" ]; then netns=(ip netns exec "$ns"); else check_ports "$sid" "$host"; fi
   local extra=()
   if [ "$MODE" = multi ]; then extra+=(-Dzookeeper.multiAddress.enabled=true); fi
+  if [ -f "$dir/server.jvmflags" ]; then
+    local more=()
+    read -r -a more <"$dir/server.jvmflags" || true
+    extra+=(${more[@]+"${more[@]}"})
+  fi
   zk_server_jvm_flags "$dir/$sid/server.log" "$dir" "${extra[@]}"
   echo "=== $(date -Is) start server $sid" >>"$dir/$sid/stdout.log"
   # Remember where this start's log begins, to wait for its first state line.

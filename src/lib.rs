@@ -37,6 +37,7 @@ pub mod output;
 pub mod reconfig;
 pub mod replay;
 pub mod repro;
+pub mod sasl;
 pub mod storage;
 pub mod throttle;
 pub mod wire;

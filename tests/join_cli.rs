@@ -53,9 +53,9 @@ fn bad_input_is_one_line_and_exit_2() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A config that asks for quorum SASL is refused by name (exit 2): zkfle cannot speak it yet
-/// and must not talk without it to servers that expect it. Quorum TLS without its stores is
-/// refused naming the missing key.
+/// Quorum TLS without its stores, quorum SASL without its JAAS file, and the SASL switches
+/// Java itself refuses are refused by name (exit 2), in one line: zkfle must not talk
+/// plaintext or unauthenticated to servers that expect otherwise.
 #[test]
 fn secured_quorum_configs_are_refused_by_name() {
     let dir = std::env::temp_dir().join(format!("zkfle-join-tls-{}", std::process::id()));
@@ -77,11 +77,13 @@ fn secured_quorum_configs_are_refused_by_name() {
         let key = line.split('=').next().unwrap();
         assert_eq!(code, 2, "{line}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{line}: {err}");
-        // Quorum TLS is spoken, but needs its stores; SASL is not spoken yet.
-        let needle = if key.contains("Sasl") {
-            "plaintext"
-        } else {
-            "ssl.quorum.keyStore.location is not set"
+        let needle = match key {
+            "quorum.auth.enableSasl" => "needs a JAAS file",
+            // QuorumPeerConfig's own words.
+            "quorum.auth.learnerRequireSasl" | "quorum.auth.serverRequireSasl" => {
+                "quorum.auth.enableSasl is disabled, so cannot enable"
+            }
+            _ => "ssl.quorum.keyStore.location is not set",
         };
         assert!(err.contains(needle), "{line}: {err}");
     }

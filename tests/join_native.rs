@@ -64,6 +64,7 @@ fn node(sid: i64, ports: &[SocketAddr], quorum: &QuorumVerifier) -> NodeConfig {
             limits: Default::default(),
             strict_peers: false,
             tls: None,
+            sasl: None,
         },
         leader_gone_ms: 300,
         leader_sync_ms: 60_000,

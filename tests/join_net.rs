@@ -38,6 +38,7 @@ fn cfg(sid: i64, peers: &[(i64, SocketAddr)]) -> NetConfig {
         limits: Default::default(),
         strict_peers: false,
         tls: None,
+        sasl: None,
     }
 }
 

@@ -55,6 +55,7 @@ pub fn run(args: DoctorArgs) -> Result<(), CliError> {
         None => None,
     };
     let tls = args.tls.build(cfg.as_ref())?;
+    let sasl = args.tls.sasl(cfg.as_ref())?;
     if let (Some(path), Some(cfg)) = (&args.config, &cfg) {
         let client_port: Option<u16> = cfg.get("clientPort");
         for line in cfg.servers() {
@@ -91,6 +92,7 @@ pub fn run(args: DoctorArgs) -> Result<(), CliError> {
         &DoctorOptions {
             timeout: Duration::from_secs_f64(args.timeout),
             tls,
+            sasl,
         },
     );
     match args.format {

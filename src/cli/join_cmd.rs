@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -25,6 +26,11 @@ pub struct JoinArgs {
     /// The zoo.cfg a Java server of the ensemble would use.
     #[arg(long, value_name = "ZOO_CFG")]
     pub config: PathBuf,
+    /// The JAAS file with the quorum SASL sections (`QuorumServer`, `QuorumLearner`), when
+    /// the config says `quorum.auth.enableSasl=true` (default: `-Djava.security.auth.login.config=`
+    /// in SERVER_JVMFLAGS or JVMFLAGS, as Java reads it). docs/sasl.md.
+    #[arg(long, value_name = "JAAS_FILE")]
+    pub jaas: Option<PathBuf>,
     /// My server id (default: the number in dataDir/myid).
     #[arg(long)]
     pub myid: Option<i64>,
@@ -198,10 +204,20 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
             })?
         }
     };
-    refuse_secured_quorum(&cfg)
-        .map_err(|m| input(format!("--config {}: {m}", args.config.display())))?;
     let tls = crate::net::QuorumTls::from_zoocfg(&cfg)
         .map_err(|m| input(format!("--config {}: {m}", args.config.display())))?;
+    let sasl = crate::sasl::QuorumSasl::from_zoocfg(
+        &cfg,
+        args.jaas.as_deref(),
+        crate::sasl::Roles::LearnerAndServer,
+    )
+    .map_err(|m| {
+        input(format!(
+            "--config {}: quorum SASL: {m}",
+            args.config.display()
+        ))
+    })?
+    .map(Arc::new);
     for key in cfg.other.keys() {
         tracing::debug!("zoo.cfg key {key} ignored by zkfle join");
     }
@@ -379,6 +395,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
             ),
             strict_peers: args.strict_peers,
             tls,
+            sasl,
         },
         leader_gone_ms: tick * sync_limit,
         leader_sync_ms: tick * init_limit,
@@ -386,38 +403,6 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         zab,
         reconfig_cfg_path: cfg.reconfig_enabled().then(|| args.config.clone()),
     })
-}
-
-/// zoo.cfg switches (read as Java's `Boolean.parseBoolean`) that make the ensemble's quorum
-/// and election ports require SASL. zkfle cannot do that yet: rather than speak without it
-/// to servers that expect otherwise, `join` refuses such a config. (`sslQuorum` and
-/// `portUnification` are quorum TLS: `crate::net::tls`.)
-const SECURED_QUORUM_KEYS: &[(&str, &str)] = &[
-    (
-        "quorum.auth.enableSasl",
-        "SASL authentication between servers",
-    ),
-    (
-        "quorum.auth.learnerRequireSasl",
-        "SASL authentication between servers",
-    ),
-    (
-        "quorum.auth.serverRequireSasl",
-        "SASL authentication between servers",
-    ),
-];
-
-fn refuse_secured_quorum(cfg: &ZooCfg) -> Result<(), String> {
-    for (key, what) in SECURED_QUORUM_KEYS {
-        if let Some(v) = cfg.other.get(*key)
-            && v.trim().eq_ignore_ascii_case("true")
-        {
-            return Err(format!(
-                "{key}={v} asks for {what}, which zkfle join cannot do yet; refusing rather than speaking plaintext"
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn resolve(a: &ElectionAddress) -> Option<SocketAddr> {

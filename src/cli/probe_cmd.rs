@@ -47,6 +47,7 @@ pub fn run(args: ProbeArgs) -> Result<(), CliError> {
         sid: args.sid,
         timeout: Duration::from_secs_f64(args.timeout),
         tls: args.tls.build(None)?,
+        sasl: args.tls.sasl(None)?,
         ..ProbeOptions::default()
     };
     if opts.sid != probe::PROBE_SID {

@@ -88,6 +88,7 @@ pub fn run(args: ReproArgs) -> Result<(), CliError> {
         None => None,
     };
     let tls = args.tls.build(zoo_cfg.as_ref())?;
+    let sasl = args.tls.sasl(zoo_cfg.as_ref())?;
     let config = zoo_cfg.map(|c| c.quorum);
     let client = match &args.client {
         Some(text) => Some(
@@ -103,6 +104,7 @@ pub fn run(args: ReproArgs) -> Result<(), CliError> {
         peer_sid: args.peer_sid,
         config,
         tls,
+        sasl,
     };
     let report = repro::run(r, &target, &opts);
     match args.format {

@@ -1,6 +1,7 @@
-//! The quorum TLS flags of the commands that talk to election ports without being a member
-//! (`probe`, `doctor`, `repro`, `replay --target`): the same `sslQuorum` and `ssl.quorum.*`
-//! keys `join` reads from zoo.cfg (docs/tls.md), one way to build the connector.
+//! The quorum TLS and SASL flags of the commands that talk to election ports without being a
+//! member (`probe`, `doctor`, `repro`, `replay --target`): the same `sslQuorum`,
+//! `ssl.quorum.*` and `quorum.auth.*` keys `join` reads from zoo.cfg (docs/tls.md,
+//! docs/sasl.md), one way to build the connector and the credentials.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::net::QuorumTls;
+use crate::sasl::{QuorumSasl, Roles};
 use crate::zoocfg::ZooCfg;
 
 #[derive(Debug, Clone, Default, Args)]
@@ -23,6 +25,11 @@ pub struct TlsArgs {
     /// and wins over the config file's.
     #[arg(long = "tls", value_name = "KEY=VALUE")]
     pub tls: Vec<String>,
+    /// Authenticate with quorum SASL (DIGEST-MD5) using this JAAS file's `QuorumLearner`
+    /// section (docs/sasl.md). Without it, a config with `quorum.auth.enableSasl=true` takes
+    /// the file from `-Djava.security.auth.login.config=` in SERVER_JVMFLAGS or JVMFLAGS.
+    #[arg(long = "jaas", value_name = "JAAS_FILE")]
+    pub jaas: Option<PathBuf>,
 }
 
 impl TlsArgs {
@@ -58,5 +65,25 @@ impl TlsArgs {
             };
             CliError::input(format!("{from}: {e}"))
         })
+    }
+
+    /// Quorum SASL credentials: `None` when neither `--jaas` nor the config's
+    /// `quorum.auth.*` keys ask for it. `--jaas` alone turns SASL on, as a learner that must
+    /// authenticate.
+    pub fn sasl(&self, config: Option<&ZooCfg>) -> Result<Option<Arc<QuorumSasl>>, CliError> {
+        let mut cfg = match &self.tls_config {
+            Some(path) => {
+                ZooCfg::read(path).map_err(|e| CliError::input(format!("--tls-config {e}")))?
+            }
+            None => config.cloned().unwrap_or_default(),
+        };
+        if self.jaas.is_some() && !cfg.other.contains_key("quorum.auth.enableSasl") {
+            for key in ["quorum.auth.enableSasl", "quorum.auth.learnerRequireSasl"] {
+                cfg.other.insert(key.into(), "true".into());
+            }
+        }
+        QuorumSasl::from_zoocfg(&cfg, self.jaas.as_deref(), Roles::LearnerOnly)
+            .map(|s| s.map(Arc::new))
+            .map_err(|e| CliError::input(format!("quorum SASL: {e}")))
     }
 }

@@ -31,6 +31,8 @@ pub struct FollowConfig {
     pub established_epoch: Arc<AtomicI64>,
     /// Quorum TLS (`sslQuorum`): the leader's quorum port speaks TLS.
     pub tls: Option<Arc<super::QuorumTls>>,
+    /// Quorum SASL: we authenticate to the leader before FOLLOWERINFO.
+    pub sasl: Option<Arc<crate::sasl::QuorumSasl>>,
     /// With reconfig enabled: the zoo.cfg whose dynamic config files activation writes, and
     /// where to tell the node about each config activated.
     pub reconfig: Option<ReconfigIo>,
@@ -144,18 +146,33 @@ async fn connect(cfg: &FollowConfig, limit: Duration) -> std::io::Result<QuorumS
         match tokio::time::timeout(limit, TcpStream::connect(cfg.leader_addr)).await {
             Ok(Ok(s)) => {
                 s.set_nodelay(true)?;
-                // A failed TLS handshake is not retried: the certificates will not change.
+                // A failed TLS handshake or SASL exchange is not retried: the certificates
+                // and passwords will not change.
                 let left = limit.saturating_sub(start.elapsed());
-                return match tokio::time::timeout(
-                    left,
-                    super::tls::wrap_outgoing(cfg.tls.as_deref(), s, cfg.leader_addr),
-                )
-                .await
-                {
+                let handshake = async {
+                    let mut s =
+                        super::tls::wrap_outgoing(cfg.tls.as_deref(), s, cfg.leader_addr).await?;
+                    // As Learner.connectToLeader: authenticate before FOLLOWERINFO.
+                    if let Some(sasl) = cfg.sasl.as_deref() {
+                        super::sasl::authenticate_learner(&mut s, sasl)
+                            .await
+                            .map_err(|e| {
+                                std::io::Error::new(
+                                    e.kind(),
+                                    format!(
+                                        "SASL authentication: {e}{}",
+                                        super::sasl::refused_hint(&e, sasl)
+                                    ),
+                                )
+                            })?;
+                    }
+                    Ok(s)
+                };
+                return match tokio::time::timeout(left, handshake).await {
                     Ok(r) => r,
                     Err(_) => Err(std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
-                        "TLS handshake timed out",
+                        "TLS handshake or SASL exchange timed out",
                     )),
                 };
             }

@@ -41,6 +41,8 @@ pub struct LeadConfig {
     pub sync_limit: u64,
     /// Quorum TLS (`sslQuorum`, `portUnification`): how learners' connections are accepted.
     pub tls: Option<Arc<super::QuorumTls>>,
+    /// Quorum SASL: learners authenticate before FOLLOWERINFO.
+    pub sasl: Option<Arc<crate::sasl::QuorumSasl>>,
 }
 
 /// How a leadership ended.
@@ -84,12 +86,44 @@ impl Conn {
     }
 }
 
+/// Decodes `input` and forwards its packets; false when the connection is done.
+fn forward_packets(
+    conn: ConnId,
+    dec: &mut QuorumStreamDecoder,
+    mut input: &[u8],
+    tx: &mpsc::UnboundedSender<(ConnId, FromLearner)>,
+) -> bool {
+    loop {
+        match dec.decode(&mut input) {
+            Ok(Some(QuorumItem::Packet { packet, .. })) => {
+                if tx.send((conn, FromLearner::Packet(packet))).is_err() {
+                    return false;
+                }
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => return true,
+            Err(e) => {
+                let _ = tx.send((
+                    conn,
+                    FromLearner::Closed(format!("malformed quorum packet: {e}")),
+                ));
+                return false;
+            }
+        }
+    }
+}
+
+/// Reads a learner's packets; `already_read` holds bytes read before (a SASL peek's).
 async fn read_learner(
     conn: ConnId,
     mut rd: QuorumReadHalf,
+    already_read: Vec<u8>,
     tx: mpsc::UnboundedSender<(ConnId, FromLearner)>,
 ) {
     let mut dec = QuorumStreamDecoder::packets_only();
+    if !forward_packets(conn, &mut dec, &already_read, &tx) {
+        return;
+    }
     let mut buf = vec![0u8; 1 << 16];
     loop {
         let n = match rd.read(&mut buf).await {
@@ -106,24 +140,8 @@ async fn read_learner(
                 return;
             }
         };
-        let mut input = &buf[..n];
-        loop {
-            match dec.decode(&mut input) {
-                Ok(Some(QuorumItem::Packet { packet, .. })) => {
-                    if tx.send((conn, FromLearner::Packet(packet))).is_err() {
-                        return;
-                    }
-                }
-                Ok(Some(_)) => {}
-                Ok(None) => break,
-                Err(e) => {
-                    let _ = tx.send((
-                        conn,
-                        FromLearner::Closed(format!("malformed quorum packet: {e}")),
-                    ));
-                    return;
-                }
-            }
+        if !forward_packets(conn, &mut dec, &buf[..n], &tx) {
+            return;
         }
     }
 }
@@ -265,7 +283,7 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
         Ok(h) => Arc::new(h),
         Err(e) => return end(format!("cannot read the log: {e}"), false),
     };
-    let (atx, mut accepted) = mpsc::unbounded_channel::<(QuorumStream, SocketAddr)>();
+    let (atx, mut accepted) = mpsc::unbounded_channel::<(QuorumStream, SocketAddr, Vec<u8>)>();
     let mut acceptors: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     for addr in &cfg.listen {
         let listener = match bind(*addr, cfg.tick_ms * cfg.init_limit).await {
@@ -282,33 +300,50 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
         };
         let atx = atx.clone();
         let tls = cfg.tls.clone();
+        let sasl = cfg.sasl.clone();
         let handshake_limit = Duration::from_millis(cfg.tick_ms * cfg.init_limit);
         acceptors.push(tokio::spawn(async move {
             loop {
                 match listener.accept().await {
                     Ok((tcp, peer)) => {
                         let _ = tcp.set_nodelay(true);
-                        if tls.is_none() {
-                            if atx.send((QuorumStream::Plain(tcp), peer)).is_err() {
+                        if tls.is_none() && sasl.is_none() {
+                            if atx.send((QuorumStream::Plain(tcp), peer, Vec::new())).is_err() {
                                 return;
                             }
                             continue;
                         }
                         // Handshakes off the accept loop: a silent connector holds up no one.
-                        let (tls, atx) = (tls.clone(), atx.clone());
+                        let (tls, sasl, atx) = (tls.clone(), sasl.clone(), atx.clone());
                         tokio::spawn(async move {
-                            let wrapped = tokio::time::timeout(
-                                handshake_limit,
-                                super::tls::wrap_incoming(tls.as_deref(), tcp, peer),
-                            )
-                            .await;
-                            match wrapped {
-                                Ok(Ok(s)) => {
-                                    let _ = atx.send((s, peer));
+                            let handshake = async {
+                                let mut s = super::tls::wrap_incoming(tls.as_deref(), tcp, peer)
+                                    .await?;
+                                let mut already_read = Vec::new();
+                                // As LearnerHandler.run: the learner authenticates before
+                                // FOLLOWERINFO.
+                                if let Some(sasl) = sasl.as_deref() {
+                                    match super::sasl::authenticate_server(&mut s, &mut already_read, sasl).await? {
+                                        super::sasl::Admitted::User(user) => info!(
+                                            "Successfully authenticated learner at {peer} as {user:?} (SASL)"
+                                        ),
+                                        super::sasl::Admitted::Unauthenticated => {}
+                                        super::sasl::Admitted::FailedButKept(why) => warn!(
+                                            "Failed to authenticate learner at {peer} using SASL ({why}); maintaining the connection (quorum.auth.serverRequireSasl=false)"
+                                        ),
+                                    }
                                 }
-                                Ok(Err(e)) => warn!("learner connection from {peer}: {e}"),
+                                Ok::<_, std::io::Error>((s, already_read))
+                            };
+                            match tokio::time::timeout(handshake_limit, handshake).await {
+                                Ok(Ok((s, already_read))) => {
+                                    let _ = atx.send((s, peer, already_read));
+                                }
+                                Ok(Err(e)) => warn!(
+                                    "Server failed to authenticate quorum learner, addr: {peer}, closing connection: {e}"
+                                ),
                                 Err(_) => warn!(
-                                    "learner connection from {peer}: no TLS handshake within initLimit*tickTime"
+                                    "learner connection from {peer}: no TLS handshake or SASL exchange within initLimit*tickTime"
                                 ),
                             }
                         });
@@ -436,12 +471,12 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
         tokio::select! {
             a = accepted.recv() => {
                 // The acceptors' sender lives as long as this function: never None.
-                let Some((stream, peer)) = a else { continue };
+                let Some((stream, peer, already_read)) = a else { continue };
                 let id = next_id;
                 next_id += 1;
                 let (rd, wr) = stream.into_split();
                 let (otx, orx) = mpsc::unbounded_channel();
-                let reader = tokio::spawn(read_learner(id, rd, tx.clone()));
+                let reader = tokio::spawn(read_learner(id, rd, already_read, tx.clone()));
                 let writer = tokio::spawn(write_learner(id, wr, orx, history.clone(), tx.clone()));
                 conns.insert(id, Conn { tx: otx, reader, writer });
                 info!("learner connection {id} from {peer}");

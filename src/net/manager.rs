@@ -16,9 +16,11 @@ use tracing::{debug, info, warn};
 
 use super::core::{self, ConnId, Incoming, Next, SendQueues};
 use super::dialect::{Dialects, PeerForm, WireDialect};
+use super::sasl::{Admitted, authenticate_learner, authenticate_server, refused_hint};
 use super::tls::{
     QuorumReadHalf, QuorumStream, QuorumTls, QuorumWriteHalf, wrap_incoming, wrap_outgoing,
 };
+use crate::sasl::QuorumSasl;
 use crate::throttle::{LogThrottle, suppressed};
 use crate::wire::initial::OBSERVER_ID;
 use crate::wire::{
@@ -52,6 +54,8 @@ pub struct NetConfig {
     pub strict_peers: bool,
     /// Quorum TLS (`sslQuorum`, `portUnification`): how connections are wrapped.
     pub tls: Option<Arc<QuorumTls>>,
+    /// Quorum SASL (`quorum.auth.enableSasl`): the exchange at each connection's start.
+    pub sasl: Option<Arc<QuorumSasl>>,
 }
 
 /// Bounds on the election port against peers that are not (or not yet) members.
@@ -404,6 +408,7 @@ async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
 enum Handshake {
     Io(io::Error),
     Tls(io::Error),
+    Sasl(io::Error),
     Eof(usize),
     Bad(WireError),
     Timeout,
@@ -414,6 +419,7 @@ impl std::fmt::Display for Handshake {
         match self {
             Handshake::Io(e) => write!(f, "{e}"),
             Handshake::Tls(e) => write!(f, "{e}"),
+            Handshake::Sasl(e) => write!(f, "SASL authentication: {e}"),
             Handshake::Eof(n) => write!(f, "connection closed after {n} bytes"),
             Handshake::Bad(e) => write!(f, "bad initial message: {e}"),
             Handshake::Timeout => write!(f, "no initial message within the socket timeout"),
@@ -587,7 +593,30 @@ impl Shared {
             let mut stream = wrap_incoming(self.cfg.tls.as_deref(), tcp, peer)
                 .await
                 .map_err(Handshake::Tls)?;
-            let (msg, dec, leftover) = read_initial(&mut stream).await?;
+            let (msg, dec, mut leftover) = read_initial(&mut stream).await?;
+            // As QuorumCnxManager.handleConnection: the learner authenticates after its
+            // initial message, before the sid challenge.
+            if let Some(sasl) = self.cfg.sasl.as_deref() {
+                match authenticate_server(&mut stream, &mut leftover, sasl)
+                    .await
+                    .map_err(Handshake::Sasl)?
+                {
+                    Admitted::User(user) => {
+                        info!(
+                            "Successfully authenticated learner sid {} at {peer} as {user:?} (SASL)",
+                            msg.sid
+                        )
+                    }
+                    Admitted::Unauthenticated => debug!(
+                        "Learner sid {} at {peer} did not authenticate; let through (quorum.auth.serverRequireSasl=false)",
+                        msg.sid
+                    ),
+                    Admitted::FailedButKept(why) => warn!(
+                        "Failed to authenticate learner sid {} at {peer} using SASL ({why}); maintaining the connection (quorum.auth.serverRequireSasl=false)",
+                        msg.sid
+                    ),
+                }
+            }
             Ok((stream, msg, dec, leftover))
         };
         let hs = tokio::select! {
@@ -601,6 +630,14 @@ impl Shared {
         };
         let (stream, msg, dec, leftover) = match hs {
             Ok(x) => x,
+            Err(Handshake::Sasl(e)) => {
+                if let Some(more) = self.may_warn("sasl") {
+                    warn!(
+                        "Failed to authenticate a learner at {peer} using SASL: {e}; closing{more}"
+                    );
+                }
+                return;
+            }
             Err(e) => {
                 if let Some(more) = self.may_warn("handshake") {
                     warn!("Exception reading or writing challenge from {peer}: {e}; closing{more}");
@@ -785,6 +822,28 @@ impl Shared {
             if let Err(e) = write_flushed(&mut stream, initial).await {
                 warn!("Exception writing the initial message to {sid} at {target}: {e}");
                 continue;
+            }
+            // As QuorumCnxManager.startConnection: authenticate after the initial message, even
+            // on a connection about to be dropped for the smaller sid.
+            if let Some(sasl) = self.cfg.sasl.as_deref() {
+                let auth = tokio::time::timeout(
+                    self.cfg.socket_timeout,
+                    authenticate_learner(&mut stream, sasl),
+                )
+                .await
+                .unwrap_or_else(|_| {
+                    Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no answer within the socket timeout",
+                    ))
+                });
+                if let Err(e) = auth {
+                    warn!(
+                        "SASL authentication to {sid} at election address {target} failed: {e}{}",
+                        refused_hint(&e, sasl)
+                    );
+                    continue;
+                }
             }
             if !core::keep_outgoing(self.my_sid(), sid) {
                 info!(

@@ -15,6 +15,8 @@
 //! - [`lead`]: leading on the quorum port when the election makes zkfle the leader: a
 //!   [`crate::zab::leader::Leader`] over tokio, then the hand-over (`docs/lead.md`).
 //! - [`client`]: a small blocking ZooKeeper client (session, create, setData, pipelined).
+//! - [`tls`] and [`sasl`]: quorum TLS around a connection, and quorum SASL at its start
+//!   (docs/tls.md, docs/sasl.md).
 //! - [`probe`]: asking a live server for its state and vote as a non-member (`zkfle probe`).
 
 pub mod client;
@@ -25,6 +27,7 @@ pub mod lead;
 pub mod manager;
 pub mod node;
 pub mod probe;
+pub mod sasl;
 pub mod tls;
 
 pub use dialect::WireDialect;

@@ -344,6 +344,7 @@ impl Node {
                                         init_limit: z.learner.init_limit,
                                         sync_limit: z.learner.sync_limit,
                                         tls: self.cfg.net.tls.clone(),
+                                        sasl: self.cfg.net.sasl.clone(),
                                     })
                                 }
                                 _ => warn!(
@@ -378,6 +379,7 @@ impl Node {
                                         established_epoch: self.established_epoch.clone(),
                                         reconfig,
                                         tls: self.cfg.net.tls.clone(),
+                                        sasl: self.cfg.net.sasl.clone(),
                                     })
                                 }
                                 None => warn!(

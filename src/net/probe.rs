@@ -83,6 +83,8 @@ pub struct ProbeOptions {
     pub protocol: ProtocolVersion,
     /// Quorum TLS, when the ensemble speaks it (`sslQuorum`).
     pub tls: Option<std::sync::Arc<super::QuorumTls>>,
+    /// Quorum SASL, when the ensemble requires it: the probe authenticates as a learner.
+    pub sasl: Option<std::sync::Arc<crate::sasl::QuorumSasl>>,
 }
 
 impl Default for ProbeOptions {
@@ -92,6 +94,7 @@ impl Default for ProbeOptions {
             timeout: Duration::from_secs(5),
             protocol: ProtocolVersion::V1,
             tls: None,
+            sasl: None,
         }
     }
 }
@@ -123,12 +126,17 @@ fn framed_probe_notification() -> Vec<u8> {
 /// The bytes a probe sends first: an initial message (V1 or V2) naming our local address, then
 /// one framed probe notification.
 pub fn request(protocol: ProtocolVersion, sid: i64, local: SocketAddr) -> Vec<u8> {
-    let addr = ElectionAddress::from_socket_addr(local);
-    let mut out = InitialMessage::versioned(protocol, sid, vec![addr])
-        .encode()
-        .expect("a local address encodes");
+    let mut out = initial_message(protocol, sid, local);
     out.extend_from_slice(&framed_probe_notification());
     out
+}
+
+/// The initial message a probe opens with.
+fn initial_message(protocol: ProtocolVersion, sid: i64, local: SocketAddr) -> Vec<u8> {
+    let addr = ElectionAddress::from_socket_addr(local);
+    InitialMessage::versioned(protocol, sid, vec![addr])
+        .encode()
+        .expect("a local address encodes")
 }
 
 /// Resolves `target` (`host:port`) and connects within `timeout`.
@@ -168,9 +176,28 @@ pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
         .local_addr()
         .map_err(|e| io_error(e, "connecting"))?;
     let mut r = reader(s, start + opts.timeout);
-    r.get_mut()
-        .send(&request(opts.protocol, opts.sid, local))
-        .map_err(|e| io_error(e, "sending"))?;
+    match opts.sasl.as_deref() {
+        // With quorum SASL the learner authenticates between its initial message and its
+        // first notification.
+        Some(sasl) => {
+            r.get_mut()
+                .send(&initial_message(opts.protocol, opts.sid, local))
+                .map_err(|e| io_error(e, "sending"))?;
+            super::sasl::authenticate_learner_blocking(r.get_mut(), sasl).map_err(|e| {
+                ProbeError::Io(format!(
+                    "SASL authentication: {e}{}",
+                    super::sasl::refused_hint(&e, sasl)
+                ))
+            })?;
+            r.get_mut()
+                .send(&framed_probe_notification())
+                .map_err(|e| io_error(e, "sending"))?;
+        }
+        None => r
+            .get_mut()
+            .send(&request(opts.protocol, opts.sid, local))
+            .map_err(|e| io_error(e, "sending"))?,
+    }
     // The first frame may be a stale re-send (see the module's comment); the one after our
     // second notification is an answer.
     let first = read_frame(&mut r)?;
@@ -207,6 +234,16 @@ impl Deadline {
     /// Writes all of `bytes` (within the socket's write time-out).
     pub fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes)
+    }
+}
+
+impl Write for Deadline {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.stream.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.stream.flush()
     }
 }
 

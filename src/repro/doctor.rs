@@ -43,6 +43,8 @@ pub struct DoctorOptions {
     pub timeout: Duration,
     /// Quorum TLS, when the ensemble speaks it (`sslQuorum`).
     pub tls: Option<std::sync::Arc<crate::net::QuorumTls>>,
+    /// Quorum SASL, when the ensemble requires it.
+    pub sasl: Option<std::sync::Arc<crate::sasl::QuorumSasl>>,
 }
 
 /// What was found about one server.
@@ -154,6 +156,7 @@ pub fn examine(mut members: Vec<Member>, opts: &DoctorOptions) -> Report {
     let v1 = ProbeOptions {
         timeout: opts.timeout,
         tls: opts.tls.clone(),
+        sasl: opts.sasl.clone(),
         ..ProbeOptions::default()
     };
     let addresses: Vec<String> = members.iter().map(|m| m.address.clone()).collect();

@@ -202,6 +202,7 @@ async fn vote_into_leading(
         limits: Default::default(),
         strict_peers: false,
         tls: opts.tls.clone(),
+        sasl: opts.sasl.clone(),
     };
     let (manager, mut rx) = match Manager::start(net).await {
         Ok(x) => x,

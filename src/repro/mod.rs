@@ -164,6 +164,9 @@ pub struct ReproOptions {
     /// Quorum TLS, when the ensemble speaks it (`sslQuorum`): for the election connections
     /// zkfle opens and accepts.
     pub tls: Option<std::sync::Arc<crate::net::QuorumTls>>,
+    /// Quorum SASL, when the ensemble requires it: for probes and the member zkfle stands in
+    /// for (the repros' own raw connections do not authenticate).
+    pub sasl: Option<std::sync::Arc<crate::sasl::QuorumSasl>>,
 }
 
 impl Default for ReproOptions {
@@ -174,6 +177,7 @@ impl Default for ReproOptions {
             config: None,
             client: None,
             tls: None,
+            sasl: None,
         }
     }
 }
@@ -285,6 +289,7 @@ fn probe_options(opts: &ReproOptions) -> ProbeOptions {
     ProbeOptions {
         timeout: opts.timeout,
         tls: opts.tls.clone(),
+        sasl: opts.sasl.clone(),
         ..ProbeOptions::default()
     }
 }

@@ -11,6 +11,8 @@
 //! - [`client`]: the client port's records (session, create, setData, reply headers).
 //! - [`quorum`]: the quorum port (2888): Zab's packets ([`quorum`]'s `packet` part) and the
 //!   snapshot a leader streams after SNAP (its `snapshot` part), with their stream decoder.
+//! - [`quorum_auth`]: quorum SASL's `QuorumAuthPacket`, exchanged at the start of a
+//!   connection on both ports when `quorum.auth.enableSasl=true`.
 //! - [`txn`]: the records a txn log entry, a PROPOSAL and a snapshot file carry.
 //! - [`addr`]: `host:port` election addresses as Java parses and writes them.
 //!
@@ -28,6 +30,7 @@ pub mod initial;
 pub mod layout;
 pub mod notification;
 pub mod quorum;
+pub mod quorum_auth;
 pub mod reader;
 pub mod txn;
 

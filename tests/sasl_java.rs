@@ -1,0 +1,227 @@
+//! Quorum SASL (DIGEST-MD5) against real Java ZooKeeper (`quorum.auth.enableSasl=true`,
+//! learner and server SASL required): a JAAS file made here, the Java servers reading it
+//! through `-Djava.security.auth.login.config` (ensemble.sh's DIR/server.jvmflags), zkfle
+//! through `--jaas`. zkfle authenticates to Java and Java to zkfle on both ports; a wrong
+//! password is refused on both sides with clear errors. Helpers: tests/common/zab.rs.
+
+mod common;
+use common::zab;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use zab::*;
+
+const PASSWORD: &str = "quorum-pw";
+
+/// The JAAS file Java and zkfle read: the server section knows user `zk`, the learner
+/// section logs in as `zk` with `learner_password`.
+fn jaas(dir: &Path, name: &str, learner_password: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(
+        &p,
+        format!(
+            r#"QuorumServer {{
+       org.apache.zookeeper.server.auth.DigestLoginModule required
+       user_zk="{PASSWORD}";
+}};
+QuorumLearner {{
+       org.apache.zookeeper.server.auth.DigestLoginModule required
+       username="zk"
+       password="{learner_password}";
+}};
+"#
+        ),
+    )
+    .unwrap();
+    p
+}
+
+/// Servers 2 and 3 (Java) with quorum SASL required both ways; sid 1 is left for zkfle.
+fn sasl_ensemble(name: &str, extra: &[&str]) -> (Ensemble, PathBuf) {
+    let mut args = vec!["--tick", "200", "--no-start"];
+    args.extend_from_slice(extra);
+    let e = Ensemble::start(
+        name,
+        "1:participant:external,2:participant,3:participant",
+        &args,
+    );
+    let good = jaas(&e.dir, "jaas.conf", PASSWORD);
+    std::fs::write(
+        e.dir.join("server.jvmflags"),
+        format!("-Djava.security.auth.login.config={}\n", good.display()),
+    )
+    .unwrap();
+    e.append_config(
+        "quorum.auth.enableSasl=true\nquorum.auth.learnerRequireSasl=true\nquorum.auth.serverRequireSasl=true\n",
+    );
+    e.start_node(2);
+    e.start_node(3);
+    e.run(&["wait-stable", "--timeout", "30"]);
+    (e, good)
+}
+
+fn probe(target: &str, extra: &[&str]) -> std::process::Output {
+    Command::new(ZKFLE)
+        .args(["probe", target, "--format", "json", "--timeout", "3"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// zkfle authenticates to Java (election and quorum ports), Java to zkfle (election port),
+/// zkfle follows and is counted; probe authenticates with --jaas; a wrong password is
+/// refused by Java and zkfle says so.
+#[test]
+fn zkfle_follows_a_sasl_ensemble_and_a_wrong_password_is_refused() {
+    let _l = lock_loopback();
+    let (e, good) = sasl_ensemble("sasl", &[]);
+    assert!(
+        e.log(2)
+            .contains("Successfully completed the authentication using SASL"),
+        "Java authenticates: {}",
+        e.log(2)
+    );
+
+    let n = Native::start(&e, 1, &["--jaas", good.to_str().unwrap()]);
+    let leader = wait_for("zkfle FOLLOWING with SASL", Duration::from_secs(15), || {
+        following(&n, 0)
+    });
+    let other = 5 - leader;
+    wait_for("zkfle synced with SASL", Duration::from_secs(10), || {
+        n.log().contains("synced with leader").then_some(())
+    });
+    // Java authenticated zkfle as learner `zk` (its callback handler's line), on the election
+    // port and on the leader's quorum port.
+    let authenticated = |sid: i64| {
+        e.log(sid)
+            .matches("Successfully authenticated learner: authenticationID=zk")
+            .count()
+    };
+    assert!(authenticated(leader) >= 2, "{}", e.log(leader));
+    // The Java servers (larger sids) connected to zkfle's election port and authenticated.
+    wait_for(
+        "Java authenticated to zkfle",
+        Duration::from_secs(5),
+        || {
+            (n.log()
+                .matches("Successfully authenticated learner sid")
+                .count()
+                >= 2)
+                .then_some(())
+        },
+    );
+
+    // probe: with the JAAS file an answer; without, Java closes the connection (exit 1).
+    let target = format!("127.0.0.{leader}:3888");
+    let with = probe(&target, &["--jaas", good.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&with.stdout);
+    assert!(
+        with.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    assert!(out.contains("\"state\":\"LEADING\""), "{out}");
+    assert_eq!(probe(&target, &[]).status.code(), Some(1));
+
+    // Counted: with the Java follower stopped, writes commit on the leader's and zkfle's ACKs.
+    e.run(&["stop-node", &other.to_string()]);
+    write_all(leader, &paths("s", 10), Duration::from_secs(10));
+    assert_eq!(read(leader, "/s9").as_deref(), Some(&b"/s9"[..]));
+    e.run(&["start-node", &other.to_string()]);
+    drop(n);
+
+    // A wrong password: Java refuses it, zkfle says the server refused and never decides.
+    let bad = jaas(&e.dir, "wrong.conf", "not-the-password");
+    let java_mark = e.log(leader).len();
+    let mark = std::fs::metadata(e.dir.join("native1.log")).map_or(0, |m| m.len() as usize);
+    let n = Native::start(&e, 1, &["--jaas", bad.to_str().unwrap()]);
+    let line = wait_for("zkfle reports the refusal", Duration::from_secs(10), || {
+        n.log()[mark..]
+            .lines()
+            .find(|l| l.contains("SASL authentication to"))
+            .map(str::to_string)
+    });
+    assert!(
+        line.contains("refused") && line.contains("wrong.conf"),
+        "{line}"
+    );
+    wait_for("Java logs the failed SASL", Duration::from_secs(5), || {
+        e.log(leader)[java_mark..]
+            .contains("Failed to authenticate using SASL")
+            .then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!n.log()[mark..].contains("FOLLOWING"), "{}", n.log());
+}
+
+/// zkfle leads with SASL: W commits on B with zkfle's ACKs while A is down; B stops; A
+/// restarts, authenticates on zkfle's quorum port, follows zkfle (DIFF) and gets W, and zkfle
+/// hands leadership over (docs/lead.md).
+#[test]
+fn zkfle_leads_a_java_follower_with_sasl() {
+    let _l = lock_loopback();
+    let (e, good) = sasl_ensemble("sasl-lead", &["--init-limit", "5"]);
+    let n = Native::start(&e, 1, &["--jaas", good.to_str().unwrap()]);
+    let b = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
+        following(&n, 0)
+    });
+    let a = 5 - b;
+    wait_for("zkfle synced", Duration::from_secs(10), || {
+        n.log().contains("synced with leader").then_some(())
+    });
+    e.run(&["stop-node", &a.to_string()]);
+    write_all(b, &paths("w", 10), Duration::from_secs(10));
+    e.run(&["stop-node", &b.to_string()]);
+    let alog = e.log(a).len();
+    e.run(&["start-node", &a.to_string()]);
+    wait_for("W readable on A without B", Duration::from_secs(30), || {
+        read(a, "/w9")
+    });
+    let since = e.log(a)[alog..].to_string();
+    assert!(since.contains("Getting a diff from the leader"), "{since}");
+    assert!(
+        n.log().contains("Successfully authenticated learner at"),
+        "A authenticated on zkfle's quorum port: {}",
+        n.log()
+    );
+    assert!(n.log().contains("handing leadership over"), "{}", n.log());
+}
+
+/// Configs Java refuses are refused with Java's words; a Kerberos JAAS section is named.
+#[test]
+fn sasl_configs_java_refuses_and_kerberos_are_refused_by_name() {
+    let dir = std::env::temp_dir().join(format!("zkfle-sasl-cfg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let krb = dir.join("krb.conf");
+    std::fs::write(
+        &krb,
+        "QuorumServer { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab=\"/k\" principal=\"zkquorum/host@R\"; };\nQuorumLearner { com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true; };\n",
+    )
+    .unwrap();
+    let cfg = dir.join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        "tickTime=200\nquorum.auth.enableSasl=true\nquorum.auth.learnerRequireSasl=true\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n",
+    )
+    .unwrap();
+    let out = Command::new(ZKFLE)
+        .args(["join", "--config", cfg.to_str().unwrap(), "--myid", "1"])
+        .args(["--jaas", krb.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("Kerberos (GSSAPI)"), "{err}");
+    let out = Command::new(ZKFLE)
+        .args(["probe", "127.0.0.2:3888", "--jaas"])
+        .arg(dir.join("missing.conf"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("missing.conf"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
