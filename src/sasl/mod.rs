@@ -106,6 +106,17 @@ impl QuorumSasl {
         if !enabled {
             return Ok(None);
         }
+        // X509Util.getFipsMode: in FIPS mode Java will not use DIGEST-MD5 (3.9 defaults to
+        // it; zkfle cannot know the servers' version, so only an explicit setting is refused).
+        if cfg
+            .java_property("zookeeper.fips-mode")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        {
+            return Err(
+                "fips-mode=true: in FIPS mode Java will not use DIGEST-MD5 for quorum SASL, so no server of this ensemble can authenticate; set fips-mode=false (3.9 defaults to true)"
+                    .into(),
+            );
+        }
         let path = match jaas {
             Some(p) => p.to_path_buf(),
             None => cfg.java_property(JAAS_PROPERTY).map(PathBuf::from).ok_or_else(|| {
@@ -420,6 +431,13 @@ QuorumLearner { org.apache.zookeeper.server.auth.DigestLoginModule required user
         )
         .unwrap_err();
         assert!(e.contains("--jaas"), "{e}");
+        let e = QuorumSasl::from_zoocfg(
+            &cfg("quorum.auth.enableSasl=true\nfips-mode=true"),
+            Some(&f.0),
+            Roles::LearnerAndServer,
+        )
+        .unwrap_err();
+        assert!(e.starts_with("fips-mode=true"), "{e}");
     }
 
     #[test]
