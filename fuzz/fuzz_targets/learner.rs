@@ -110,7 +110,8 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             Ok(Some(QuorumItem::SnapshotEnd { .. })) => l.on_snapshot_end(now),
-            Ok(None) | Err(_) => break,
+            // As the follow driver: a SASL packet after the handshake ends the session.
+            Ok(Some(QuorumItem::Auth { .. })) | Ok(None) | Err(_) => break,
         }
         check(&mut l);
     }

@@ -33,6 +33,7 @@ use crate::capture::{
 use crate::wire::frame::{LENGTH_BYTES, MAX_FRAME_BYTES};
 use crate::wire::initial::Probe;
 use crate::wire::quorum::{LearnerInfo, QuorumItem, QuorumPacket, QuorumStreamDecoder, ptype};
+use crate::wire::quorum_auth::AuthStatus;
 use crate::wire::{
     Direction, ErrorKind, InitialMessage, Notification, PartialNotification, ProtocolVersion,
     ServerState, StreamDecoder, StreamItem, WireError,
@@ -210,6 +211,9 @@ pub enum ProblemKind {
     /// The connection speaks TLS (quorum TLS, `sslQuorum=true`): a TLS record opens it, and
     /// its bytes are encrypted, so they are skipped, not decoded.
     Encrypted,
+    /// The server's verdict on a quorum SASL learner (`quorum.auth.enableSasl`): the one
+    /// record a connection's authentication makes (the exchange's other packets make none).
+    Sasl { accepted: bool },
 }
 
 /// Streaming decoder over TCP segments.
@@ -275,6 +279,8 @@ struct Conn {
     quorum: Option<Box<[QuorumDir; 2]>>,
     /// Whether the connection speaks TLS: `None` until its first bytes are seen.
     tls: Option<bool>,
+    /// The user a quorum SASL learner answered as, for the server's verdict.
+    sasl_user: Option<String>,
 }
 
 /// One direction of a quorum-port connection.
@@ -469,6 +475,7 @@ impl State {
                         flipped,
                         recognising: (!on_port).then(Vec::new),
                         initiator_sid: None,
+                        sasl_user: None,
                         dirs: [
                             DirState::new(Direction::FromInitiator, mid_stream),
                             DirState::new(Direction::FromAcceptor, mid_stream),
@@ -709,6 +716,40 @@ impl State {
                     };
                     (body, payload)
                 }
+                StreamItem::Auth { packet, raw, .. } => {
+                    let Some(c) = self.conns.get_mut(&conn) else {
+                        continue;
+                    };
+                    let accepted = match packet.status {
+                        AuthStatus::InProgress => {
+                            if let Some(user) =
+                                crate::sasl::digest_md5::response_user(&packet.token)
+                            {
+                                c.sasl_user = Some(user);
+                            }
+                            continue;
+                        }
+                        AuthStatus::Success => true,
+                        AuthStatus::Error => false,
+                    };
+                    let user = c
+                        .sasl_user
+                        .as_deref()
+                        .map_or(String::new(), |u| format!(" user {u:?}"));
+                    let message = if accepted {
+                        format!("quorum SASL: the server accepted the learner{user}")
+                    } else {
+                        format!(
+                            "quorum SASL: the server refused the learner{user} (status ERROR: wrong password, unknown user, or a failed exchange)"
+                        )
+                    };
+                    let body = Body::Problem(Problem {
+                        severity: Severity::Warning,
+                        message,
+                        kind: ProblemKind::Sasl { accepted },
+                    });
+                    (body, raw)
+                }
             };
             let mut r = self.record(conn, dir, time, Some(at), body);
             r.raw = raw;
@@ -767,6 +808,26 @@ impl State {
                 }
                 Ok(Some(QuorumItem::SnapshotEnd { .. })) => {
                     snap_done = d.snap.take();
+                }
+                Ok(Some(QuorumItem::Auth { offset, packet, .. })) => {
+                    // The server's verdict is the one record; the learner's user is named on
+                    // the election port.
+                    let accepted = match packet.status {
+                        AuthStatus::InProgress => continue,
+                        AuthStatus::Success => true,
+                        AuthStatus::Error => false,
+                    };
+                    let message = if accepted {
+                        "quorum SASL: the leader accepted the learner".to_string()
+                    } else {
+                        "quorum SASL: the leader refused the learner (status ERROR: wrong password, unknown user, or a failed exchange)".to_string()
+                    };
+                    problems.push((
+                        d.base + offset,
+                        Severity::Warning,
+                        ProblemKind::Sasl { accepted },
+                        message,
+                    ));
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -1029,9 +1090,9 @@ fn decode_all(
         match d.decoder.decode(&mut input) {
             Ok(Some(item)) => {
                 let at = match &item {
-                    StreamItem::Initial { offset, .. } | StreamItem::Frame { offset, .. } => {
-                        *offset
-                    }
+                    StreamItem::Initial { offset, .. }
+                    | StreamItem::Frame { offset, .. }
+                    | StreamItem::Auth { offset, .. } => *offset,
                 };
                 items.push((at, item));
             }

@@ -505,6 +505,14 @@ async fn follow_session(
                     snap_max = summary.max_stat_zxid;
                     learner.on_snapshot_end(t);
                 }
+                Ok(Some(QuorumItem::Auth { offset, .. })) => {
+                    // The exchange is over before FOLLOWERINFO: a leader sending another is
+                    // broken (Java's learner would read it as a packet of an unknown type).
+                    learner.on_disconnect(format!(
+                        "a quorum SASL packet at byte {offset} after the handshake"
+                    ));
+                    break;
+                }
                 Ok(None) => break,
                 Err(e) => {
                     learner.on_disconnect(format!("malformed quorum packet: {e}"));

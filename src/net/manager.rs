@@ -444,7 +444,9 @@ async fn read_initial(
         let mut s = &buf[..n];
         match dec.decode(&mut s).map_err(Handshake::Bad)? {
             Some(StreamItem::Initial { message, .. }) => return Ok((message, dec, s.to_vec())),
-            Some(StreamItem::Frame { .. }) => unreachable!("frames come after the initial message"),
+            Some(StreamItem::Frame { .. } | StreamItem::Auth { .. }) => {
+                unreachable!("frames and auth packets come after the initial message")
+            }
             None => {}
         }
     }
@@ -1025,6 +1027,17 @@ impl Shared {
                         }
                     }
                     Ok(Some(StreamItem::Initial { .. })) => {}
+                    Ok(Some(StreamItem::Auth { offset, .. })) => {
+                        // The exchange is over before a connection is established; Java's
+                        // RecvWorker would read the magic as a frame length and close.
+                        if let Some(more) = self.may_warn("broken") {
+                            warn!(
+                                "Connection broken for id {sid} ({peer}), my id = {}: a quorum SASL packet at byte {offset} after the handshake; closing{more}",
+                                self.my_sid()
+                            );
+                        }
+                        break 'conn;
+                    }
                     Ok(None) => break,
                     Err(e) => {
                         if let Some(more) = self.may_warn("broken") {

@@ -265,6 +265,15 @@ struct Exchange<'a> {
     utf8: bool,
 }
 
+/// The user name a learner's response names (`username="..."`), for decoding captures.
+pub fn response_user(token: &[u8]) -> Option<String> {
+    parse_directives(token)
+        .ok()?
+        .into_iter()
+        .find(|(k, _)| k == "username")
+        .map(|(_, v)| v)
+}
+
 /// HEX(KD(HEX(H(A1)), nonce:nc:cnonce:qop:HEX(H(A2)))), as Java's
 /// `DigestMD5Base.generateResponseValue`.
 fn response_value(x: &Exchange<'_>) -> String {

@@ -7,6 +7,7 @@
 
 use super::error::{ErrorKind, WireError};
 use super::initial::{InitialMessage, Probe};
+use super::quorum_auth::{QuorumAuthPacket, auth_packet_len, may_open_auth_packet};
 
 /// `QuorumCnxManager.PACKETMAXSIZE`: the largest frame payload Java accepts.
 pub const MAX_FRAME_BYTES: usize = 512 * 1024;
@@ -78,6 +79,13 @@ pub enum StreamItem {
     /// A frame's payload (decode it with `Notification::decode`), and the stream offset of its
     /// length prefix; the payload starts 4 bytes later.
     Frame { offset: u64, payload: Vec<u8> },
+    /// A quorum SASL packet (`quorum.auth.enableSasl`): after the initial message from the
+    /// initiator, at the start of the acceptor's direction (`super::quorum_auth`).
+    Auth {
+        offset: u64,
+        packet: QuorumAuthPacket,
+        raw: Vec<u8>,
+    },
 }
 
 /// Incremental decoder for one direction of an election connection.
@@ -211,6 +219,9 @@ impl StreamDecoder {
         if self.pending.len() < LENGTH_BYTES {
             return Ok(LENGTH_BYTES);
         }
+        if may_open_auth_packet(&self.pending) {
+            return auth_packet_len(&self.pending).map_err(|e| e.at(self.offset));
+        }
         let len = i32::from_be_bytes([
             self.pending[0],
             self.pending[1],
@@ -231,6 +242,26 @@ impl StreamDecoder {
                 message,
                 raw,
             }
+        } else if may_open_auth_packet(&self.pending) {
+            let raw = self.pending[..size].to_vec();
+            let (packet, _) = QuorumAuthPacket::decode(&raw)
+                .map_err(|e| e.at(offset))?
+                .ok_or_else(|| {
+                    WireError::new(
+                        "auth token",
+                        size,
+                        ErrorKind::Truncated {
+                            needed: size,
+                            available: raw.len(),
+                        },
+                    )
+                    .at(offset)
+                })?;
+            StreamItem::Auth {
+                offset,
+                packet,
+                raw,
+            }
         } else {
             StreamItem::Frame {
                 offset,
@@ -247,6 +278,32 @@ impl StreamDecoder {
 mod tests {
     use super::*;
     use crate::wire::initial::ProtocolVersion;
+
+    #[test]
+    fn quorum_sasl_packets_are_items_of_their_own() {
+        use crate::wire::quorum_auth::AuthStatus;
+        let mut s = stream();
+        let at = s.len() - (4 + 40) - (4 + 28);
+        let auth = QuorumAuthPacket::new(AuthStatus::InProgress, b"charset=utf-8".to_vec());
+        s.splice(at..at, auth.encode());
+        for split in [1usize, 3, 7, 1000] {
+            let mut d = StreamDecoder::new(Direction::FromInitiator);
+            let mut items = Vec::new();
+            for chunk in s.chunks(split) {
+                let mut input = chunk;
+                while let Some(item) = d.decode(&mut input).unwrap() {
+                    items.push(item);
+                }
+            }
+            assert_eq!(items.len(), 4, "split {split}");
+            assert!(
+                matches!(&items[1], StreamItem::Auth { packet, offset, .. } if *packet == auth && *offset == at as u64),
+                "{:?}",
+                items[1]
+            );
+            assert!(matches!(&items[2], StreamItem::Frame { payload, .. } if payload.len() == 40));
+        }
+    }
 
     fn stream() -> Vec<u8> {
         let mut s = InitialMessage::versioned(

@@ -121,6 +121,25 @@ impl QuorumAuthPacket {
     }
 }
 
+/// Whether `buf` may open a `QuorumAuthPacket`: its first four bytes (all a stream decoder
+/// has at a frame's length) are the magic's. No election frame length or quorum packet type
+/// has them, so a stream decoder can tell an auth packet from its own items by them.
+pub fn may_open_auth_packet(buf: &[u8]) -> bool {
+    buf.len() >= 4 && buf[..4] == QUORUM_AUTH_MAGIC.to_be_bytes()[..4]
+}
+
+/// The whole length of the auth packet `buf` opens, as far as its bytes tell: [`HEADER_LEN`]
+/// until the header is there, then the header and its token.
+pub fn auth_packet_len(buf: &[u8]) -> Result<usize, WireError> {
+    if buf.len() < HEADER_LEN {
+        return Ok(HEADER_LEN);
+    }
+    match QuorumAuthPacket::decode(&buf[..HEADER_LEN])? {
+        Some(_) => Ok(HEADER_LEN),
+        None => Ok(HEADER_LEN + i32::from_be_bytes([buf[12], buf[13], buf[14], buf[15]]) as usize),
+    }
+}
+
 /// Whether `first8` (the next eight bytes of a connection) open a `QuorumAuthPacket`, as
 /// `QuorumAuth.nextPacketIsAuth` peeks.
 pub fn opens_auth_packet(first8: &[u8]) -> bool {

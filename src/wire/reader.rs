@@ -77,7 +77,7 @@ impl<R: Read> FrameReader<R> {
         loop {
             match self.next_item()? {
                 Some(StreamItem::Frame { payload, .. }) => return Ok(Some(payload)),
-                Some(StreamItem::Initial { .. }) => {}
+                Some(StreamItem::Initial { .. } | StreamItem::Auth { .. }) => {}
                 None => return Ok(None),
             }
         }

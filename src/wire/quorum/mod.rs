@@ -24,6 +24,7 @@ pub use packet::*;
 pub use snapshot::*;
 
 use super::error::{ErrorKind, WireError};
+use super::quorum_auth::{QuorumAuthPacket, auth_packet_len, may_open_auth_packet};
 
 /// One item of the leader-to-learner stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +37,13 @@ pub enum QuorumItem {
     SnapshotEnd {
         offset: u64,
         summary: SnapshotSummary,
+    },
+    /// A quorum SASL packet (`quorum.auth.enableSasl`): a learner's and its leader's first
+    /// bytes, before FOLLOWERINFO (`super::quorum_auth`).
+    Auth {
+        offset: u64,
+        packet: QuorumAuthPacket,
+        raw: Vec<u8>,
     },
 }
 
@@ -123,6 +131,47 @@ impl QuorumStreamDecoder {
             };
         }
         loop {
+            let head = if self.pending.is_empty() {
+                *input
+            } else {
+                &self.pending[..]
+            };
+            // No packet type has the auth magic's first four bytes.
+            if may_open_auth_packet(head) {
+                let size = auth_packet_len(head).map_err(|e| e.at(self.offset))?;
+                if head.len() >= size {
+                    let raw = head[..size].to_vec();
+                    let Some((packet, _)) =
+                        QuorumAuthPacket::decode(&raw).map_err(|e| e.at(self.offset))?
+                    else {
+                        return Err(WireError::new(
+                            "auth token",
+                            size,
+                            ErrorKind::Inconsistent("an auth packet shorter than its length"),
+                        )
+                        .at(self.offset));
+                    };
+                    if self.pending.is_empty() {
+                        *input = &input[size..];
+                    } else {
+                        self.pending.clear();
+                    }
+                    let offset = self.offset;
+                    self.offset += size as u64;
+                    return Ok(Some(QuorumItem::Auth {
+                        offset,
+                        packet,
+                        raw,
+                    }));
+                }
+                if input.is_empty() {
+                    return Ok(None);
+                }
+                let n = (size - self.pending.len()).min(input.len());
+                self.pending.extend_from_slice(&input[..n]);
+                *input = &input[n..];
+                continue;
+            }
             let attempt = if self.pending.is_empty() {
                 QuorumPacket::decode(input)
             } else {
@@ -325,9 +374,17 @@ mod tests {
     #[test]
     fn stream_with_snapshot_in_any_pieces() {
         let (snap, body) = sample_snapshot();
-        let mut s = QuorumPacket::new(ptype::SNAP, 0x1_0000_0015, None)
-            .encode()
-            .unwrap();
+        // A leader's stream with quorum SASL opens with its verdict on the learner.
+        let mut s = QuorumAuthPacket::new(
+            super::super::quorum_auth::AuthStatus::Success,
+            b"rspauth=0123".to_vec(),
+        )
+        .encode();
+        s.extend(
+            QuorumPacket::new(ptype::SNAP, 0x1_0000_0015, None)
+                .encode()
+                .unwrap(),
+        );
         s.extend(&snap);
         s.extend(
             QuorumPacket::new(ptype::NEWLEADER, 0x2_0000_0000, Some(b"version=0".to_vec()))
@@ -348,11 +405,12 @@ mod tests {
                             assert_eq!(summary.nodes, 2);
                             kinds.push("END");
                         }
+                        QuorumItem::Auth { .. } => kinds.push("AUTH"),
                     }
                 }
                 assert!(input.is_empty());
             }
-            assert_eq!(kinds, ["SNAP", "END", "NEWLEADER"], "piece {piece}");
+            assert_eq!(kinds, ["AUTH", "SNAP", "END", "NEWLEADER"], "piece {piece}");
             assert_eq!(snap_bytes, &snap[..body]);
         }
     }
