@@ -321,9 +321,10 @@ impl Serialize for RecordJson<'_> {
                         m.serialize_entry("bytes", bytes)?;
                     }
                     ProblemKind::Encrypted => m.serialize_entry("kind", "encrypted")?,
-                    ProblemKind::Sasl { accepted } => {
+                    ProblemKind::Sasl { accepted, user } => {
                         m.serialize_entry("kind", "sasl")?;
                         m.serialize_entry("accepted", accepted)?;
+                        m.serialize_entry("user", user)?;
                     }
                 }
                 m.serialize_entry("what", &p.message)?;

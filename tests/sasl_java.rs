@@ -87,6 +87,7 @@ fn zkfle_follows_a_sasl_ensemble_and_a_wrong_password_is_refused() {
         e.log(2)
     );
 
+    let capture = Capture::start(&e.dir.join("sasl.pcap"));
     let n = Native::start(&e, 1, &["--jaas", good.to_str().unwrap()]);
     let leader = wait_for("zkfle FOLLOWING with SASL", Duration::from_secs(15), || {
         following(&n, 0)
@@ -157,6 +158,95 @@ fn zkfle_follows_a_sasl_ensemble_and_a_wrong_password_is_refused() {
     });
     std::thread::sleep(Duration::from_secs(2));
     assert!(!n.log()[mark..].contains("FOLLOWING"), "{}", n.log());
+    drop(n);
+
+    // The capture of all this decodes without a malformed frame: each authentication is one
+    // `sasl` record (the server's verdict, naming the learner's user), and the summary names
+    // the refusals.
+    let pcap = capture.stop();
+    let out = Command::new(ZKFLE)
+        .args(["decode", "--format", "jsonl"])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("malformed"), "{text}");
+    let verdicts: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"sasl\""))
+        .collect();
+    assert!(
+        verdicts
+            .iter()
+            .any(|l| l.contains("\"accepted\":true") && l.contains("\"user\":\"zk\"")),
+        "{text}"
+    );
+    assert!(
+        verdicts.iter().any(|l| l.contains("\"accepted\":false")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("\"type\":\"notification\""))
+    );
+    let summary = Command::new(ZKFLE)
+        .args(["decode", "--summary"])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    let summary = String::from_utf8_lossy(&summary.stdout);
+    assert!(
+        summary.contains(&format!(
+            "sid {leader} refused sid 1's quorum SASL authentication as user \"zk\""
+        )),
+        "{summary}"
+    );
+}
+
+/// tcpdump of the Java servers' election and quorum ports on loopback (other tests that start
+/// servers wait for the loopback lock).
+struct Capture {
+    child: std::process::Child,
+    path: PathBuf,
+}
+
+impl Capture {
+    fn start(path: &Path) -> Capture {
+        let err = path.with_extension("err");
+        let child = Command::new("tcpdump")
+            .args(["-i", "lo", "-s", "0", "-U", "-n", "-w"])
+            .arg(path)
+            .arg("tcp and (port 2888 or port 3888) and (host 127.0.0.2 or host 127.0.0.3)")
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .expect("tcpdump (scripts/test.sh installs it)");
+        wait_for("tcpdump listening", Duration::from_secs(10), || {
+            std::fs::read_to_string(&err)
+                .ok()?
+                .contains("listening on")
+                .then_some(())
+        });
+        Capture {
+            child,
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// Stops the capture (SIGINT: tcpdump writes what it has) and returns its file.
+    fn stop(mut self) -> PathBuf {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+        self.path.clone()
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// zkfle leads with SASL: W commits on B with zkfle's ACKs while A is down; B stops; A

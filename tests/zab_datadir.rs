@@ -157,6 +157,12 @@ fn a_long_running_voter_rolls_snapshots_purges_and_restarts() {
     std::thread::sleep(Duration::from_millis(1200));
     write_all(leader, &paths("p", 5), Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(500));
+    // The expiring session's closeSession is a txn too, and may roll a snapshot and purge:
+    // the files are examined once it has landed, not while it can remove one.
+    wait_for("the session expired", Duration::from_secs(20), || {
+        read(leader, "/n1/expires").is_none().then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(500));
 
     let v2 = data.join("version-2");
     let log = n.log();
@@ -240,10 +246,6 @@ fn a_long_running_voter_rolls_snapshots_purges_and_restarts() {
     }
 
     // zkfle's tree equals the Java follower's, both restored from their data directories.
-    wait_for("the session expired", Duration::from_secs(20), || {
-        read(leader, "/n1/expires").is_none().then_some(())
-    });
-    std::thread::sleep(Duration::from_millis(500));
     drop(n);
     let java_follower = if other != leader { other } else { 2 };
     e.run(&["stop-node", &java_follower.to_string()]);

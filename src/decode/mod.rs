@@ -213,7 +213,11 @@ pub enum ProblemKind {
     Encrypted,
     /// The server's verdict on a quorum SASL learner (`quorum.auth.enableSasl`): the one
     /// record a connection's authentication makes (the exchange's other packets make none).
-    Sasl { accepted: bool },
+    Sasl {
+        accepted: bool,
+        /// The user the learner answered as, when the capture shows its response.
+        user: Option<String>,
+    },
 }
 
 /// Streaming decoder over TCP segments.
@@ -732,21 +736,21 @@ impl State {
                         AuthStatus::Success => true,
                         AuthStatus::Error => false,
                     };
-                    let user = c
-                        .sasl_user
+                    let user = c.sasl_user.clone();
+                    let named = user
                         .as_deref()
                         .map_or(String::new(), |u| format!(" user {u:?}"));
                     let message = if accepted {
-                        format!("quorum SASL: the server accepted the learner{user}")
+                        format!("quorum SASL: the server accepted the learner{named}")
                     } else {
                         format!(
-                            "quorum SASL: the server refused the learner{user} (status ERROR: wrong password, unknown user, or a failed exchange)"
+                            "quorum SASL: the server refused the learner{named} (status ERROR: wrong password, unknown user, or a failed exchange)"
                         )
                     };
                     let body = Body::Problem(Problem {
                         severity: Severity::Warning,
                         message,
-                        kind: ProblemKind::Sasl { accepted },
+                        kind: ProblemKind::Sasl { accepted, user },
                     });
                     (body, raw)
                 }
@@ -825,7 +829,10 @@ impl State {
                     problems.push((
                         d.base + offset,
                         Severity::Warning,
-                        ProblemKind::Sasl { accepted },
+                        ProblemKind::Sasl {
+                            accepted,
+                            user: None,
+                        },
                         message,
                     ));
                 }

@@ -683,6 +683,9 @@ pub struct Summarizer {
     repeats: HashMap<(i64, i64), u32>,
     runs: Vec<((i64, i64), VoteKey, Repeats)>,
     tie_breaks: BTreeMap<(i64, i64), u32>,
+    /// Quorum SASL refusals: (server sid, learner sid) -> how many; the text of the first
+    /// (it names the learner's user when the capture shows it).
+    sasl_refused: BTreeMap<(Option<i64>, Option<i64>), (u32, Option<String>)>,
     resent: u64,
     configs: super::identity::ConfigCache,
     malformed: BTreeMap<String, u32>,
@@ -801,6 +804,19 @@ impl Summarizer {
                 self.link(r);
             }
             Body::Problem(p) => {
+                if let super::ProblemKind::Sasl {
+                    accepted: false,
+                    user,
+                } = &p.kind
+                    && (self.sasl_refused.len() < MAX_PAIRS
+                        || self.sasl_refused.contains_key(&(r.from_sid, r.to_sid)))
+                {
+                    let e = self
+                        .sasl_refused
+                        .entry((r.from_sid, r.to_sid))
+                        .or_insert_with(|| (0, user.clone()));
+                    e.0 += 1;
+                }
                 if p.severity == Severity::Error {
                     let key = match &p.kind {
                         super::ProblemKind::Malformed(e) => format!("malformed {}", e.field),
@@ -1978,6 +1994,22 @@ impl Summarizer {
                 time: None,
                 message: format!(
                     "sid {from} connected to larger sid {to} {n} time(s) and {to} dropped it (the sid tie-break: only connections initiated by the larger sid are kept; {to} dials back)"
+                ),
+            });
+        }
+        for ((server, learner), (n, user)) in &self.sasl_refused {
+            let name =
+                |sid: &Option<i64>| sid.map_or("an unknown server".into(), |s| format!("sid {s}"));
+            let user = user
+                .as_ref()
+                .map_or(String::new(), |u| format!(" as user {u:?}"));
+            self.anomalies.push(Anomaly {
+                kind: "sasl_refused",
+                time: None,
+                message: format!(
+                    "{} refused {}'s quorum SASL authentication{user} {n} time(s) (wrong password or unknown user: that learner cannot connect)",
+                    name(server),
+                    name(learner)
                 ),
             });
         }
