@@ -637,6 +637,9 @@ struct Link {
     slots: [u32; 2],
 }
 
+/// (server, learner) of a connection, as far as the capture tells.
+type SidPair = (Option<i64>, Option<i64>);
+
 /// No slot in `runs` yet.
 const NO_RUN: u32 = u32::MAX;
 
@@ -685,7 +688,7 @@ pub struct Summarizer {
     tie_breaks: BTreeMap<(i64, i64), u32>,
     /// Quorum SASL refusals: (server sid, learner sid) -> how many; the text of the first
     /// (it names the learner's user when the capture shows it).
-    sasl_refused: BTreeMap<(Option<i64>, Option<i64>), (u32, Option<String>)>,
+    sasl_refused: BTreeMap<SidPair, (u32, Option<String>)>,
     resent: u64,
     configs: super::identity::ConfigCache,
     malformed: BTreeMap<String, u32>,
