@@ -360,6 +360,11 @@ impl Node {
                                     // which bounds the epoch its LEADERINFO may announce.
                                     learner.known_epoch = vote.peer_epoch;
                                     learner.config_version = self.el.quorum().version() as i64;
+                                    // My learner type now, not at start: a reconfig may have
+                                    // promoted or demoted me. (A promoted observer that still
+                                    // sent OBSERVERINFO was an observer to the leader: its
+                                    // ACKs were never counted, docs/reconfig.md.)
+                                    learner.observer = state == ServerState::Observing;
                                     let reconfig =
                                         self.cfg.reconfig_cfg_path.clone().map(|cfg_path| {
                                             learner.reconfig = Some(ReconfigState {
