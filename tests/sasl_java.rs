@@ -318,3 +318,61 @@ fn sasl_configs_java_refuses_and_kerberos_are_refused_by_name() {
     assert!(err.contains("missing.conf"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `zkfle replay --target` against a Java server that requires quorum SASL: fixture basic3
+/// replayed into sid 1, zkfle impersonating sids 2 and 3, authenticating on the connections it
+/// opens and authenticating the server's (the replay's `--config` carries the SASL keys, the
+/// JAAS file comes with `--jaas`). The server decides as recorded.
+#[test]
+fn a_replay_authenticates_as_the_peers_it_impersonates() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "sasl-replay",
+        "1:participant,2:participant:external,3:participant:external",
+        &["--no-start"],
+    );
+    let good = jaas(&e.dir, "jaas.conf", PASSWORD);
+    std::fs::write(
+        e.dir.join("server.jvmflags"),
+        format!("-Djava.security.auth.login.config={}\n", good.display()),
+    )
+    .unwrap();
+    e.append_config(
+        "quorum.auth.enableSasl=true\nquorum.auth.learnerRequireSasl=true\nquorum.auth.serverRequireSasl=true\nfips-mode=false\n",
+    );
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/basic3/capture.pcap");
+    let child = Command::new("timeout")
+        .args(["120", ZKFLE, "replay", capture.to_str().unwrap()])
+        .args([
+            "--as",
+            "1",
+            "--target",
+            "127.0.0.1:3888",
+            "--format",
+            "json",
+        ])
+        .args(["--wait-target", "60", "--config"])
+        .arg(e.zoo_cfg())
+        .args(["--jaas", good.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    e.start_node(1);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("\"match\":true"), "{stdout}");
+    // The Java server authenticated zkfle's connections as user zk.
+    assert!(
+        e.log(1)
+            .contains("Successfully authenticated learner: authenticationID=zk"),
+        "{}",
+        e.log(1)
+    );
+}

@@ -479,3 +479,55 @@ fn bad_stores_are_refused_by_key() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `zkfle replay --target` against a Java server on quorum TLS: fixture basic3 replayed into
+/// sid 1, zkfle impersonating sids 2 and 3 over TLS in both directions (the stores and
+/// `sslQuorum` from the replay's `--config`). The server decides as recorded.
+#[test]
+fn a_replay_speaks_tls_as_the_peers_it_impersonates() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "tls-replay",
+        "1:participant,2:participant:external,3:participant:external",
+        &["--no-start"],
+    );
+    let certs = e.dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    make_stores(&certs, "quorum");
+    e.append_config(&format!(
+        "sslQuorum=true\n{}",
+        pkcs12_lines(&certs, "quorum")
+    ));
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/basic3/capture.pcap");
+    let child = Command::new("timeout")
+        .args(["120", ZKFLE, "replay", capture.to_str().unwrap()])
+        .args([
+            "--as",
+            "1",
+            "--target",
+            "127.0.0.1:3888",
+            "--format",
+            "json",
+        ])
+        .args(["--wait-target", "60", "--config"])
+        .arg(e.zoo_cfg())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    e.start_node(1);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("\"match\":true"), "{stdout}");
+    assert!(
+        e.log(1).contains("Accepted TLS connection from"),
+        "{}",
+        e.log(1)
+    );
+}

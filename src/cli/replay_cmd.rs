@@ -38,9 +38,12 @@ pub struct ReplayArgs {
     /// an initial message.
     #[arg(long = "port", value_name = "PORT")]
     pub ports: Vec<u16>,
-    /// A zoo.cfg whose members replace the config carried in the capture.
+    /// A zoo.cfg whose members replace the config carried in the capture (its quorum TLS and
+    /// SASL keys are spoken to a live `--target` too).
     #[arg(long, value_name = "ZOO_CFG")]
     pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub security: super::tls_args::TlsArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -59,14 +62,19 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         ));
     }
     let mut book = AddressBook::default();
-    let config = match &args.config {
+    let zoo_cfg = match &args.config {
         Some(path) => {
             let cfg = ZooCfg::read(path).map_err(|e| CliError::input(format!("--config {e}")))?;
             book.learn_config(&cfg.quorum);
-            Some(cfg.quorum)
+            Some(cfg)
         }
         None => None,
     };
+    let security = live::Security {
+        tls: args.security.build(zoo_cfg.as_ref())?,
+        sasl: args.security.sasl(zoo_cfg.as_ref())?,
+    };
+    let config = zoo_cfg.map(|c| c.quorum);
     let name = args.captures.join(" ");
     let options = DecodeOptions {
         ports: args.ports.clone(),
@@ -98,6 +106,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             &args.target,
             args.speed,
             std::time::Duration::from_secs_f64(args.wait_target),
+            security,
         )
         .map_err(|e| CliError::failure(format!("replay into {}: {e}", args.target)))?
     };

@@ -405,7 +405,7 @@ async fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
 
 /// Why a handshake failed.
 #[derive(Debug)]
-enum Handshake {
+pub(crate) enum Handshake {
     Io(io::Error),
     Tls(io::Error),
     Sasl(io::Error),
@@ -429,7 +429,7 @@ impl std::fmt::Display for Handshake {
 
 /// Reads the initial message (at most 2068 bytes are buffered). Returns it, the decoder
 /// positioned after it, and the bytes read past it (the start of the first frame).
-async fn read_initial(
+pub(crate) async fn read_initial(
     stream: &mut QuorumStream,
 ) -> Result<(InitialMessage, StreamDecoder, Vec<u8>), Handshake> {
     let mut dec = StreamDecoder::new(Direction::FromInitiator);

@@ -17,16 +17,23 @@
 //! target starts an election the recording does not have, or after a deadline.
 
 use std::collections::HashMap;
-use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use crate::net::manager::read_initial;
 use crate::net::probe::{self, ProbeError, ProbeOptions};
+use crate::net::sasl::{authenticate_learner, authenticate_server};
+use crate::net::tls::{wrap_incoming, wrap_outgoing};
+use crate::net::{QuorumStream, QuorumTls};
+use crate::sasl::QuorumSasl;
 use crate::wire::{
-    Direction, FrameReader, InitialMessage, Notification, ProtocolVersion, ServerState, StreamItem,
-    WireError, encode_frame,
+    Direction, InitialMessage, Notification, ProtocolVersion, ServerState, StreamDecoder,
+    StreamItem, WireError, encode_frame,
 };
 
 use super::{Decided, Recording, Report, Sent};
@@ -68,15 +75,26 @@ pub enum LiveError {
     NotLooking(&'static str),
     #[error("the target does not answer within {secs:.1} s: {source}")]
     NoAnswer { secs: f64, source: ProbeError },
+    #[error("starting the connections' runtime: {source}")]
+    Runtime { source: std::io::Error },
+}
+
+/// How the ensemble secures its election connections (`sslQuorum`, quorum SASL): the
+/// impersonated peers speak the same.
+#[derive(Clone, Default)]
+pub struct Security {
+    pub tls: Option<Arc<QuorumTls>>,
+    pub sasl: Option<Arc<QuorumSasl>>,
 }
 
 struct Shared {
     begin: Instant,
-    stop: AtomicBool,
-    /// The connection each impersonated peer sends on; `attached` is notified on every insert.
-    conns: Mutex<HashMap<i64, TcpStream>>,
+    /// The connection each impersonated peer sends on (its writer task's queue); `attached` is
+    /// notified on every insert.
+    conns: Mutex<HashMap<i64, mpsc::UnboundedSender<Vec<u8>>>>,
     attached: Condvar,
     sent: Mutex<Vec<Sent>>,
+    security: Security,
 }
 
 impl Shared {
@@ -85,8 +103,8 @@ impl Shared {
     }
 }
 
-/// The lock's data even when a reader thread panicked while holding it: the map and the list
-/// stay consistent after any single insert or push.
+/// The lock's data even when a task panicked while holding it: the map and the list stay
+/// consistent after any single insert or push.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -99,21 +117,26 @@ pub fn replay(
     target: &str,
     speed: f64,
     wait_answer: Duration,
+    security: Security,
 ) -> Result<Report, LiveError> {
     let target_addr: SocketAddr = target
         .parse()
         .map_err(|_| LiveError::BadTarget(target.to_string()))?;
+    // The connections run on their own threads; the schedule below stays plain blocking code.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|source| LiveError::Runtime { source })?;
     let shared = Arc::new(Shared {
         begin: Instant::now(),
-        stop: AtomicBool::new(false),
         conns: Mutex::new(HashMap::new()),
         attached: Condvar::new(),
         sent: Mutex::new(Vec::new()),
+        security,
     });
     let peers: Vec<i64> = rec.peers();
     let mut initials: HashMap<i64, Vec<u8>> = HashMap::new();
-    let mut threads = Vec::new();
-    let mut listening = Vec::new();
     for &p in &peers {
         let addr = rec
             .quorum
@@ -133,17 +156,14 @@ pub fn replay(
             sid: p,
             text: addr.text.clone(),
         })?;
-        let listener = TcpListener::bind(sock).map_err(|source| LiveError::Listen {
-            sid: p,
-            addr: sock,
-            source,
-        })?;
-        listening.push(sock);
-        let sh = shared.clone();
-        let sid = rec.sid;
-        threads.push(std::thread::spawn(move || {
-            accept_loop(sh, listener, p, sid)
-        }));
+        let listener =
+            rt.block_on(TcpListener::bind(sock))
+                .map_err(|source| LiveError::Listen {
+                    sid: p,
+                    addr: sock,
+                    source,
+                })?;
+        rt.spawn(accept_loop(shared.clone(), listener, p, rec.sid));
     }
     let result = drive(
         rec,
@@ -153,18 +173,11 @@ pub fn replay(
         wait_answer,
         &shared,
         &initials,
+        &rt,
     );
-    shared.stop.store(true, Ordering::SeqCst);
-    // Each accept loop blocks in accept(): one connection of ours wakes it to see `stop`.
-    for sock in listening {
-        let _ = TcpStream::connect_timeout(&sock, Duration::from_secs(1));
-    }
-    for s in lock(&shared.conns).values() {
-        let _ = s.shutdown(std::net::Shutdown::Both);
-    }
-    for t in threads {
-        let _ = t.join();
-    }
+    // Dropping the runtime ends the listeners and every connection's tasks.
+    lock(&shared.conns).clear();
+    rt.shutdown_timeout(Duration::from_secs(1));
     let replayed = result?;
     let mut sent = lock(&shared.sent).clone();
     sent.sort_by_key(|s| s.at_ms);
@@ -173,46 +186,81 @@ pub fn replay(
 
 /// Accepts the target's connections to peer `p`: kept when `p` is smaller than the target's
 /// sid (the target keeps its own connection then), read and dropped otherwise.
-fn accept_loop(sh: Arc<Shared>, listener: TcpListener, p: i64, sid: i64) {
-    for s in listener.incoming() {
-        if sh.stop.load(Ordering::SeqCst) {
-            return;
-        }
-        let Ok(s) = s else { continue };
+async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, p: i64, sid: i64) {
+    loop {
+        let Ok((tcp, peer)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
         let sh = sh.clone();
-        std::thread::spawn(move || {
-            let _ = s.set_read_timeout(Some(WAIT_INITIAL));
-            let Ok(read_half) = s.try_clone() else { return };
-            let mut frames = FrameReader::new(read_half, Direction::FromInitiator);
-            let Ok(Some(StreamItem::Initial { message, .. })) = frames.next_item() else {
+        tokio::spawn(async move {
+            let _ = tcp.set_nodelay(true);
+            let handshake = async {
+                let mut s = wrap_incoming(sh.security.tls.as_deref(), tcp, peer)
+                    .await
+                    .ok()?;
+                let (message, dec, mut leftover) = read_initial(&mut s).await.ok()?;
+                if let Some(sasl) = sh.security.sasl.as_deref() {
+                    authenticate_server(&mut s, &mut leftover, sasl)
+                        .await
+                        .ok()?;
+                }
+                Some((s, message, dec, leftover))
+            };
+            let Ok(Some((s, message, dec, leftover))) =
+                tokio::time::timeout(WAIT_INITIAL, handshake).await
+            else {
                 return;
             };
             if message.sid != sid || p > sid {
                 // The target closes its own connection to a larger sid.
                 return;
             }
-            let _ = s.set_read_timeout(None);
-            attach(&sh, p, s, frames);
+            attach(&sh, p, s, dec, leftover);
         });
     }
 }
 
-/// Makes `s` peer `p`'s connection and keeps what the target sends on it, read by `frames`.
-fn attach(sh: &Arc<Shared>, p: i64, s: TcpStream, mut frames: FrameReader<TcpStream>) {
-    if let Some(old) = lock(&sh.conns).insert(p, s) {
-        let _ = old.shutdown(std::net::Shutdown::Both);
-    }
+/// Makes `s` peer `p`'s connection: a writer task sends what `send_as` queues, a reader task
+/// keeps what the target sends, decoded by `dec` (`leftover`: bytes already read).
+fn attach(sh: &Arc<Shared>, p: i64, s: QuorumStream, mut dec: StreamDecoder, leftover: Vec<u8>) {
+    let (mut rd, mut wr) = s.into_split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    lock(&sh.conns).insert(p, tx);
     sh.attached.notify_all();
+    tokio::spawn(async move {
+        while let Some(frame) = rx.recv().await {
+            if wr.write_all(&frame).await.is_err() || wr.flush().await.is_err() {
+                return;
+            }
+        }
+    });
     let sh = sh.clone();
-    std::thread::spawn(move || {
-        while let Ok(Some(payload)) = frames.next_frame() {
-            if let Ok(n) = Notification::decode(&payload) {
-                let at_ms = sh.ms();
-                lock(&sh.sent).push(Sent {
-                    at_ms,
-                    to: p,
-                    notification: n,
-                });
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut input = leftover;
+        loop {
+            let mut rest = &input[..];
+            loop {
+                match dec.decode(&mut rest) {
+                    Ok(Some(StreamItem::Frame { payload, .. })) => {
+                        if let Ok(n) = Notification::decode(&payload) {
+                            let at_ms = sh.ms();
+                            lock(&sh.sent).push(Sent {
+                                at_ms,
+                                to: p,
+                                notification: n,
+                            });
+                        }
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(_) => return,
+                }
+            }
+            match rd.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => input = buf[..n].to_vec(),
             }
         }
     });
@@ -221,6 +269,7 @@ fn attach(sh: &Arc<Shared>, p: i64, s: TcpStream, mut frames: FrameReader<TcpStr
 /// Sends `n` to the target as peer `p`, connecting first if needed.
 fn send_as(
     sh: &Arc<Shared>,
+    rt: &tokio::runtime::Runtime,
     target: SocketAddr,
     sid: i64,
     p: i64,
@@ -229,21 +278,40 @@ fn send_as(
 ) -> Result<(), LiveError> {
     let frame = encode_frame(&n.encode()?)?;
     for _ in 0..2 {
-        if let Some(s) = lock(&sh.conns).get_mut(&p)
-            && s.write_all(&frame).is_ok()
+        if let Some(tx) = lock(&sh.conns).get(&p)
+            && tx.send(frame.clone()).is_ok()
         {
             return Ok(());
         }
         lock(&sh.conns).remove(&p);
         // Dial as p: kept by the target when p is larger; otherwise it closes and dials back.
         let connect = |source| LiveError::Connect { sid: p, source };
-        let mut s = TcpStream::connect_timeout(&target, Duration::from_secs(5)).map_err(connect)?;
-        let _ = s.set_nodelay(true);
-        s.write_all(initial).map_err(connect)?;
+        let s = rt
+            .block_on(async {
+                let tcp = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(target))
+                    .await
+                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+                let _ = tcp.set_nodelay(true);
+                let mut s = wrap_outgoing(sh.security.tls.as_deref(), tcp, target).await?;
+                s.write_all(initial).await?;
+                s.flush().await?;
+                if let Some(sasl) = sh.security.sasl.as_deref() {
+                    authenticate_learner(&mut s, sasl).await?;
+                }
+                Ok(s)
+            })
+            .map_err(connect)?;
         if p > sid {
-            let frames = FrameReader::new(s.try_clone().map_err(connect)?, Direction::FromAcceptor);
-            attach(sh, p, s, frames);
+            let _guard = rt.enter();
+            attach(
+                sh,
+                p,
+                s,
+                StreamDecoder::new(Direction::FromAcceptor),
+                Vec::new(),
+            );
         } else {
+            drop(s);
             let conns = lock(&sh.conns);
             let _ = sh
                 .attached
@@ -263,6 +331,7 @@ fn drive(
     wait_answer: Duration,
     sh: &Arc<Shared>,
     initials: &HashMap<i64, Vec<u8>>,
+    rt: &tokio::runtime::Runtime,
 ) -> Result<Vec<Decided>, LiveError> {
     // Each election's messages with their offsets from its start.
     let episodes: Vec<Vec<(u64, &super::Timed)>> = (0..rec.starts.len())
@@ -281,6 +350,8 @@ fn drive(
         .collect();
     let opts = ProbeOptions {
         timeout: Duration::from_secs(1),
+        tls: sh.security.tls.clone(),
+        sasl: sh.security.sasl.clone(),
         ..ProbeOptions::default()
     };
     // Wait for the target to answer LOOKING.
@@ -314,6 +385,7 @@ fn drive(
             }
             send_as(
                 sh,
+                rt,
                 target_addr,
                 rec.sid,
                 t.from,
