@@ -167,8 +167,7 @@ pub fn replay(
     }
     let result = drive(
         rec,
-        target,
-        target_addr,
+        (target, target_addr),
         speed,
         wait_answer,
         &shared,
@@ -325,8 +324,7 @@ fn send_as(
 /// The replay proper: schedules, probes, decisions.
 fn drive(
     rec: &Recording,
-    target: &str,
-    target_addr: SocketAddr,
+    (target, target_addr): (&str, SocketAddr),
     speed: f64,
     wait_answer: Duration,
     sh: &Arc<Shared>,
