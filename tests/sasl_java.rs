@@ -201,6 +201,24 @@ fn zkfle_follows_a_sasl_ensemble_and_a_wrong_password_is_refused() {
         )),
         "{summary}"
     );
+
+    // repro authenticates before its notification: a verdict, not a refused connection.
+    let out = Command::new(ZKFLE)
+        .args([
+            "repro",
+            "bad-config-server-id",
+            "--destructive",
+            "--format",
+            "json",
+        ])
+        .args(["--target", &format!("127.0.0.{other}:3888")])
+        .args(["--jaas", good.to_str().unwrap(), "--config"])
+        .arg(e.zoo_cfg())
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(!report.contains("\"inconclusive\""), "{report}");
+    assert!(!report.contains("SASL authentication:"), "{report}");
 }
 
 /// tcpdump of the Java servers' election and quorum ports on loopback (other tests that start

@@ -22,6 +22,7 @@ use super::{Target, Verdict};
 use crate::net::dialect::WireDialect;
 use crate::net::manager::{Manager, NetConfig};
 use crate::net::probe::{self, Answer, ProbeOptions};
+use crate::net::tls::BlockingQuorumStream;
 use crate::wire::quorum::{
     LearnerInfo, PROTOCOL_VERSION, QuorumItem, QuorumPacket, QuorumStreamDecoder, ptype,
 };
@@ -379,10 +380,33 @@ pub(super) fn zookeeper_3109(
 
 /// The quorum-port session of ZOOKEEPER-4685, blocking with time-outs.
 struct Learner {
-    s: std::net::TcpStream,
+    s: BlockingQuorumStream,
     decoder: QuorumStreamDecoder,
     /// Bytes read but not yet decoded.
     pending: Vec<u8>,
+}
+
+/// A learner's connection to a leader's quorum port, as the ensemble speaks: TLS when it
+/// says `sslQuorum`, then the quorum SASL exchange before FOLLOWERINFO.
+fn secure_learner(
+    s: std::net::TcpStream,
+    quorum: SocketAddr,
+    opts: &super::ReproOptions,
+) -> Result<BlockingQuorumStream, String> {
+    let _ = s.set_nodelay(true);
+    let _ = s.set_write_timeout(Some(opts.timeout));
+    let _ = s.set_read_timeout(Some(opts.timeout));
+    let mut s = crate::net::tls::wrap_outgoing_blocking(opts.tls.as_deref(), s, quorum)
+        .map_err(|e| format!("TLS handshake: {e}"))?;
+    if let Some(sasl) = opts.sasl.as_deref() {
+        crate::net::sasl::authenticate_learner_blocking(&mut s, sasl).map_err(|e| {
+            format!(
+                "SASL authentication: {e}{}",
+                crate::net::sasl::refused_hint(&e, sasl)
+            )
+        })?;
+    }
+    Ok(s)
 }
 
 /// The most packets zkfle reads while waiting for one (a DIFF of the leader's committed log
@@ -417,7 +441,7 @@ impl Learner {
             if left.is_zero() {
                 return Ok(None);
             }
-            let _ = self.s.set_read_timeout(Some(left));
+            let _ = self.s.tcp().set_read_timeout(Some(left));
             let mut buf = [0u8; 64 * 1024];
             match self.s.read(&mut buf) {
                 Ok(0) => return Err("the leader closed the connection".into()),
@@ -538,8 +562,13 @@ fn follow_badly(
             }
         }
     };
-    let _ = s.set_nodelay(true);
-    let _ = s.set_write_timeout(Some(opts.timeout));
+    let s = match secure_learner(s, quorum, opts) {
+        Ok(s) => s,
+        Err(e) => {
+            ev.push(format!("leader's quorum port {quorum}: {e}"));
+            return Verdict::Inconclusive;
+        }
+    };
     let mut l = Learner {
         s,
         decoder: QuorumStreamDecoder::new(),
@@ -631,7 +660,7 @@ fn follow_badly(
             break;
         }
     }
-    let _ = l.s.shutdown(std::net::Shutdown::Both);
+    let _ = l.s.tcp().shutdown(std::net::Shutdown::Both);
     match (why_left, uptodate_at) {
         (Some(why), _) => {
             ev.push(format!(
@@ -754,7 +783,13 @@ pub(super) fn zookeeper_2201(
             return Verdict::Inconclusive;
         }
     };
-    let _ = s.set_write_timeout(Some(opts.timeout));
+    let s = match secure_learner(s, quorum, opts) {
+        Ok(s) => s,
+        Err(e) => {
+            ev.push(format!("leader's quorum port {quorum}: {e}"));
+            return Verdict::Inconclusive;
+        }
+    };
     let mut l = Learner {
         s,
         decoder: QuorumStreamDecoder::new(),
@@ -800,14 +835,14 @@ pub(super) fn zookeeper_2201(
         Ok(c) => c,
         Err(e) => {
             ev.push(format!("load: {e}"));
-            let _ = l.s.shutdown(std::net::Shutdown::Both);
+            let _ = l.s.tcp().shutdown(std::net::Shutdown::Both);
             return Verdict::Inconclusive;
         }
     };
     let path = "/zkfle-2201";
     if let Err(e) = zk.create(path, b"") {
         ev.push(format!("load: creating {path} through {client}: {e}"));
-        let _ = l.s.shutdown(std::net::Shutdown::Both);
+        let _ = l.s.tcp().shutdown(std::net::Shutdown::Both);
         return Verdict::Inconclusive;
     }
     let value = vec![b'x'; LOAD_VALUE_BYTES];
@@ -820,7 +855,7 @@ pub(super) fn zookeeper_2201(
         |r| replies.push(r),
     );
     let load_secs = load_at.elapsed().as_secs_f64();
-    let unread = unread_bytes(&l.s).unwrap_or(0);
+    let unread = unread_bytes(l.s.tcp()).unwrap_or(0);
     let ok = replies.iter().filter(|r| r.err == 0).count();
     let slowest = replies.iter().map(|r| r.latency).max().unwrap_or_default();
     let mb = |n: f64| n / (1024.0 * 1024.0);
@@ -831,7 +866,7 @@ pub(super) fn zookeeper_2201(
             load_secs,
             mb(unread as f64)
         ));
-        let _ = l.s.shutdown(std::net::Shutdown::Both);
+        let _ = l.s.tcp().shutdown(std::net::Shutdown::Both);
         return Verdict::Vulnerable;
     }
     ev.push(format!(
@@ -860,13 +895,13 @@ pub(super) fn zookeeper_2201(
             small.len(),
             stopped_at.elapsed().as_secs_f64()
         ));
-        let _ = l.s.shutdown(std::net::Shutdown::Both);
+        let _ = l.s.tcp().shutdown(std::net::Shutdown::Both);
         return Verdict::Vulnerable;
     }
     // 4. Now read: does the stream end (the leader dropped zkfle) after what was queued?
     let mut drained = 0usize;
     let mut buf = vec![0u8; 256 * 1024];
-    let _ = l.s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = l.s.tcp().set_read_timeout(Some(Duration::from_secs(2)));
     let end = loop {
         use std::io::Read;
         match l.s.read(&mut buf) {
@@ -881,7 +916,7 @@ pub(super) fn zookeeper_2201(
             break "";
         }
     };
-    let _ = l.s.shutdown(std::net::Shutdown::Both);
+    let _ = l.s.tcp().shutdown(std::net::Shutdown::Both);
     let watched = stopped_at.elapsed().as_secs_f64();
     if end.is_empty() {
         ev.push(format!(

@@ -376,6 +376,17 @@ impl Conn {
             .map_err(|e| format!("sending: {e}"))
     }
 
+    /// Sends a well-formed initial message and, when the ensemble requires quorum SASL,
+    /// authenticates (as a Java learner does before its first notification).
+    fn send_initial(&mut self, bytes: &[u8], opts: &ReproOptions) -> Result<(), String> {
+        self.send(bytes)?;
+        if let Some(sasl) = opts.sasl.as_deref() {
+            crate::net::sasl::authenticate_learner_blocking(self.r.get_mut(), sasl)
+                .map_err(|e| format!("SASL authentication: {e}"))?;
+        }
+        Ok(())
+    }
+
     fn send_frame(&mut self, payload: &[u8]) -> Result<(), String> {
         let f = encode_frame(payload).map_err(|e| e.to_string())?;
         self.send(&f)
@@ -480,7 +491,7 @@ fn bad_config_server_id(
     let n = notification_with_config(config.as_bytes());
     let initial = InitialMessage::versioned(ProtocolVersion::V1, REPRO_SID, vec![c.local()]);
     let sent = c
-        .send(&initial.encode().expect("a local address encodes"))
+        .send_initial(&initial.encode().expect("a local address encodes"), opts)
         .and_then(|()| c.send_frame(&n.encode().expect("a notification encodes")));
     if let Err(e) = sent {
         ev.push(format!("trigger: {e}"));
@@ -535,7 +546,7 @@ fn zookeeper_3769(
         InitialMessage::versioned(ProtocolVersion::V1, sid, vec![c.local()])
     };
     let whole = notification_with_config(b"version=0");
-    let mut sent = c.send(&initial.encode().expect("an initial message encodes"));
+    let mut sent = c.send_initial(&initial.encode().expect("an initial message encodes"), opts);
     // 30: cut inside the peer epoch; 38: inside the version; 42: inside the config length.
     let sizes = [30usize, 38, 42];
     for len in sizes {
