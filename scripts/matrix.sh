@@ -24,6 +24,10 @@
 #   replay       every participant of the version's fixtures replays into the native target
 #                with its recorded decisions (zkfle replay --as SID; --config for 3.4)
 #   probe        zkfle probe reports each server's state and leader (tests/versions.rs)
+#   TLS          zkfle follows an sslQuorum=true ensemble of the version and is counted, and a
+#                foreign certificate is refused (tests/tls_java.rs, ZK_JARS; TLS came in 3.5.5)
+#   SASL         zkfle follows a quorum SASL (DIGEST-MD5) ensemble of the version and is
+#                counted, a wrong password is refused, the capture decodes (tests/sasl_java.rs)
 # A second table: each `zkfle repro` against each version (tests/repro_java.rs, two
 # ensembles per version): vulnerable / not_vulnerable / inconclusive, or FAIL when the verdict
 # differs from the matrix in src/repro/matrix.rs (docs/repro.md); one more row,
@@ -78,7 +82,7 @@ done
 export ZKFLE_SKIP_VERSIONS=$SKIP_VERSIONS
 
 echo "== building the tests" >&2
-if ! cargo test --no-run --test versions --test decode_fixtures --test repro_java >"$LOGS/build.log" 2>&1; then
+if ! cargo test --no-run --test versions --test decode_fixtures --test repro_java --test tls_java --test sasl_java >"$LOGS/build.log" 2>&1; then
   tail -n 30 "$LOGS/build.log" >&2
   echo "matrix.sh: the tests do not build" >&2
   exit 1
@@ -145,6 +149,26 @@ replay_cell() {
   fi
 }
 
+# TLS and SASL: each version's servers with quorum TLS and with quorum SASL, zkfle following.
+security_cells() {
+  local v=$1 jars=""
+  if [[ "${CELL[$v,fetch]}" == skipped* ]]; then
+    CELL[$v,tls]="skipped: ZooKeeper $v not on this machine"
+    CELL[$v,sasl]="skipped: ZooKeeper $v not on this machine"
+    return
+  fi
+  # 3.8.0 is Debian's package: no ZK_JARS.
+  [ "$v" = 3.8.0 ] || jars=$("$HERE/zk-fetch.sh" --cached "$v" 2>/dev/null | tail -n1)
+  if [[ "$v" == 3.4.* ]]; then
+    CELL[$v,tls]="skipped: quorum TLS came in 3.5.5"
+  else
+    ZK_JARS=$jars run_cell "$v,tls" "tls-$v" --test tls_java \
+      zkfle_follows_a_tls_ensemble_and_a_foreign_certificate_is_refused
+  fi
+  ZK_JARS=$jars run_cell "$v,sasl" "sasl-$v" --test sasl_java \
+    zkfle_follows_a_sasl_ensemble_and_a_wrong_password_is_refused
+}
+
 for v in $VERSIONS; do
   m=$(mod_of "$v")
   # decode: only if a fixture of that version exists
@@ -170,6 +194,7 @@ for v in $VERSIONS; do
   else
     run_cell "$v,probe" "probe-$v" --test versions "$m::probe"
   fi
+  security_cells "$v"
 done
 
 # repros: one test per version; its VERDICT lines fill the second table.
@@ -218,16 +243,20 @@ for pair in "3.4.14+3.8.0" "3.6.3+3.9.5"; do
   done
   replay_cell "$pair"
   CELL[$pair,probe]="-"
+  CELL[$pair,tls]="-"
+  CELL[$pair,sasl]="-"
 done
 
 # ---------------------------------------------------------------- table
-COLS="fetch decode join_late join_from_start accepts_current_form accepts_legacy_form replay probe"
+COLS="fetch decode join_late join_from_start accepts_current_form accepts_legacy_form replay probe tls sasl"
 title() {
   case "$1" in
     join_late) echo "join late" ;;
     join_from_start) echo "join start" ;;
     accepts_current_form) echo "3.5+ form" ;;
     accepts_legacy_form) echo "3.4 form" ;;
+    tls) echo "TLS" ;;
+    sasl) echo "SASL" ;;
     *) echo "$1" ;;
   esac
 }

@@ -531,3 +531,83 @@ fn a_replay_speaks_tls_as_the_peers_it_impersonates() {
         e.log(1)
     );
 }
+
+/// A rolling switch of a running ensemble to TLS, as ZooKeeper's admin guide describes it
+/// (portUnification on everywhere, then sslQuorum, then portUnification off), one server at a
+/// time, zkfle voting throughout: while each Java server is down for its restart, writes commit
+/// only with zkfle's ACKs, so every phase proves zkfle speaks what its peers accept.
+#[test]
+fn a_rolling_switch_to_tls_with_zkfle_voting_throughout() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "tls-rolling",
+        "1:participant:external,2:participant,3:participant",
+        &["--tick", "200", "--no-start"],
+    );
+    let certs = e.dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    make_stores(&certs, "quorum");
+    e.start_node(2);
+    e.start_node(3);
+    e.run(&["wait-stable", "--timeout", "30"]);
+    let zcfg = zkfle_cfg(&e, "zkfle-rolling.cfg", "");
+    let (mut n, _) = restart(&e, &zcfg);
+    wait_for("zkfle synced in plaintext", Duration::from_secs(15), || {
+        n.log().contains("synced with leader").then_some(())
+    });
+    let append = |path: &Path, lines: &str| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+        f.write_all(lines.as_bytes()).unwrap();
+    };
+    let phases = [
+        (
+            "portUnification",
+            format!("portUnification=true\n{}", pkcs12_lines(&certs, "quorum")),
+        ),
+        ("sslQuorum", "sslQuorum=true\n".to_string()),
+        ("TLS only", "portUnification=false\n".to_string()),
+    ];
+    for (phase, lines) in &phases {
+        for sid in [2i64, 3] {
+            let other = 5 - sid;
+            e.run(&["stop-node", &sid.to_string()]);
+            // Server `other` and zkfle are the quorum now.
+            write_all(
+                other,
+                &paths(&format!("{}{sid}", phase.replace(' ', "")), 3),
+                Duration::from_secs(20),
+            );
+            append(&e.dir.join(format!("{sid}/zoo.cfg")), lines);
+            e.run(&["start-node", &sid.to_string()]);
+            e.run(&["wait-stable", "--timeout", "30"]);
+        }
+        append(&zcfg, lines);
+        drop(n);
+        write_all(
+            2,
+            &paths(&format!("{}z", phase.replace(' ', "")), 3),
+            Duration::from_secs(20),
+        );
+        let (again, mark) = restart(&e, &zcfg);
+        n = again;
+        wait_for(
+            &format!("zkfle synced after {phase}"),
+            Duration::from_secs(20),
+            || n.log()[mark..].contains("synced with leader").then_some(()),
+        );
+    }
+    // The end state: TLS only, and zkfle's connections were TLS.
+    assert!(e.log(2).contains("Creating TLS-only quorum server socket"));
+    let leader = wait_for("a leader", Duration::from_secs(10), || e.leader(&[2, 3]));
+    let tls_from_zkfle = e
+        .log(leader)
+        .lines()
+        .filter(|l| l.contains("Accepted TLS connection from /127.0.0.1"))
+        .count();
+    assert!(tls_from_zkfle >= 1, "{}", e.log(leader));
+    let other = 5 - leader;
+    e.run(&["stop-node", &other.to_string()]);
+    write_all(leader, &paths("final", 3), Duration::from_secs(20));
+    assert_eq!(read(leader, "/final2").as_deref(), Some(&b"/final2"[..]));
+}
