@@ -34,6 +34,15 @@ fn run(dir: &Path, program: &str, args: &[&str]) {
 /// certificate, PEM key store), `name.p12` (PKCS12 key store) and `name-trust.p12` (PKCS12
 /// trust store made by keytool, as Java needs).
 fn make_stores(dir: &Path, name: &str) {
+    make_stores_for(
+        dir,
+        name,
+        "IP:127.0.0.1,IP:127.0.0.2,IP:127.0.0.3,IP:127.0.0.4,DNS:localhost",
+    );
+}
+
+/// [`make_stores`] with the certificate's subjectAltName `san`.
+fn make_stores_for(dir: &Path, name: &str, san: &str) {
     let ca = format!("{name}-ca");
     run(
         dir,
@@ -57,7 +66,7 @@ fn make_stores(dir: &Path, name: &str) {
     let ext = dir.join(format!("{name}.ext"));
     std::fs::write(
         &ext,
-        "subjectAltName=IP:127.0.0.1,IP:127.0.0.2,IP:127.0.0.3,IP:127.0.0.4,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n",
+        format!("subjectAltName={san}\nextendedKeyUsage=serverAuth,clientAuth\n"),
     )
     .unwrap();
     run(
@@ -610,4 +619,75 @@ fn a_rolling_switch_to_tls_with_zkfle_voting_throughout() {
     e.run(&["stop-node", &other.to_string()]);
     write_all(leader, &paths("final", 3), Duration::from_secs(20));
     assert_eq!(read(leader, "/final2").as_deref(), Some(&b"/final2"[..]));
+}
+
+/// Certificates that name a host, not the address: Java then checks the name the address
+/// resolves to (ZKTrustManager's reverse-DNS fallback), and so does zkfle, in both
+/// directions. The certificate names 127.0.0.2-4 and `localhost` but not 127.0.0.1, where Java
+/// server 1 listens and whence every loopback connection comes: zkfle's connection to server
+/// 1 and the Java servers' connections to zkfle pass only through `localhost`.
+#[test]
+fn certificates_naming_hosts_are_checked_by_reverse_dns() {
+    let _l = lock_loopback();
+    assert_eq!(
+        dns_lookup_localhost(),
+        "localhost",
+        "this test needs 127.0.0.1 to resolve to localhost (/etc/hosts)"
+    );
+    let e = Ensemble::start(
+        "tls-dns",
+        "1:participant,2:participant,3:participant,4:participant:external",
+        &["--tick", "200", "--no-start"],
+    );
+    let certs = e.dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    make_stores_for(
+        &certs,
+        "quorum",
+        "IP:127.0.0.2,IP:127.0.0.3,IP:127.0.0.4,DNS:localhost",
+    );
+    e.append_config(&format!(
+        "sslQuorum=true\n{}",
+        pkcs12_lines(&certs, "quorum")
+    ));
+    for sid in 1..=3 {
+        e.start_node(sid);
+    }
+    e.run(&["wait-stable", "--timeout", "30"]);
+    let n = Native::start(&e, 4, &[]);
+    wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
+        following(&n, 0)
+    });
+    wait_for("zkfle synced", Duration::from_secs(10), || {
+        n.log().contains("synced with leader").then_some(())
+    });
+    // zkfle reached server 1 (127.0.0.1, named only as localhost) and took the Java servers'
+    // connections (from 127.0.0.1) without a certificate error.
+    std::thread::sleep(Duration::from_secs(1));
+    let log = n.log();
+    assert!(!log.contains("Cannot open secure channel"), "{log}");
+    assert!(!log.contains("certificate"), "{log}");
+    let probe = Command::new(ZKFLE)
+        .args(["probe", "127.0.0.1:3888", "--tls-config"])
+        .arg(e.zoo_cfg())
+        .output()
+        .unwrap();
+    assert!(
+        probe.status.success(),
+        "{}",
+        String::from_utf8_lossy(&probe.stderr)
+    );
+}
+
+/// What 127.0.0.1 resolves to here.
+fn dns_lookup_localhost() -> String {
+    let out = Command::new("getent")
+        .args(["hosts", "127.0.0.1"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("")
+        .to_string()
 }

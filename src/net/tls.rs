@@ -56,6 +56,10 @@ const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 pub struct QuorumTls {
     client: Arc<rustls::ClientConfig>,
     server: Arc<rustls::ServerConfig>,
+    /// Peers' reverse-DNS names, for certificates that name hosts rather than addresses.
+    names: Arc<ReverseNames>,
+    /// `ssl.quorum.hostnameVerification`.
+    hostname_verification: bool,
     /// `ssl.quorum.hostnameVerification`: also check a client's certificate against the
     /// address it connects from, as Java's `ZKTrustManager.checkClientTrusted` does.
     verify_client_address: bool,
@@ -345,7 +349,9 @@ impl QuorumTls {
         let versions = protocol_versions(opts)?;
         let provider = Arc::new(cipher_suites(opts)?);
 
+        let names = Arc::new(ReverseNames::default());
         let server_verifier = Arc::new(QuorumServerVerifier {
+            names: names.clone(),
             inner: rustls::client::WebPkiServerVerifier::builder_with_provider(
                 roots.clone(),
                 provider.clone(),
@@ -387,6 +393,8 @@ impl QuorumTls {
         Ok(QuorumTls {
             client: Arc::new(client),
             server: Arc::new(server),
+            names,
+            hostname_verification,
             verify_client_address: hostname_verification && client_auth != ClientAuth::None,
             connect_with_tls,
             accept_plaintext,
@@ -398,6 +406,10 @@ impl QuorumTls {
     pub async fn connect(&self, tcp: TcpStream, peer: SocketAddr) -> io::Result<QuorumStream> {
         if !self.connect_with_tls {
             return Ok(QuorumStream::Plain(tcp));
+        }
+        if self.hostname_verification {
+            // Looked up before the handshake, whose certificate check cannot wait for it.
+            self.names.lookup(peer.ip()).await;
         }
         let connector = tokio_rustls::TlsConnector::from(self.client.clone());
         let name = ServerName::IpAddress(peer.ip().into());
@@ -426,7 +438,14 @@ impl QuorumTls {
         if self.verify_client_address
             && let Some(cert) = tls.get_ref().1.peer_certificates().and_then(|c| c.first())
         {
-            check_address(cert, peer.ip()).map_err(|e| {
+            let by_name = match check_address(cert, peer.ip()) {
+                Ok(()) => Ok(()),
+                Err(e) => match self.names.lookup(peer.ip()).await {
+                    Some(host) => check_host(cert, &host).map_err(|_| e),
+                    None => Err(e),
+                },
+            };
+            by_name.map_err(|e| {
                 io::Error::new(
                     io::ErrorKind::PermissionDenied,
                     format!(
@@ -465,6 +484,81 @@ fn check_address(cert: &CertificateDer<'_>, ip: IpAddr) -> Result<(), String> {
     let ee = webpki::EndEntityCert::try_from(cert).map_err(|e| format!("{e:?}"))?;
     ee.verify_is_valid_for_subject_name(&ServerName::IpAddress(ip.into()))
         .map_err(|e| format!("{e:?}"))
+}
+
+/// Whether `cert` names the host `host`.
+fn check_host(cert: &CertificateDer<'_>, host: &str) -> Result<(), String> {
+    let ee = webpki::EndEntityCert::try_from(cert).map_err(|e| format!("{e:?}"))?;
+    let name = ServerName::try_from(host.to_string()).map_err(|e| format!("{e:?}"))?;
+    ee.verify_is_valid_for_subject_name(&name)
+        .map_err(|e| format!("{e:?}"))
+}
+
+/// Peers' reverse-DNS names, as Java's `ZKTrustManager` falls back to them: a certificate
+/// that does not name the peer's address is checked against the name its address resolves
+/// to (`InetAddress.getHostName`). Bounded; a failed lookup is remembered too.
+#[derive(Debug, Default)]
+struct ReverseNames(std::sync::Mutex<std::collections::HashMap<IpAddr, Option<String>>>);
+
+/// Entries kept before the cache starts afresh.
+const MAX_REVERSE_NAMES: usize = 1024;
+/// A lookup that takes longer counts as failed (it goes on in the background).
+const REVERSE_LOOKUP_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl ReverseNames {
+    fn cached(&self, ip: IpAddr) -> Option<Option<String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&ip)
+            .cloned()
+    }
+
+    fn remember(&self, ip: IpAddr, name: Option<String>) {
+        let mut m = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if m.len() >= MAX_REVERSE_NAMES {
+            m.clear();
+        }
+        m.insert(ip, name);
+    }
+
+    /// The name `ip` resolves to, looked up off the runtime's threads, at most once per
+    /// address.
+    async fn lookup(&self, ip: IpAddr) -> Option<String> {
+        if let Some(known) = self.cached(ip) {
+            return known;
+        }
+        let found = tokio::time::timeout(
+            REVERSE_LOOKUP_LIMIT,
+            tokio::task::spawn_blocking(move || reverse_name(ip)),
+        )
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .flatten();
+        self.remember(ip, found.clone());
+        found
+    }
+
+    /// [`ReverseNames::lookup`], blocking.
+    fn lookup_blocking(&self, ip: IpAddr) -> Option<String> {
+        if let Some(known) = self.cached(ip) {
+            return known;
+        }
+        let found = reverse_name(ip);
+        self.remember(ip, found.clone());
+        found
+    }
+}
+
+/// `ip`'s name by reverse DNS (or the hosts file); `None` when it has none.
+fn reverse_name(ip: IpAddr) -> Option<String> {
+    let name = dns_lookup::lookup_addr(&ip).ok()?;
+    // getnameinfo answers with the address itself when there is no name.
+    (name.parse::<IpAddr>().is_err()).then_some(name)
 }
 
 /// rustls's protocol versions for `ssl.quorum.enabledProtocols`, else `ssl.quorum.protocol`
@@ -532,6 +626,8 @@ fn cipher_suites(opts: &TlsOptions<'_>) -> Result<CryptoProvider, String> {
 struct QuorumServerVerifier {
     inner: Arc<rustls::client::WebPkiServerVerifier>,
     hostname_verification: bool,
+    /// Filled before each handshake (`QuorumTls::connect`).
+    names: Arc<ReverseNames>,
 }
 
 impl ServerCertVerifier for QuorumServerVerifier {
@@ -553,6 +649,21 @@ impl ServerCertVerifier for QuorumServerVerifier {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) if !self.hostname_verification => Ok(ServerCertVerified::assertion()),
+            // As Java: failing the address, the name the address resolves to.
+            Err(
+                e @ rustls::Error::InvalidCertificate(
+                    CertificateError::NotValidForName
+                    | CertificateError::NotValidForNameContext { .. },
+                ),
+            ) => match server_name {
+                ServerName::IpAddress(ip) => match self.names.cached(IpAddr::from(*ip)).flatten() {
+                    Some(host) if check_host(end_entity, &host).is_ok() => {
+                        Ok(ServerCertVerified::assertion())
+                    }
+                    _ => Err(e),
+                },
+                _ => Err(e),
+            },
             r => r,
         }
     }
@@ -784,6 +895,9 @@ pub fn wrap_outgoing_blocking(
     let Some(t) = tls.filter(|t| t.connect_with_tls) else {
         return Ok(BlockingQuorumStream::Plain(tcp));
     };
+    if t.hostname_verification {
+        t.names.lookup_blocking(peer.ip());
+    }
     let name = ServerName::IpAddress(peer.ip().into());
     let mut conn = rustls::ClientConnection::new(t.client.clone(), name)
         .map_err(|e| explain(io::Error::other(e), "server"))?;
