@@ -19,12 +19,10 @@ const RECONFIG_KEYS: &str = "reconfigEnabled=true\nskipACL=yes\n";
 
 /// Three Java servers running with [`RECONFIG_KEYS`], elected, and the directory and zoo.cfg
 /// of zkfle sid 4: the ensemble as its zoo.cfg lists it, plus zkfle itself as `role`.
-fn reconfig_ensemble(name: &str, role: &str) -> (Ensemble, PathBuf, PathBuf) {
-    let e = Ensemble::start(
-        name,
-        "1:participant,2:participant,3:participant",
-        &["--tick", "200", "--no-start"],
-    );
+fn reconfig_ensemble(name: &str, role: &str, extra: &[&str]) -> (Ensemble, PathBuf, PathBuf) {
+    let mut args = vec!["--tick", "200", "--no-start"];
+    args.extend_from_slice(extra);
+    let e = Ensemble::start(name, "1:participant,2:participant,3:participant", &args);
     for sid in 1..=3 {
         let p = e.dir.join(format!("{sid}/zoo.cfg"));
         let text = std::fs::read_to_string(&p).unwrap();
@@ -53,7 +51,7 @@ fn reconfig_ensemble(name: &str, role: &str) -> (Ensemble, PathBuf, PathBuf) {
 fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
     let _l = lock_loopback();
     let t0 = std::time::Instant::now();
-    let (e, zdir, cfg) = reconfig_ensemble("reconfig", "participant");
+    let (e, zdir, cfg) = reconfig_ensemble("reconfig", "participant", &[]);
     let n = Native::start_in(&zdir, &cfg, 4, &[]);
     let t_join = std::time::Instant::now();
     // Not yet a member of the ensemble's config: zkfle takes it (version 0x1<epoch>00000000)
@@ -172,6 +170,67 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
     );
 }
 
+/// Whether a create of `path` through `sid` commits within `wait`.
+fn commits_within(sid: i64, path: &str, wait: Duration) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < wait {
+        if let Ok(mut zk) = Zk::connect(&client(sid))
+            && zk.create(path, b"v").ok() == Some(0)
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    false
+}
+
+/// Removed from the config, zkfle stays what Java's docs call a non-voting follower: it keeps
+/// its Zab session (it still sees and ACKs proposals) and its config file drops it, but it is
+/// counted in no quorum: with both Java followers stopped, nothing commits on the leader.
+#[test]
+fn zkfle_removed_from_the_config_stays_a_non_voting_follower() {
+    let _l = lock_loopback();
+    let (e, zdir, cfg) = reconfig_ensemble("reconfig-self", "participant", &[]);
+    let n = Native::start_in(&zdir, &cfg, 4, &[]);
+    let leader = wait_for("zkfle follows", Duration::from_secs(20), || {
+        following(&n, 0).filter(|_| n.log().contains("synced with leader"))
+    });
+    reconfig(
+        leader,
+        Some("server.4=127.0.0.4:2888:3888:participant;127.0.0.4:2181"),
+        None,
+        Duration::from_secs(20),
+    );
+    wait_for("zkfle activates the add", Duration::from_secs(10), || {
+        n.log().contains("reconfig: config").then_some(())
+    });
+    let text = reconfig(leader, None, Some("4"), Duration::from_secs(20));
+    assert!(!text.contains("server.4="), "{text}");
+    wait_for(
+        "zkfle activates its removal",
+        Duration::from_secs(10),
+        || (count(&n.log(), "reconfig: config") >= 2).then_some(()),
+    );
+    // Still following, in the same session, and its files say it is no member.
+    write_all(leader, &paths("r", 3), Duration::from_secs(10));
+    assert!(!n.log().contains("follow session ended"), "{}", n.log());
+    let zoo = std::fs::read_to_string(&cfg).unwrap();
+    let dynamic = zoo
+        .lines()
+        .find_map(|l| l.strip_prefix("dynamicConfigFile="))
+        .unwrap()
+        .to_string();
+    let members = std::fs::read_to_string(&dynamic).unwrap();
+    assert!(!members.contains("server.4="), "{members}");
+    for s in (1..=3).filter(|s| *s != leader) {
+        e.run(&["stop-node", &s.to_string()]);
+    }
+    assert!(
+        !commits_within(leader, "/after-removal", Duration::from_secs(4)),
+        "a removed member's ACK made a quorum"
+    );
+}
+
 /// zkfle added as an observer by `reconfig` (a role change: its session ends and it observes):
 /// it syncs with OBSERVERINFO and logs the leader's INFORMs (TxnLogToolkit reads them);
 /// `reconfig` then promotes it (a role change again) and it follows as a participant.
@@ -179,7 +238,7 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
 fn zkfle_added_as_observer_then_promoted() {
     let _l = lock_loopback();
     let t0 = std::time::Instant::now();
-    let (e, zdir, cfg) = reconfig_ensemble("reconfig-obs", "observer");
+    let (e, zdir, cfg) = reconfig_ensemble("reconfig-obs", "observer", &[]);
     let n = Native::start_in(&zdir, &cfg, 4, &[]);
     let leader = wait_for("zkfle follows", Duration::from_secs(20), || {
         following(&n, 0).filter(|_| n.log().contains("synced with leader"))
@@ -256,8 +315,110 @@ fn zkfle_added_as_observer_then_promoted() {
     e.run(&["stop-node", &other.to_string()]);
     write_all(leader, &paths("x", 3), Duration::from_secs(15));
     assert_eq!(read(leader, "/x2").as_deref(), Some(&b"/x2"[..]));
+    e.run(&["start-node", &other.to_string()]);
+    write_all(leader, &paths("y", 3), Duration::from_secs(15));
+
+    // Demoted back: a role change again, zkfle observes, and is not counted: with both Java
+    // followers stopped the leader has 1 of 3 voters, and nothing commits.
+    let ev = n.events().len();
+    reconfig(
+        leader,
+        Some("server.4=127.0.0.4:2888:3888:observer;127.0.0.4:2181"),
+        None,
+        Duration::from_secs(20),
+    );
+    wait_for("zkfle observes again", Duration::from_secs(20), || {
+        n.events()
+            .get(ev..)?
+            .iter()
+            .rev()
+            .find(|v| v["state"] != "LOOKING")
+            .filter(|v| v["state"] == "OBSERVING")
+            .map(|_| ())
+    });
+    wait_for(
+        "zkfle synced as an observer again",
+        Duration::from_secs(10),
+        || (count(&n.log(), "synced with leader") >= 4).then_some(()),
+    );
+    for s in (1..=3).filter(|s| *s != leader) {
+        e.run(&["stop-node", &s.to_string()]);
+    }
+    assert!(
+        !commits_within(leader, "/z", Duration::from_secs(4)),
+        "an observer's ACK made a quorum"
+    );
     eprintln!(
         "observer test: {:?} (after the loopback lock)",
         t0.elapsed()
     );
+}
+
+/// kill -9 of zkfle between a reconfig's PROPOSAL and its COMMITANDACTIVATE: zkfle (a voter of
+/// {L, J1, J2, 4}) has logged and acknowledged `reconfig -remove J2` while J1, stopped with
+/// SIGSTOP, holds the commit back; zkfle is killed, J1 resumes and the reconfig commits
+/// without zkfle. Restarted, zkfle comes back from its disk (the proposed config as the last
+/// seen), syncs, and runs under the committed config {L, J1, 4}: with J1 stopped, writes commit
+/// on the leader's and zkfle's ACKs.
+#[test]
+fn zkfle_killed_between_a_reconfig_proposal_and_its_commit() {
+    let _l = lock_loopback();
+    // syncLimit 30 ticks (6 s): the leader keeps the stopped J1 while zkfle is killed.
+    let (e, zdir, cfg) = reconfig_ensemble("reconfig-kill", "participant", &["--sync-limit", "30"]);
+    let n = Native::start_in(&zdir, &cfg, 4, &[]);
+    let leader = wait_for("zkfle follows", Duration::from_secs(20), || {
+        following(&n, 0).filter(|_| n.log().contains("synced with leader"))
+    });
+    reconfig(
+        leader,
+        Some("server.4=127.0.0.4:2888:3888:participant;127.0.0.4:2181"),
+        None,
+        Duration::from_secs(20),
+    );
+    wait_for("zkfle activates the add", Duration::from_secs(10), || {
+        n.log().contains("reconfig: config").then_some(())
+    });
+    let mut java = (1..=3).filter(|s| *s != leader);
+    let (j1, j2) = (java.next().unwrap(), java.next().unwrap());
+    e.run(&["stop-node", &j2.to_string()]);
+    write_all(leader, &paths("k", 3), Duration::from_secs(10));
+    let next = zkfle::zoocfg::next_config_path(&cfg);
+    let _ = std::fs::remove_file(&next);
+
+    // The client's session first: creating it is a proposal too, which J1's silence would hold.
+    let mut zk = Zk::connect(&client(leader)).unwrap();
+    e.signal(j1, "-STOP");
+    let remove = std::thread::spawn(move || zk.reconfig(None, Some(&j2.to_string())));
+    // zkfle has the proposal on disk: the config last seen proposed.
+    wait_for("zkfle logs the proposal", Duration::from_secs(5), || {
+        std::fs::read_to_string(&next)
+            .ok()
+            .filter(|t| t.contains("version=") && !t.contains(&format!("server.{j2}=")))
+            .map(|_| ())
+    });
+    n.kill();
+    e.signal(j1, "-CONT");
+    let (err, text) = remove.join().unwrap().unwrap();
+    assert_eq!(err, 0, "reconfig -remove {j2}");
+    assert!(!text.contains(&format!("server.{j2}=")), "{text}");
+
+    let n = Native::start_in(&zdir, &cfg, 4, &[]);
+    wait_for("zkfle follows again", Duration::from_secs(20), || {
+        following(&n, 0).filter(|_| n.log().contains("synced with leader"))
+    });
+    wait_for(
+        "zkfle runs under the committed config",
+        Duration::from_secs(10),
+        || {
+            let zoo = std::fs::read_to_string(&cfg).ok()?;
+            let dynamic = zoo
+                .lines()
+                .find_map(|l| l.strip_prefix("dynamicConfigFile="))?;
+            let members = std::fs::read_to_string(dynamic).ok()?;
+            (!members.contains(&format!("server.{j2}="))).then_some(())
+        },
+    );
+    e.run(&["stop-node", &j1.to_string()]);
+    write_all(leader, &paths("after", 3), Duration::from_secs(15));
+    assert_eq!(read(leader, "/after2").as_deref(), Some(&b"/after2"[..]));
 }
