@@ -52,6 +52,10 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
     let _l = lock_loopback();
     let t0 = std::time::Instant::now();
     let (e, zdir, cfg) = reconfig_ensemble("reconfig", "participant", &[]);
+    let capture = Capture::start(
+        &e.dir.join("reconfig.pcap"),
+        "127.0.0.1 or host 127.0.0.2 or host 127.0.0.3 or host 127.0.0.4",
+    );
     let n = Native::start_in(&zdir, &cfg, 4, &[]);
     let t_join = std::time::Instant::now();
     // Not yet a member of the ensemble's config: zkfle takes it (version 0x1<epoch>00000000)
@@ -167,6 +171,56 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
     eprintln!(
         "ensemble to end: {:?} (after the loopback lock)",
         t0.elapsed()
+    );
+
+    // The capture tells the membership story: the add, the removal, and the election after the
+    // leader's restart counted under the last config.
+    let pcap = capture.stop();
+    let out = std::process::Command::new(ZKFLE)
+        .args(["decode", "--summary", "--format", "jsonl"])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary: serde_json::Value = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .unwrap_or_else(|| panic!("{text}"));
+    let configs = summary["configs"].as_array().unwrap();
+    let added = configs
+        .iter()
+        .find(|c| c["added"] == serde_json::json!([4]));
+    let removal = configs
+        .iter()
+        .find(|c| c["removed"] == serde_json::json!([removed]))
+        .unwrap_or_else(|| panic!("{configs:?}"));
+    assert!(added.is_some(), "{configs:?}");
+    let mut voters = vec![kept, leader, 4];
+    voters.sort();
+    assert_eq!(removal["voters"], serde_json::json!(voters));
+    let last = removal["version"].as_u64().unwrap();
+    let after_restart = summary["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|r| r["kind"] == "election")
+        .unwrap();
+    assert_eq!(
+        after_restart["config_version"].as_u64(),
+        Some(last),
+        "{after_restart}"
+    );
+    let human = std::process::Command::new(ZKFLE)
+        .args(["decode", "--summary"])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    let human = String::from_utf8_lossy(&human.stdout);
+    assert!(human.contains(&format!("removed {removed}")), "{human}");
+    assert!(
+        human.contains(&format!("counted under config {last:#x}")),
+        "{human}"
     );
 }
 

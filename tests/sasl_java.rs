@@ -87,7 +87,7 @@ fn zkfle_follows_a_sasl_ensemble_and_a_wrong_password_is_refused() {
         e.log(2)
     );
 
-    let capture = Capture::start(&e.dir.join("sasl.pcap"));
+    let capture = Capture::start(&e.dir.join("sasl.pcap"), "127.0.0.2 or host 127.0.0.3");
     let n = Native::start(&e, 1, &["--jaas", good.to_str().unwrap()]);
     let leader = wait_for("zkfle FOLLOWING with SASL", Duration::from_secs(15), || {
         following(&n, 0)
@@ -222,52 +222,6 @@ fn zkfle_follows_a_sasl_ensemble_and_a_wrong_password_is_refused() {
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(!report.contains("\"inconclusive\""), "{report}");
     assert!(!report.contains("SASL authentication:"), "{report}");
-}
-
-/// tcpdump of the Java servers' election and quorum ports on loopback (other tests that start
-/// servers wait for the loopback lock).
-struct Capture {
-    child: std::process::Child,
-    path: PathBuf,
-}
-
-impl Capture {
-    fn start(path: &Path) -> Capture {
-        let err = path.with_extension("err");
-        let child = Command::new("tcpdump")
-            .args(["-i", "lo", "-s", "0", "-U", "-n", "-w"])
-            .arg(path)
-            .arg("tcp and (port 2888 or port 3888) and (host 127.0.0.2 or host 127.0.0.3)")
-            .stderr(std::fs::File::create(&err).unwrap())
-            .spawn()
-            .expect("tcpdump (scripts/test.sh installs it)");
-        wait_for("tcpdump listening", Duration::from_secs(10), || {
-            std::fs::read_to_string(&err)
-                .ok()?
-                .contains("listening on")
-                .then_some(())
-        });
-        Capture {
-            child,
-            path: path.to_path_buf(),
-        }
-    }
-
-    /// Stops the capture (SIGINT: tcpdump writes what it has) and returns its file.
-    fn stop(mut self) -> PathBuf {
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-        self.path.clone()
-    }
-}
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// zkfle leads with SASL: W commits on B with zkfle's ACKs while A is down; B stops; A

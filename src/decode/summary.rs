@@ -29,6 +29,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::FxHashSet as HashSet;
 use serde_json::{Value, json};
 
 use super::{Body, Record, Severity};
@@ -254,6 +255,21 @@ pub struct Round {
     pub still_looking: Vec<StillLooking>,
     /// For a rejoin: its leader was already being replaced, so the decision was stale.
     pub stale: Option<StaleRejoin>,
+    /// The config version in force when it began (the newest the capture had shown by then),
+    /// when the notifications carry configs.
+    pub config_version: Option<u64>,
+}
+
+/// A config the capture showed first at `time`, newer than every one before it (a
+/// `reconfig`); the first config seen is one too, with nothing added or removed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ConfigChange {
+    pub time: f64,
+    pub version: u64,
+    pub voters: Vec<i64>,
+    pub observers: Vec<i64>,
+    pub added: Vec<i64>,
+    pub removed: Vec<i64>,
 }
 
 /// A rejoin whose leader an election was already replacing when the server decided: Java's
@@ -291,6 +307,8 @@ pub struct Summary {
     /// When the servers shut down: every election connection had closed by the end of the
     /// capture, from this time on (the first close after the last message).
     pub shutdown: Option<f64>,
+    /// The configs the notifications carried, each newer than the last.
+    pub configs: Vec<ConfigChange>,
 }
 
 /// Votes a server holds from voters (Java's `recvset`), counted the way Java's vote tracker
@@ -637,6 +655,9 @@ struct Link {
     slots: [u32; 2],
 }
 
+/// Config changes kept; later ones are counted in the last.
+const MAX_CONFIG_CHANGES: usize = 256;
+
 /// (server, learner) of a connection, as far as the capture tells.
 type SidPair = (Option<i64>, Option<i64>);
 
@@ -689,6 +710,10 @@ pub struct Summarizer {
     /// Quorum SASL refusals: (server sid, learner sid) -> how many; the text of the first
     /// (it names the learner's user when the capture shows it).
     sasl_refused: BTreeMap<SidPair, (u32, Option<String>)>,
+    /// Each newer config the notifications carried (at most [`MAX_CONFIG_CHANGES`]).
+    config_changes: Vec<ConfigChange>,
+    /// (voter, voted-for) pairs already flagged for voting for a non-member.
+    flagged_votes: HashSet<(i64, i64)>,
     resent: u64,
     configs: super::identity::ConfigCache,
     malformed: BTreeMap<String, u32>,
@@ -1115,9 +1140,7 @@ impl Summarizer {
         if let Some(raw) = &n.config
             && let Some(cfg) = self.configs.new_config(raw)
         {
-            for s in cfg.servers() {
-                self.set_member(s.id, s.role());
-            }
+            self.config_seen(time, &cfg);
         }
         let (Some(from), Some(to)) = (from, to) else {
             self.unknown_sids += 1;
@@ -1133,17 +1156,90 @@ impl Summarizer {
             && n.state == ServerState::Looking
             && n.leader != i64::MIN
             && !self.members.contains_key(&n.leader)
+            && self.flagged_votes.len() < MAX_PAIRS
+            && self.flagged_votes.insert((from, n.leader))
         {
+            let removed_by = self
+                .config_changes
+                .iter()
+                .rev()
+                .find(|c| c.removed.contains(&n.leader))
+                .map(|c| c.version);
+            let message = match removed_by {
+                Some(v) => format!(
+                    "sid {from} votes for {}, which config {v:#x} removed",
+                    n.leader
+                ),
+                None => format!("sid {from} votes for {}, which is not a member", n.leader),
+            };
             self.anomalies.push(Anomaly {
                 kind: "vote_for_non_member",
                 time: Some(time),
-                message: format!("sid {from} votes for {}, which is not a member", n.leader),
+                message,
             });
         }
         // A re-sent last vote tells nothing of its sender, but its receiver reads it all the
         // same.
         self.sender(time, conn, from, to, n);
         self.receiver(time, from, to, n);
+    }
+
+    /// A config first seen at `time`: the first one joins the members known (from `--config`
+    /// or earlier); a newer version (a reconfig) replaces them, and is kept as a change.
+    fn config_seen(&mut self, time: f64, cfg: &crate::wire::QuorumConfig) {
+        let version = cfg.version();
+        let newest = self.config_changes.last().map(|c| c.version);
+        if newest.is_some_and(|v| version <= v) {
+            return;
+        }
+        let (mut voters, mut observers): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
+        for s in cfg.servers() {
+            match s.role() {
+                crate::wire::Role::Observer => observers.push(s.id),
+                _ => voters.push(s.id),
+            }
+        }
+        voters.sort_unstable();
+        observers.sort_unstable();
+        let (mut added, mut removed) = (Vec::new(), Vec::new());
+        if let Some(prev) = self.config_changes.last() {
+            let was = |sid: &i64| prev.voters.contains(sid) || prev.observers.contains(sid);
+            let is = |sid: &i64| voters.contains(sid) || observers.contains(sid);
+            added = voters
+                .iter()
+                .chain(&observers)
+                .filter(|s| !was(s))
+                .copied()
+                .collect();
+            removed = prev
+                .voters
+                .iter()
+                .chain(&prev.observers)
+                .filter(|s| !is(s))
+                .copied()
+                .collect();
+            added.sort_unstable();
+            removed.sort_unstable();
+            // A reconfig: the new config's members replace the old.
+            self.members.clear();
+            self.participants = 0;
+        }
+        for s in cfg.servers() {
+            self.set_member(s.id, s.role());
+        }
+        let change = ConfigChange {
+            time,
+            version,
+            voters,
+            observers,
+            added,
+            removed,
+        };
+        if self.config_changes.len() < MAX_CONFIG_CHANGES {
+            self.config_changes.push(change);
+        } else if let Some(last) = self.config_changes.last_mut() {
+            *last = change;
+        }
     }
 
     /// The sender's side: what its message says about its own state. Returns whether the
@@ -1561,6 +1657,16 @@ impl Summarizer {
         let sids_unknown = self.unknown_sids * 10 > self.notifications && self.unknown_sids > 0;
         let mut rounds = self.build_rounds(sids_unknown);
         rounds.sort_by(|a, b| a.started.total_cmp(&b.started));
+        for r in &mut rounds {
+            // The newest config shown by the round's start (the first, if it began before any).
+            r.config_version = self
+                .config_changes
+                .iter()
+                .rev()
+                .find(|c| c.time <= r.started)
+                .or(self.config_changes.first())
+                .map(|c| c.version);
+        }
         self.finish_anomalies();
         let shutdown = if self.links.is_empty() && !self.closes.is_empty() {
             let after = self
@@ -1579,6 +1685,7 @@ impl Summarizer {
             sids_unknown,
             end: self.now,
             shutdown,
+            configs: self.config_changes,
         }
     }
 
@@ -2172,6 +2279,7 @@ impl Summary {
                     "settled": r.settled,
                     "end": r.end,
                     "still_looking": r.still_looking.iter().map(still_json).collect::<Vec<_>>(),
+                    "config_version": r.config_version,
                 })
             })
             .collect();
@@ -2188,6 +2296,10 @@ impl Summary {
             "sids_unknown": self.sids_unknown,
             "rounds": rounds,
             "anomalies": anomalies,
+            "configs": self.configs.iter().map(|c| json!({
+                "time": c.time, "version": c.version, "voters": c.voters,
+                "observers": c.observers, "added": c.added, "removed": c.removed,
+            })).collect::<Vec<_>>(),
         })
     }
 
@@ -2270,6 +2382,16 @@ impl Summary {
                         (None, true) => head.push_str("; winner unknown (sids unknown)"),
                         (None, false) => {}
                     }
+                    // Under which members the votes counted, when a reconfig is in the capture.
+                    if self.configs.len() > 1
+                        && let Some(v) = r.config_version
+                        && let Some(c) = self.configs.iter().find(|c| c.version == v)
+                    {
+                        head.push_str(&format!(
+                            "; counted under config {v:#x} (voters {})",
+                            join_sids(&c.voters)
+                        ));
+                    }
                     s.push_str(&head);
                     s.push('\n');
                 }
@@ -2349,6 +2471,28 @@ impl Summary {
             }
             None => {}
         }
+        if self.configs.len() > 1 {
+            s.push_str("membership (configs the notifications carried):\n");
+            for c in &self.configs {
+                let mut line = format!(
+                    "  {}  config {:#x}: voters {}",
+                    rel(c.time),
+                    c.version,
+                    join_sids(&c.voters)
+                );
+                if !c.observers.is_empty() {
+                    line.push_str(&format!("; observers {}", join_sids(&c.observers)));
+                }
+                if !c.added.is_empty() {
+                    line.push_str(&format!("; added {}", join_sids(&c.added)));
+                }
+                if !c.removed.is_empty() {
+                    line.push_str(&format!("; removed {}", join_sids(&c.removed)));
+                }
+                s.push_str(&line);
+                s.push('\n');
+            }
+        }
         if !self.anomalies.is_empty() {
             s.push_str("anomalies:\n");
             for a in &self.anomalies {
@@ -2360,4 +2504,12 @@ impl Summary {
         }
         s
     }
+}
+
+/// Sids as a comma-separated list.
+fn join_sids(sids: &[i64]) -> String {
+    sids.iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -489,3 +489,53 @@ pub fn jars_args(jars: &str, n: i64) -> Vec<String> {
         .flat_map(|sid| ["--jars".to_string(), format!("{sid}={jars}")])
         .collect()
 }
+
+/// tcpdump of the election and quorum ports (2888, 3888) of some loopback hosts, while a
+/// test runs (other tests that start servers wait for the loopback lock).
+pub struct Capture {
+    child: std::process::Child,
+    path: PathBuf,
+}
+
+impl Capture {
+    /// Starts capturing to `path` the traffic of `hosts` (a tcpdump host expression such as
+    /// `127.0.0.2 or host 127.0.0.3`); returns once tcpdump listens.
+    pub fn start(path: &Path, hosts: &str) -> Capture {
+        let err = path.with_extension("err");
+        let child = Command::new("tcpdump")
+            .args(["-i", "lo", "-s", "0", "-U", "-n", "-w"])
+            .arg(path)
+            .arg(format!(
+                "tcp and (port 2888 or port 3888) and (host {hosts})"
+            ))
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .expect("tcpdump (scripts/test.sh installs it)");
+        wait_for("tcpdump listening", Duration::from_secs(10), || {
+            std::fs::read_to_string(&err)
+                .ok()?
+                .contains("listening on")
+                .then_some(())
+        });
+        Capture {
+            child,
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// Stops the capture (SIGINT: tcpdump writes what it has) and returns its file.
+    pub fn stop(mut self) -> PathBuf {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+        self.path.clone()
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 // The ensemble, its lock and the scripts are the other Java tests' (tests/common/join.rs).
 // Each test binary uses a part of these.
 #[allow(unused_imports)]
-pub use super::join::{Ensemble, Native, ROOT, ZKFLE, lock_loopback, status_kb, wait_for};
+pub use super::join::{Capture, Ensemble, Native, ROOT, ZKFLE, lock_loopback, status_kb, wait_for};
 
 pub fn count(hay: &str, needle: &str) -> usize {
     hay.matches(needle).count()
