@@ -30,6 +30,10 @@
 #   late3        3 participants; only 1 and 2 start, client writes, then 3 starts
 #                late (an empty server: SNAP from the leader), then the usual kill
 #                of the leader and its restart (DIFF)
+#   reconfig4    4 participants with reconfigEnabled=true: `reconfig -remove` a follower,
+#                then `-add` it back, then `-remove` another follower, which is stopped (a
+#                removed server is a non-voting follower until shut down); then the usual
+#                kill of the leader, re-elected by the other two, and its restart
 #
 # fixtures/NAME/ gets: capture.pcap (tcpdump -i IFACE, snaplen 0, election and quorum
 # ports), server.N.log (each server's log trimmed to FastLeaderElection,
@@ -89,7 +93,8 @@ case "$SCENARIO" in
   mixed-34-38) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); MIXED="3.4.14 3.4.14 3.8.0" ;;
   mixed-36-39) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); MIXED="3.6.3 3.6.3 3.9.5" ;;
   late3) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); LATE=3 ;;
-  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5, big, mixed-34-38, mixed-36-39, late3)" ;;
+  reconfig4) ENS_OPTS=(--servers "1:participant,2:participant,3:participant,4:participant"); SIDS="1 2 3 4" ;;
+  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5, big, mixed-34-38, mixed-36-39, late3, reconfig4)" ;;
 esac
 if [ "$SCENARIO" = ipv6 ]; then
   PCAP_FILTER="tcp portrange 3881-3889"
@@ -220,6 +225,12 @@ writes() {
 echo "recording $SCENARIO into fixtures/$NAME (ZooKeeper $ZK_VERSION, work dir $WORK)"
 # Configs only: the servers start once tcpdump listens.
 "$ENS" start "$WORK" --no-start "${ENS_OPTS[@]}" >/dev/null
+if [ "$SCENARIO" = reconfig4 ]; then
+  # reconfig needs it enabled, and a superuser or skipACL.
+  for f in "$WORK"/zoo.cfg "$WORK"/*/zoo.cfg; do
+    printf 'reconfigEnabled=true\nskipACL=yes\n' >>"$f"
+  done
+fi
 
 tcpdump -i "$IFACE" -s 0 -U -n -w "$WORK/capture.pcap" "$PCAP_FILTER" 2>"$WORK/tcpdump.err" &
 TCPDUMP_PID=$!
@@ -248,6 +259,27 @@ else
 fi
 wait_stable "start"
 writes a
+if [ "$SCENARIO" = reconfig4 ]; then
+  l=$(leader_of)
+  laddr=$("$ENS" status "$WORK" | awk -v l="$l" '$1 == l { print $4 }')
+  reconfig_via() {
+    local out
+    out=$(zk_cli "$laddr" reconfig "$@" 2>&1)
+    grep -q "^Committed new configuration" <<<"$out" || die "reconfig $*: $out"
+    event "reconfig $* through leader $l: committed"
+  }
+  # Two followers: the first is removed and added back, the second removed for good.
+  read -r back removed _ < <(for s in $SIDS; do [ "$s" = "$l" ] || printf '%s ' "$s"; done; echo)
+  reconfig_via -remove "$back"
+  sleep 1
+  reconfig_via -add "server.$back=127.0.0.$back:2888:3888:participant;127.0.0.$back:2181"
+  sleep 1
+  reconfig_via -remove "$removed"
+  sleep 1
+  "$ENS" stop-node "$WORK" "$removed" >/dev/null
+  event "stopped the removed server $removed"
+  writes r
+fi
 if [ -n "${LATE:-}" ]; then
   "$ENS" start-node "$WORK" "$LATE" >/dev/null
   event "started server $LATE late (empty data dir)"

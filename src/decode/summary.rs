@@ -1272,7 +1272,7 @@ impl Summarizer {
                         self.lookers += 1;
                     }
                 }
-                let (seen, looking, decided, last_sent, round, heard, gone) = {
+                let (seen, looking, decided, last_sent, round, heard, gone, own) = {
                     let s = &self.servers[&from];
                     (
                         s.seen,
@@ -1282,14 +1282,21 @@ impl Summarizer {
                         s.round,
                         s.heard_round,
                         s.gone,
+                        s.own,
                     )
                 };
+                // Its own proposal with a newer zxid or epoch than its last one: a new
+                // lookForLeader even in a round it had reached. A reconfig restarts Java's
+                // election (a new FastLeaderElection, its logical clock back to 0), so the
+                // next election can be round 0x1 again (fixtures/v3.8.0-reconfig4).
+                let advanced = vote.leader == from
+                    && own.is_some_and(|o| (vote.peer_epoch, vote.zxid) > (o.peer_epoch, o.zxid));
                 if seen && !looking {
                     // A decided server re-sends the last vote it had for a peer on every new
                     // connection (QuorumCnxManager), and votes it queued before deciding go
                     // out after: not a new election, which would have a higher round (unless
                     // the process restarted, which resets its round).
-                    if decided.is_some_and(|r| vote.round <= r) && !gone {
+                    if decided.is_some_and(|r| vote.round <= r) && !gone && !advanced {
                         if last_sent == Some(vote) {
                             self.resent += 1;
                         }
@@ -1369,6 +1376,13 @@ impl Summarizer {
                 } else {
                     self.check_quorum(from, time);
                 }
+                // Its leader's connections had all closed: it was no longer following, so what
+                // it did not answer it had queued (fixtures/v3.8.0-reconfig4: sid 1's queued
+                // vote from 3, 3 ms before its own first vote).
+                let leader_gone = self.servers[&from]
+                    .decision
+                    .map(|d| self.decisions[d].leader)
+                    .is_some_and(|l| l != from && self.servers.get(&l).is_some_and(|s| s.gone));
                 // What reached it before its election began, it reads now.
                 for (at, peer, state, v) in queued {
                     // A decided server answers what it hears and drops it; only what came
@@ -1376,7 +1390,7 @@ impl Summarizer {
                     // An answer is missing from the wire also when the server's first vote
                     // to that peer followed within milliseconds: Java's per-peer send queue
                     // holds one message, and the vote replaced the unsent answer.
-                    let replaced = !was_fresh && at > time - ANSWER_REPLACED_SECS;
+                    let replaced = !was_fresh && !leader_gone && at > time - ANSWER_REPLACED_SECS;
                     if at >= time - QUEUE_WINDOW_SECS && !replaced {
                         self.receive(time, peer, from, state, v);
                     }

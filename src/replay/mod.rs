@@ -56,6 +56,10 @@ pub struct Start {
     pub current_epoch: i64,
     /// The round SID's first notification of this election carried.
     pub round: i64,
+    /// The version of a newer config this election began under (a reconfig, which restarts
+    /// Java's election with its logical clock at 0): its quorum is in
+    /// [`Recording::configs`].
+    pub config: Option<u64>,
 }
 
 /// A decision: the state SID left LOOKING for and the leader it backs.
@@ -86,6 +90,8 @@ pub struct Recording {
     pub end_ms: u64,
     /// The initial message each peer opened its connections with (the first seen).
     pub peer_initials: BTreeMap<i64, InitialMessage>,
+    /// The quorums of the newer configs elections began under, by version.
+    pub configs: BTreeMap<u64, QuorumVerifier>,
 }
 
 /// Why a capture cannot be replayed as SID.
@@ -185,7 +191,8 @@ impl Recording {
             })
             .collect();
         let end_ms = decisions.iter().map(|d| d.at_ms).fold(last_seen, u64::max);
-        let starts = find_starts(sid, &quorum, &inbound, &outbound, &own_initials, &decisions);
+        let (starts, configs) =
+            find_starts(sid, &quorum, &inbound, &outbound, &own_initials, &decisions);
         Ok(Recording {
             sid,
             role,
@@ -197,6 +204,7 @@ impl Recording {
             decisions,
             end_ms,
             peer_initials,
+            configs,
         })
     }
 
@@ -222,8 +230,12 @@ fn find_starts(
     outbound: &[Timed],
     own_initials: &[u64],
     decisions: &[Decided],
-) -> Vec<Start> {
+) -> (Vec<Start>, BTreeMap<u64, QuorumVerifier>) {
     let mut starts: Vec<Start> = Vec::new();
+    let mut configs = BTreeMap::new();
+    let mut version = quorum.version();
+    // SID's newest proposal for itself: (peer epoch, zxid).
+    let mut own_proposal: Option<(i64, i64)> = None;
     let mut prev_round: Option<i64> = None;
     let mut prev_sent_ms = 0u64;
     let mut decided_since_start = false;
@@ -249,7 +261,19 @@ fn find_starts(
         }
         let round = n.election_epoch;
         let key = (n.leader, n.zxid, round, n.effective_peer_epoch());
-        if prev_round.is_some_and(|p| round <= p) && !seen.insert(key) {
+        // Its own proposal with newer data than any before: a new lookForLeader, whatever the
+        // round (a reconfig restarts the election with its logical clock at 0).
+        let proposal = (n.effective_peer_epoch(), n.zxid);
+        let fresh = n.leader == sid && own_proposal.is_some_and(|o| proposal > o);
+        if n.leader == sid {
+            own_proposal = Some(own_proposal.map_or(proposal, |o| o.max(proposal)));
+        }
+        let newer_config = n
+            .config_text()
+            .and_then(|t| QuorumConfig::parse(&t).ok())
+            .filter(|c| c.version() > version)
+            .and_then(|c| QuorumVerifier::from_config(&c).ok());
+        if prev_round.is_some_and(|p| round <= p) && !fresh && !seen.insert(key) {
             // A vote SID had already sent: a queued message or QCM's re-send of the last
             // message on a new connection, not a new election.
             prev_sent_ms = t.at_ms;
@@ -264,7 +288,11 @@ fn find_starts(
         let is_start = match prev_round {
             None => true,
             Some(p) => {
-                restart || decided_since_start || after_decision || (round > p && round > heard_max)
+                restart
+                    || fresh
+                    || decided_since_start
+                    || after_decision
+                    || (round > p && round > heard_max)
             }
         };
         if is_start {
@@ -298,12 +326,18 @@ fn find_starts(
                 Some(s) => (s.last_zxid, s.current_epoch),
                 None => (0, 0),
             };
+            let config = newer_config.map(|q| {
+                version = q.version();
+                configs.insert(version, q);
+                version
+            });
             starts.push(Start {
                 at_ms,
                 restart,
                 last_zxid,
                 current_epoch,
                 round,
+                config,
             });
             decided_since_start = false;
             while decisions
@@ -312,7 +346,7 @@ fn find_starts(
             {
                 next_decision += 1;
             }
-            if restart {
+            if restart || config.is_some() {
                 heard_max = i64::MIN;
                 seen.clear();
                 seen.insert(key);
@@ -340,7 +374,7 @@ fn find_starts(
             starts[i].current_epoch = starts[i - 1].current_epoch;
         }
     }
-    starts
+    (starts, configs)
 }
 
 /// A notification a target sent, for comparison with the recording.

@@ -25,7 +25,11 @@ pub fn replay(rec: &Recording) -> Report {
     events.sort_by_key(|(at, seq, _)| (*at, *seq));
 
     let new_election = |s: &super::Start| {
-        let mut cfg = ElectionConfig::new(rec.sid, rec.quorum.clone());
+        let quorum = s
+            .config
+            .and_then(|v| rec.configs.get(&v))
+            .unwrap_or(&rec.quorum);
+        let mut cfg = ElectionConfig::new(rec.sid, quorum.clone());
         cfg.role = rec.role;
         cfg.last_zxid = s.last_zxid;
         cfg.current_epoch = s.current_epoch;
@@ -71,7 +75,9 @@ pub fn replay(rec: &Recording) -> Report {
         match ev {
             Event::Start(s) => {
                 let e = match election.as_mut() {
-                    Some(e) if !s.restart => {
+                    // A process restart, or a reconfig (Java's election restarts under the new
+                    // config, its logical clock at 0): a new election.
+                    Some(e) if !s.restart && s.config.is_none() => {
                         e.set_log_state(s.last_zxid, s.current_epoch);
                         e
                     }
