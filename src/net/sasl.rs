@@ -11,7 +11,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::sasl::{LearnerExchange, QuorumSasl, ServerExchange, ServerOutcome, Step};
-use crate::wire::quorum_auth::{HEADER_LEN, QuorumAuthPacket, opens_auth_packet};
+use crate::wire::quorum_auth::{HEADER_LEN, QuorumAuthPacket, auth_packet_len, opens_auth_packet};
 
 /// A fresh nonce: 16 random bytes as hex (no quotes or backslashes to escape).
 fn nonce() -> io::Result<String> {
@@ -55,14 +55,11 @@ fn decode_packet(head: &[u8], token: &[u8]) -> io::Result<QuorumAuthPacket> {
     }
 }
 
-/// The token length a packet's header announces (checked by the decoder).
+/// The token length a packet's header announces (magic, status and bounds checked).
 fn token_len(head: &[u8; HEADER_LEN]) -> io::Result<usize> {
-    // Decoding the header alone validates magic, status and length bounds.
-    match QuorumAuthPacket::decode(head) {
-        Ok(Some(_)) => Ok(0),
-        Ok(None) => Ok(i32::from_be_bytes([head[12], head[13], head[14], head[15]]) as usize),
-        Err(e) => Err(protocol_error(format!("SASL packet: {e}"))),
-    }
+    auth_packet_len(head)
+        .map(|whole| whole - HEADER_LEN)
+        .map_err(|e| protocol_error(format!("SASL packet: {e}")))
 }
 
 async fn read_packet<S: AsyncRead + Unpin>(s: &mut S) -> io::Result<QuorumAuthPacket> {
