@@ -10,7 +10,7 @@ use common::join;
 
 use std::process::Command;
 
-use join::{Ensemble, Native, ZKFLE, lock_loopback};
+use join::{Ensemble, Native, ZKFLE, lock_loopback, wait_for};
 use serde_json::Value;
 
 /// Java 1-3 have elected a leader (3, unless 1 and 2 were up and done before 3 on a loaded
@@ -50,6 +50,52 @@ fn native_observer_observes_the_java_leader() {
             "Java {sid}: {d:?} (leader {leader})"
         );
     }
+}
+
+/// An observer with a data directory through an election its peers hold: native observer 4
+/// observes and syncs with the Java leader; the leader is killed; the Java voters elect
+/// another, and the observer, which counts in no quorum, decides OBSERVING the new leader and
+/// syncs with it again.
+#[test]
+fn native_observer_follows_an_election_of_its_peers() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "observer-election",
+        "1:participant,2:participant,3:participant,4:observer:external",
+        &["--tick", "200"],
+    );
+    e.wait_stable();
+    let n = Native::start(&e, 4, &[]);
+    let observing = |from: usize| {
+        n.events()
+            .get(from..)?
+            .iter()
+            .rev()
+            .find(|v| v["state"] != "LOOKING")
+            .filter(|v| v["state"] == "OBSERVING")
+            .and_then(|v| v["leader"].as_i64())
+    };
+    let first = wait_for("zkfle observes", std::time::Duration::from_secs(15), || {
+        observing(0).filter(|_| n.log().contains("synced with leader"))
+    });
+    let ev = n.events().len();
+    e.run(&["stop-node", &first.to_string(), "--kill"]);
+    let next = wait_for(
+        "zkfle observes the new leader",
+        std::time::Duration::from_secs(20),
+        || {
+            observing(ev)
+                .filter(|l| *l != first)
+                .filter(|_| n.log().matches("synced with leader").count() >= 2)
+        },
+    );
+    // The Java voters agree: the observer took the leader they elected.
+    let others: Vec<i64> = (1..=3).filter(|s| *s != first).collect();
+    wait_for(
+        "the Java voters' leader",
+        std::time::Duration::from_secs(10),
+        || (e.leader(&others) == Some(next)).then_some(()),
+    );
 }
 
 /// Multi-address on both sides: every server has two election addresses (127.0.0.N:3888 and
