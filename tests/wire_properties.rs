@@ -3,6 +3,7 @@
 
 use proptest::prelude::*;
 use zkfle::wire::frame::MAX_FRAME_BYTES;
+use zkfle::wire::quorum_auth::{AuthStatus, QuorumAuthPacket};
 use zkfle::wire::{
     Direction, ElectionAddress, InitialMessage, Notification, ProtocolVersion, QuorumConfig,
     ServerState, StreamDecoder, StreamItem, encode_frame,
@@ -123,10 +124,48 @@ proptest! {
             prop_assert_eq!(m.encode().unwrap(), bytes.clone());
         }
         let _ = QuorumConfig::parse(&String::from_utf8_lossy(&bytes));
+        if let Ok(Some((p, used))) = QuorumAuthPacket::decode(&bytes) {
+            prop_assert!(used <= bytes.len());
+            prop_assert_eq!(QuorumAuthPacket::decode(&p.encode()).unwrap().unwrap().0, p);
+        }
         let mut d = StreamDecoder::new(Direction::FromInitiator);
         let mut input = &bytes[..];
         while let Ok(Some(_)) = d.decode(&mut input) {}
         prop_assert!(d.buffered() <= 4 + MAX_FRAME_BYTES);
+    }
+
+    #[test]
+    fn quorum_auth_packets_round_trip_and_take_their_place_in_a_stream(
+        status in prop_oneof![
+            Just(AuthStatus::InProgress),
+            Just(AuthStatus::Success),
+            Just(AuthStatus::Error),
+        ],
+        token in proptest::collection::vec(any::<u8>(), 0..300),
+        m in initial(),
+        n in notification(),
+        cut in 1usize..40,
+    ) {
+        let p = QuorumAuthPacket::new(status, token);
+        let bytes = p.encode();
+        prop_assert_eq!(QuorumAuthPacket::decode(&bytes).unwrap(), Some((p.clone(), bytes.len())));
+        // A learner's election stream with quorum SASL: initial message, the packet, a frame.
+        let mut stream = m.encode().unwrap();
+        stream.extend(&bytes);
+        stream.extend(encode_frame(&n.encode().unwrap()).unwrap());
+        let mut d = StreamDecoder::new(Direction::FromInitiator);
+        let mut items = Vec::new();
+        for piece in stream.chunks(cut) {
+            let mut piece = piece;
+            while let Some(item) = d.decode(&mut piece).unwrap() {
+                items.push(item);
+            }
+        }
+        prop_assert_eq!(items.len(), 3);
+        let is_auth = matches!(&items[1], StreamItem::Auth { packet, .. } if *packet == p);
+        prop_assert!(is_auth);
+        let is_frame = matches!(&items[2], StreamItem::Frame { payload, .. } if Notification::decode(payload).unwrap() == n);
+        prop_assert!(is_frame);
     }
 
     #[test]
