@@ -737,19 +737,9 @@ impl State {
                         AuthStatus::Error => false,
                     };
                     let user = c.sasl_user.clone();
-                    let named = user
-                        .as_deref()
-                        .map_or(String::new(), |u| format!(" user {u:?}"));
-                    let message = if accepted {
-                        format!("quorum SASL: the server accepted the learner{named}")
-                    } else {
-                        format!(
-                            "quorum SASL: the server refused the learner{named} (status ERROR: wrong password, unknown user, or a failed exchange)"
-                        )
-                    };
                     let body = Body::Problem(Problem {
                         severity: Severity::Warning,
-                        message,
+                        message: sasl_verdict("server", accepted, user.as_deref()),
                         kind: ProblemKind::Sasl { accepted, user },
                     });
                     (body, raw)
@@ -821,11 +811,6 @@ impl State {
                         AuthStatus::Success => true,
                         AuthStatus::Error => false,
                     };
-                    let message = if accepted {
-                        "quorum SASL: the leader accepted the learner".to_string()
-                    } else {
-                        "quorum SASL: the leader refused the learner (status ERROR: wrong password, unknown user, or a failed exchange)".to_string()
-                    };
                     problems.push((
                         d.base + offset,
                         Severity::Warning,
@@ -833,7 +818,7 @@ impl State {
                             accepted,
                             user: None,
                         },
-                        message,
+                        sasl_verdict("leader", accepted, None),
                     ));
                 }
                 Ok(None) => break,
@@ -1353,6 +1338,19 @@ impl<S: SegmentSource> Iterator for Decoder<S> {
             }
             self.step();
         }
+    }
+}
+
+/// The text of a quorum SASL verdict: `server` ("server", "leader") accepted or refused the
+/// learner, named by `user` when the capture shows it.
+fn sasl_verdict(server: &str, accepted: bool, user: Option<&str>) -> String {
+    let named = user.map_or(String::new(), |u| format!(" user {u:?}"));
+    if accepted {
+        format!("quorum SASL: the {server} accepted the learner{named}")
+    } else {
+        format!(
+            "quorum SASL: the {server} refused the learner{named} (status ERROR: wrong password, unknown user, or a failed exchange)"
+        )
     }
 }
 

@@ -323,15 +323,9 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
                                 // As LearnerHandler.run: the learner authenticates before
                                 // FOLLOWERINFO.
                                 if let Some(sasl) = sasl.as_deref() {
-                                    match super::sasl::authenticate_server(&mut s, &mut already_read, sasl).await? {
-                                        super::sasl::Admitted::User(user) => info!(
-                                            "Successfully authenticated learner at {peer} as {user:?} (SASL)"
-                                        ),
-                                        super::sasl::Admitted::Unauthenticated => {}
-                                        super::sasl::Admitted::FailedButKept(why) => warn!(
-                                            "Failed to authenticate learner at {peer} using SASL ({why}); maintaining the connection (quorum.auth.serverRequireSasl=false)"
-                                        ),
-                                    }
+                                    super::sasl::authenticate_server(&mut s, &mut already_read, sasl)
+                                        .await?
+                                        .log(&format!("at {peer}"));
                                 }
                                 Ok::<_, std::io::Error>((s, already_read))
                             };

@@ -16,7 +16,7 @@ use tracing::{debug, info, warn};
 
 use super::core::{self, ConnId, Incoming, Next, SendQueues};
 use super::dialect::{Dialects, PeerForm, WireDialect};
-use super::sasl::{Admitted, authenticate_learner, authenticate_server, refused_hint};
+use super::sasl::{authenticate_learner, authenticate_server, refused_hint};
 use super::tls::{
     QuorumReadHalf, QuorumStream, QuorumTls, QuorumWriteHalf, wrap_incoming, wrap_outgoing,
 };
@@ -599,25 +599,10 @@ impl Shared {
             // As QuorumCnxManager.handleConnection: the learner authenticates after its
             // initial message, before the sid challenge.
             if let Some(sasl) = self.cfg.sasl.as_deref() {
-                match authenticate_server(&mut stream, &mut leftover, sasl)
+                authenticate_server(&mut stream, &mut leftover, sasl)
                     .await
                     .map_err(Handshake::Sasl)?
-                {
-                    Admitted::User(user) => {
-                        info!(
-                            "Successfully authenticated learner sid {} at {peer} as {user:?} (SASL)",
-                            msg.sid
-                        )
-                    }
-                    Admitted::Unauthenticated => debug!(
-                        "Learner sid {} at {peer} did not authenticate; let through (quorum.auth.serverRequireSasl=false)",
-                        msg.sid
-                    ),
-                    Admitted::FailedButKept(why) => warn!(
-                        "Failed to authenticate learner sid {} at {peer} using SASL ({why}); maintaining the connection (quorum.auth.serverRequireSasl=false)",
-                        msg.sid
-                    ),
-                }
+                    .log(&format!("sid {} at {peer}", msg.sid));
             }
             Ok((stream, msg, dec, leftover))
         };

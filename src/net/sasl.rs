@@ -137,6 +137,23 @@ pub enum Admitted {
     FailedButKept(String),
 }
 
+impl Admitted {
+    /// Logs how the learner `who` ("sid 2 at 127.0.0.1:40512", "at ...") came through.
+    pub fn log(&self, who: &str) {
+        match self {
+            Admitted::User(user) => {
+                tracing::info!("Successfully authenticated learner {who} as {user:?} (SASL)")
+            }
+            Admitted::Unauthenticated => tracing::debug!(
+                "Learner {who} did not authenticate; let through (quorum.auth.serverRequireSasl=false)"
+            ),
+            Admitted::FailedButKept(why) => tracing::warn!(
+                "Failed to authenticate learner {who} using SASL ({why}); maintaining the connection (quorum.auth.serverRequireSasl=false)"
+            ),
+        }
+    }
+}
+
 /// The server's side on a connection we accepted: `buffered` holds what was already read past
 /// the previous message (the initial message's leftover); on return it holds what follows the
 /// exchange. Peeks at the next eight bytes as Java's `QuorumAuth.nextPacketIsAuth`. An error

@@ -85,7 +85,7 @@ impl DigestClient {
         // Java's client takes the first realm offered (its callback's default).
         let realm = one("realm").map(str::to_string);
         let digest_uri = format!("{PROTOCOL}/{SERVER_NAME}");
-        let response = response_value(&Exchange {
+        let exchange = Exchange {
             method: "AUTHENTICATE",
             digest_uri: &digest_uri,
             username: &self.username,
@@ -95,17 +95,12 @@ impl DigestClient {
             cnonce: &self.cnonce,
             authzid: &self.username,
             utf8,
-        });
+        };
+        let response = response_value(&exchange);
+        // The server's rspauth is the same digest with an empty method.
         self.expected_rspauth = Some(response_value(&Exchange {
             method: "",
-            digest_uri: &digest_uri,
-            username: &self.username,
-            realm: realm.as_deref().unwrap_or(""),
-            password: &self.password,
-            nonce,
-            cnonce: &self.cnonce,
-            authzid: &self.username,
-            utf8,
+            ..exchange
         }));
         let mut out = String::new();
         if utf8 {
@@ -219,7 +214,7 @@ impl DigestServer {
             return Err(DigestError::UnknownUser(user.to_string()));
         };
         let utf8 = one("charset").is_some_and(|c| c.eq_ignore_ascii_case("utf-8"));
-        let mut exchange = Exchange {
+        let exchange = Exchange {
             method: "AUTHENTICATE",
             digest_uri: uri,
             username: user,
@@ -242,15 +237,19 @@ impl DigestServer {
                 authzid: authzid.to_string(),
             });
         }
-        exchange.method = "";
+        let rspauth = response_value(&Exchange {
+            method: "",
+            ..exchange
+        });
         Ok(Accepted {
             user: user.to_string(),
-            rspauth: format!("rspauth={}", response_value(&exchange)).into_bytes(),
+            rspauth: format!("rspauth={rspauth}").into_bytes(),
         })
     }
 }
 
 /// The inputs of one response value (RFC 2831 2.1.2.1).
+#[derive(Clone, Copy)]
 struct Exchange<'a> {
     /// "AUTHENTICATE" for the client's response, "" for the server's rspauth.
     method: &'a str,
