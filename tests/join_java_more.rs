@@ -10,6 +10,7 @@ use common::join;
 
 use std::process::Command;
 
+use common::zab::observing;
 use join::{Ensemble, Native, ZKFLE, lock_loopback, wait_for};
 use serde_json::Value;
 
@@ -66,17 +67,8 @@ fn native_observer_follows_an_election_of_its_peers() {
     );
     e.wait_stable();
     let n = Native::start(&e, 4, &[]);
-    let observing = |from: usize| {
-        n.events()
-            .get(from..)?
-            .iter()
-            .rev()
-            .find(|v| v["state"] != "LOOKING")
-            .filter(|v| v["state"] == "OBSERVING")
-            .and_then(|v| v["leader"].as_i64())
-    };
     let first = wait_for("zkfle observes", std::time::Duration::from_secs(15), || {
-        observing(0).filter(|_| n.log().contains("synced with leader"))
+        observing(&n, 0).filter(|_| n.log().contains("synced with leader"))
     });
     let ev = n.events().len();
     e.run(&["stop-node", &first.to_string(), "--kill"]);
@@ -84,7 +76,7 @@ fn native_observer_follows_an_election_of_its_peers() {
         "zkfle observes the new leader",
         std::time::Duration::from_secs(20),
         || {
-            observing(ev)
+            observing(&n, ev)
                 .filter(|l| *l != first)
                 .filter(|_| n.log().matches("synced with leader").count() >= 2)
         },

@@ -78,19 +78,11 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
 
     // reconfig -add: zkfle logs the proposal, acknowledges it, activates on COMMITANDACTIVATE
     // and stays in the session.
-    let text = reconfig(
-        leader,
-        Some("server.4=127.0.0.4:2888:3888:participant;127.0.0.4:2181"),
-        None,
-        Duration::from_secs(20),
-    );
+    let text = add_zkfle_as_participant(leader, &n);
     assert!(
         text.contains("server.4=127.0.0.4:2888:3888:participant"),
         "{text}"
     );
-    wait_for("zkfle activates the add", Duration::from_secs(10), || {
-        n.log().contains("reconfig: config").then_some(())
-    });
     // Then a Java server other than the leader is removed.
     let removed = [1, 2, 3].into_iter().find(|s| *s != leader).unwrap();
     let kept = 6 - leader - removed;
@@ -111,12 +103,7 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
     let zoo = std::fs::read_to_string(&cfg).unwrap();
     assert!(zoo.contains("dynamicConfigFile="), "{zoo}");
     assert!(!zoo.contains("server."), "{zoo}");
-    let dynamic = zoo
-        .lines()
-        .find_map(|l| l.strip_prefix("dynamicConfigFile="))
-        .unwrap()
-        .to_string();
-    let members = std::fs::read_to_string(&dynamic).unwrap();
+    let members = dynamic_members(&cfg).unwrap();
     assert!(members.contains("server.4=127.0.0.4:2888:3888:participant;127.0.0.4:2181"));
     assert!(
         !members.contains(&format!("server.{removed}=")),
@@ -224,6 +211,30 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
     );
 }
 
+/// `reconfig -add` of zkfle (sid 4) as a participant through `leader`, once zkfle has
+/// activated it; the new config's text.
+fn add_zkfle_as_participant(leader: i64, n: &Native) -> String {
+    let text = reconfig(
+        leader,
+        Some("server.4=127.0.0.4:2888:3888:participant;127.0.0.4:2181"),
+        None,
+        Duration::from_secs(20),
+    );
+    wait_for("zkfle activates the add", Duration::from_secs(10), || {
+        n.log().contains("reconfig: config").then_some(())
+    });
+    text
+}
+
+/// The members in the dynamic file zoo.cfg `cfg` points at (`None` before it points at one).
+fn dynamic_members(cfg: &std::path::Path) -> Option<String> {
+    let zoo = std::fs::read_to_string(cfg).ok()?;
+    let dynamic = zoo
+        .lines()
+        .find_map(|l| l.strip_prefix("dynamicConfigFile="))?;
+    std::fs::read_to_string(dynamic).ok()
+}
+
 /// Whether a create of `path` through `sid` commits within `wait`.
 fn commits_within(sid: i64, path: &str, wait: Duration) -> bool {
     let start = std::time::Instant::now();
@@ -249,15 +260,7 @@ fn zkfle_removed_from_the_config_stays_a_non_voting_follower() {
     let leader = wait_for("zkfle follows", Duration::from_secs(20), || {
         following(&n, 0).filter(|_| n.log().contains("synced with leader"))
     });
-    reconfig(
-        leader,
-        Some("server.4=127.0.0.4:2888:3888:participant;127.0.0.4:2181"),
-        None,
-        Duration::from_secs(20),
-    );
-    wait_for("zkfle activates the add", Duration::from_secs(10), || {
-        n.log().contains("reconfig: config").then_some(())
-    });
+    add_zkfle_as_participant(leader, &n);
     let text = reconfig(leader, None, Some("4"), Duration::from_secs(20));
     assert!(!text.contains("server.4="), "{text}");
     wait_for(
@@ -268,13 +271,7 @@ fn zkfle_removed_from_the_config_stays_a_non_voting_follower() {
     // Still following, in the same session, and its files say it is no member.
     write_all(leader, &paths("r", 3), Duration::from_secs(10));
     assert!(!n.log().contains("follow session ended"), "{}", n.log());
-    let zoo = std::fs::read_to_string(&cfg).unwrap();
-    let dynamic = zoo
-        .lines()
-        .find_map(|l| l.strip_prefix("dynamicConfigFile="))
-        .unwrap()
-        .to_string();
-    let members = std::fs::read_to_string(&dynamic).unwrap();
+    let members = dynamic_members(&cfg).unwrap();
     assert!(!members.contains("server.4="), "{members}");
     for s in (1..=3).filter(|s| *s != leader) {
         e.run(&["stop-node", &s.to_string()]);
@@ -305,12 +302,7 @@ fn zkfle_added_as_observer_then_promoted() {
     );
     // A role change: the session ends, zkfle observes the same leader.
     wait_for("zkfle observes", Duration::from_secs(20), || {
-        n.events()
-            .iter()
-            .rev()
-            .find(|v| v["state"] != "LOOKING")
-            .filter(|v| v["state"] == "OBSERVING" && v["leader"] == leader)
-            .map(|_| ())
+        observing(&n, 0).filter(|l| *l == leader)
     });
     wait_for(
         "zkfle synced as an observer",
@@ -382,13 +374,7 @@ fn zkfle_added_as_observer_then_promoted() {
         Duration::from_secs(20),
     );
     wait_for("zkfle observes again", Duration::from_secs(20), || {
-        n.events()
-            .get(ev..)?
-            .iter()
-            .rev()
-            .find(|v| v["state"] != "LOOKING")
-            .filter(|v| v["state"] == "OBSERVING")
-            .map(|_| ())
+        observing(&n, ev)
     });
     wait_for(
         "zkfle synced as an observer again",
@@ -423,15 +409,7 @@ fn zkfle_killed_between_a_reconfig_proposal_and_its_commit() {
     let leader = wait_for("zkfle follows", Duration::from_secs(20), || {
         following(&n, 0).filter(|_| n.log().contains("synced with leader"))
     });
-    reconfig(
-        leader,
-        Some("server.4=127.0.0.4:2888:3888:participant;127.0.0.4:2181"),
-        None,
-        Duration::from_secs(20),
-    );
-    wait_for("zkfle activates the add", Duration::from_secs(10), || {
-        n.log().contains("reconfig: config").then_some(())
-    });
+    add_zkfle_as_participant(leader, &n);
     let mut java = (1..=3).filter(|s| *s != leader);
     let (j1, j2) = (java.next().unwrap(), java.next().unwrap());
     e.run(&["stop-node", &j2.to_string()]);
@@ -464,11 +442,7 @@ fn zkfle_killed_between_a_reconfig_proposal_and_its_commit() {
         "zkfle runs under the committed config",
         Duration::from_secs(10),
         || {
-            let zoo = std::fs::read_to_string(&cfg).ok()?;
-            let dynamic = zoo
-                .lines()
-                .find_map(|l| l.strip_prefix("dynamicConfigFile="))?;
-            let members = std::fs::read_to_string(dynamic).ok()?;
+            let members = dynamic_members(&cfg)?;
             (!members.contains(&format!("server.{j2}="))).then_some(())
         },
     );

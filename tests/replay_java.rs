@@ -6,7 +6,7 @@ mod common;
 use common::join;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use join::{Ensemble, ROOT, ZKFLE, lock_loopback};
@@ -20,43 +20,11 @@ fn basic3_replayed_into_a_java_server_as_sid_1() {
         "1:participant,2:participant:external,3:participant:external",
         &["--no-start"],
     );
-    // zkfle listens as 2 and 3 first, then the Java server as 1 starts.
-    let capture = Path::new(ROOT).join("fixtures/basic3/capture.pcap");
     let start = Instant::now();
-    let mut child = Command::new("timeout")
-        .args(["120", ZKFLE, "replay", capture.to_str().unwrap()])
-        .args([
-            "--as",
-            "1",
-            "--target",
-            "127.0.0.1:3888",
-            "--format",
-            "json",
-            "--wait-target",
-            "60",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    e.start_node(1);
-    let status = child.wait().unwrap();
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    use std::io::Read;
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let out = join::replay_basic3_into_server_1(&e, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let status = out.status;
     assert!(status.success(), "{status}: {stdout}{stderr}");
     let v: Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
     assert_eq!(v["sid"], 1);

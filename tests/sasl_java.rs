@@ -47,6 +47,16 @@ fn sasl_ensemble(name: &str, extra: &[&str]) -> (Ensemble, PathBuf) {
         "1:participant:external,2:participant,3:participant",
         &args,
     );
+    let good = require_sasl(&e);
+    e.start_node(2);
+    e.start_node(3);
+    e.run(&["wait-stable", "--timeout", "30"]);
+    (e, good)
+}
+
+/// Makes a `--no-start` ensemble require quorum SASL both ways, its servers reading the JAAS
+/// file (`jaas.conf`, returned) through ensemble.sh's DIR/server.jvmflags.
+fn require_sasl(e: &Ensemble) -> PathBuf {
     let good = jaas(&e.dir, "jaas.conf", PASSWORD);
     std::fs::write(
         e.dir.join("server.jvmflags"),
@@ -59,10 +69,7 @@ fn sasl_ensemble(name: &str, extra: &[&str]) -> (Ensemble, PathBuf) {
     e.append_config(
         "quorum.auth.enableSasl=true\nquorum.auth.learnerRequireSasl=true\nquorum.auth.serverRequireSasl=true\nfips-mode=false\n",
     );
-    e.start_node(2);
-    e.start_node(3);
-    e.run(&["wait-stable", "--timeout", "30"]);
-    (e, good)
+    good
 }
 
 fn probe(target: &str, extra: &[&str]) -> std::process::Output {
@@ -232,22 +239,7 @@ fn zkfle_leads_a_java_follower_with_sasl() {
     let _l = lock_loopback();
     let (e, good) = sasl_ensemble("sasl-lead", &["--init-limit", "5"]);
     let n = Native::start(&e, 1, &["--jaas", good.to_str().unwrap()]);
-    let b = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
-        following(&n, 0)
-    });
-    let a = 5 - b;
-    wait_for("zkfle synced", Duration::from_secs(10), || {
-        n.log().contains("synced with leader").then_some(())
-    });
-    e.run(&["stop-node", &a.to_string()]);
-    write_all(b, &paths("w", 10), Duration::from_secs(10));
-    e.run(&["stop-node", &b.to_string()]);
-    let alog = e.log(a).len();
-    e.run(&["start-node", &a.to_string()]);
-    wait_for("W readable on A without B", Duration::from_secs(30), || {
-        read(a, "/w9")
-    });
-    let since = e.log(a)[alog..].to_string();
+    let since = zkfle_leads_after_its_leader_stops(&e, &n);
     assert!(since.contains("Getting a diff from the leader"), "{since}");
     assert!(
         n.log().contains("Successfully authenticated learner at"),
@@ -306,36 +298,16 @@ fn a_replay_authenticates_as_the_peers_it_impersonates() {
         "1:participant,2:participant:external,3:participant:external",
         &["--no-start"],
     );
-    let good = jaas(&e.dir, "jaas.conf", PASSWORD);
-    std::fs::write(
-        e.dir.join("server.jvmflags"),
-        format!("-Djava.security.auth.login.config={}\n", good.display()),
-    )
-    .unwrap();
-    e.append_config(
-        "quorum.auth.enableSasl=true\nquorum.auth.learnerRequireSasl=true\nquorum.auth.serverRequireSasl=true\nfips-mode=false\n",
+    let good = require_sasl(&e);
+    let out = replay_basic3_into_server_1(
+        &e,
+        &[
+            "--config",
+            e.zoo_cfg().to_str().unwrap(),
+            "--jaas",
+            good.to_str().unwrap(),
+        ],
     );
-    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/basic3/capture.pcap");
-    let child = Command::new("timeout")
-        .args(["120", ZKFLE, "replay", capture.to_str().unwrap()])
-        .args([
-            "--as",
-            "1",
-            "--target",
-            "127.0.0.1:3888",
-            "--format",
-            "json",
-        ])
-        .args(["--wait-target", "60", "--config"])
-        .arg(e.zoo_cfg())
-        .args(["--jaas", good.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    e.start_node(1);
-    let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -341,22 +341,7 @@ fn zkfle_leads_a_java_follower_over_tls() {
     e.start_node(3);
     e.run(&["wait-stable", "--timeout", "30"]);
     let n = Native::start(&e, 1, &[]);
-    let b = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
-        following(&n, 0)
-    });
-    let a = 5 - b;
-    wait_for("zkfle synced", Duration::from_secs(10), || {
-        n.log().contains("synced with leader").then_some(())
-    });
-    e.run(&["stop-node", &a.to_string()]);
-    write_all(b, &paths("w", 10), Duration::from_secs(10));
-    e.run(&["stop-node", &b.to_string()]);
-    let alog = e.log(a).len();
-    e.run(&["start-node", &a.to_string()]);
-    wait_for("W readable on A without B", Duration::from_secs(30), || {
-        read(a, "/w9")
-    });
-    let since = e.log(a)[alog..].to_string();
+    let since = zkfle_leads_after_its_leader_stops(&e, &n);
     assert!(since.contains("Getting a diff from the leader"), "{since}");
     assert!(n.log().contains("handing leadership over"), "{}", n.log());
     assert!(
@@ -507,26 +492,7 @@ fn a_replay_speaks_tls_as_the_peers_it_impersonates() {
         "sslQuorum=true\n{}",
         pkcs12_lines(&certs, "quorum")
     ));
-    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/basic3/capture.pcap");
-    let child = Command::new("timeout")
-        .args(["120", ZKFLE, "replay", capture.to_str().unwrap()])
-        .args([
-            "--as",
-            "1",
-            "--target",
-            "127.0.0.1:3888",
-            "--format",
-            "json",
-        ])
-        .args(["--wait-target", "60", "--config"])
-        .arg(e.zoo_cfg())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    e.start_node(1);
-    let out = child.wait_with_output().unwrap();
+    let out = replay_basic3_into_server_1(&e, &["--config", e.zoo_cfg().to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

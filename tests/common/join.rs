@@ -539,3 +539,29 @@ impl Drop for Capture {
         let _ = self.child.wait();
     }
 }
+
+/// `zkfle replay` of fixture basic3 as sid 1 (`--format json`) into Java server 1 of `e`, a
+/// `--no-start` ensemble with 2 and 3 external: zkfle listens as 2 and 3 first, then server 1
+/// starts. `extra`: more replay arguments (a `--config`, security flags).
+pub fn replay_basic3_into_server_1(e: &Ensemble, extra: &[&str]) -> std::process::Output {
+    let capture = Path::new(ROOT).join("fixtures/basic3/capture.pcap");
+    let child = Command::new("timeout")
+        .args(["120", ZKFLE, "replay", capture.to_str().unwrap()])
+        .args([
+            "--as",
+            "1",
+            "--target",
+            "127.0.0.1:3888",
+            "--format",
+            "json",
+        ])
+        .args(["--wait-target", "60"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    e.start_node(1);
+    child.wait_with_output().unwrap()
+}

@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 // The ensemble, its lock and the scripts are the other Java tests' (tests/common/join.rs).
 // Each test binary uses a part of these.
 #[allow(unused_imports)]
-pub use super::join::{Capture, Ensemble, Native, ROOT, ZKFLE, lock_loopback, status_kb, wait_for};
+pub use super::join::{
+    Capture, Ensemble, Native, ROOT, ZKFLE, lock_loopback, replay_basic3_into_server_1, status_kb,
+    wait_for,
+};
 
 pub fn count(hay: &str, needle: &str) -> usize {
     hay.matches(needle).count()
@@ -275,6 +278,40 @@ pub fn zk_tool(class: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// Issue 18's scenario with Java servers 2 and 3 and zkfle `n` (sid 1): zkfle follows B;
+/// W (`/w0`..`/w9`) commits on B with zkfle's ACKs while A is down; B stops; A restarts, and
+/// zkfle, holding W, is elected and leads A until W is readable on A. Returns A's log since its
+/// restart.
+pub fn zkfle_leads_after_its_leader_stops(e: &Ensemble, n: &Native) -> String {
+    let b = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
+        following(n, 0)
+    });
+    let a = 5 - b;
+    wait_for("zkfle synced", Duration::from_secs(10), || {
+        n.log().contains("synced with leader").then_some(())
+    });
+    e.run(&["stop-node", &a.to_string()]);
+    write_all(b, &paths("w", 10), Duration::from_secs(10));
+    e.run(&["stop-node", &b.to_string()]);
+    let alog = e.log(a).len();
+    e.run(&["start-node", &a.to_string()]);
+    wait_for("W readable on A without B", Duration::from_secs(30), || {
+        read(a, "/w9")
+    });
+    e.log(a)[alog..].to_string()
+}
+
+/// The leader of the node's last decision from event `from` on, when it was OBSERVING.
+pub fn observing(n: &Native, from: usize) -> Option<i64> {
+    n.events()
+        .get(from..)?
+        .iter()
+        .rev()
+        .find(|v| v["state"] != "LOOKING")
+        .filter(|v| v["state"] == "OBSERVING")
+        .and_then(|v| v["leader"].as_i64())
 }
 
 pub fn following(n: &Native, from: usize) -> Option<i64> {
