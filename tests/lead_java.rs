@@ -249,7 +249,11 @@ fn elected_at_startup_and_a_snap_to_a_wiped_follower() {
     wait_for("zkfle synced by SNAP", Duration::from_secs(20), || {
         n.log().contains("synced with leader").then_some(())
     });
-    assert!(n.log().contains("Getting a SNAP"), "{}", n.log());
+    assert!(
+        n.log().contains("Getting a snapshot from leader"),
+        "{}",
+        n.log()
+    );
 
     // The Java follower is wiped while writes commit on the leader and zkfle; the leader dies.
     let f = 3 - leader;

@@ -18,11 +18,21 @@ use zab::*;
 const RECONFIG_KEYS: &str = "reconfigEnabled=true\nskipACL=yes\n";
 
 /// Three Java servers running with [`RECONFIG_KEYS`], elected, and the directory and zoo.cfg
-/// of zkfle sid 4: the ensemble as its zoo.cfg lists it, plus zkfle itself as `role`.
-fn reconfig_ensemble(name: &str, role: &str, extra: &[&str]) -> (Ensemble, PathBuf, PathBuf) {
+/// of zkfle sid 4: the ensemble as its zoo.cfg lists it, plus zkfle itself as `role`; and the
+/// capture of all four, from before the servers start (`scripts/record-zkfle-fixture.sh`
+/// keeps it as a fixture).
+fn reconfig_ensemble(
+    name: &str,
+    role: &str,
+    extra: &[&str],
+) -> (Ensemble, PathBuf, PathBuf, Capture) {
     let mut args = vec!["--tick", "200", "--no-start"];
     args.extend_from_slice(extra);
     let e = Ensemble::start(name, "1:participant,2:participant,3:participant", &args);
+    let capture = Capture::start(
+        &e.dir.join(format!("{name}.pcap")),
+        "127.0.0.1 or host 127.0.0.2 or host 127.0.0.3 or host 127.0.0.4",
+    );
     for sid in 1..=3 {
         let p = e.dir.join(format!("{sid}/zoo.cfg"));
         let text = std::fs::read_to_string(&p).unwrap();
@@ -44,18 +54,19 @@ fn reconfig_ensemble(name: &str, role: &str, extra: &[&str]) -> (Ensemble, PathB
         ),
     )
     .unwrap();
-    (e, zdir, cfg)
+    (e, zdir, cfg, capture)
 }
 
+/// zkfle (sid 4, not in the Java servers' config) starts and follows as a non-voting
+/// participant; `reconfig -add` makes it a voter, then a Java follower is removed; with both
+/// Java followers stopped, writes commit on the leader's and zkfle's ACKs; the Java leader
+/// restarts and it and zkfle re-elect under the last config; zkfle restarts with the
+/// activated config. The capture's summary tells the membership story.
 #[test]
 fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
     let _l = lock_loopback();
     let t0 = std::time::Instant::now();
-    let (e, zdir, cfg) = reconfig_ensemble("reconfig", "participant", &[]);
-    let capture = Capture::start(
-        &e.dir.join("reconfig.pcap"),
-        "127.0.0.1 or host 127.0.0.2 or host 127.0.0.3 or host 127.0.0.4",
-    );
+    let (e, zdir, cfg, capture) = reconfig_ensemble("reconfig", "participant", &[]);
     let n = Native::start_in(&zdir, &cfg, 4, &[]);
     let t_join = std::time::Instant::now();
     // Not yet a member of the ensemble's config: zkfle takes it (version 0x1<epoch>00000000)
@@ -162,7 +173,7 @@ fn zkfle_added_by_reconfig_then_a_java_server_removed_is_needed_for_quorum() {
 
     // The capture tells the membership story: the add, the removal, and the election after the
     // leader's restart counted under the last config.
-    let pcap = capture.stop();
+    let pcap = capture.stop_and_keep(&e);
     let out = std::process::Command::new(ZKFLE)
         .args(["decode", "--summary", "--format", "jsonl"])
         .arg(&pcap)
@@ -255,7 +266,7 @@ fn commits_within(sid: i64, path: &str, wait: Duration) -> bool {
 #[test]
 fn zkfle_removed_from_the_config_stays_a_non_voting_follower() {
     let _l = lock_loopback();
-    let (e, zdir, cfg) = reconfig_ensemble("reconfig-self", "participant", &[]);
+    let (e, zdir, cfg, capture) = reconfig_ensemble("reconfig-self", "participant", &[]);
     let n = Native::start_in(&zdir, &cfg, 4, &[]);
     let leader = wait_for("zkfle follows", Duration::from_secs(20), || {
         following(&n, 0).filter(|_| n.log().contains("synced with leader"))
@@ -280,6 +291,7 @@ fn zkfle_removed_from_the_config_stays_a_non_voting_follower() {
         !commits_within(leader, "/after-removal", Duration::from_secs(4)),
         "a removed member's ACK made a quorum"
     );
+    capture.stop_and_keep(&e);
 }
 
 /// zkfle added as an observer by `reconfig` (a role change: its session ends and it observes):
@@ -289,7 +301,7 @@ fn zkfle_removed_from_the_config_stays_a_non_voting_follower() {
 fn zkfle_added_as_observer_then_promoted() {
     let _l = lock_loopback();
     let t0 = std::time::Instant::now();
-    let (e, zdir, cfg) = reconfig_ensemble("reconfig-obs", "observer", &[]);
+    let (e, zdir, cfg, capture) = reconfig_ensemble("reconfig-obs", "observer", &[]);
     let n = Native::start_in(&zdir, &cfg, 4, &[]);
     let leader = wait_for("zkfle follows", Duration::from_secs(20), || {
         following(&n, 0).filter(|_| n.log().contains("synced with leader"))
@@ -392,6 +404,7 @@ fn zkfle_added_as_observer_then_promoted() {
         "observer test: {:?} (after the loopback lock)",
         t0.elapsed()
     );
+    capture.stop_and_keep(&e);
 }
 
 /// kill -9 of zkfle between a reconfig's PROPOSAL and its COMMITANDACTIVATE: zkfle (a voter of
@@ -404,7 +417,8 @@ fn zkfle_added_as_observer_then_promoted() {
 fn zkfle_killed_between_a_reconfig_proposal_and_its_commit() {
     let _l = lock_loopback();
     // syncLimit 30 ticks (6 s): the leader keeps the stopped J1 while zkfle is killed.
-    let (e, zdir, cfg) = reconfig_ensemble("reconfig-kill", "participant", &["--sync-limit", "30"]);
+    let (e, zdir, cfg, capture) =
+        reconfig_ensemble("reconfig-kill", "participant", &["--sync-limit", "30"]);
     let n = Native::start_in(&zdir, &cfg, 4, &[]);
     let leader = wait_for("zkfle follows", Duration::from_secs(20), || {
         following(&n, 0).filter(|_| n.log().contains("synced with leader"))
@@ -449,4 +463,5 @@ fn zkfle_killed_between_a_reconfig_proposal_and_its_commit() {
     e.run(&["stop-node", &j1.to_string()]);
     write_all(leader, &paths("after", 3), Duration::from_secs(15));
     assert_eq!(read(leader, "/after2").as_deref(), Some(&b"/after2"[..]));
+    capture.stop_and_keep(&e);
 }

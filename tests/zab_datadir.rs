@@ -275,7 +275,7 @@ fn a_long_running_voter_rolls_snapshots_purges_and_restarts() {
     let restart = &log[log.rfind("data tree of").unwrap()..];
     assert!(restart.contains("loaded from snapshot 0x"), "{restart}");
     assert!(
-        log[log.rfind("following leader").unwrap()..].contains("Getting a DIFF"),
+        log[log.rfind("following leader").unwrap()..].contains("Getting a diff from the leader"),
         "{log}"
     );
 }

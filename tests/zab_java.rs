@@ -19,7 +19,10 @@ fn zkfle_is_a_counted_durable_follower() {
     let _l = lock_loopback();
     let (e, n, leader) = zkfle_beside_two_java("follow", &[]);
     let other = 5 - leader;
-    assert!(n.log().contains("Getting a SNAP"), "fresh zkfle gets SNAP");
+    assert!(
+        n.log().contains("Getting a snapshot from leader"),
+        "fresh zkfle gets SNAP"
+    );
     write_all(leader, &paths("a", 5), Duration::from_secs(10));
 
     // 1. The Java follower stops: writes commit on the leader's and zkfle's ACKs.
@@ -79,7 +82,11 @@ fn zkfle_is_a_counted_durable_follower() {
         "{sync}"
     );
     assert!(!sync.contains("Sending snapshot"), "{sync}");
-    assert!(count(&n.log(), "Getting a DIFF") >= 1, "{}", n.log());
+    assert!(
+        count(&n.log(), "Getting a diff from the leader") >= 1,
+        "{}",
+        n.log()
+    );
     e.run(&["stop-node", &other.to_string()]);
     write_all(leader, &paths("e", 5), Duration::from_secs(10));
 

@@ -618,6 +618,13 @@ struct Server {
     gone: bool,
     /// It sent a LOOKING proposal (counted in `lookers`).
     looker: bool,
+    /// The newest config version it is known to hold (from its own notifications, or one it
+    /// was sent while LOOKING and so took).
+    config_version: Option<u64>,
+    /// LOOKING, it was sent a newer config: Java takes it and restarts its election (shuts
+    /// the election and its connections down), so what else reaches it is lost until its new
+    /// election's first vote.
+    config_restart: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -953,6 +960,18 @@ impl Summarizer {
         let Some(conn) = r.conn else { return };
         if let Some(q) = self.quorum.remove(&conn) {
             self.push_close((time, q.leader, q.learner, true));
+            // Its last connection of either port closed: the process is gone, or all its
+            // peers are (an answer from it shows which, below in `sender`).
+            for sid in [q.leader, q.learner].into_iter().flatten() {
+                if !self.in_zab(sid)
+                    && let Some(s) = self.servers.get_mut(&sid)
+                    && s.seen
+                    && s.open == 0
+                    && !s.looking
+                {
+                    s.gone = true;
+                }
+            }
             return;
         }
         let reset = matches!(r.body, Body::Closed { reset: true });
@@ -974,15 +993,25 @@ impl Summarizer {
                 if let Some(w) = self.working.get_mut(&(a.min(b), a.max(b))) {
                     *w = w.saturating_sub(1);
                 }
-                for s in [a, b] {
-                    let s = self.servers.entry(s);
+                for sid in [a, b] {
+                    // A server still in a Zab session only restarted its election machinery
+                    // (Java does on a new config: `restartLeaderElection`), it did not go.
+                    let in_zab = self.in_zab(sid);
+                    let s = self.servers.entry(sid);
                     s.open = s.open.saturating_sub(1);
-                    if s.open == 0 && !s.looking {
+                    if s.open == 0 && !s.looking && !in_zab {
                         s.gone = true;
                     }
                 }
             }
         }
+    }
+
+    /// Whether `sid` has an open quorum-port connection, as leader or learner.
+    fn in_zab(&self, sid: i64) -> bool {
+        self.quorum
+            .values()
+            .any(|c| c.leader == Some(sid) || c.learner == Some(sid))
     }
 
     /// Resolves every pending decision whose finalizeWait ran out before `t`.
@@ -1038,6 +1067,7 @@ impl Summarizer {
         let index = self.decisions.len();
         let s = self.servers.entry(sid);
         s.looking = false;
+        s.config_restart = false;
         s.pending = None;
         s.decision = Some(index);
         let since = s.since.min(time);
@@ -1082,6 +1112,7 @@ impl Summarizer {
         s.seen = true;
         s.looking = true;
         s.gone = false;
+        s.config_restart = false;
         s.since_sent = false;
         s.since = time;
         s.round = round;
@@ -1178,10 +1209,39 @@ impl Summarizer {
                 message,
             });
         }
+        let version = n.config_version();
+        if let Some(v) = version {
+            let s = self.servers.entry(from);
+            s.config_version = Some(s.config_version.map_or(v, |c| c.max(v)));
+        }
         // A re-sent last vote tells nothing of its sender, but its receiver reads it all the
         // same.
         self.sender(time, conn, from, to, n);
+        if self.takes_newer_config(to, version) {
+            return;
+        }
         self.receiver(time, from, to, n);
+    }
+
+    /// Whether `to`, LOOKING, is sent a config newer than its own: Java's receiver takes it
+    /// and restarts the election (`restarting leader election`) instead of counting the
+    /// message, and drops what follows until the new election begins
+    /// (fixtures/v3.8.0-zkfle-added: a late server, and zkfle, sent version 0x100000000 by
+    /// the running ensemble). True when the message is not counted.
+    fn takes_newer_config(&mut self, to: i64, version: Option<u64>) -> bool {
+        let Some(s) = self.servers.get_mut(&to) else {
+            return false;
+        };
+        if s.config_restart {
+            return true;
+        }
+        let newer = matches!((version, s.config_version), (Some(v), Some(mine)) if v > mine);
+        if !(newer && s.looking && s.since_sent) {
+            return false;
+        }
+        s.config_version = version;
+        s.config_restart = true;
+        true
     }
 
     /// A config first seen at `time`: the first one joins the members known (from `--config`
@@ -1291,7 +1351,23 @@ impl Summarizer {
                 // next election can be round 0x1 again (fixtures/v3.8.0-reconfig4).
                 let advanced = vote.leader == from
                     && own.is_some_and(|o| (vote.peer_epoch, vote.zxid) > (o.peer_epoch, o.zxid));
-                if seen && !looking {
+                let since_sent = self.servers[&from].since_sent;
+                if looking
+                    && !since_sent
+                    && last_sent == Some(vote)
+                    && decided.is_some_and(|r| vote.round <= r)
+                    && !advanced
+                {
+                    // Taken for gone (all its connections closed), it re-sends on a new
+                    // connection the last vote it had sent: a decided server's queue, not a
+                    // restart, whose first vote would be a new proposal.
+                    self.resent += 1;
+                    return true;
+                }
+                if looking && self.servers[&from].config_restart {
+                    // Its new election after taking a newer config (logical clock from 0).
+                    self.begin(from, time, vote.round);
+                } else if seen && !looking {
                     // A decided server re-sends the last vote it had for a peer on every new
                     // connection (QuorumCnxManager), and votes it queued before deciding go
                     // out after: not a new election, which would have a higher round (unless
@@ -1416,6 +1492,17 @@ impl Summarizer {
                         && d.state == n.state
                         && d.election_epoch == n.election_epoch
                 });
+                let s = &self.servers[&from];
+                if same && s.looking && !s.since_sent {
+                    // Taken for gone when all its connections closed, it answers with the
+                    // decision it had and no vote of its own came first: its peers went, it
+                    // did not (fixtures/v3.8.0-zkfle-added: the leader whose only follower,
+                    // zkfle, was killed).
+                    let s = self.servers.entry(from);
+                    s.looking = false;
+                    s.pending = None;
+                    return false;
+                }
                 if looking || !same {
                     if !self.servers[&from].seen {
                         self.begin(from, time, n.election_epoch);
@@ -1719,17 +1806,28 @@ impl Summarizer {
             let Some(list) = by_sid.get(learner) else {
                 continue;
             };
-            // The learner's last decision before it dialled the leader (a little slack for a
-            // decision estimated late).
-            let Some(&i) = list
+            // The learner's last decision for that leader before it dialled it, or else the
+            // first one just after (a decision estimated late).
+            let fits = |i: usize| {
+                let d = &self.decisions[i];
+                sync.leader.is_none_or(|l| l == d.leader) && d.state != ServerState::Leading
+            };
+            let before = list
                 .iter()
                 .rev()
-                .find(|&&i| self.decisions[i].time <= sync.started + 0.5)
-            else {
+                .find(|&&i| self.decisions[i].time <= sync.started);
+            let Some(&i) = before.filter(|&&i| fits(i)).or_else(|| {
+                list.iter()
+                    .find(|&&i| {
+                        let t = self.decisions[i].time;
+                        t > sync.started && t <= sync.started + 0.5
+                    })
+                    .filter(|&&i| fits(i))
+            }) else {
                 continue;
             };
             let d = &mut self.decisions[i];
-            if sync.leader.is_none_or(|l| l == d.leader) && d.state != ServerState::Leading {
+            {
                 d.sync = Some(SyncInfo {
                     leader: Some(d.leader),
                     ..sync.clone()
@@ -1773,11 +1871,14 @@ impl Summarizer {
                 let d = self.decisions[i].clone();
                 // Servers that began looking within REJOIN_GRACE_SECS of the leader's
                 // decision started with the election (servers started together).
+                // Learned from answers, with no LEADING decision in this round: the leader
+                // was established before (fixtures/v3.8.0-zkfle-added: zkfle, started late
+                // as a non-voter, answered in the leader's round 0).
                 let rejoin = !voters_decided
                     || (matches!(
                         d.evidence,
                         Evidence::QuorumReplies | Evidence::OwnNotification
-                    ) && d.looking_since >= led + REJOIN_GRACE_SECS);
+                    ) && (led.is_infinite() || d.looking_since >= led + REJOIN_GRACE_SECS));
                 if rejoin {
                     rounds.push(Round {
                         kind: RoundKind::Rejoin,

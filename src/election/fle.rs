@@ -669,13 +669,14 @@ impl Election {
         } else {
             ServerState::Observing
         };
+        // Java's words to the letter (FastLeaderElection.leaveInstance), so that what reads a
+        // Java server's log reads ours; the round is in the `LEADER ELECTION TOOK` line.
         info!(
-            "Decided {}: leader={}, zxid=0x{:x}, round=0x{:x}, peerEpoch=0x{:x}",
-            self.state.name(),
+            "About to leave FLE instance: leader={}, zxid=0x{:x}, my id={}, my state={}",
             vote.leader,
             vote.zxid,
-            vote.election_epoch,
-            vote.peer_epoch
+            self.cfg.my_id,
+            self.state.name()
         );
         self.current_vote = vote;
         self.running = false;

@@ -17,7 +17,7 @@ use crate::storage::Storage;
 use crate::storage::staging::Staging;
 use crate::wire::WireError;
 use crate::wire::quorum::{QuorumItem, QuorumStreamDecoder, ptype};
-use crate::zab::{Event, Learner, LearnerConfig, Persist};
+use crate::zab::{Event, Learner, LearnerConfig, Persist, SyncKind};
 
 /// Where and how to follow.
 #[derive(Debug, Clone)]
@@ -384,15 +384,16 @@ async fn follow_session(
         }
         while let Some(ev) = learner.poll_event() {
             match ev {
+                // Java's words (Learner.syncWithLeader) for each sync mode: the SNAP and TRUNC
+                // lines are logged where the snapshot and the truncation begin.
                 Event::SyncStarted { kind, zxid } => {
-                    info!(
-                        "Getting a {} from leader {} 0x{zxid:x}",
-                        kind.name(),
-                        cfg.leader_sid
-                    )
+                    if kind == SyncKind::Diff {
+                        info!("Getting a diff from the leader 0x{zxid:x}")
+                    }
                 }
                 Event::UpToDate { epoch } => {
                     synced = true;
+                    info!("Learner received UPTODATE message");
                     cfg.established_epoch.store(epoch, Ordering::Release);
                     info!(
                         "synced with leader {} in epoch {epoch} (last zxid 0x{:x})",

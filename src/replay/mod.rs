@@ -243,6 +243,9 @@ fn find_starts(
     let mut in_i = 0;
     let mut next_decision = 0;
     let mut seen = std::collections::HashSet::new();
+    // Who votes, as SID's own notifications say: a reconfig changes it (fixtures/
+    // v3.8.0-zkfle-added: sid 2's last elections are with 4, whom the first config lacks).
+    let mut voters = quorum.clone();
     for t in outbound {
         // What SID had been told before this message.
         while in_i < inbound.len() && inbound[in_i].at_ms <= t.at_ms {
@@ -250,7 +253,15 @@ fn find_starts(
             in_i += 1;
         }
         let n = &t.notification;
-        if !quorum.is_voter(t.to) {
+        if let Some(q) = n
+            .config_version()
+            .filter(|v| *v > voters.version())
+            .and_then(|_| QuorumConfig::parse(&n.config_text()?).ok())
+            .and_then(|c| QuorumVerifier::from_config(&c).ok())
+        {
+            voters = q;
+        }
+        if !voters.is_voter(t.to) {
             // Non-voters get the last election's result at once, whatever SID is doing.
             continue;
         }
@@ -317,7 +328,7 @@ fn find_starts(
                     .iter()
                     .filter(|m| m.at_ms > prev_sent_ms.max(decided_ms) && m.at_ms < at_ms)
                     .filter(|m| m.notification.state == ServerState::Looking)
-                    .filter(|m| quorum.is_voter(m.from))
+                    .filter(|m| voters.is_voter(m.from))
                     .map(|m| m.at_ms)
                     .min();
                 at_ms = at_ms.min(unanswered.unwrap_or(at_ms));

@@ -503,7 +503,9 @@ impl Capture {
     pub fn start(path: &Path, hosts: &str) -> Capture {
         let err = path.with_extension("err");
         let child = Command::new("tcpdump")
-            .args(["-i", "lo", "-s", "0", "-U", "-n", "-w"])
+            // Immediate mode: without it the kernel hands packets over in blocks, and the
+            // last block (up to a second of traffic) is lost when tcpdump is interrupted.
+            .args(["-i", "lo", "-s", "0", "-U", "-n", "--immediate-mode", "-w"])
             .arg(path)
             .arg(format!(
                 "tcp and (port 2888 or port 3888) and (host {hosts})"
@@ -530,6 +532,52 @@ impl Capture {
             .status();
         let _ = self.child.wait();
         self.path.clone()
+    }
+}
+
+/// Where a test run is kept as a fixture: `ZKFLE_RECORD_DIR`, set by
+/// `scripts/record-zkfle-fixture.sh`, which runs one test with it and makes the fixture.
+pub fn recording_dir() -> Option<PathBuf> {
+    std::env::var_os("ZKFLE_RECORD_DIR").map(PathBuf::from)
+}
+
+impl Capture {
+    /// Stops the capture and, when [`recording_dir`] is set, copies there the capture
+    /// (`capture.pcap`), the ensemble's shared `zoo.cfg`, every Java server's log
+    /// (`java.<sid>.log`) and every zkfle's (`zkfle.<sid>.log`, the `native<sid>.log` files
+    /// in the ensemble's directory and its subdirectories). Returns the capture's path.
+    pub fn stop_and_keep(self, e: &Ensemble) -> PathBuf {
+        let pcap = self.stop();
+        let Some(out) = recording_dir() else {
+            return pcap;
+        };
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::copy(&pcap, out.join("capture.pcap")).unwrap();
+        std::fs::copy(e.zoo_cfg(), out.join("zoo.cfg")).unwrap();
+        let mut dirs = vec![e.dir.clone()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if path.is_dir() {
+                    if name.parse::<i64>().is_ok() && path.join("server.log").is_file() {
+                        std::fs::copy(
+                            path.join("server.log"),
+                            out.join(format!("java.{name}.log")),
+                        )
+                        .unwrap();
+                    }
+                    dirs.push(path);
+                } else if let Some(sid) = name
+                    .strip_prefix("native")
+                    .and_then(|n| n.strip_suffix(".log"))
+                    .filter(|n| n.parse::<i64>().is_ok())
+                {
+                    std::fs::copy(&path, out.join(format!("zkfle.{sid}.log"))).unwrap();
+                }
+            }
+        }
+        pcap
     }
 }
 

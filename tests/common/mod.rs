@@ -76,6 +76,23 @@ pub fn capture_file(dir: &Path) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
+/// The servers of a fixture: those of its zoo.cfg, and those added later by `reconfig` whose
+/// log it keeps (`server.<sid>.log`).
+pub fn fixture_sids(dir: &Path) -> Vec<i64> {
+    let mut sids: BTreeSet<i64> = zoo_cfg(dir).servers().map(|s| s.id).collect();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(sid) = name
+            .strip_prefix("server.")
+            .and_then(|n| n.strip_suffix(".log"))
+            .and_then(|n| n.parse().ok())
+        {
+            sids.insert(sid);
+        }
+    }
+    sids.into_iter().collect()
+}
+
 /// The fixture's zoo.cfg.
 pub fn zoo_cfg(dir: &Path) -> ZooCfg {
     ZooCfg::read(&dir.join("zoo.cfg")).expect("fixture zoo.cfg parses")
@@ -270,7 +287,8 @@ pub fn logged_notifications(dir: &Path, receiver: i64) -> Vec<Logged> {
         .collect();
     out.extend(
         text.lines()
-            .filter(|l| l.contains("] - Notification: my state:"))
+            // Java's `... - Notification: my state:...` and zkfle's, in the same words.
+            .filter(|l| l.contains(" Notification: my state:"))
             .map(|l| Logged {
                 time: log_time(l),
                 receiver,
