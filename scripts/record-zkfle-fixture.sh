@@ -57,6 +57,9 @@ echo "recording $SCENARIO ($TEST) into fixtures/$NAME (ZooKeeper $ZK_VERSION)"
 (cd "$ROOT" && ZKFLE_RECORD_DIR="$WORK" cargo test -q --test reconfig_java -- --exact "$TEST" --nocapture) \
   >"$WORK/test.out" 2>&1 || { cat "$WORK/test.out" >&2; die "the test failed: nothing recorded"; }
 [ -f "$WORK/capture.pcap" ] || die "the test kept no capture (ZKFLE_RECORD_DIR)"
+# A fixture is whole: on a busy machine the kernel can drop a packet before tcpdump reads it.
+(cd "$ROOT" && cargo run -q --release -- decode "$WORK/capture.pcap") >/dev/null 2>"$WORK/decode.err" ||
+  die "the capture does not decode cleanly (a packet lost?): $(cat "$WORK/decode.err"); record again"
 
 OUT="$ROOT/fixtures/$NAME"
 rm -rf "$OUT"

@@ -85,6 +85,7 @@ fn decoded_notifications_match_java_logs() {
             // logs no config version.
             let receiver_34 = logs_in_34_wording(&dir, m);
             let all = logged_notifications(&dir, m);
+            let took_configs = logged_config_takes(&dir, m);
             let last_logged = all.iter().map(|l| l.time).fold(0.0, f64::max);
             let mut by_sender: HashMap<i64, Vec<Logged>> = HashMap::new();
             for l in all.into_iter().filter(|l| l.sender != m) {
@@ -159,9 +160,15 @@ fn decoded_notifications_match_java_logs() {
                             (r.dst, r.src),
                             (Some(to), Some(from)) if closed_by.contains(&(to, from))
                         );
+                        // A LOOKING receiver sent a newer config takes it and restarts its
+                        // election instead (`Received version: V my version: ...`).
+                        let took_config = took_configs
+                            .iter()
+                            .any(|(t, v)| *v == w.config_version && (t - w.time).abs() <= 0.3);
                         !sender_votes
                             || w.time >= last_logged
                             || (last_on_connection && receiver_closed)
+                            || took_config
                     })
                     .collect();
                 // reach[j]: the decoded messages so far can account for the first j log lines

@@ -625,6 +625,9 @@ struct Server {
     /// the election and its connections down), so what else reaches it is lost until its new
     /// election's first vote.
     config_restart: bool,
+    /// When its last session as a learner ended (its quorum-port connection to a leader
+    /// closed).
+    left_zab: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -960,6 +963,11 @@ impl Summarizer {
         let Some(conn) = r.conn else { return };
         if let Some(q) = self.quorum.remove(&conn) {
             self.push_close((time, q.leader, q.learner, true));
+            if let Some(l) = q.learner
+                && let Some(s) = self.servers.get_mut(&l)
+            {
+                s.left_zab = Some(time);
+            }
             // Its last connection of either port closed: the process is gone, or all its
             // peers are (an answer from it shows which, below in `sender`).
             for sid in [q.leader, q.learner].into_iter().flatten() {
@@ -1332,8 +1340,9 @@ impl Summarizer {
                         self.lookers += 1;
                     }
                 }
-                let (seen, looking, decided, last_sent, round, heard, gone, own) = {
+                let (seen, looking, decided, last_sent, round, heard, gone, own, left_zab) = {
                     let s = &self.servers[&from];
+                    let decided_at = s.decision.map(|d| self.decisions[d].time);
                     (
                         s.seen,
                         s.looking,
@@ -1343,14 +1352,21 @@ impl Summarizer {
                         s.heard_round,
                         s.gone,
                         s.own,
+                        // Its Zab session ended since it decided: LOOKING again, in a new
+                        // election (after a reconfig, from round 1 again: fixtures/
+                        // v3.8.0-zkfle-observer, zkfle demoted to observer).
+                        s.left_zab
+                            .is_some_and(|t| decided_at.is_some_and(|d| t > d)),
                     )
                 };
                 // Its own proposal with a newer zxid or epoch than its last one: a new
                 // lookForLeader even in a round it had reached. A reconfig restarts Java's
                 // election (a new FastLeaderElection, its logical clock back to 0), so the
                 // next election can be round 0x1 again (fixtures/v3.8.0-reconfig4).
-                let advanced = vote.leader == from
-                    && own.is_some_and(|o| (vote.peer_epoch, vote.zxid) > (o.peer_epoch, o.zxid));
+                let advanced = left_zab
+                    || vote.leader == from
+                        && own
+                            .is_some_and(|o| (vote.peer_epoch, vote.zxid) > (o.peer_epoch, o.zxid));
                 let since_sent = self.servers[&from].since_sent;
                 if looking
                     && !since_sent

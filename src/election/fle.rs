@@ -227,6 +227,15 @@ impl Election {
         self.cfg.role = role;
     }
 
+    /// Java's `restartLeaderElection` after a reconfig that changed the membership, outside an
+    /// election: a new FastLeaderElection, whose logical clock starts at 0, so the next
+    /// election is round 1 again.
+    pub fn restart_logical_clock(&mut self) {
+        if !self.running {
+            self.lc = 0;
+        }
+    }
+
     /// The config in force.
     pub fn quorum(&self) -> &QuorumVerifier {
         &self.cfg.quorum

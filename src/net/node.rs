@@ -167,15 +167,16 @@ pub async fn run(
                 Some(r) => node.on_received(r),
                 None => return Ok(()),
             },
-            Some(news) = activated_rx.recv() => match news {
-                ConfigNews::Activated(a) => node.on_activated(a),
-                ConfigNews::Seen(c) => match crate::election::QuorumVerifier::from_config(&c) {
-                    Ok(q) => node.el.set_next_config(q),
-                    Err(e) => warn!("last seen config 0x{:x} is not usable: {e}", c.version()),
-                },
-            },
+            Some(news) = activated_rx.recv() => node.on_config_news(news),
             r = async { task.as_mut().expect("guarded").await }, if task.is_some() => {
                 task = None;
+                // What the session reported before it ended comes first: the next election
+                // runs under the config it activated (select! picks among ready branches at
+                // random; zkfle once began its election as a participant, then took the
+                // demotion that had ended the session).
+                while let Ok(news) = activated_rx.try_recv() {
+                    node.on_config_news(news);
+                }
                 match r {
                     Ok(ZabEnd::Follow(st, stats, end)) => node.on_follow_end(st, stats, end),
                     Ok(ZabEnd::Lead(st, end)) => node.on_lead_end(st, end),
@@ -315,11 +316,20 @@ impl Node {
                     let now = self.now();
                     self.after.decided(now);
                     let took_ms = now - self.started_at;
-                    info!(
-                        "{} - LEADER ELECTION TOOK - {took_ms} MS (leader {}, round 0x{lc:x})",
-                        state.name(),
-                        vote.leader
-                    );
+                    if state == ServerState::Observing {
+                        // Java's observers log no `LEADER ELECTION TOOK` line; tools that
+                        // read it count followers and leaders only.
+                        info!(
+                            "OBSERVING: the election took {took_ms} ms (leader {}, round 0x{lc:x})",
+                            vote.leader
+                        );
+                    } else {
+                        info!(
+                            "{} - LEADER ELECTION TOOK - {took_ms} MS (leader {}, round 0x{lc:x})",
+                            state.name(),
+                            vote.leader
+                        );
+                    }
                     let _ = self.events.send(StateEvent {
                         leader: vote.leader,
                         state: state.name(),
@@ -400,15 +410,33 @@ impl Node {
         false
     }
 
+    fn on_config_news(&mut self, news: ConfigNews) {
+        match news {
+            ConfigNews::Activated(a) => self.on_activated(a),
+            ConfigNews::Seen(c) => match crate::election::QuorumVerifier::from_config(&c) {
+                Ok(q) => self.el.set_next_config(q),
+                Err(e) => warn!("last seen config 0x{:x} is not usable: {e}", c.version()),
+            },
+        }
+    }
+
     /// A follow session activated a config (its files are written): the election, the
     /// connections and Zab run under it from now on. Java restarts its election (idle while
     /// following) with a new connection manager; zkfle keeps its connections to the members
-    /// that stay, connects to the new ones and drops the removed ones.
+    /// that stay, connects to the new ones and drops the removed ones. Like Java's new
+    /// election, ours counts its rounds from 0 again when the membership changed: else a
+    /// LOOKING zkfle observer one round ahead of a LOOKING Java voter answers each of its
+    /// votes as a lagging voter's, the voter answers each of a non-voter's, and the two
+    /// exchange hundreds of notifications a second (seen in fixtures/v3.8.0-zkfle-observer's
+    /// first recording, after a demotion).
     fn on_activated(&mut self, a: Activated) {
         if a.config.version() <= self.el.quorum().version() {
             return;
         }
         self.apply_config(&a.config, a.activation.role);
+        if a.activation.members_changed {
+            self.el.restart_logical_clock();
+        }
         if let Some(d) = a.designated_leader
             && a.activation.leader_changed
         {

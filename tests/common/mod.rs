@@ -305,6 +305,20 @@ pub fn logged_notifications(dir: &Path, receiver: i64) -> Vec<Logged> {
     out
 }
 
+/// `N Received version: V my version: M` lines of `server.<receiver>.log` (Java's and
+/// zkfle's words): a LOOKING server sent a newer config, which it takes instead of counting
+/// the message. As (time, V).
+pub fn logged_config_takes(dir: &Path, receiver: i64) -> Vec<(f64, i64)> {
+    let text =
+        std::fs::read_to_string(dir.join(format!("server.{receiver}.log"))).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let v = field(l, "Received version: ", ' ')?;
+            Some((log_time(l), i64::from_str_radix(v, 16).ok()?))
+        })
+        .collect()
+}
+
 /// The time at the start of a log4j line, `2026-11-29 17:29:56,430`, read as UTC.
 pub fn log_time(line: &str) -> f64 {
     let n = |a: usize, b: usize| line[a..b].parse::<i64>().expect("log timestamp");
