@@ -178,12 +178,17 @@ fn install_sigint() -> Arc<AtomicBool> {
 
 pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let mut book = AddressBook::default();
-    let mut members = HashMap::new();
+    // What --config tells the summary: the members, and a hierarchical quorum rule.
+    let mut known: Option<crate::wire::QuorumConfig> = None;
     if let Some(path) = &args.config {
         let cfg = ZooCfg::read(path).map_err(|e| CliError::input(format!("--config {e}")))?;
         book.learn_config(&cfg.quorum);
-        members.extend(book.members().iter().map(|(k, v)| (*k, *v)));
+        known = Some(cfg.quorum);
     }
+    let members = || match &known {
+        Some(cfg) => Summarizer::with_config(cfg),
+        None => Summarizer::new(HashMap::new()),
+    };
     for entry in &args.sid_map {
         let (addr, sid) = entry
             .rsplit_once('=')
@@ -244,7 +249,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::failure(e.to_string()))?;
         eprintln!("zkfle: capturing on {iface} ({bpf}); Ctrl-C ends it");
         options.streaming = true;
-        let mut out = Output::new(&args, filter, members, true);
+        let mut out = Output::new(&args, filter, members(), true);
         let mut decoder = Decoder::with_source(live, options);
         out.consume(&mut decoder)?;
         let stats = *decoder.segments().stats();
@@ -270,7 +275,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         }
         options.streaming = streaming;
         let segments = open_with_progress(path)?;
-        let mut out = Output::new(&args, filter, members, streaming);
+        let mut out = Output::new(&args, filter, members(), streaming);
         let mut decoder = Decoder::from_capture(segments, options);
         out.consume(&mut decoder)?;
         let stats = *decoder.segments().stats();
@@ -285,7 +290,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let (merged, offsets) = capture::merge::open_files(&args.captures, &overrides)
         .map_err(|e| CliError::failure(e.to_string()))?;
     let clocks: Vec<(String, ClockOffset)> = args.captures.iter().cloned().zip(offsets).collect();
-    let mut out = Output::new(&args, filter, members, false);
+    let mut out = Output::new(&args, filter, members(), false);
     out.clocks = clocks.clone();
     out.print_clocks()?;
     let mut decoder: Decoder<MergedSegments> = Decoder::with_source(merged, options);
@@ -515,7 +520,7 @@ impl Output {
     fn new(
         args: &DecodeArgs,
         filter: RecordFilter,
-        members: HashMap<i64, crate::wire::config::Role>,
+        summarizer: Summarizer,
         streaming: bool,
     ) -> Output {
         Output {
@@ -525,7 +530,7 @@ impl Output {
             local: args.local,
             streaming,
             filter,
-            summarizer: Summarizer::new(members),
+            summarizer,
             live: LiveDecisions::default(),
             t0: None,
             previous: None,

@@ -381,6 +381,32 @@ impl VoteSet {
         }
     }
 
+    /// The sids [`VoteSet::agreeing`] counts (for a hierarchical quorum, which weighs who).
+    fn agreeing_sids(&self, vote: &VoteKey) -> BTreeSet<i64> {
+        self.entries()
+            .filter(|e| e.1 == *vote)
+            .map(|e| e.0)
+            .collect()
+    }
+
+    /// The sids [`VoteSet::backing`] counts.
+    fn backing_sids(&self, vote: &VoteKey) -> BTreeSet<i64> {
+        self.entries()
+            .filter(|e| match e.2 {
+                ServerState::Looking => e.1 == *vote,
+                _ => e.1.leader == vote.leader,
+            })
+            .map(|e| e.0)
+            .collect()
+    }
+
+    fn entries(&self) -> Box<dyn Iterator<Item = (i64, VoteKey, ServerState)> + '_> {
+        match &self.big {
+            Some(big) => Box::new(big.votes.iter().map(|(k, (v, st))| (*k, *v, *st))),
+            None => Box::new(self.small.iter().copied()),
+        }
+    }
+
     /// Every vote held: (sid, vote).
     fn iter(&self) -> Box<dyn Iterator<Item = (i64, VoteKey)> + '_> {
         match &self.big {
@@ -704,6 +730,9 @@ type ConnMap<V> = std::collections::HashMap<ConnId, V, std::hash::BuildHasherDef
 #[derive(Debug, Default)]
 pub struct Summarizer {
     members: HashMap<i64, Role>,
+    /// The members' quorum rule when it is not a plain majority (`group.`/`weight.` lines:
+    /// Java's QuorumHierarchical); `None` counts a majority of the voters.
+    hierarchy: Option<crate::election::QuorumVerifier>,
     /// Distinct senders of LOOKING votes (the quorum size when no config names the members).
     lookers: usize,
     servers: ServerTable,
@@ -777,6 +806,19 @@ impl Summarizer {
         s
     }
 
+    /// A summarizer that knows the ensemble's config (from `--config`): its members, and its
+    /// quorum rule when the config has groups or weights.
+    pub fn with_config(config: &crate::wire::QuorumConfig) -> Self {
+        let mut s = Summarizer::default();
+        for server in config.servers() {
+            s.set_member(server.id, server.role());
+        }
+        s.hierarchy = crate::election::QuorumVerifier::from_config(config)
+            .ok()
+            .filter(|q| q.is_hierarchical());
+        s
+    }
+
     /// Records a member and its role, keeping the count of voting members.
     fn set_member(&mut self, sid: i64, role: Role) {
         if let Some(old) = self.members.insert(sid, role)
@@ -800,6 +842,16 @@ impl Summarizer {
     /// Votes needed for a quorum (a majority of the voters).
     fn need(&self) -> usize {
         self.voters() / 2 + 1
+    }
+
+    /// Whether the `count` votes from `sids` make a quorum: a majority of the voters, or
+    /// under a hierarchical config, more than half of the groups each with more than half of
+    /// its weight (Java's QuorumHierarchical).
+    fn is_quorum(&self, count: usize, sids: impl FnOnce() -> BTreeSet<i64>) -> bool {
+        match &self.hierarchy {
+            Some(q) => q.contains_quorum(&sids()),
+            None => count >= self.need(),
+        }
     }
 
     /// Whether `sid` counts toward a quorum: not an observer (when the members are known).
@@ -1149,7 +1201,6 @@ impl Summarizer {
 
     /// Whether `sid`'s current vote holds a quorum; schedules its decision if so.
     fn check_quorum(&mut self, sid: i64, time: f64) {
-        let need = self.need();
         let Some(s) = self.servers.get(&sid) else {
             return;
         };
@@ -1157,8 +1208,7 @@ impl Summarizer {
         if vote.leader == i64::MIN || !s.looking {
             return;
         }
-        let have = s.recv.agreeing(&vote);
-        if have >= need {
+        if self.is_quorum(s.recv.agreeing(&vote), || s.recv.agreeing_sids(&vote)) {
             self.schedule(sid, time + FINALIZE_WAIT_SECS);
         }
     }
@@ -1295,6 +1345,9 @@ impl Summarizer {
         for s in cfg.servers() {
             self.set_member(s.id, s.role());
         }
+        self.hierarchy = crate::election::QuorumVerifier::from_config(cfg)
+            .ok()
+            .filter(|q| q.is_hierarchical());
         let change = ConfigChange {
             time,
             version,
@@ -1625,13 +1678,16 @@ impl Summarizer {
                 if vote.round == round {
                     let s = self.servers.get_mut(&to).expect("seen");
                     s.recv.insert(from, vote, state);
-                    let have = s.recv.backing(&vote);
+                    let have = match &self.hierarchy {
+                        Some(q) => q.contains_quorum(&s.recv.backing_sids(&vote)),
+                        None => s.recv.backing(&vote) >= need,
+                    };
                     let leader_ok = if vote.leader == to {
                         true
                     } else {
                         s.recv.state_of(vote.leader) == Some(ServerState::Leading)
                     };
-                    if have >= need && leader_ok {
+                    if have && leader_ok {
                         let state = self.state_for(to, vote.leader);
                         self.decide(
                             to,
@@ -1652,7 +1708,16 @@ impl Summarizer {
                     *c = c.saturating_sub(1);
                 }
                 *out.counts.entry(key).or_default() += 1;
-                let have = out.counts.get(&key).copied().unwrap_or(0) as usize;
+                let have = match &self.hierarchy {
+                    Some(q) => q.contains_quorum(
+                        &out.votes
+                            .iter()
+                            .filter(|(_, (l, e, _))| (*l, *e) == key)
+                            .map(|(sid, _)| *sid)
+                            .collect(),
+                    ),
+                    None => out.counts.get(&key).copied().unwrap_or(0) as usize >= need,
+                };
                 let leader_ok = if vote.leader == to {
                     s.round == vote.round
                 } else {
@@ -1660,7 +1725,7 @@ impl Summarizer {
                         .get(&vote.leader)
                         .is_some_and(|(_, _, st)| *st == ServerState::Leading)
                 };
-                if have >= need && leader_ok {
+                if have && leader_ok {
                     s.round = vote.round;
                     let state = self.state_for(to, vote.leader);
                     self.decide(
@@ -1727,11 +1792,19 @@ impl Summarizer {
                     && !observer
                     && self.votes(learner)
                 {
-                    let need = self.need();
                     let e = self.acks.entry((leader, q.zxid >> 32)).or_default();
                     e.0.insert(learner);
-                    if e.1.is_none() && e.0.len() + 1 >= need {
-                        e.1 = Some(time);
+                    let (count, unset) = (e.0.len() + 1, e.1.is_none());
+                    let acked = || {
+                        let mut sids = self.acks[&(leader, q.zxid >> 32)].0.clone();
+                        sids.insert(leader);
+                        sids
+                    };
+                    if unset && self.is_quorum(count, acked) {
+                        self.acks
+                            .get_mut(&(leader, q.zxid >> 32))
+                            .expect("just added")
+                            .1 = Some(time);
                     }
                 }
             }
@@ -2643,4 +2716,79 @@ fn join_sids(sids: &[i64]) -> String {
         .map(|s| s.to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::{ConnId, Timestamp};
+    use crate::decode::{Body, Record};
+    use crate::wire::Notification;
+
+    /// Six voters in three groups of two (`group.1=1:2` ...), or a plain majority of six.
+    fn config(groups: bool) -> Vec<u8> {
+        let mut text: String = (1..=6)
+            .map(|s| format!("server.{s}=10.0.0.{s}:2888:3888:participant\n"))
+            .collect();
+        if groups {
+            text.push_str("group.1=1:2\ngroup.2=3:4\ngroup.3=5:6\n");
+        }
+        text.push_str("version=0");
+        text.into_bytes()
+    }
+
+    /// `from`'s LOOKING vote for 6 (zxid 0, round 1) to `to`, at `ms`.
+    fn vote(ms: u64, from: i64, to: i64, groups: bool) -> Record {
+        let n = Notification {
+            state: ServerState::Looking,
+            leader: 6,
+            zxid: 0,
+            election_epoch: 1,
+            peer_epoch: Some(0),
+            version: Some(2),
+            config: Some(config(groups)),
+            trailing: Vec::new(),
+        };
+        Record {
+            time: Timestamp {
+                secs: 1000 + (ms / 1000) as i64,
+                nanos: (ms % 1000) as u32 * 1_000_000,
+            },
+            conn: Some(ConnId((from * 10 + to) as u64)),
+            src: None,
+            dst: None,
+            from_sid: Some(from),
+            to_sid: Some(to),
+            offset: None,
+            raw: Vec::new(),
+            body: Body::Notification(n),
+        }
+    }
+
+    /// Sid 6's decisions once it has voted for itself and `voters` voted for it.
+    fn decisions_of_6(voters: &[i64], groups: bool) -> Vec<ServerState> {
+        let mut s = Summarizer::new(std::collections::HashMap::new());
+        for to in 1..=5 {
+            s.add(&vote(0, 6, to, groups));
+        }
+        for (i, from) in voters.iter().enumerate() {
+            s.add(&vote(10 + i as u64, *from, 6, groups));
+        }
+        s.finish()
+            .rounds
+            .iter()
+            .flat_map(|r| &r.decisions)
+            .filter(|d| d.sid == 6)
+            .map(|d| d.state)
+            .collect()
+    }
+
+    #[test]
+    fn a_hierarchical_config_counts_groups_not_heads() {
+        // 1, 3, 5 and 6 are four of six (a majority), but a majority of only one group.
+        assert_eq!(decisions_of_6(&[1, 3, 5], false), [ServerState::Leading]);
+        assert_eq!(decisions_of_6(&[1, 3, 5], true), []);
+        // With 2, groups 1 and 3 hold a majority each: two of three groups.
+        assert_eq!(decisions_of_6(&[1, 3, 5, 2], true), [ServerState::Leading]);
+    }
 }
