@@ -31,12 +31,15 @@ use crate::capture::{
     SegmentSource, StreamEvent, TcpSegment, TcpSegments, Timestamp,
 };
 use crate::wire::frame::{LENGTH_BYTES, MAX_FRAME_BYTES};
-use crate::wire::initial::Probe;
 use crate::wire::quorum::{LearnerInfo, QuorumItem, QuorumPacket, QuorumStreamDecoder, ptype};
 use crate::wire::quorum_auth::AuthStatus;
+use crate::wire::resync::{
+    FrameSearch, Recognition, find_frame_start, find_packet_start, frame_prefix, recognise,
+    tls_record_start,
+};
 use crate::wire::{
-    Direction, ErrorKind, InitialMessage, Notification, PartialNotification, ProtocolVersion,
-    ServerState, StreamDecoder, StreamItem, WireError,
+    Direction, InitialMessage, Notification, PartialNotification, StreamDecoder, StreamItem,
+    WireError,
 };
 
 pub use identity::AddressBook;
@@ -53,10 +56,6 @@ const MAX_QUORUM_HUNT_BYTES: usize = 256 * 1024;
 /// Bytes held while looking for a frame boundary in a stream joined mid-way; a frame can be
 /// 512 KiB, so twice that always contains one whole frame after any start.
 const MAX_HUNT_BYTES: usize = 2 * (LENGTH_BYTES + MAX_FRAME_BYTES);
-
-/// A first frame larger than this does not count as evidence that an unknown port carries
-/// election traffic (real notifications are a few hundred bytes).
-const MAX_RECOGNITION_FRAME: usize = 64 * 1024;
 
 /// What to decode and what is known beforehand.
 #[derive(Debug, Clone)]
@@ -1104,16 +1103,6 @@ fn decode_all(
     }
 }
 
-/// The payload prefix and declared payload size of a frame cut short, from bytes starting at
-/// its length prefix; `None` unless the length is that of a notification.
-fn frame_prefix(held: &[u8]) -> Option<(&[u8], usize)> {
-    let len = i32::from_be_bytes(held.get(..LENGTH_BYTES)?.try_into().ok()?);
-    let size = usize::try_from(len).ok()?;
-    let payload = &held[LENGTH_BYTES..];
-    ((28..=MAX_RECOGNITION_FRAME).contains(&size) && !payload.is_empty() && payload.len() < size)
-        .then_some((payload, size))
-}
-
 /// The fields of a cut notification in the words of ZooKeeper's log, `?` where missing.
 pub fn partial_words(p: &PartialNotification) -> String {
     let num = |v: Option<i64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
@@ -1138,191 +1127,6 @@ fn file_offset(e: &CaptureError) -> Option<u64> {
         CaptureError::Open { .. } => None,
         CaptureError::InFile { source, .. } => file_offset(source),
     }
-}
-
-enum Recognition {
-    Wait,
-    Yes,
-    /// A quorum-port connection: it opens with FOLLOWERINFO/OBSERVERINFO.
-    Quorum,
-    No,
-}
-
-/// Whether a stream opens with a learner's FOLLOWERINFO or OBSERVERINFO: a valid packet of
-/// that type whose LearnerInfo names Zab's protocol version.
-fn recognise_learner(held: &[u8]) -> Option<Recognition> {
-    let t = i32::from_be_bytes(held.get(..4)?.try_into().ok()?);
-    if t != ptype::FOLLOWERINFO && t != ptype::OBSERVERINFO {
-        return None;
-    }
-    match QuorumPacket::decode(held) {
-        Ok((p, _)) => {
-            let info = p.data.as_deref().map(LearnerInfo::decode_any);
-            Some(match info {
-                Some(Ok(i)) if i.protocol_version & 0xffff0000u32 as i32 == 0x10000 => {
-                    Recognition::Quorum
-                }
-                _ => Recognition::No,
-            })
-        }
-        Err(WireError {
-            kind: ErrorKind::Truncated { .. },
-            ..
-        }) if held.len() < MAX_RECOGNITION_FRAME => Some(Recognition::Wait),
-        Err(_) => Some(Recognition::No),
-    }
-}
-
-/// Whether the start of a stream on a non-election port is election traffic: a V1/V2 initial
-/// message is specific enough alone; a legacy one (any non-negative long) needs a plausible
-/// notification behind it. A learner's first packet makes it quorum traffic.
-fn recognise(held: &[u8]) -> Recognition {
-    if let Some(r) = recognise_learner(held) {
-        return r;
-    }
-    let size = match InitialMessage::probe(held) {
-        Err(_) => return Recognition::No,
-        Ok(Probe::NeedAtLeast(_)) => return Recognition::Wait,
-        Ok(Probe::Complete(n)) => n,
-    };
-    let Ok(initial) = InitialMessage::decode(&held[..size]) else {
-        return Recognition::No;
-    };
-    if initial.protocol != ProtocolVersion::Legacy {
-        return Recognition::Yes;
-    }
-    let rest = &held[size..];
-    if rest.len() < LENGTH_BYTES {
-        return Recognition::Wait;
-    }
-    let len = i32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
-    if len <= 0 || len as usize > MAX_RECOGNITION_FRAME {
-        return Recognition::No;
-    }
-    if rest.len() < LENGTH_BYTES + len as usize {
-        return Recognition::Wait;
-    }
-    if plausible_notification(&rest[LENGTH_BYTES..LENGTH_BYTES + len as usize]) {
-        Recognition::Yes
-    } else {
-        Recognition::No
-    }
-}
-
-/// What a TLS record at the start of `bytes` is, if one is: a handshake record (a
-/// connection's first bytes under TLS), or application data (a TLS connection joined mid-way).
-/// Plaintext election and quorum streams cannot start so: an initial message starts with a
-/// negative protocol version or a sid, a quorum packet with a length far below 0x16030000.
-fn tls_record_start(bytes: &[u8]) -> Option<&'static str> {
-    match bytes {
-        [0x16, 0x03, 0x00..=0x04, ..] => Some("a TLS handshake record"),
-        [0x17, 0x03, 0x03, ..] => Some("TLS application data"),
-        _ => None,
-    }
-}
-
-/// A payload that is a notification as some real server sent one: a known state, and exactly
-/// one of the historical sizes (or a config filling the rest).
-fn plausible_notification(payload: &[u8]) -> bool {
-    match Notification::decode(payload) {
-        Ok(n) => {
-            !matches!(n.state, ServerState::Unknown(_))
-                && n.trailing.is_empty()
-                && (n.config.is_some() || matches!(payload.len(), 28 | 36 | 40))
-        }
-        Err(_) => false,
-    }
-}
-
-/// Whether the first bytes of a payload of `len` bytes can still be a plausible notification
-/// (so that a random length prefix does not hold up the search until its end arrives).
-fn can_start_frame(head: &[u8], len: usize) -> bool {
-    let int = |at: usize| {
-        head.get(at..at + 4)
-            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    if int(0).is_some_and(|state| !(0..=3).contains(&state)) {
-        return false;
-    }
-    if matches!(len, 28 | 36 | 40) {
-        return true;
-    }
-    if len < 44 {
-        return false;
-    }
-    match (int(36), int(40)) {
-        (Some(version), _) if version < 2 => false,
-        (_, Some(config_len)) => config_len >= 0 && config_len as usize == len - 44,
-        _ => true,
-    }
-}
-
-enum FrameSearch {
-    /// A whole plausible frame starts here.
-    Found(usize),
-    /// No frame starts before this offset; later ones need more bytes to tell.
-    NotBefore(usize),
-}
-
-/// Looks for the first offset in `buf` where a whole plausible frame starts.
-fn find_frame_start(buf: &[u8]) -> FrameSearch {
-    let mut undecided = None;
-    for i in 0..buf.len().saturating_sub(LENGTH_BYTES - 1) {
-        let len = i32::from_be_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
-        if !(28..=MAX_FRAME_BYTES as i32).contains(&len) {
-            continue;
-        }
-        let end = i + LENGTH_BYTES + len as usize;
-        if end > buf.len() {
-            if can_start_frame(&buf[i + LENGTH_BYTES..], len as usize) {
-                undecided.get_or_insert(i);
-            }
-            continue;
-        }
-        if undecided.is_none() && plausible_notification(&buf[i + LENGTH_BYTES..end]) {
-            return FrameSearch::Found(i);
-        }
-    }
-    FrameSearch::NotBefore(undecided.unwrap_or(buf.len().saturating_sub(LENGTH_BYTES - 1)))
-}
-
-/// Whether a quorum packet of a plausible type, with null authinfo (what Java sends), decodes
-/// whole at the front of `buf`: `Some(len)`, `None` when not, `Err` when more bytes are needed.
-fn plausible_packet(buf: &[u8]) -> Result<Option<usize>, ()> {
-    if buf.len() < 4 {
-        return Err(());
-    }
-    let t = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
-    if !(ptype::REQUEST..=ptype::INFORMANDACTIVATE).contains(&t) {
-        return Ok(None);
-    }
-    match QuorumPacket::decode(buf) {
-        Ok((p, n)) if p.authinfo.is_none() => Ok(Some(n)),
-        Ok(_) => Ok(None),
-        Err(WireError {
-            kind: ErrorKind::Truncated { .. },
-            ..
-        }) => Err(()),
-        Err(_) => Ok(None),
-    }
-}
-
-/// The first offset in `buf` where a quorum packet starts that is followed by the start of
-/// another (or by the end of the bytes so far): two in a row make a random match unlikely.
-fn find_packet_start(buf: &[u8]) -> FrameSearch {
-    for i in 0..buf.len().saturating_sub(3) {
-        match plausible_packet(&buf[i..]) {
-            Ok(None) => continue,
-            Err(()) => return FrameSearch::NotBefore(i),
-            Ok(Some(n)) => match plausible_packet(&buf[i + n..]) {
-                Ok(Some(_)) => return FrameSearch::Found(i),
-                Err(()) if buf.len() - (i + n) < 4 => return FrameSearch::NotBefore(i),
-                Err(()) => return FrameSearch::Found(i),
-                Ok(None) => continue,
-            },
-        }
-    }
-    FrameSearch::NotBefore(buf.len().saturating_sub(3))
 }
 
 impl<S: SegmentSource> Iterator for Decoder<S> {

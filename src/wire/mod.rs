@@ -1,4 +1,5 @@
-//! The election-port codec: pure, no I/O, and the only place in zkfle that knows byte layouts.
+//! The codecs of the election port (3888) and the quorum port (2888): pure, no I/O, and the
+//! only place in zkfle that knows byte layouts.
 //!
 //! - [`initial`]: the initial message a connection's initiator sends (legacy, -65536, -65535).
 //! - [`notification`]: notifications of every historical size (28, 36, 40, 44+N bytes).
@@ -15,6 +16,8 @@
 //!   connection on both ports when `quorum.auth.enableSasl=true`.
 //! - [`txn`]: the records a txn log entry, a PROPOSAL and a snapshot file carry.
 //! - [`addr`]: `host:port` election addresses as Java parses and writes them.
+//! - [`resync`]: where election or quorum traffic starts in bytes that do not begin at a
+//!   message (an unknown port, a capture joined mid-way, a gap), and what a cut frame holds.
 //!
 //! Limits are Java's: election frames of 1..=512 KiB, address text of 1..=2048 bytes, ports 0..=65535.
 //! Decoders never allocate more than those limits and never panic; every rejection is a
@@ -32,6 +35,7 @@ pub mod notification;
 pub mod quorum;
 pub mod quorum_auth;
 pub mod reader;
+pub mod resync;
 pub mod txn;
 
 pub use addr::ElectionAddress;
