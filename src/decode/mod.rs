@@ -176,6 +176,16 @@ pub struct Problem {
     pub message: String,
 }
 
+impl Problem {
+    pub fn new(severity: Severity, kind: ProblemKind, message: String) -> Problem {
+        Problem {
+            severity,
+            kind,
+            message,
+        }
+    }
+}
+
 /// How bad a [`Problem`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Severity {
@@ -248,7 +258,7 @@ struct State {
     cut: Option<usize>,
     /// Scratch lists for `data`, kept so their memory is reused.
     items: Vec<(u64, StreamItem)>,
-    problems: Vec<(u64, Severity, ProblemKind, String)>,
+    problems: Vec<(u64, Problem)>,
 }
 
 /// A record waiting for its sids: the acceptor's sid is often learned a little later (from the
@@ -490,17 +500,11 @@ impl State {
                     },
                 );
                 if mid_stream {
-                    let r = self.problem(
-                        conn,
-                        CapDir::FromInitiator,
-                        time,
-                        0,
-                        Severity::Warning,
-                        ProblemKind::MidStream,
-                        format!(
-                            "connection {initiator} -> {acceptor} started before the capture; joining it at the first frame boundary"
-                        ),
+                    let message = format!(
+                        "connection {initiator} -> {acceptor} started before the capture; joining it at the first frame boundary"
                     );
+                    let problem = Problem::new(Severity::Warning, ProblemKind::MidStream, message);
+                    let r = self.problem(conn, CapDir::FromInitiator, time, 0, problem);
                     self.push(r);
                 }
             }
@@ -593,7 +597,7 @@ impl State {
                 let at = partial.map_or(offset, |p| {
                     offset.saturating_sub((p.captured + LENGTH_BYTES) as u64)
                 });
-                let r = self.problem(conn, dir, time, at, severity, kind, what);
+                let r = self.problem(conn, dir, time, at, Problem::new(severity, kind, what));
                 self.push(r);
             }
             StreamEvent::Closed { conn, time, how } => self.closed(conn, time, how),
@@ -623,17 +627,12 @@ impl State {
                     c.tls = Some(tls.is_some());
                     if let Some(what) = tls {
                         let (from, to) = (c.initiator, c.acceptor);
-                        let r = self.problem(
-                            conn,
-                            dir,
-                            time,
-                            0,
-                            Severity::Warning,
-                            ProblemKind::Encrypted,
-                            format!(
-                                "connection {from} -> {to} speaks TLS ({what} seen; quorum TLS, sslQuorum=true): its bytes are encrypted and skipped"
-                            ),
+                        let message = format!(
+                            "connection {from} -> {to} speaks TLS ({what} seen; quorum TLS, sslQuorum=true): its bytes are encrypted and skipped"
                         );
+                        let problem =
+                            Problem::new(Severity::Warning, ProblemKind::Encrypted, message);
+                        let r = self.problem(conn, dir, time, 0, problem);
                         self.push(r);
                         return;
                     }
@@ -682,8 +681,8 @@ impl State {
             }
             decode_all(d, input, &mut items, &mut problems);
         }
-        for (at, severity, kind, message) in problems.drain(..) {
-            let r = self.problem(conn, dir, time, at, severity, kind, message);
+        for (at, problem) in problems.drain(..) {
+            let r = self.problem(conn, dir, time, at, problem);
             self.push(r);
         }
         for (at, item) in items.drain(..) {
@@ -770,9 +769,11 @@ impl State {
                     if at > 0 {
                         problems.push((
                             *start,
-                            Severity::Warning,
-                            ProblemKind::Resynced { skipped: at as u64 },
-                            format!("skipped {at} bytes to the next quorum packet"),
+                            Problem::new(
+                                Severity::Warning,
+                                ProblemKind::Resynced { skipped: at as u64 },
+                                format!("skipped {at} bytes to the next quorum packet"),
+                            ),
                         ));
                     }
                     d.base = *start + at as u64;
@@ -812,12 +813,14 @@ impl State {
                     };
                     problems.push((
                         d.base + offset,
-                        Severity::Warning,
-                        ProblemKind::Sasl {
-                            accepted,
-                            user: None,
-                        },
-                        sasl_verdict("leader", accepted, None),
+                        Problem::new(
+                            Severity::Warning,
+                            ProblemKind::Sasl {
+                                accepted,
+                                user: None,
+                            },
+                            sasl_verdict("leader", accepted, None),
+                        ),
                     ));
                 }
                 Ok(None) => break,
@@ -825,9 +828,11 @@ impl State {
                     let at = d.base + e.offset;
                     problems.push((
                         at,
-                        Severity::Error,
-                        ProblemKind::Malformed(e.clone()),
-                        format!("malformed quorum packet: {e}; resynchronising"),
+                        Problem::new(
+                            Severity::Error,
+                            ProblemKind::Malformed(e.clone()),
+                            format!("malformed quorum packet: {e}; resynchronising"),
+                        ),
                     ));
                     d.hunt = Some((input.to_vec(), d.base + d.decoder.position()));
                     d.snap = None;
@@ -841,8 +846,8 @@ impl State {
         {
             c.initiator_sid = Some(sid);
         }
-        for (at, severity, kind, message) in problems {
-            let r = self.problem(conn, dir, time, at, severity, kind, message);
+        for (at, problem) in problems {
+            let r = self.problem(conn, dir, time, at, problem);
             self.push(r);
         }
         if let Some((mut r, n)) = snap_done {
@@ -904,9 +909,11 @@ impl State {
                     dir,
                     time,
                     at,
-                    Severity::Warning,
-                    ProblemKind::Unfinished { bytes },
-                    format!("{end} in the middle of a message ({bytes} bytes of it captured)"),
+                    Problem::new(
+                        Severity::Warning,
+                        ProblemKind::Unfinished { bytes },
+                        format!("{end} in the middle of a message ({bytes} bytes of it captured)"),
+                    ),
                 );
                 self.push(r);
             }
@@ -1013,23 +1020,15 @@ impl State {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn problem(
         &self,
         conn: ConnId,
         dir: CapDir,
         time: Timestamp,
         offset: u64,
-        severity: Severity,
-        kind: ProblemKind,
-        message: String,
+        problem: Problem,
     ) -> Record {
-        let body = Body::Problem(Problem {
-            severity,
-            kind,
-            message,
-        });
-        self.record(conn, dir, time, Some(offset), body)
+        self.record(conn, dir, time, Some(offset), Body::Problem(problem))
     }
 }
 
@@ -1039,7 +1038,7 @@ fn hunt(
     d: &mut DirState,
     input: &[u8],
     items: &mut Vec<(u64, StreamItem)>,
-    problems: &mut Vec<(u64, Severity, ProblemKind, String)>,
+    problems: &mut Vec<(u64, Problem)>,
 ) {
     let Some((held, start)) = &mut d.hunt else {
         return;
@@ -1052,9 +1051,11 @@ fn hunt(
             if at > 0 {
                 problems.push((
                     *start,
-                    Severity::Warning,
-                    ProblemKind::Resynced { skipped: at as u64 },
-                    format!("skipped {at} bytes to the next frame boundary"),
+                    Problem::new(
+                        Severity::Warning,
+                        ProblemKind::Resynced { skipped: at as u64 },
+                        format!("skipped {at} bytes to the next frame boundary"),
+                    ),
                 ));
             }
             d.hunt = None;
@@ -1075,7 +1076,7 @@ fn decode_all(
     d: &mut DirState,
     mut input: &[u8],
     items: &mut Vec<(u64, StreamItem)>,
-    problems: &mut Vec<(u64, Severity, ProblemKind, String)>,
+    problems: &mut Vec<(u64, Problem)>,
 ) {
     loop {
         match d.decoder.decode(&mut input) {
@@ -1091,9 +1092,11 @@ fn decode_all(
             Err(e) => {
                 problems.push((
                     e.offset,
-                    Severity::Error,
-                    ProblemKind::Malformed(e.clone()),
-                    format!("{e}; Java closes the connection here; resynchronising"),
+                    Problem::new(
+                        Severity::Error,
+                        ProblemKind::Malformed(e.clone()),
+                        format!("{e}; Java closes the connection here; resynchronising"),
+                    ),
                 ));
                 // What follows in this piece is hunted through like any resync.
                 d.hunt = Some((Vec::new(), d.decoder.position()));
