@@ -1417,9 +1417,15 @@ impl Summarizer {
                 // election (a new FastLeaderElection, its logical clock back to 0), so the
                 // next election can be round 0x1 again (fixtures/v3.8.0-reconfig4).
                 let advanced = left_zab
-                    || vote.leader == from
-                        && own
-                            .is_some_and(|o| (vote.peer_epoch, vote.zxid) > (o.peer_epoch, o.zxid));
+                    || crate::election::newer_own_proposal(
+                        crate::election::Proposal {
+                            leader: vote.leader,
+                            zxid: vote.zxid,
+                            peer_epoch: vote.peer_epoch,
+                        },
+                        from,
+                        own.map(|o| (o.peer_epoch, o.zxid)),
+                    );
                 let since_sent = self.servers[&from].since_sent;
                 if looking
                     && !since_sent

@@ -63,7 +63,7 @@ mod sim_test;
 
 pub use fle::{Election, ElectionConfig, Output};
 pub use quorum::{QuorumError, QuorumVerifier};
-pub use vote::{Proposal, Vote, total_order_predicate};
+pub use vote::{Proposal, Vote, newer_own_proposal, total_order_predicate};
 
 use crate::wire::{JavaView, Notification, ServerState};
 

@@ -68,6 +68,15 @@ pub fn total_order_predicate(q: &QuorumVerifier, new: Proposal, cur: Proposal) -
     (new.peer_epoch, new.zxid, new.leader) > (cur.peer_epoch, cur.zxid, cur.leader)
 }
 
+/// Whether a server's own proposal carries newer data than its last one: a new `lookForLeader`
+/// whatever its round, for a server proposes its own data only as an election begins (after a
+/// reconfig the logical clock starts from 0, so the round alone does not tell). The one rule
+/// the summary and replay read a capture's elections by. `own`: its last own proposal as
+/// `(peer epoch, zxid)`.
+pub fn newer_own_proposal(proposal: Proposal, sender: i64, own: Option<(i64, i64)>) -> bool {
+    proposal.leader == sender && own.is_some_and(|o| (proposal.peer_epoch, proposal.zxid) > o)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -275,7 +275,15 @@ fn find_starts(
         // Its own proposal with newer data than any before: a new lookForLeader, whatever the
         // round (a reconfig restarts the election with its logical clock at 0).
         let proposal = (n.effective_peer_epoch(), n.zxid);
-        let fresh = n.leader == sid && own_proposal.is_some_and(|o| proposal > o);
+        let fresh = crate::election::newer_own_proposal(
+            crate::election::Proposal {
+                leader: n.leader,
+                zxid: n.zxid,
+                peer_epoch: n.effective_peer_epoch(),
+            },
+            sid,
+            own_proposal,
+        );
         if n.leader == sid {
             own_proposal = Some(own_proposal.map_or(proposal, |o| o.max(proposal)));
         }
