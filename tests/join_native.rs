@@ -1,5 +1,5 @@
-//! Native nodes (`zkfle::net::run`) in-process on real sockets (127.0.0.1, kernel-picked
-//! ports): all-native ensembles of 5 and 7, and bad peers at the notification level against a
+//! Native nodes (`zkfle::net::run`) in-process on real sockets (127.A.B.sid:3888, addresses
+//! of their own: `common::native_addresses`): all-native ensembles of 5 and 7, and bad peers at the notification level against a
 //! running node.
 
 mod common;
@@ -20,20 +20,12 @@ use zkfle::wire::{ElectionAddress, InitialMessage, ProtocolVersion, QuorumConfig
 
 const T: Duration = Duration::from_secs(10);
 
-/// `n` free ports on 127.0.0.1 (bound and released).
-fn free_ports(n: usize) -> Vec<SocketAddr> {
-    let ls: Vec<_> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    ls.iter().map(|l| l.local_addr().unwrap()).collect()
-}
-
 /// Config of voters 1..=ports.len() (sid i at ports[i-1]), plus `extra` lines.
 fn config(ports: &[SocketAddr], extra: &str) -> QuorumVerifier {
     let text = ports
         .iter()
         .enumerate()
-        .map(|(i, a)| format!("server.{}=127.0.0.1:1:{}:participant\n", i + 1, a.port()))
+        .map(|(i, a)| format!("server.{}={}:1:{}:participant\n", i + 1, a.ip(), a.port()))
         .collect::<String>()
         + extra
         + "version=0";
@@ -106,7 +98,7 @@ async fn decision(r: &mut Running) -> StateEvent {
 /// early nodes may settle first, and the late ones follow it, as in Java); then the leader
 /// stops and the survivors agree on a new one in a newer round.
 async fn all_native(n: usize) {
-    let ports = free_ports(n);
+    let ports = common::native_addresses(n);
     let quorum = config(&ports, "");
     let mut nodes: Vec<Running> = (1..=n as i64)
         .map(|sid| spawn(node(sid, &ports, &quorum)))
@@ -214,7 +206,7 @@ async fn peer_sends(addr: SocketAddr, sid: i64, bytes: &[u8]) -> (TcpStream, Str
 async fn bad_notifications_are_logged_once_and_the_election_completes() {
     let (logs, _g) = Logs::warnings();
 
-    let ports = free_ports(3);
+    let ports = common::native_addresses(3);
     let quorum = config(&ports, "");
     let mut n2 = spawn(node(2, &ports, &quorum));
     let addr2 = ports[1];

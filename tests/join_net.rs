@@ -279,18 +279,11 @@ async fn all_native_ensemble_of_three_elects_and_reelects() {
     use zkfle::net::{NodeConfig, StateEvent, run};
     use zkfle::wire::QuorumConfig;
 
-    let ports: Vec<SocketAddr> = (0..3)
-        .map(|_| {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-        })
-        .collect();
+    let ports = common::native_addresses(3);
     let text = ports
         .iter()
         .enumerate()
-        .map(|(i, a)| format!("server.{}=127.0.0.1:1:{}:participant\n", i + 1, a.port()))
+        .map(|(i, a)| format!("server.{}={}:1:{}:participant\n", i + 1, a.ip(), a.port()))
         .collect::<String>()
         + "version=0";
     let quorum = QuorumVerifier::from_config(&QuorumConfig::parse(&text).unwrap()).unwrap();

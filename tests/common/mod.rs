@@ -19,6 +19,21 @@ use zkfle::capture::{self, TcpSegment};
 use zkfle::decode::{AddressBook, Body, DecodeOptions, Decoder, Record};
 use zkfle::zoocfg::ZooCfg;
 
+/// `n` election addresses for an in-process native ensemble, sid i at the i-th:
+/// `127.A.B.i:3888`, with A.B unique to this process and call. All of 127.0.0.0/8 is this
+/// host's and the Java tests use 127.0.0.x and 127.0.1.x, so nothing else binds them; no port
+/// is bound and released for the nodes to take (which another process could take first).
+pub fn native_addresses(n: usize) -> Vec<std::net::SocketAddr> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let call = NEXT.fetch_add(1, Ordering::Relaxed);
+    let a = 100 + (std::process::id() % 100) as u8;
+    let b = (call % 256) as u8;
+    (1..=n)
+        .map(|sid| std::net::SocketAddr::from(([127, a, b, sid as u8], 3888)))
+        .collect()
+}
+
 /// Every recorded fixture directory (those with a capture and logs).
 pub fn fixtures() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
