@@ -211,9 +211,10 @@ pub struct StillLooking {
     pub sid: i64,
     /// Its vote, when it sent one.
     pub vote: Option<VoteKey>,
-    /// How many voters' votes (its own included) agree with it, and how many it needs.
+    /// How many voters' votes (its own included) agree with it, and how many it needs (`None`
+    /// under a hierarchical config, where what counts is which groups they are from).
     pub agreeing: usize,
-    pub needs: usize,
+    pub needs: Option<usize>,
     /// The votes of its round it holds: sid -> leader.
     pub holds: BTreeMap<i64, i64>,
     /// Members it has no working connection to (nothing went both ways on an open one).
@@ -2279,7 +2280,7 @@ impl Summarizer {
             sid,
             vote: s.vote,
             agreeing,
-            needs: need,
+            needs: self.hierarchy.is_none().then_some(need),
             holds,
             unconnected,
             dropped_by,
@@ -2420,10 +2421,16 @@ impl StillLooking {
     pub fn words(&self) -> String {
         let mut parts = Vec::new();
         match self.vote {
-            Some(v) if v.leader != i64::MIN => parts.push(format!(
-                "its vote (leader {}, round {:#x}) has {} of the {} votes it needs",
-                v.leader, v.round, self.agreeing, self.needs
-            )),
+            Some(v) if v.leader != i64::MIN => parts.push(match self.needs {
+                Some(needs) => format!(
+                    "its vote (leader {}, round {:#x}) has {} of the {needs} votes it needs",
+                    v.leader, v.round, self.agreeing
+                ),
+                None => format!(
+                    "its vote (leader {}, round {:#x}) has {} votes, not a majority of the groups' weight (group./weight. config)",
+                    v.leader, v.round, self.agreeing
+                ),
+            }),
             Some(_) => parts.push("it proposes no leader (a non-voter)".to_string()),
             None => parts.push("it sent no vote".to_string()),
         }
@@ -2771,8 +2778,8 @@ mod tests {
         }
     }
 
-    /// Sid 6's decisions once it has voted for itself and `voters` voted for it.
-    fn decisions_of_6(voters: &[i64], groups: bool) -> Vec<ServerState> {
+    /// The summary once sid 6 has voted for itself and `voters` voted for it.
+    fn summary_of(voters: &[i64], groups: bool) -> Summary {
         let mut s = Summarizer::new(std::collections::HashMap::new());
         for to in 1..=5 {
             s.add(&vote(0, 6, to, groups));
@@ -2781,6 +2788,11 @@ mod tests {
             s.add(&vote(10 + i as u64, *from, 6, groups));
         }
         s.finish()
+    }
+
+    /// Sid 6's decisions once it has voted for itself and `voters` voted for it.
+    fn decisions_of_6(voters: &[i64], groups: bool) -> Vec<ServerState> {
+        summary_of(voters, groups)
             .rounds
             .iter()
             .flat_map(|r| &r.decisions)
@@ -2796,5 +2808,19 @@ mod tests {
         assert_eq!(decisions_of_6(&[1, 3, 5], true), []);
         // With 2, groups 1 and 3 hold a majority each: two of three groups.
         assert_eq!(decisions_of_6(&[1, 3, 5, 2], true), [ServerState::Leading]);
+        // Still LOOKING, it is not said to need a number of votes.
+        let summary = summary_of(&[1, 3, 5], true);
+        let still = summary
+            .rounds
+            .iter()
+            .flat_map(|r| &r.still_looking)
+            .find(|w| w.sid == 6)
+            .expect("sid 6 still looking");
+        assert_eq!((still.agreeing, still.needs), (4, None));
+        assert!(
+            still.words().contains("not a majority of the groups"),
+            "{}",
+            still.words()
+        );
     }
 }
