@@ -102,7 +102,7 @@ about=$(awk -v t="fn $TEST()" '/^\/\/\// { doc = doc substr($0, 5) "\n"; next } 
   echo
   echo "## Files"
   echo
-  echo "- \`capture.pcap\`: \`tcpdump -i lo -s 0 -U -w\` of 127.0.0.1-4, ports 2888 and 3888"
+  echo "- \`capture.pcap\`: \`tcpdump -i lo -s 0 -U --immediate-mode -w\` of 127.0.0.1-4, ports 2888 and 3888"
   echo "  (election and quorum ports), from before the Java servers started; $packets packets, $size bytes."
   echo "- \`server.1.log\` ... \`server.3.log\`: the Java servers' logs, trimmed to FastLeaderElection,"
   echo "  QuorumCnxManager, QuorumPeer and Leader/Follower/Observer/Learner lines."

@@ -296,7 +296,10 @@ fn zkfle_removed_from_the_config_stays_a_non_voting_follower() {
 
 /// zkfle added as an observer by `reconfig` (a role change: its session ends and it observes):
 /// it syncs with OBSERVERINFO and logs the leader's INFORMs (TxnLogToolkit reads them);
-/// `reconfig` then promotes it (a role change again) and it follows as a participant.
+/// `reconfig` then promotes it (a role change again) and it follows as a participant, counted:
+/// with a Java follower stopped, writes commit; demoted back to observer, it is not: with
+/// both Java followers stopped, nothing commits (and the leader, without a quorum, looks for
+/// one with the observer).
 #[test]
 fn zkfle_added_as_observer_then_promoted() {
     let _l = lock_loopback();
