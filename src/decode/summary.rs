@@ -2154,7 +2154,18 @@ impl Summarizer {
                         .filter(|c| (c.1 || !quorum_only) && c.0 >= last - 1.0)
                         .map(|c| c.0)
                         .fold(f64::INFINITY, f64::min);
-                    if r.participants.contains(&old) {
+                    // The old leader voting from the start lost its quorum; one whose first
+                    // vote came later, after its connections had closed, was stopped and
+                    // restarted (fixtures/v3.8.0-zkfle-added: zkfle looked at once, the old
+                    // leader voted 2.6 s later).
+                    let old_first_vote = r
+                        .changes
+                        .iter()
+                        .filter(|c| c.sid == old)
+                        .map(|c| c.time)
+                        .fold(f64::INFINITY, f64::min);
+                    let restarted = lost.is_finite() && old_first_vote > r.started + 1.0;
+                    if r.participants.contains(&old) && !restarted {
                         r.cause = Cause::QuorumLost;
                         r.leader_lost = Some(r.started);
                     } else if lost.is_finite() {
