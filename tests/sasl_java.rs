@@ -164,12 +164,10 @@ fn zkfle_follows_a_sasl_ensemble_and_a_wrong_password_is_refused() {
             .then_some(())
     });
     // Its server password is right, so a Java server that dials it (one just restarted) is
-    // let in, and zkfle may decide FOLLOWING; it never syncs, and it does not spin: after a
-    // session that ended before syncing it waits (250 ms, doubling) before dialling again.
+    // let in, and zkfle may decide FOLLOWING; it never syncs.
     std::thread::sleep(Duration::from_secs(2));
     let log = n.log()[mark..].to_string();
     assert!(!log.contains("synced with leader"), "{log}");
-    assert!(count(&log, "follow session ended") <= 6, "{log}");
     drop(n);
 
     // The capture of all this decodes without a malformed frame: each authentication is one

@@ -128,7 +128,6 @@ pub async fn run(
         start_follow: None,
         start_lead: None,
         established_epoch: Arc::new(AtomicI64::new(-1)),
-        unsynced_follows: 0,
     };
     node.start();
     let mut task: Option<ZabTask> = None;
@@ -142,17 +141,7 @@ pub async fn run(
         {
             let epoch0 = node.epoch0;
             let mut stats = std::mem::take(&mut node.ack_stats);
-            let delay = follow_retry_delay(node.unsynced_follows);
-            if !delay.is_zero() {
-                info!(
-                    "following leader {} in {} ms: the last {} follow session(s) ended before syncing",
-                    fc.leader_sid,
-                    delay.as_millis(),
-                    node.unsynced_follows
-                );
-            }
             task = Some(tokio::spawn(async move {
-                tokio::time::sleep(delay).await;
                 let end = follow(fc, &mut st, &mut stats, move || {
                     epoch0.elapsed().as_millis() as u64
                 })
@@ -219,20 +208,6 @@ struct Node {
     start_lead: Option<LeadConfig>,
     /// The epoch the follow session established at UPTODATE, -1 when none is pending.
     established_epoch: Arc<AtomicI64>,
-    /// Follow sessions in a row that ended before syncing (the next waits: [`follow_retry_delay`]).
-    unsynced_follows: u32,
-}
-
-/// How long to wait before following again after `unsynced` sessions in a row ended before
-/// syncing. A leader that refuses us (a wrong SASL password, a TLS mismatch) is found again by
-/// the next election within milliseconds, and without a pause the node would dial it hundreds
-/// of times a second; Java's learner too pauses a second between failed attempts to reach its
-/// leader. 250 ms, doubling to 4 s; none after a session that synced.
-fn follow_retry_delay(unsynced: u32) -> Duration {
-    match unsynced {
-        0 => Duration::ZERO,
-        k => Duration::from_millis(250 << (k - 1).min(4)),
-    }
 }
 
 impl Node {
@@ -275,11 +250,6 @@ impl Node {
         );
         self.storage = Some(st);
         self.ack_stats = stats;
-        self.unsynced_follows = if end.synced {
-            0
-        } else {
-            self.unsynced_follows.saturating_add(1)
-        };
         info!("FOLLOWING: {}; looking for a leader again", end.reason);
         self.start();
     }
