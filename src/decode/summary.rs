@@ -810,13 +810,8 @@ impl Summarizer {
     /// A summarizer that knows the ensemble's config (from `--config`): its members, and its
     /// quorum rule when the config has groups or weights.
     pub fn with_config(config: &crate::wire::QuorumConfig) -> Self {
-        let mut s = Summarizer::default();
-        for server in config.servers() {
-            s.set_member(server.id, server.role());
-        }
-        s.hierarchy = crate::election::QuorumVerifier::from_config(config)
-            .ok()
-            .filter(|q| q.is_hierarchical());
+        let mut s = Summarizer::new(config.servers().map(|m| (m.id, m.role())).collect());
+        s.hierarchy = hierarchy_of(config);
         s
     }
 
@@ -1346,9 +1341,7 @@ impl Summarizer {
         for s in cfg.servers() {
             self.set_member(s.id, s.role());
         }
-        self.hierarchy = crate::election::QuorumVerifier::from_config(cfg)
-            .ok()
-            .filter(|q| q.is_hierarchical());
+        self.hierarchy = hierarchy_of(cfg);
         let change = ConfigChange {
             time,
             version,
@@ -1613,7 +1606,6 @@ impl Summarizer {
             // Non-voters' messages are answered before the election loop sees them.
             return;
         }
-        let need = self.need();
         {
             let s = self.servers.entry(to);
             if state == ServerState::Looking {
@@ -1685,10 +1677,8 @@ impl Summarizer {
                 if vote.round == round {
                     let s = self.servers.get_mut(&to).expect("seen");
                     s.recv.insert(from, vote, state);
-                    let have = match &self.hierarchy {
-                        Some(q) => q.contains_quorum(&s.recv.backing_sids(&vote)),
-                        None => s.recv.backing(&vote) >= need,
-                    };
+                    let s = &self.servers[&to];
+                    let have = self.is_quorum(s.recv.backing(&vote), || s.recv.backing_sids(&vote));
                     let leader_ok = if vote.leader == to {
                         true
                     } else {
@@ -1715,16 +1705,15 @@ impl Summarizer {
                     *c = c.saturating_sub(1);
                 }
                 *out.counts.entry(key).or_default() += 1;
-                let have = match &self.hierarchy {
-                    Some(q) => q.contains_quorum(
-                        &out.votes
-                            .iter()
-                            .filter(|(_, (l, e, _))| (*l, *e) == key)
-                            .map(|(sid, _)| *sid)
-                            .collect(),
-                    ),
-                    None => out.counts.get(&key).copied().unwrap_or(0) as usize >= need,
-                };
+                let s = &self.servers[&to];
+                let out = s.out.as_deref().expect("just filled");
+                let have = self.is_quorum(out.counts[&key] as usize, || {
+                    out.votes
+                        .iter()
+                        .filter(|(_, (l, e, _))| (*l, *e) == key)
+                        .map(|(sid, _)| *sid)
+                        .collect()
+                });
                 let leader_ok = if vote.leader == to {
                     s.round == vote.round
                 } else {
@@ -1733,7 +1722,7 @@ impl Summarizer {
                         .is_some_and(|(_, _, st)| *st == ServerState::Leading)
                 };
                 if have && leader_ok {
-                    s.round = vote.round;
+                    self.servers.get_mut(&to).expect("seen").round = vote.round;
                     let state = self.state_for(to, vote.leader);
                     self.decide(
                         to,
@@ -1799,19 +1788,16 @@ impl Summarizer {
                     && !observer
                     && self.votes(learner)
                 {
-                    let e = self.acks.entry((leader, q.zxid >> 32)).or_default();
-                    e.0.insert(learner);
-                    let (count, unset) = (e.0.len() + 1, e.1.is_none());
-                    let acked = || {
-                        let mut sids = self.acks[&(leader, q.zxid >> 32)].0.clone();
-                        sids.insert(leader);
-                        sids
-                    };
-                    if unset && self.is_quorum(count, acked) {
-                        self.acks
-                            .get_mut(&(leader, q.zxid >> 32))
-                            .expect("just added")
-                            .1 = Some(time);
+                    let key = (leader, q.zxid >> 32);
+                    self.acks.entry(key).or_default().0.insert(learner);
+                    let (acked, reached) = &self.acks[&key];
+                    // The leader counts itself.
+                    let quorum = reached.is_none()
+                        && self.is_quorum(acked.len() + 1, || {
+                            acked.iter().copied().chain([leader]).collect()
+                        });
+                    if quorum {
+                        self.acks.get_mut(&key).expect("just added").1 = Some(time);
                     }
                 }
             }
@@ -2735,6 +2721,13 @@ impl Summary {
 }
 
 /// Sids as a comma-separated list.
+/// A config's quorum rule when it is not a plain majority (`group.`/`weight.` lines).
+fn hierarchy_of(config: &crate::wire::QuorumConfig) -> Option<crate::election::QuorumVerifier> {
+    crate::election::QuorumVerifier::from_config(config)
+        .ok()
+        .filter(|q| q.is_hierarchical())
+}
+
 fn join_sids(sids: &[i64]) -> String {
     sids.iter()
         .map(|s| s.to_string())

@@ -253,13 +253,18 @@ fn find_starts(
             in_i += 1;
         }
         let n = &t.notification;
-        if let Some(q) = n
+        // The config the message carries when newer than the one SID's election runs under,
+        // parsed once: who votes from now on, and the config a new election begins under.
+        let newer_config = n
             .config_version()
-            .filter(|v| *v > voters.version())
+            .filter(|v| *v > version)
             .and_then(|_| QuorumConfig::parse(&n.config_text()?).ok())
-            .and_then(|c| QuorumVerifier::from_config(&c).ok())
+            .and_then(|c| QuorumVerifier::from_config(&c).ok());
+        if let Some(q) = newer_config
+            .as_ref()
+            .filter(|q| q.version() > voters.version())
         {
-            voters = q;
+            voters = q.clone();
         }
         if !voters.is_voter(t.to) {
             // Non-voters get the last election's result at once, whatever SID is doing.
@@ -287,11 +292,6 @@ fn find_starts(
         if n.leader == sid {
             own_proposal = Some(own_proposal.map_or(proposal, |o| o.max(proposal)));
         }
-        let newer_config = n
-            .config_text()
-            .and_then(|t| QuorumConfig::parse(&t).ok())
-            .filter(|c| c.version() > version)
-            .and_then(|c| QuorumVerifier::from_config(&c).ok());
         if prev_round.is_some_and(|p| round <= p) && !fresh && !seen.insert(key) {
             // A vote SID had already sent: a queued message or QCM's re-send of the last
             // message on a new connection, not a new election.
