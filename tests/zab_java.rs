@@ -129,17 +129,8 @@ fn zkfle_is_a_counted_durable_follower() {
 fn no_lost_writes_when_the_java_server_with_them_is_down() {
     let _l = lock_loopback();
     let (e, n, b) = zkfle_beside_two_java("nolost", &["--init-limit", "5"]);
-    let a = 5 - b;
-    e.run(&["stop-node", &a.to_string()]);
-    write_all(b, &paths("w", 10), Duration::from_secs(10));
-    e.run(&["stop-node", &b.to_string()]);
-    let alog = e.log(a).len();
-    e.run(&["start-node", &a.to_string()]);
-    wait_for("W readable on A without B", Duration::from_secs(30), || {
-        read(a, "/w9")
-    });
+    let since = zkfle_leads_after_its_leader_stops(&e, &n);
     // A followed zkfle (and got W by DIFF) before it ever led.
-    let since = e.log(a)[alog..].to_string();
     let first = since
         .lines()
         .find(|l| l.ends_with("- LEADING") || l.ends_with("- FOLLOWING"))

@@ -285,13 +285,8 @@ pub fn zk_tool(class: &str, args: &[&str]) -> String {
 /// zkfle, holding W, is elected and leads A until W is readable on A. Returns A's log since its
 /// restart.
 pub fn zkfle_leads_after_its_leader_stops(e: &Ensemble, n: &Native) -> String {
-    let b = wait_for("zkfle FOLLOWING", Duration::from_secs(15), || {
-        following(n, 0)
-    });
+    let b = wait_synced(n, Duration::from_secs(15));
     let a = 5 - b;
-    wait_for("zkfle synced", Duration::from_secs(10), || {
-        n.log().contains("synced with leader").then_some(())
-    });
     e.run(&["stop-node", &a.to_string()]);
     write_all(b, &paths("w", 10), Duration::from_secs(10));
     e.run(&["stop-node", &b.to_string()]);
@@ -303,25 +298,25 @@ pub fn zkfle_leads_after_its_leader_stops(e: &Ensemble, n: &Native) -> String {
     e.log(a)[alog..].to_string()
 }
 
-/// The leader of the node's last decision from event `from` on, when it was OBSERVING.
-pub fn observing(n: &Native, from: usize) -> Option<i64> {
+/// The leader of the node's last decision from event `from` on, when it was `state`.
+fn last_decision_as(n: &Native, from: usize, state: &str) -> Option<i64> {
     n.events()
         .get(from..)?
         .iter()
         .rev()
         .find(|v| v["state"] != "LOOKING")
-        .filter(|v| v["state"] == "OBSERVING")
+        .filter(|v| v["state"] == state)
         .and_then(|v| v["leader"].as_i64())
 }
 
+/// The leader of the node's last decision from event `from` on, when it was OBSERVING.
+pub fn observing(n: &Native, from: usize) -> Option<i64> {
+    last_decision_as(n, from, "OBSERVING")
+}
+
+/// The leader of the node's last decision from event `from` on, when it was FOLLOWING.
 pub fn following(n: &Native, from: usize) -> Option<i64> {
-    n.events()
-        .get(from..)?
-        .iter()
-        .rev()
-        .find(|v| v["state"] != "LOOKING")
-        .filter(|v| v["state"] == "FOLLOWING")
-        .and_then(|v| v["leader"].as_i64())
+    last_decision_as(n, from, "FOLLOWING")
 }
 
 /// Java servers per `servers` (ensemble.sh's `--servers`; zkfle's sids external), tickTime
