@@ -11,7 +11,8 @@
 //!   election for its own reasons (here: its leader's synchronisation port does not answer),
 //!   so the next election's messages start when the target is seen LOOKING again.
 //! - The target's state is read with [`crate::net::probe`] every 50 ms: a change from LOOKING
-//!   is a decision. Notifications it sends to the impersonated peers are kept for comparison.
+//!   that the next probe confirms is a decision. Notifications it sends to the impersonated
+//!   peers are kept for comparison.
 //!
 //! The replay stops after the last recorded election's messages and a settling second, when the
 //! target starts an election the recording does not have, or after a deadline.
@@ -374,6 +375,7 @@ fn drive(
     let mut last_probe = Instant::now();
     let mut done_at: Option<Instant> = None;
     let mut waiting_since: Option<Instant> = None;
+    let mut unconfirmed: Option<Decided> = None;
     loop {
         // Due messages of the current election.
         let elapsed = ep_start.elapsed().as_millis() as u64;
@@ -402,13 +404,27 @@ fn drive(
         if last_probe.elapsed() >= POLL {
             last_probe = Instant::now();
             if let Ok(a) = probe::probe(target, &opts) {
+                let mut answered = a.state;
                 if state == ServerState::Looking && a.state != ServerState::Looking {
-                    decisions.push(Decided {
+                    // Java sets its state before its vote: until its election returns, a
+                    // decided server answers with the vote it held before (its own, or the
+                    // previous election's). Only an answer the next probe repeats is the
+                    // decision; it is timed from its first sighting.
+                    let seen = Decided {
                         state: a.state,
                         leader: a.leader,
                         round: a.election_epoch,
                         at_ms: sh.ms(),
-                    });
+                    };
+                    match unconfirmed.take() {
+                        Some(first) if same_decision(&first, &seen) => decisions.push(first),
+                        _ => {
+                            unconfirmed = Some(seen);
+                            answered = ServerState::Looking;
+                        }
+                    }
+                } else if state == ServerState::Looking {
+                    unconfirmed = None;
                 } else if state != ServerState::Looking && a.state == ServerState::Looking {
                     // The target entered its next election.
                     if episode + 1 >= episodes.len() {
@@ -419,7 +435,7 @@ fn drive(
                     ep_start = Instant::now();
                     waiting_since = None;
                 }
-                state = a.state;
+                state = answered;
             }
         }
         if finished_episode && episode + 1 < episodes.len() {
@@ -431,4 +447,9 @@ fn drive(
         std::thread::sleep(Duration::from_millis(5));
     }
     Ok(decisions)
+}
+
+/// Two probe answers give the same decision.
+fn same_decision(a: &Decided, b: &Decided) -> bool {
+    (a.state, a.leader, a.round) == (b.state, b.leader, b.round)
 }
