@@ -12,8 +12,6 @@
 //!   value; and the post-decision rules of a node without Zab ([`election::decided`]).
 //! - [`capture`]: reading pcap/pcapng captures and reassembling their TCP streams, per direction.
 //!   Knows packets and streams, not ZooKeeper.
-//! - [`json`]: the JSON forms of messages, a contract for scripts (`jq`), read back by
-//!   `zkfle wire encode`.
 //! - [`decode`]: a capture's election traffic as messages with their senders' and receivers'
 //!   sids (who is who), and a summary of each election with its anomalies.
 //! - [`net`]: the connection layer (QuorumCnxManager over tokio, its decisions sans-I/O) and the
@@ -21,8 +19,9 @@
 //! - [`storage`]: a follower's durable state in ZooKeeper's own on-disk formats (txn log,
 //!   snapshot, epoch files).
 //! - [`zab`]: the Zab learner (follower) state machine, sans-I/O.
-//! - [`output`]: the drawn and exported formats: the timeline page, Mermaid, ShiViz, and the
-//!   generated Wireshark dissector.
+//! - [`output`]: every format zkfle prints: the JSON contract of messages and records, the
+//!   text timeline, the summary, the reports of probe, replay, doctor and repro, the timeline
+//!   page, Mermaid, ShiViz and the generated Wireshark dissector.
 //! - [`repro`]: known election bugs triggered against a live server (`zkfle repro`), and the
 //!   health checks of `zkfle doctor`.
 //! - [`zoocfg`]: reading a server's `zoo.cfg`.
@@ -31,7 +30,6 @@ pub mod capture;
 pub mod cli;
 pub mod decode;
 pub mod election;
-pub mod json;
 pub mod net;
 pub mod output;
 pub mod reconfig;

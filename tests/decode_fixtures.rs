@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use common::*;
 use zkfle::decode::summary::Summarizer;
 use zkfle::decode::{Body, Severity};
-use zkfle::json::{Message, RecordJson, message_from_json};
+use zkfle::output::json::{JsonWriter, Message, message_from_json, record_value};
 use zkfle::wire::{InitialMessage, JavaView, Notification};
 
 #[test]
@@ -42,7 +42,7 @@ fn every_message_round_trips_byte_exactly() {
             messages += 1;
             assert_eq!(msg.encode().unwrap(), r.raw, "{}", dir.display());
             // The JSON contract carries everything needed to re-encode.
-            let json = serde_json::to_value(RecordJson(r)).unwrap();
+            let json = record_value(&mut JsonWriter::new(), r);
             assert_eq!(message_from_json(&json).unwrap().encode().unwrap(), r.raw);
             assert!(
                 r.from_sid.is_some() && r.to_sid.is_some(),

@@ -12,7 +12,8 @@
 //! keep the reader. Written here rather than through a crate: the format is four fields.
 
 use super::packet::CaptureStats;
-use super::reader::{MAX_BLOCK, PacketRef};
+use super::packet::PacketRef;
+use super::reader::MAX_BLOCK;
 use super::{CaptureError, Timestamp};
 
 const HEADER: usize = 24;

@@ -56,9 +56,10 @@ mod tests;
 mod testutil;
 
 pub use packet::{
-    CaptureStats, Skip, TcpSegment, TcpSegmentRef, Timestamp, decode_tcp, decode_tcp_ref, linktype,
+    CaptureStats, Packet, PacketRef, Skip, TcpSegment, TcpSegmentRef, Timestamp, decode_tcp,
+    decode_tcp_ref, linktype,
 };
-pub use reader::{CaptureError, CaptureReader, Packet, PacketRef};
+pub use reader::{CaptureError, CaptureReader};
 pub use reassembly::{
     CloseKind, ConnId, ConnInfo, Direction, Reassembler, ReassemblyConfig, ReassemblyStats,
     StreamEvent, StreamInfo,

@@ -9,8 +9,6 @@ use std::net::{IpAddr, SocketAddr};
 
 use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TransportSlice, ip_number};
 
-use super::reader::{Packet, PacketRef};
-
 /// A capture timestamp: seconds and nanoseconds since the Unix epoch (UTC).
 ///
 /// Ordered by time, so it can be compared and used to keep events in time order.
@@ -71,8 +69,11 @@ pub mod linktype {
 }
 
 /// One TCP segment taken from a captured packet: addressing, sequencing, flags and payload.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TcpSegment {
+/// The payload is owned (`Vec<u8>`, the default) or borrowed from the packet it came from
+/// ([`TcpSegmentRef`]: what the fast path, reader → reassembly → decoder, passes around,
+/// without a copy per segment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpSegment<P = Vec<u8>> {
     /// When the packet was captured.
     pub time: Timestamp,
     /// Sender address and port.
@@ -90,7 +91,7 @@ pub struct TcpSegment {
     /// RST flag: the connection is aborted.
     pub rst: bool,
     /// The payload bytes that were captured.
-    pub payload: Vec<u8>,
+    pub payload: P,
     /// Payload bytes the sender sent but the capture did not record (snap length shorter than
     /// the packet). They follow `payload` in sequence space; reassembly reports them as a gap.
     pub missing: u32,
@@ -98,56 +99,12 @@ pub struct TcpSegment {
     pub record: u64,
 }
 
-/// A [`TcpSegment`] whose payload is borrowed from the packet it came from: what the fast
-/// path (reader → reassembly → decoder) passes around, without a copy per segment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TcpSegmentRef<'a> {
-    /// When the packet was captured.
-    pub time: Timestamp,
-    /// Sender address and port.
-    pub src: SocketAddr,
-    /// Receiver address and port.
-    pub dst: SocketAddr,
-    /// Sequence number of the first byte (or of the SYN/FIN flag when there is no payload).
-    pub seq: u32,
-    /// Acknowledgement number, present exactly when the ACK flag is set.
-    pub ack: Option<u32>,
-    /// SYN flag.
-    pub syn: bool,
-    /// FIN flag.
-    pub fin: bool,
-    /// RST flag.
-    pub rst: bool,
-    /// The payload bytes that were captured.
-    pub payload: &'a [u8],
-    /// Payload bytes sent but not captured; see [`TcpSegment::missing`].
-    pub missing: u32,
-    /// 1-based number of the packet record in the capture file.
-    pub record: u64,
-}
+/// A [`TcpSegment`] whose payload is borrowed.
+pub type TcpSegmentRef<'a> = TcpSegment<&'a [u8]>;
 
-impl TcpSegment {
-    /// The segment with its payload borrowed.
-    pub fn as_ref(&self) -> TcpSegmentRef<'_> {
-        TcpSegmentRef {
-            time: self.time,
-            src: self.src,
-            dst: self.dst,
-            seq: self.seq,
-            ack: self.ack,
-            syn: self.syn,
-            fin: self.fin,
-            rst: self.rst,
-            payload: &self.payload,
-            missing: self.missing,
-            record: self.record,
-        }
-    }
-}
-
-impl TcpSegmentRef<'_> {
-    /// An owned copy.
-    pub fn to_segment(&self) -> TcpSegment {
+impl<P: AsRef<[u8]>> TcpSegment<P> {
+    /// The same segment with another payload.
+    fn with_payload<Q>(&self, payload: Q) -> TcpSegment<Q> {
         TcpSegment {
             time: self.time,
             src: self.src,
@@ -157,10 +114,66 @@ impl TcpSegmentRef<'_> {
             syn: self.syn,
             fin: self.fin,
             rst: self.rst,
-            payload: self.payload.to_vec(),
+            payload,
             missing: self.missing,
             record: self.record,
         }
+    }
+
+    /// The segment with its payload borrowed.
+    pub fn as_ref(&self) -> TcpSegmentRef<'_> {
+        self.with_payload(self.payload.as_ref())
+    }
+
+    /// An owned copy.
+    pub fn to_segment(&self) -> TcpSegment {
+        self.with_payload(self.payload.as_ref().to_vec())
+    }
+}
+
+/// One captured packet: link-layer bytes plus where and when it was captured. The bytes are
+/// owned (`Vec<u8>`, the default) or borrowed from the reader's buffer ([`PacketRef`], see
+/// [`super::CaptureReader::next_with`]: no copy per packet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packet<D = Vec<u8>> {
+    /// 1-based packet number in the file.
+    pub record: u64,
+    /// Byte offset of the record (pcap record header / pcapng block) in the file.
+    pub offset: u64,
+    /// Capture time.
+    pub time: Timestamp,
+    /// Link type of the interface it was captured on (see [`linktype`]).
+    pub linktype: u16,
+    /// The captured bytes (possibly fewer than `orig_len`).
+    pub data: D,
+    /// Length of the packet on the wire.
+    pub orig_len: u32,
+}
+
+/// A [`Packet`] whose bytes are borrowed.
+pub type PacketRef<'a> = Packet<&'a [u8]>;
+
+impl<D: AsRef<[u8]>> Packet<D> {
+    /// The same packet with other bytes.
+    fn with_data<E>(&self, data: E) -> Packet<E> {
+        Packet {
+            record: self.record,
+            offset: self.offset,
+            time: self.time,
+            linktype: self.linktype,
+            data,
+            orig_len: self.orig_len,
+        }
+    }
+
+    /// The packet as borrowed bytes.
+    pub fn as_ref(&self) -> PacketRef<'_> {
+        self.with_data(self.data.as_ref())
+    }
+
+    /// An owned copy.
+    pub fn to_packet(&self) -> Packet {
+        self.with_data(self.data.as_ref().to_vec())
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{Block, LegacyPcapReader, PcapBlockOwned, PcapError, PcapNGReader};
 
-use super::packet::{CaptureStats, Timestamp};
+use super::packet::{CaptureStats, Packet, PacketRef, Timestamp};
 
 /// Initial size of the read buffer.
 pub const INITIAL_BUFFER: usize = 64 * 1024;
@@ -90,69 +90,6 @@ pub enum CaptureError {
         /// The limit, [`MAX_BLOCK`].
         limit: usize,
     },
-}
-
-/// One captured packet: raw link-layer bytes plus where and when it was captured.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Packet {
-    /// 1-based packet number in the file.
-    pub record: u64,
-    /// Byte offset of the record (pcap record header / pcapng block) in the file.
-    pub offset: u64,
-    /// Capture time.
-    pub time: Timestamp,
-    /// Link type of the interface it was captured on (see [`super::linktype`]).
-    pub linktype: u16,
-    /// The captured bytes (possibly fewer than `orig_len`).
-    pub data: Vec<u8>,
-    /// Length of the packet on the wire.
-    pub orig_len: u32,
-}
-
-impl Packet {
-    /// The packet as borrowed bytes.
-    pub fn as_ref(&self) -> PacketRef<'_> {
-        PacketRef {
-            record: self.record,
-            offset: self.offset,
-            time: self.time,
-            linktype: self.linktype,
-            data: &self.data,
-            orig_len: self.orig_len,
-        }
-    }
-}
-
-/// A [`Packet`] whose bytes are borrowed from the reader's buffer (see
-/// [`CaptureReader::next_with`]): no copy per packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PacketRef<'a> {
-    /// 1-based packet number in the file.
-    pub record: u64,
-    /// Byte offset of the record in the file.
-    pub offset: u64,
-    /// Capture time.
-    pub time: Timestamp,
-    /// Link type of the interface it was captured on.
-    pub linktype: u16,
-    /// The captured bytes.
-    pub data: &'a [u8],
-    /// Length of the packet on the wire.
-    pub orig_len: u32,
-}
-
-impl PacketRef<'_> {
-    /// An owned copy.
-    pub fn to_packet(&self) -> Packet {
-        Packet {
-            record: self.record,
-            offset: self.offset,
-            time: self.time,
-            linktype: self.linktype,
-            data: self.data.to_vec(),
-            orig_len: self.orig_len,
-        }
-    }
 }
 
 /// The capture format, once the file header has been read.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Args, ValueEnum};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::CliError;
 use super::decode_time::{When, format_wall, parse_when};
@@ -19,8 +19,10 @@ use crate::capture::merge::{ClockOffset, Loss, MergedSegments};
 use crate::capture::{self, CaptureStats, SegmentSource};
 use crate::decode::summary::Summarizer;
 use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity};
-use crate::json::RecordLineWriter;
-use crate::wire::{ElectionAddress, Notification, ServerState};
+use crate::output::json::JsonWriter;
+use crate::output::merge::{clocks_json, clocks_text, losses_json, losses_text};
+use crate::output::text::record_text;
+use crate::wire::{ElectionAddress, ServerState};
 use crate::zoocfg::ZooCfg;
 
 #[derive(Debug, Args)]
@@ -496,7 +498,7 @@ struct Output {
     live: LiveDecisions,
     t0: Option<f64>,
     previous: Option<f64>,
-    lines: RecordLineWriter,
+    lines: JsonWriter,
     line: Vec<u8>,
     out: BufWriter<std::io::Stdout>,
     errors: u64,
@@ -534,7 +536,7 @@ impl Output {
             live: LiveDecisions::default(),
             t0: None,
             previous: None,
-            lines: RecordLineWriter::new(),
+            lines: JsonWriter::new(),
             line: Vec::with_capacity(1 << 17),
             out: BufWriter::with_capacity(1 << 16, std::io::stdout()),
             errors: 0,
@@ -636,7 +638,7 @@ impl Output {
         match self.format {
             Format::Jsonl => {
                 // Lines are written straight into one buffer, handed to the output whole.
-                self.lines.write(&mut self.line, record);
+                self.lines.record(&mut self.line, record);
                 self.line.push(b'\n');
                 if self.line.len() >= 1 << 16 || self.streaming {
                     let r = self.out.write_all(&self.line);
@@ -794,76 +796,6 @@ impl Output {
     }
 }
 
-fn clocks_json(clocks: &[(String, ClockOffset)]) -> Value {
-    Value::Array(
-        clocks
-            .iter()
-            .enumerate()
-            .map(|(i, (file, c))| match c {
-                ClockOffset::Estimated { offset, error } => json!({
-                    "file": file, "offset": *offset as f64 * 1e-9, "error": *error as f64 * 1e-9,
-                    "status": if i == 0 && *offset == 0 && *error == 0 { "reference" } else { "estimated" },
-                }),
-                ClockOffset::Fixed { offset } => json!({
-                    "file": file, "offset": *offset as f64 * 1e-9, "error": 0.0, "status": "given",
-                }),
-                ClockOffset::Unaligned => json!({
-                    "file": file, "offset": null, "error": null, "status": "unaligned",
-                }),
-            })
-            .collect(),
-    )
-}
-
-fn clocks_text(clocks: &[(String, ClockOffset)]) -> String {
-    let mut s = String::from(
-        "clocks (seconds added to each file's times to put them on one clock, from segments the files share):\n",
-    );
-    for (i, (file, c)) in clocks.iter().enumerate() {
-        let what = match c {
-            ClockOffset::Estimated { offset: 0, error: 0 } if i == 0 => "reference".to_string(),
-            ClockOffset::Estimated { offset, error } => format!(
-                "{:+.6} s ± {:.6} s",
-                *offset as f64 * 1e-9,
-                *error as f64 * 1e-9
-            ),
-            ClockOffset::Fixed { offset } => {
-                format!("{:+.6} s (given with --clock-offset)", *offset as f64 * 1e-9)
-            }
-            ClockOffset::Unaligned => "unaligned: shares no segments (both ways) with the other files; its times are as recorded".to_string(),
-        };
-        s.push_str(&format!("  {file}: {what}\n"));
-    }
-    s
-}
-
-fn losses_json(losses: &[Loss], clocks: &[(String, ClockOffset)]) -> Value {
-    Value::Array(
-        losses
-            .iter()
-            .map(|l| {
-                json!({
-                    "file": clocks.get(l.file).map(|c| c.0.as_str()),
-                    "src": l.src.to_string(), "dst": l.dst.to_string(),
-                    "segments": l.segments, "bytes": l.bytes,
-                })
-            })
-            .collect(),
-    )
-}
-
-fn losses_text(losses: &[Loss], clocks: &[(String, ClockOffset)]) -> String {
-    let mut s = String::new();
-    for l in losses {
-        let file = clocks.get(l.file).map_or("?", |c| c.0.as_str());
-        s.push_str(&format!(
-            "capture loss: {file} lacks {} segment(s) ({} bytes) of {} -> {} that another file holds\n",
-            l.segments, l.bytes, l.src, l.dst
-        ));
-    }
-    s
-}
-
 /// The tcpdump name of some link types zkfle does not read, for the error that names them.
 fn linktype_name(t: u16) -> Option<&'static str> {
     Some(match t {
@@ -910,95 +842,4 @@ fn open_with_progress(path: &str) -> Result<capture::TcpSegments, CliError> {
         return capture::TcpSegments::from_reader(bar.wrap_read(file)).map_err(open_err);
     }
     capture::TcpSegments::from_file(file).map_err(open_err)
-}
-
-fn sid(s: Option<i64>) -> String {
-    s.map_or_else(|| "?".to_string(), |s| s.to_string())
-}
-
-/// One timeline line, in the words ZooKeeper's own logs use, after the time `stamp`.
-pub fn record_text(r: &Record, stamp: &str) -> String {
-    let addrs = match (r.src, r.dst) {
-        (Some(s), Some(d)) => format!("{s} -> {d}"),
-        _ => "-".to_string(),
-    };
-    let what = match &r.body {
-        Body::Initial(m) => format!(
-            "initial message: protocol {}, sid {}{}",
-            m.protocol
-                .code()
-                .map_or_else(|| "legacy".to_string(), |c| c.to_string()),
-            m.sid,
-            if m.address_text.is_empty() {
-                String::new()
-            } else {
-                format!(", address {}", m.address_text)
-            }
-        ),
-        Body::Notification(n) => notification_words(n),
-        Body::Quorum(q) => quorum_words(q),
-        Body::Closed { reset } => {
-            if *reset {
-                "connection reset (RST)".to_string()
-            } else {
-                "connection closed (FIN)".to_string()
-            }
-        }
-        Body::Problem(p) => format!(
-            "{}: {}",
-            match p.severity {
-                Severity::Error => "error",
-                Severity::Warning => "warning",
-            },
-            p.message
-        ),
-    };
-    format!(
-        "{stamp}  {:<44} {:>3} -> {:<3} {}",
-        addrs,
-        sid(r.from_sid),
-        sid(r.to_sid),
-        what
-    )
-}
-
-/// A notification as ZooKeeper 3.5+ logs it on receipt (`Notification: ...`).
-pub fn notification_words(n: &Notification) -> String {
-    let mut s = format!(
-        "Notification: n.state:{}, n.leader:{}, n.round:{:#x}, n.peerEpoch:{:#x}, n.zxid:{:#x}",
-        n.state.name(),
-        n.leader,
-        n.election_epoch,
-        n.effective_peer_epoch(),
-        n.zxid
-    );
-    if let crate::wire::JavaView::Accepted { version, .. } = n.java_view() {
-        s.push_str(&format!(", message format version:{version:#x}"));
-    }
-    match n.config_version() {
-        Some(v) => s.push_str(&format!(", n.config version:{v:#x}")),
-        None => s.push_str(&format!(" ({} bytes, no config)", n.size())),
-    }
-    if let crate::wire::JavaView::Dropped(why) = n.java_view() {
-        s.push_str(&format!("  [{why}]"));
-    }
-    s
-}
-
-/// A quorum packet: its type as Java names it, its zxid, and what else identifies it.
-pub fn quorum_words(q: &crate::decode::QuorumMessage) -> String {
-    let mut s = format!("{} zxid:{:#x}", q.type_name(), q.zxid);
-    if q.type_name() == "UNKNOWN" {
-        s.push_str(&format!(" (type {})", q.ptype));
-    }
-    if let Some(l) = &q.learner {
-        s.push_str(&format!(
-            ", sid {}, protocol {:#x}, config version {:#x}",
-            l.sid, l.protocol_version, l.config_version
-        ));
-    }
-    if let Some(n) = q.snapshot_bytes {
-        s.push_str(&format!(", snapshot of {n} bytes followed"));
-    }
-    s
 }

@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use clap::{Subcommand, ValueEnum};
 
 use super::CliError;
-use crate::json::{Message, MessageJson, message_from_json};
+use crate::output::json::{JsonWriter, Message, message_from_json};
 use crate::wire::{InitialMessage, Notification};
 
 #[derive(Debug, Subcommand)]
@@ -38,9 +38,9 @@ pub fn run(cmd: WireCommand) -> Result<(), CliError> {
                 Kind::Initial => InitialMessage::decode(&bytes).map(Message::Initial),
             }
             .map_err(|e| CliError::input(format!("wire decode: {e}")))?;
-            let line = serde_json::to_string(&MessageJson(&msg))
-                .map_err(|e| CliError::failure(format!("wire decode: {e}")))?;
-            println!("{line}");
+            let mut line = Vec::new();
+            JsonWriter::new().message(&mut line, &msg);
+            println!("{}", String::from_utf8_lossy(&line));
             Ok(())
         }
         WireCommand::Encode => {

@@ -12,8 +12,8 @@ use std::io::{self, Write};
 use serde_json::Value;
 
 use super::is_message;
+use super::json::{JsonWriter, record_value};
 use crate::decode::{Body, Record};
-use crate::json::RecordJson;
 
 /// Distinct config texts kept once each; more than this (never seen) stay in their records.
 const MAX_SHARED_CONFIGS: usize = 4096;
@@ -42,11 +42,12 @@ pub fn write_page(
     // (`config_ref`); the script puts the text back before anything reads the records.
     let mut configs: Vec<String> = Vec::new();
     let mut config_index: HashMap<String, usize> = HashMap::new();
+    let mut writer = JsonWriter::new();
     for (i, r) in records.iter().enumerate() {
         if i > 0 {
             data.push(b',');
         }
-        let mut v = serde_json::to_value(RecordJson(r)).map_err(io::Error::other)?;
+        let mut v = record_value(&mut writer, r);
         exact_sids(&mut v, false);
         if let Some(Value::String(text)) = v.get("config") {
             let at = match config_index.get(text.as_str()) {

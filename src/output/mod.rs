@@ -1,15 +1,32 @@
-//! The output layer for the drawn and exported formats of `zkfle decode`: the timeline page
-//! (`--format html`), Mermaid sequence diagrams, ShiViz logs, and the generated Wireshark
-//! dissector (`zkfle wireshark-dissector`).
+//! The output layer: every format zkfle prints. The domain modules return data (records,
+//! summaries, reports); this layer alone turns them into text and JSON, as ripgrep's printer
+//! does.
 //!
-//! Each format is built from the decode's [`Record`]s and the summary's JSON
-//! ([`crate::decode::summary::Summary::to_json`]), so fields the summary gains show up here
-//! without changes. (The text and JSON-lines formats still live in `cli::decode_cmd` and
-//! `json`; they are to move here so that one layer owns every format.)
+//! - [`json`]: the JSON objects of messages and records (`zkfle wire decode`, `zkfle decode
+//!   --format jsonl`), written by one hand-made writer, and read back (`zkfle wire encode`).
+//! - [`text`]: the text timeline of `zkfle decode`, in ZooKeeper's log words.
+//! - [`summary`]: `--summary` as JSON and as text.
+//! - [`merge`]: clock offsets and capture losses of per-host captures.
+//! - [`probe`], [`replay`], [`doctor`], [`repro`]: those commands' reports.
+//! - [`html`], [`mermaid`], [`shiviz`], [`wireshark`]: the drawn and exported formats: the
+//!   timeline page (`--format html`), Mermaid sequence diagrams, ShiViz logs, the generated
+//!   Wireshark dissector (`zkfle wireshark-dissector`). They are built from the decode's
+//!   [`Record`]s and the summary's JSON ([`crate::decode::summary::Summary::to_json`]), so
+//!   fields the summary gains show up there without changes.
+//!
+//! The reports' `to_json`/`to_text` are inherent methods of the domain types, defined here.
 
+pub mod doctor;
 pub mod html;
+pub mod json;
+pub mod merge;
 pub mod mermaid;
+pub mod probe;
+pub mod replay;
+pub mod repro;
 pub mod shiviz;
+pub mod summary;
+pub mod text;
 pub mod wireshark;
 
 use std::fmt;

@@ -22,8 +22,6 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-
 use crate::net::probe::{self, Answer, ProbeError, ProbeOptions};
 use crate::wire::{ProtocolVersion, QuorumConfig, ServerState};
 
@@ -68,85 +66,6 @@ pub struct Report {
 impl Report {
     pub fn healthy(&self) -> bool {
         self.servers.iter().all(|s| s.problems.is_empty())
-    }
-
-    pub fn to_json(&self) -> Value {
-        let servers: Vec<Value> = self
-            .servers
-            .iter()
-            .map(|s| {
-                let (state, leader) = match &s.answer {
-                    Ok(a) => (json!(a.state.name()), json!(a.leader)),
-                    Err(_) => (Value::Null, Value::Null),
-                };
-                json!({
-                    "address": s.member.address,
-                    "sid": s.member.sid,
-                    "client": s.member.client,
-                    "state": state,
-                    "leader": leader,
-                    "version": s.version,
-                    "problems": s.problems,
-                    "advice": s.advice,
-                })
-            })
-            .collect();
-        json!({"servers": servers, "healthy": self.healthy()})
-    }
-
-    pub fn to_text(&self) -> String {
-        let mut out = String::new();
-        for s in &self.servers {
-            let sid = s
-                .member
-                .sid
-                .map(|v| format!("sid {v:<3} "))
-                .unwrap_or_default();
-            let what = match &s.answer {
-                Ok(a) => format!(
-                    "{:<9} leader={} round={:#x} peerEpoch={:#x}",
-                    a.state.name(),
-                    a.leader,
-                    a.election_epoch,
-                    a.peer_epoch
-                ),
-                Err(e) => format!("no answer: {e}"),
-            };
-            let version = s
-                .version
-                .as_deref()
-                .map(|v| format!("  version {v}"))
-                .unwrap_or_default();
-            let mark = if s.problems.is_empty() {
-                "ok"
-            } else {
-                "PROBLEM"
-            };
-            out.push_str(&format!(
-                "{mark:<7} {:<22} {sid}{what}{version}\n",
-                s.member.address
-            ));
-            for p in &s.problems {
-                out.push_str(&format!("        problem: {p}\n"));
-            }
-            for a in &s.advice {
-                out.push_str(&format!("        advice:  {a}\n"));
-            }
-        }
-        let n = self
-            .servers
-            .iter()
-            .filter(|s| !s.problems.is_empty())
-            .count();
-        if n == 0 {
-            out.push_str(&format!("healthy: {} server(s)\n", self.servers.len()));
-        } else {
-            out.push_str(&format!(
-                "unhealthy: {n} of {} server(s) with problems\n",
-                self.servers.len()
-            ));
-        }
-        out
     }
 }
 

@@ -20,8 +20,6 @@ use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-
 use crate::net::probe::{self, Answer, ProbeError, ProbeOptions};
 use crate::wire::{
     ElectionAddress, FrameReader, InitialMessage, Notification, ProtocolVersion, ServerState,
@@ -193,31 +191,7 @@ pub struct Report {
     pub server_version: Option<String>,
 }
 
-impl Report {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "name": self.name,
-            "target": self.target,
-            "verdict": self.verdict.name(),
-            "evidence": self.evidence,
-            "server_version": self.server_version,
-        })
-    }
-
-    pub fn to_text(&self) -> String {
-        let mut s = format!(
-            "{} against {} (server {}): {}\n",
-            self.name,
-            self.target,
-            self.server_version.as_deref().unwrap_or("version unknown"),
-            self.verdict.name()
-        );
-        for e in &self.evidence {
-            s.push_str(&format!("  - {e}\n"));
-        }
-        s
-    }
-}
+impl Report {}
 
 /// The server under test.
 #[derive(Debug, Clone)]

@@ -1,0 +1,80 @@
+//! What merging per-host captures found, as text and JSON: each file's clock offset, and the
+//! segments a file lacks that another holds (capture losses).
+
+use serde_json::{Value, json};
+
+use crate::capture::merge::{ClockOffset, Loss};
+
+/// The clock offset of each file (`"clocks"` in the summary's JSON).
+pub fn clocks_json(clocks: &[(String, ClockOffset)]) -> Value {
+    Value::Array(
+        clocks
+            .iter()
+            .enumerate()
+            .map(|(i, (file, c))| match c {
+                ClockOffset::Estimated { offset, error } => json!({
+                    "file": file, "offset": *offset as f64 * 1e-9, "error": *error as f64 * 1e-9,
+                    "status": if i == 0 && *offset == 0 && *error == 0 { "reference" } else { "estimated" },
+                }),
+                ClockOffset::Fixed { offset } => json!({
+                    "file": file, "offset": *offset as f64 * 1e-9, "error": 0.0, "status": "given",
+                }),
+                ClockOffset::Unaligned => json!({
+                    "file": file, "offset": null, "error": null, "status": "unaligned",
+                }),
+            })
+            .collect(),
+    )
+}
+
+/// The clock offsets, for people.
+pub fn clocks_text(clocks: &[(String, ClockOffset)]) -> String {
+    let mut s = String::from(
+        "clocks (seconds added to each file's times to put them on one clock, from segments the files share):\n",
+    );
+    for (i, (file, c)) in clocks.iter().enumerate() {
+        let what = match c {
+            ClockOffset::Estimated { offset: 0, error: 0 } if i == 0 => "reference".to_string(),
+            ClockOffset::Estimated { offset, error } => format!(
+                "{:+.6} s ± {:.6} s",
+                *offset as f64 * 1e-9,
+                *error as f64 * 1e-9
+            ),
+            ClockOffset::Fixed { offset } => {
+                format!("{:+.6} s (given with --clock-offset)", *offset as f64 * 1e-9)
+            }
+            ClockOffset::Unaligned => "unaligned: shares no segments (both ways) with the other files; its times are as recorded".to_string(),
+        };
+        s.push_str(&format!("  {file}: {what}\n"));
+    }
+    s
+}
+
+/// The capture losses (`"capture_losses"` in the summary's JSON).
+pub fn losses_json(losses: &[Loss], clocks: &[(String, ClockOffset)]) -> Value {
+    Value::Array(
+        losses
+            .iter()
+            .map(|l| {
+                json!({
+                    "file": clocks.get(l.file).map(|c| c.0.as_str()),
+                    "src": l.src.to_string(), "dst": l.dst.to_string(),
+                    "segments": l.segments, "bytes": l.bytes,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The capture losses, a line each.
+pub fn losses_text(losses: &[Loss], clocks: &[(String, ClockOffset)]) -> String {
+    let mut s = String::new();
+    for l in losses {
+        let file = clocks.get(l.file).map_or("?", |c| c.0.as_str());
+        s.push_str(&format!(
+            "capture loss: {file} lacks {} segment(s) ({} bytes) of {} -> {} that another file holds\n",
+            l.segments, l.bytes, l.src, l.dst
+        ));
+    }
+    s
+}

@@ -1,0 +1,357 @@
+//! The summary of `zkfle decode --summary` as JSON (the contract documented in the README)
+//! and as text for people: per election a header (cause, time without a leader, serving
+//! again, winner), then its decisions and syncs in time order.
+
+use serde_json::{Value, json};
+
+use crate::decode::summary::{Cause, Evidence, RoundKind, StillLooking, Summary, SyncInfo};
+
+fn sync_json(s: &SyncInfo) -> Value {
+    json!({
+        "mode": s.mode, "newleader": s.newleader, "uptodate": s.uptodate,
+        "newleader_ack": s.newleader_ack, "started": s.started, "leader": s.leader,
+    })
+}
+
+fn still_json(s: &StillLooking) -> Value {
+    json!({
+        "sid": s.sid,
+        "leader": s.vote.map(|v| v.leader),
+        "election_epoch": s.vote.map(|v| v.round),
+        "agreeing": s.agreeing,
+        "needs": s.needs,
+        "holds": s.holds.iter().map(|(k, v)| json!({"sid": k, "leader": v})).collect::<Vec<_>>(),
+        "unconnected": s.unconnected,
+        "dropped_by": s.dropped_by,
+        "why": s.words(),
+    })
+}
+
+impl Evidence {
+    /// The evidence in words, for people.
+    pub fn words(self) -> &'static str {
+        match self {
+            Evidence::OwnNotification => "its own later answer shows it (no later than this)",
+            Evidence::QuorumReplies => "a quorum answered it FOLLOWING/LEADING",
+            Evidence::ConvergedVotes => {
+                "its vote had a quorum; finalizeWait after the last notification it got"
+            }
+            Evidence::NewRound => "it began a new round of its own afterwards",
+        }
+    }
+}
+
+impl StillLooking {
+    /// Why it is still LOOKING, in one line.
+    pub fn words(&self) -> String {
+        let mut parts = Vec::new();
+        match self.vote {
+            Some(v) if v.leader != i64::MIN => parts.push(match self.needs {
+                Some(needs) => format!(
+                    "its vote (leader {}, round {:#x}) has {} of the {needs} votes it needs",
+                    v.leader, v.round, self.agreeing
+                ),
+                None => format!(
+                    "its vote (leader {}, round {:#x}) has {} votes, not a majority of the groups' weight (group./weight. config)",
+                    v.leader, v.round, self.agreeing
+                ),
+            }),
+            Some(_) => parts.push("it proposes no leader (a non-voter)".to_string()),
+            None => parts.push("it sent no vote".to_string()),
+        }
+        if !self.holds.is_empty() {
+            let h: Vec<String> = self
+                .holds
+                .iter()
+                .map(|(s, l)| format!("{s}->{l}"))
+                .collect();
+            parts.push(format!("holds votes {}", h.join(", ")));
+        }
+        if !self.unconnected.is_empty() {
+            let u: Vec<String> = self.unconnected.iter().map(i64::to_string).collect();
+            parts.push(format!("no working connection to {}", u.join(", ")));
+        }
+        if !self.dropped_by.is_empty() {
+            let u: Vec<String> = self.dropped_by.iter().map(i64::to_string).collect();
+            parts.push(format!(
+                "its dials were dropped by {} (sid tie-break)",
+                u.join(", ")
+            ));
+        }
+        parts.join("; ")
+    }
+}
+
+impl Summary {
+    /// The summary as one JSON object; times are seconds since the epoch.
+    pub fn to_json(&self) -> Value {
+        let rounds: Vec<Value> = self
+            .rounds
+            .iter()
+            .map(|r| {
+                json!({
+                    "kind": match r.kind { RoundKind::Election => "election", RoundKind::Rejoin => "rejoin" },
+                    "election_epoch": r.election_epoch,
+                    "started": r.started,
+                    "participants": r.participants,
+                    "cause": (r.kind == RoundKind::Election).then(|| r.cause.name()),
+                    "leader_lost": r.leader_lost,
+                    "no_leader": r.no_leader,
+                    "serving": r.serving,
+                    "unavailable": r.unavailable,
+                    "vote_changes": r.changes.iter().map(|c| json!({
+                        "time": c.time, "sid": c.sid, "leader": c.vote.leader, "zxid": c.vote.zxid,
+                        "election_epoch": c.vote.round, "peer_epoch": c.vote.peer_epoch,
+                    })).collect::<Vec<_>>(),
+                    "decisions": r.decisions.iter().map(|d| json!({
+                        "sid": d.sid, "state": d.state.name(), "leader": d.leader,
+                        "election_epoch": d.election_epoch, "time": d.time,
+                        "evidence": d.evidence.name(), "looking_since": d.looking_since,
+                        "took": d.took,
+                        "took_at_least": d.took_at_least,
+                        "sync": d.sync.as_ref().map(sync_json),
+                    })).collect::<Vec<_>>(),
+                    "winner": r.winner,
+                    "stale": r.stale.as_ref().map(|st| json!({
+                        "election_started": st.election_started,
+                        "left_at": st.left_at,
+                        "next_leader": st.next_leader,
+                    })),
+                    "duration": r.duration,
+                    "settled": r.settled,
+                    "end": r.end,
+                    "still_looking": r.still_looking.iter().map(still_json).collect::<Vec<_>>(),
+                    "config_version": r.config_version,
+                })
+            })
+            .collect();
+        let anomalies: Vec<Value> = self
+            .anomalies
+            .iter()
+            .map(|a| json!({"kind": a.kind, "time": a.time, "message": a.message}))
+            .collect();
+        json!({
+            "type": "summary",
+            "end": self.end,
+            "shutdown": self.shutdown,
+            "quorum_port": self.quorum_port,
+            "sids_unknown": self.sids_unknown,
+            "rounds": rounds,
+            "anomalies": anomalies,
+            "configs": self.configs.iter().map(|c| json!({
+                "time": c.time, "version": c.version, "voters": c.voters,
+                "observers": c.observers, "added": c.added, "removed": c.removed,
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The summary for people; times relative to `t0`. `verbose` adds every vote change.
+    pub fn to_text(&self, t0: f64) -> String {
+        self.text(t0, false)
+    }
+
+    /// The summary for people; `verbose` adds every vote change.
+    pub fn text(&self, t0: f64, verbose: bool) -> String {
+        let mut s = String::new();
+        let rel = |t: f64| format!("+{:.3}s", t - t0);
+        if self.sids_unknown {
+            s.push_str("sids unknown: this capture names no election addresses (ZooKeeper 3.4); decisions and winners need --config zoo.cfg or --sid-map ADDR=SID\n");
+        }
+        if !self.quorum_port && !self.rounds.is_empty() {
+            s.push_str("the quorum port (2888) is not in this capture: sync and serving times are not in it\n");
+        }
+        let mut n = 0;
+        for r in &self.rounds {
+            match r.kind {
+                RoundKind::Rejoin => {
+                    let d = &r.decisions[0];
+                    let took = format!(
+                        "took {}{:.0} ms",
+                        if d.took_at_least { "at least " } else { "" },
+                        d.took * 1000.0
+                    );
+                    match &r.stale {
+                        None => s.push_str(&format!(
+                            "rejoin at {}: sid {} learned the established leader {} (round {:#x}), {took}\n",
+                            rel(r.started),
+                            d.sid,
+                            d.leader,
+                            d.election_epoch,
+                        )),
+                        Some(st) => s.push_str(&format!(
+                            "stale rejoin at {}: sid {} took leader {} (round {:#x}), which the election begun at {} was replacing; {took}{}\n",
+                            rel(r.started),
+                            d.sid,
+                            d.leader,
+                            d.election_epoch,
+                            rel(st.election_started),
+                            match (st.left_at, st.next_leader) {
+                                (Some(t), Some(l)) =>
+                                    format!("; it left it at {} for leader {l}", rel(t)),
+                                _ => String::new(),
+                            }
+                        )),
+                    }
+                }
+                RoundKind::Election => {
+                    n += 1;
+                    let cause = match r.cause {
+                        Cause::ServersStarted => "servers starting".to_string(),
+                        Cause::LeaderLost => match r.leader_lost {
+                            Some(t) if t < r.started => {
+                                format!("the leader's connections closed at {}", rel(t))
+                            }
+                            _ => "the leader fell silent".to_string(),
+                        },
+                        Cause::QuorumLost => "the leader lost its quorum".to_string(),
+                    };
+                    let mut head = format!(
+                        "election {n} at {}, round {:#x}: {cause}",
+                        rel(r.started),
+                        r.election_epoch
+                    );
+                    if let Some(x) = r.no_leader {
+                        head.push_str(&format!("; no leader for {x:.3}s"));
+                    }
+                    if let Some(t) = r.serving {
+                        head.push_str(&format!("; serving at {}", rel(t)));
+                        if let Some(u) = r.unavailable {
+                            head.push_str(&format!(" (unavailable {u:.3}s)"));
+                        }
+                    }
+                    match (r.winner, self.sids_unknown) {
+                        (Some(w), _) => head.push_str(&format!("; winner sid {w}")),
+                        (None, true) => head.push_str("; winner unknown (sids unknown)"),
+                        (None, false) => {}
+                    }
+                    // Under which members the votes counted, when a reconfig is in the capture.
+                    if self.configs.len() > 1
+                        && let Some(v) = r.config_version
+                        && let Some(c) = self.configs.iter().find(|c| c.version == v)
+                    {
+                        head.push_str(&format!(
+                            "; counted under config {v:#x} (voters {})",
+                            join_sids(&c.voters)
+                        ));
+                    }
+                    s.push_str(&head);
+                    s.push('\n');
+                }
+            }
+            let mut lines: Vec<(f64, String)> = Vec::new();
+            if verbose {
+                for c in &r.changes {
+                    let what = if c.vote.leader == i64::MIN {
+                        format!(
+                            "sid {} proposes no leader (a non-voter), round {:#x}",
+                            c.sid, c.vote.round
+                        )
+                    } else {
+                        format!(
+                            "sid {} votes leader {} (zxid {:#x}, round {:#x}, peerEpoch {:#x})",
+                            c.sid, c.vote.leader, c.vote.zxid, c.vote.round, c.vote.peer_epoch
+                        )
+                    };
+                    lines.push((c.time, what));
+                }
+            }
+            for d in &r.decisions {
+                lines.push((
+                    d.time,
+                    format!(
+                        "sid {} {} (leader {}), took {}{:.0} ms  [{}]",
+                        d.sid,
+                        d.state.name(),
+                        d.leader,
+                        if d.took_at_least { "at least " } else { "" },
+                        d.took * 1000.0,
+                        d.evidence.words()
+                    ),
+                ));
+                if let Some(y) = &d.sync {
+                    let at = y.sync_time.unwrap_or(y.started);
+                    let mut l = format!(
+                        "sid {} syncs with {} by {}",
+                        d.sid,
+                        d.leader,
+                        y.mode.unwrap_or("?")
+                    );
+                    if let Some(t) = y.newleader {
+                        l.push_str(&format!(", NEWLEADER {}", rel(t)));
+                    }
+                    if let Some(t) = y.uptodate {
+                        l.push_str(&format!(", UPTODATE {}", rel(t)));
+                    } else {
+                        l.push_str(", no UPTODATE in the capture");
+                    }
+                    lines.push((at, l));
+                }
+            }
+            lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for (t, l) in lines {
+                s.push_str(&format!("  {}  {l}\n", rel(t)));
+            }
+            for w in &r.still_looking {
+                s.push_str(&format!("  sid {} still LOOKING: {}\n", w.sid, w.words()));
+            }
+            match r.end {
+                "capture_end" => s.push_str("  the capture ended during this election\n"),
+                "shutdown" => s.push_str(
+                    "  the servers shut down during this election (their connections closed)\n",
+                ),
+                _ => {}
+            }
+        }
+        match self.shutdown {
+            Some(t) => s.push_str(&format!(
+                "the servers shut down: every election connection closed from {} on; the capture ends at {}\n",
+                rel(t),
+                rel(self.end)
+            )),
+            None if !self.rounds.is_empty() => {
+                s.push_str(&format!("the capture ends at {}\n", rel(self.end)))
+            }
+            None => {}
+        }
+        if self.configs.len() > 1 {
+            s.push_str("membership (configs the notifications carried):\n");
+            for c in &self.configs {
+                let mut line = format!(
+                    "  {}  config {:#x}: voters {}",
+                    rel(c.time),
+                    c.version,
+                    join_sids(&c.voters)
+                );
+                if !c.observers.is_empty() {
+                    line.push_str(&format!("; observers {}", join_sids(&c.observers)));
+                }
+                if !c.added.is_empty() {
+                    line.push_str(&format!("; added {}", join_sids(&c.added)));
+                }
+                if !c.removed.is_empty() {
+                    line.push_str(&format!("; removed {}", join_sids(&c.removed)));
+                }
+                s.push_str(&line);
+                s.push('\n');
+            }
+        }
+        if !self.anomalies.is_empty() {
+            s.push_str("anomalies:\n");
+            for a in &self.anomalies {
+                match a.time {
+                    Some(t) => s.push_str(&format!("  {}  {}\n", rel(t), a.message)),
+                    None => s.push_str(&format!("  {}\n", a.message)),
+                }
+            }
+        }
+        s
+    }
+}
+
+/// Sids as a comma-separated list.
+fn join_sids(sids: &[i64]) -> String {
+    sids.iter()
+        .map(|s| s.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
