@@ -446,7 +446,7 @@ pub fn run(args: JoinArgs) -> Result<(), CliError> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StateEvent>();
         let node = tokio::spawn(crate::net::run(cfg, tx));
         while let Some(ev) = rx.recv().await {
-            let line = event_line(&ev);
+            let line = crate::output::join::event_line(&ev);
             if let Some(out) = events_out.as_mut() {
                 let _ = writeln!(out, "{line}");
                 let _ = out.flush();
@@ -464,21 +464,6 @@ pub fn run(args: JoinArgs) -> Result<(), CliError> {
     })
 }
 
-/// One `--events` line: the event with `time` first, the wall-clock time it was reported in
-/// seconds since the epoch (as `zkfle decode` writes capture times), so it lines up with
-/// captures and server logs.
-fn event_line(ev: &StateEvent) -> String {
-    let time = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    let mut obj = serde_json::Map::new();
-    obj.insert("time".into(), serde_json::json!((time * 1e6).round() / 1e6));
-    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(ev) {
-        obj.extend(fields);
-    }
-    serde_json::Value::Object(obj).to_string()
-}
-
 /// A 64-bit integer, decimal or `0x` hex (zxids are usually written in hex).
 fn parse_i64(s: &str) -> Result<i64, String> {
     let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
@@ -486,31 +471,4 @@ fn parse_i64(s: &str) -> Result<i64, String> {
         None => s.parse::<i64>().ok(),
     };
     parsed.ok_or_else(|| format!("{s:?} is not a decimal or 0x-hex 64-bit integer"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn events_carry_the_time_first() {
-        let ev = StateEvent {
-            leader: 3,
-            state: "FOLLOWING",
-            election_epoch: 1,
-            zxid: 0,
-            peer_epoch: 1,
-            took_ms: 15,
-        };
-        let line = event_line(&ev);
-        assert!(line.starts_with("{\"time\":"), "{line}");
-        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64();
-        assert!((v["time"].as_f64().unwrap() - now).abs() < 60.0);
-        assert_eq!(v["leader"], 3);
-        assert_eq!(v["took_ms"], 15);
-    }
 }

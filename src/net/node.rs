@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -66,7 +65,7 @@ enum ZabEnd {
 type ZabTask = tokio::task::JoinHandle<ZabEnd>;
 
 /// A state change, as printed by `--once` and `--events`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateEvent {
     /// The decided leader (LOOKING: my proposal).
     pub leader: i64,

@@ -7,7 +7,8 @@
 //! - [`text`]: the text timeline of `zkfle decode`, in ZooKeeper's log words.
 //! - [`summary`]: `--summary` as JSON and as text.
 //! - [`merge`]: clock offsets and capture losses of per-host captures.
-//! - [`probe`], [`replay`], [`doctor`], [`repro`]: those commands' reports.
+//! - [`probe`], [`replay`], [`doctor`], [`repro`]: those commands' reports; [`join`]: the
+//!   events of `zkfle join`.
 //! - [`html`], [`mermaid`], [`shiviz`], [`wireshark`]: the drawn and exported formats: the
 //!   timeline page (`--format html`), Mermaid sequence diagrams, ShiViz logs, the generated
 //!   Wireshark dissector (`zkfle wireshark-dissector`). They are built from the decode's
@@ -18,6 +19,7 @@
 
 pub mod doctor;
 pub mod html;
+pub mod join;
 pub mod json;
 pub mod merge;
 pub mod mermaid;
