@@ -401,6 +401,7 @@ impl Learner {
         }
     }
 
+    /// A packet from the leader, handled by the step of the phase the session is in.
     pub fn on_packet(&mut self, now: u64, p: QuorumPacket) {
         if self.phase == Phase::Closed {
             return;
@@ -417,230 +418,256 @@ impl Learner {
             return;
         }
         match self.phase {
-            Phase::AwaitLeaderInfo => {
-                if p.ptype != ptype::LEADERINFO {
-                    return self.unexpected(&p);
+            Phase::AwaitLeaderInfo => self.step_leader_info(&p),
+            Phase::AwaitSync => self.step_sync_start(&p),
+            Phase::Snapshot => self.unexpected(&p),
+            Phase::Syncing => self.step_syncing(&p),
+            Phase::AwaitUpToDate => self.step_await_uptodate(&p),
+            Phase::Broadcast => self.step_broadcast(&p),
+            Phase::Closed => {}
+        }
+    }
+
+    /// LEADERINFO: the new epoch, acknowledged with ACKEPOCH.
+    fn step_leader_info(&mut self, p: &QuorumPacket) {
+        if p.ptype != ptype::LEADERINFO {
+            return self.unexpected(p);
+        }
+        let e = p.zxid >> 32;
+        if let Ok(v) = p.data_i32("protocol version")
+            && v < PROTOCOL_VERSION
+        {
+            return self.close(format!("leader speaks protocol 0x{v:x} < 0x10000"));
+        }
+        let known = self.accepted_epoch.max(self.cfg.known_epoch);
+        if e > known.saturating_add(MAX_EPOCH_JUMP) || e >= i64::from(i32::MAX) {
+            return self.close(format!(
+                "LEADERINFO epoch {e} (0x{e:x}) is far beyond any epoch known here (acceptedEpoch {}, the leader's vote {}): refusing it rather than persisting an epoch no real leader could match",
+                self.accepted_epoch, self.cfg.known_epoch
+            ));
+        }
+        let field = if e > self.accepted_epoch {
+            self.ready.persist.push(Persist::AcceptedEpoch(e));
+            self.accepted_epoch = e;
+            self.current_epoch as i32
+        } else if e == self.accepted_epoch {
+            -1
+        } else {
+            return self.close(format!(
+                "Leaders epoch, {e} is less than accepted epoch, {}",
+                self.accepted_epoch
+            ));
+        };
+        self.new_epoch = e;
+        self.ready
+            .send
+            .push(QuorumPacket::ack_epoch(self.last_zxid, field));
+        self.phase = Phase::AwaitSync;
+    }
+
+    /// DIFF, TRUNC or SNAP: how the leader syncs us.
+    fn step_sync_start(&mut self, p: &QuorumPacket) {
+        if self.beyond_epoch(p.type_name(), p.zxid) {
+            return;
+        }
+        let kind = match p.ptype {
+            ptype::DIFF => SyncKind::Diff,
+            ptype::TRUNC => {
+                self.ready.persist.push(Persist::Truncate(p.zxid));
+                self.last_zxid = p.zxid;
+                SyncKind::Trunc
+            }
+            ptype::SNAP => {
+                self.snap_zxid = p.zxid;
+                SyncKind::Snap
+            }
+            _ => return self.unexpected(p),
+        };
+        self.sync_kind = Some(kind);
+        self.events
+            .push_back(Event::SyncStarted { kind, zxid: p.zxid });
+        self.phase = if kind == SyncKind::Snap {
+            Phase::Snapshot
+        } else {
+            Phase::Syncing
+        };
+    }
+
+    /// The sync's proposals and commits, up to NEWLEADER (logged, then ACKed).
+    fn step_syncing(&mut self, p: &QuorumPacket) {
+        match p.ptype {
+            ptype::PROPOSAL => self.stage_sync_proposal(p),
+            ptype::COMMIT => {
+                self.uncommitted.remove(&p.zxid);
+                self.last_committed = self.last_committed.max(p.zxid);
+            }
+            ptype::PING => {} // Java's sync loop ignores pings
+            ptype::COMMITANDACTIVATE => {
+                self.uncommitted.remove(&p.zxid);
+                self.last_committed = self.last_committed.max(p.zxid);
+                self.commit_and_activate(p);
+            }
+            ptype::NEWLEADER => self.on_newleader(p),
+            _ => self.unexpected(p),
+        }
+    }
+
+    /// A sync PROPOSAL: staged (bounded in bytes and count) until NEWLEADER logs it.
+    fn stage_sync_proposal(&mut self, p: &QuorumPacket) {
+        let Some(txn) = self.proposal_txn(p) else {
+            return;
+        };
+        if self.beyond_epoch("sync PROPOSAL", p.zxid) {
+            return;
+        }
+        if let Some(last) = self.last_staged
+            && last >= p.zxid
+        {
+            return self.close(format!("sync PROPOSAL 0x{:x} after 0x{last:x}", p.zxid));
+        }
+        self.staged_bytes += txn.len() as u64;
+        if self.staged_bytes > self.cfg.max_diff_bytes {
+            return self.close(format!(
+                "the leader's DIFF exceeds {} bytes of proposals (--max-diff-bytes); refusing it",
+                self.cfg.max_diff_bytes
+            ));
+        }
+        if self.uncommitted.len() >= MAX_UNCOMMITTED_SYNC {
+            return self.close(format!(
+                "more than {MAX_UNCOMMITTED_SYNC} sync proposals without a COMMIT; refusing the DIFF"
+            ));
+        }
+        self.last_staged = Some(p.zxid);
+        if is_handover_txn(&txn) {
+            if self.staged_handovers.len() >= MAX_UNCOMMITTED_SYNC {
+                return self.close(format!(
+                    "more than {MAX_UNCOMMITTED_SYNC} hand-over txns in one DIFF; refusing it"
+                ));
+            }
+            self.staged_handovers.push(p.zxid);
+        } else {
+            self.last_staged_other = Some(p.zxid);
+        }
+        self.uncommitted.insert(p.zxid);
+        if !self.note_reconfig(p.zxid, &txn) {
+            return;
+        }
+        self.ready
+            .persist
+            .push(Persist::Stage { zxid: p.zxid, txn });
+    }
+
+    /// NEWLEADER: the staged proposals are logged, then currentEpoch, then ACKed.
+    fn on_newleader(&mut self, p: &QuorumPacket) {
+        let e = p.zxid >> 32;
+        if e != self.new_epoch {
+            return self.close(format!(
+                "NEWLEADER for epoch {e}, LEADERINFO said {}",
+                self.new_epoch
+            ));
+        }
+        // 3.8.5+/3.9 order: log the sync proposals, then currentEpoch, then ACK.
+        // An uncommitted hand-over txn (a zkfle leader's, sent to a late
+        // learner) is neither logged nor acknowledged, as in broadcast.
+        let skip: Vec<i64> = self
+            .staged_handovers
+            .iter()
+            .copied()
+            .filter(|z| self.uncommitted.remove(z))
+            .collect();
+        let kept = self
+            .staged_handovers
+            .iter()
+            .copied()
+            .filter(|z| !skip.contains(z))
+            .chain(self.last_staged_other)
+            .max();
+        self.staged_handovers.clear();
+        if self.last_staged.is_some() {
+            self.ready.persist.push(Persist::AppendStaged { skip });
+        }
+        if let Some(last) = kept {
+            self.last_zxid = self.last_zxid.max(last);
+        }
+        if self.cfg.reconfig.is_some()
+            && let Some(text) = p.data.as_deref().filter(|d| d.len() > 1)
+        {
+            // Java logs a config it cannot parse and goes on without it.
+            match std::str::from_utf8(text)
+                .ok()
+                .and_then(|t| QuorumConfig::parse(t).ok())
+            {
+                Some(c) => {
+                    self.see_config(&c);
+                    self.newleader_config = Some(c);
                 }
-                let e = p.zxid >> 32;
-                if let Ok(v) = p.data_i32("protocol version")
-                    && v < PROTOCOL_VERSION
-                {
-                    return self.close(format!("leader speaks protocol 0x{v:x} < 0x10000"));
+                None => tracing::warn!("NEWLEADER carries no readable config"),
+            }
+        }
+        self.ready.persist.push(Persist::CurrentEpoch(e));
+        self.current_epoch = e;
+        self.ready.send.push(QuorumPacket::ack(p.zxid));
+        self.phase = Phase::AwaitUpToDate;
+    }
+
+    /// After NEWLEADER: proposals are logged, and UPTODATE starts broadcast.
+    fn step_await_uptodate(&mut self, p: &QuorumPacket) {
+        match p.ptype {
+            ptype::PROPOSAL => {
+                if let Some(txn) = self.proposal_txn(p) {
+                    self.append(p.zxid, txn, true);
                 }
-                let known = self.accepted_epoch.max(self.cfg.known_epoch);
-                if e > known.saturating_add(MAX_EPOCH_JUMP) || e >= i64::from(i32::MAX) {
-                    return self.close(format!(
-                        "LEADERINFO epoch {e} (0x{e:x}) is far beyond any epoch known here (acceptedEpoch {}, the leader's vote {}): refusing it rather than persisting an epoch no real leader could match",
-                        self.accepted_epoch, self.cfg.known_epoch
-                    ));
-                }
-                let field = if e > self.accepted_epoch {
-                    self.ready.persist.push(Persist::AcceptedEpoch(e));
-                    self.accepted_epoch = e;
-                    self.current_epoch as i32
-                } else if e == self.accepted_epoch {
-                    -1
-                } else {
-                    return self.close(format!(
-                        "Leaders epoch, {e} is less than accepted epoch, {}",
-                        self.accepted_epoch
-                    ));
-                };
-                self.new_epoch = e;
+            }
+            ptype::COMMIT => self.last_committed = self.last_committed.max(p.zxid),
+            ptype::COMMITANDACTIVATE => {
+                self.last_committed = self.last_committed.max(p.zxid);
+                self.commit_and_activate(p);
+            }
+            ptype::INFORM | ptype::INFORMANDACTIVATE if self.cfg.observer => self.inform(p),
+            ptype::PING => {}
+            ptype::UPTODATE => {
                 self.ready
                     .send
-                    .push(QuorumPacket::ack_epoch(self.last_zxid, field));
-                self.phase = Phase::AwaitSync;
+                    .push(QuorumPacket::ack(self.new_epoch << 32));
+                // ACK, in zxid order, the sync proposals that were not committed, then the
+                // ones logged since NEWLEADER.
+                let mut acks: Vec<i64> =
+                    std::mem::take(&mut self.uncommitted).into_iter().collect();
+                acks.append(&mut self.deferred_acks);
+                for z in acks {
+                    self.ready.send.push(QuorumPacket::ack(z));
+                }
+                self.phase = Phase::Broadcast;
+                self.events.push_back(Event::UpToDate {
+                    epoch: self.new_epoch,
+                });
+                if let Some(c) = self.newleader_config.take() {
+                    self.activate(c, None);
+                }
             }
-            Phase::AwaitSync => {
-                if self.beyond_epoch(p.type_name(), p.zxid) {
-                    return;
+            _ => self.unexpected(p),
+        }
+    }
+
+    /// Broadcast: proposals, commits, pings.
+    fn step_broadcast(&mut self, p: &QuorumPacket) {
+        match p.ptype {
+            ptype::PROPOSAL => {
+                if let Some(txn) = self.proposal_txn(p) {
+                    self.append(p.zxid, txn, false);
                 }
-                let kind = match p.ptype {
-                    ptype::DIFF => SyncKind::Diff,
-                    ptype::TRUNC => {
-                        self.ready.persist.push(Persist::Truncate(p.zxid));
-                        self.last_zxid = p.zxid;
-                        SyncKind::Trunc
-                    }
-                    ptype::SNAP => {
-                        self.snap_zxid = p.zxid;
-                        SyncKind::Snap
-                    }
-                    _ => return self.unexpected(&p),
-                };
-                self.sync_kind = Some(kind);
-                self.events
-                    .push_back(Event::SyncStarted { kind, zxid: p.zxid });
-                self.phase = if kind == SyncKind::Snap {
-                    Phase::Snapshot
-                } else {
-                    Phase::Syncing
-                };
             }
-            Phase::Snapshot => self.unexpected(&p),
-            Phase::Syncing => match p.ptype {
-                ptype::PROPOSAL => {
-                    let Some(txn) = self.proposal_txn(&p) else {
-                        return;
-                    };
-                    if self.beyond_epoch("sync PROPOSAL", p.zxid) {
-                        return;
-                    }
-                    if let Some(last) = self.last_staged
-                        && last >= p.zxid
-                    {
-                        return self
-                            .close(format!("sync PROPOSAL 0x{:x} after 0x{last:x}", p.zxid));
-                    }
-                    self.staged_bytes += txn.len() as u64;
-                    if self.staged_bytes > self.cfg.max_diff_bytes {
-                        return self.close(format!(
-                            "the leader's DIFF exceeds {} bytes of proposals (--max-diff-bytes); refusing it",
-                            self.cfg.max_diff_bytes
-                        ));
-                    }
-                    if self.uncommitted.len() >= MAX_UNCOMMITTED_SYNC {
-                        return self.close(format!(
-                            "more than {MAX_UNCOMMITTED_SYNC} sync proposals without a COMMIT; refusing the DIFF"
-                        ));
-                    }
-                    self.last_staged = Some(p.zxid);
-                    if is_handover_txn(&txn) {
-                        if self.staged_handovers.len() >= MAX_UNCOMMITTED_SYNC {
-                            return self.close(format!(
-                                "more than {MAX_UNCOMMITTED_SYNC} hand-over txns in one DIFF; refusing it"
-                            ));
-                        }
-                        self.staged_handovers.push(p.zxid);
-                    } else {
-                        self.last_staged_other = Some(p.zxid);
-                    }
-                    self.uncommitted.insert(p.zxid);
-                    if !self.note_reconfig(p.zxid, &txn) {
-                        return;
-                    }
-                    self.ready
-                        .persist
-                        .push(Persist::Stage { zxid: p.zxid, txn });
-                }
-                ptype::COMMIT => {
-                    self.uncommitted.remove(&p.zxid);
-                    self.last_committed = self.last_committed.max(p.zxid);
-                }
-                ptype::PING => {} // Java's sync loop ignores pings
-                ptype::COMMITANDACTIVATE => {
-                    self.uncommitted.remove(&p.zxid);
-                    self.last_committed = self.last_committed.max(p.zxid);
-                    self.commit_and_activate(&p);
-                }
-                ptype::NEWLEADER => {
-                    let e = p.zxid >> 32;
-                    if e != self.new_epoch {
-                        return self.close(format!(
-                            "NEWLEADER for epoch {e}, LEADERINFO said {}",
-                            self.new_epoch
-                        ));
-                    }
-                    // 3.8.5+/3.9 order: log the sync proposals, then currentEpoch, then ACK.
-                    // An uncommitted hand-over txn (a zkfle leader's, sent to a late
-                    // learner) is neither logged nor acknowledged, as in broadcast.
-                    let skip: Vec<i64> = self
-                        .staged_handovers
-                        .iter()
-                        .copied()
-                        .filter(|z| self.uncommitted.remove(z))
-                        .collect();
-                    let kept = self
-                        .staged_handovers
-                        .iter()
-                        .copied()
-                        .filter(|z| !skip.contains(z))
-                        .chain(self.last_staged_other)
-                        .max();
-                    self.staged_handovers.clear();
-                    if self.last_staged.is_some() {
-                        self.ready.persist.push(Persist::AppendStaged { skip });
-                    }
-                    if let Some(last) = kept {
-                        self.last_zxid = self.last_zxid.max(last);
-                    }
-                    if self.cfg.reconfig.is_some()
-                        && let Some(text) = p.data.as_deref().filter(|d| d.len() > 1)
-                    {
-                        // Java logs a config it cannot parse and goes on without it.
-                        match std::str::from_utf8(text)
-                            .ok()
-                            .and_then(|t| QuorumConfig::parse(t).ok())
-                        {
-                            Some(c) => {
-                                self.see_config(&c);
-                                self.newleader_config = Some(c);
-                            }
-                            None => tracing::warn!("NEWLEADER carries no readable config"),
-                        }
-                    }
-                    self.ready.persist.push(Persist::CurrentEpoch(e));
-                    self.current_epoch = e;
-                    self.ready.send.push(QuorumPacket::ack(p.zxid));
-                    self.phase = Phase::AwaitUpToDate;
-                }
-                _ => self.unexpected(&p),
-            },
-            Phase::AwaitUpToDate => match p.ptype {
-                ptype::PROPOSAL => {
-                    if let Some(txn) = self.proposal_txn(&p) {
-                        self.append(p.zxid, txn, true);
-                    }
-                }
-                ptype::COMMIT => self.last_committed = self.last_committed.max(p.zxid),
-                ptype::COMMITANDACTIVATE => {
-                    self.last_committed = self.last_committed.max(p.zxid);
-                    self.commit_and_activate(&p);
-                }
-                ptype::INFORM | ptype::INFORMANDACTIVATE if self.cfg.observer => self.inform(&p),
-                ptype::PING => {}
-                ptype::UPTODATE => {
-                    self.ready
-                        .send
-                        .push(QuorumPacket::ack(self.new_epoch << 32));
-                    // ACK, in zxid order, the sync proposals that were not committed, then the
-                    // ones logged since NEWLEADER.
-                    let mut acks: Vec<i64> =
-                        std::mem::take(&mut self.uncommitted).into_iter().collect();
-                    acks.append(&mut self.deferred_acks);
-                    for z in acks {
-                        self.ready.send.push(QuorumPacket::ack(z));
-                    }
-                    self.phase = Phase::Broadcast;
-                    self.events.push_back(Event::UpToDate {
-                        epoch: self.new_epoch,
-                    });
-                    if let Some(c) = self.newleader_config.take() {
-                        self.activate(c, None);
-                    }
-                }
-                _ => self.unexpected(&p),
-            },
-            Phase::Broadcast => match p.ptype {
-                ptype::PROPOSAL => {
-                    if let Some(txn) = self.proposal_txn(&p) {
-                        self.append(p.zxid, txn, false);
-                    }
-                }
-                ptype::COMMIT => self.last_committed = self.last_committed.max(p.zxid),
-                ptype::PING => self.ready.send.push(QuorumPacket::ping_reply(p.zxid)),
-                ptype::INFORM | ptype::INFORMANDACTIVATE if self.cfg.observer => self.inform(&p),
-                ptype::SYNC | ptype::UPTODATE | ptype::INFORM | ptype::INFORMANDACTIVATE => {
-                    tracing::debug!("ignoring {} from the leader", p.type_name());
-                }
-                ptype::COMMITANDACTIVATE => {
-                    self.last_committed = self.last_committed.max(p.zxid);
-                    self.commit_and_activate(&p);
-                }
-                _ => self.unexpected(&p),
-            },
-            Phase::Closed => {}
+            ptype::COMMIT => self.last_committed = self.last_committed.max(p.zxid),
+            ptype::PING => self.ready.send.push(QuorumPacket::ping_reply(p.zxid)),
+            ptype::INFORM | ptype::INFORMANDACTIVATE if self.cfg.observer => self.inform(p),
+            ptype::SYNC | ptype::UPTODATE | ptype::INFORM | ptype::INFORMANDACTIVATE => {
+                tracing::debug!("ignoring {} from the leader", p.type_name());
+            }
+            ptype::COMMITANDACTIVATE => {
+                self.last_committed = self.last_committed.max(p.zxid);
+                self.commit_and_activate(p);
+            }
+            _ => self.unexpected(p),
         }
     }
 
