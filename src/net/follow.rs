@@ -382,58 +382,9 @@ async fn follow_session(
                 return end(e, synced);
             }
         }
-        while let Some(ev) = learner.poll_event() {
-            match ev {
-                // Java's words (Learner.syncWithLeader) for each sync mode: the SNAP and TRUNC
-                // lines are logged where the snapshot and the truncation begin.
-                Event::SyncStarted { kind, zxid } => {
-                    if kind == SyncKind::Diff {
-                        info!("Getting a diff from the leader 0x{zxid:x}")
-                    }
-                }
-                Event::UpToDate { epoch } => {
-                    synced = true;
-                    info!("Learner received UPTODATE message");
-                    cfg.established_epoch.store(epoch, Ordering::Release);
-                    info!(
-                        "synced with leader {} in epoch {epoch} (last zxid 0x{:x})",
-                        cfg.leader_sid,
-                        learner.last_zxid()
-                    );
-                }
-                Event::Activated {
-                    config,
-                    activation,
-                    designated_leader,
-                } => {
-                    info!(
-                        "reconfig: config 0x{:x} in force, I am {}{}{}",
-                        config.version(),
-                        crate::reconfig::Membership::of(&config, lc.my_sid).name(),
-                        if activation.role_changed {
-                            " (role changed)"
-                        } else {
-                            ""
-                        },
-                        if activation.leader_changed {
-                            format!(" (leader now {designated_leader:?})")
-                        } else {
-                            String::new()
-                        }
-                    );
-                    if let Some(r) = &cfg.reconfig {
-                        let _ = r.news.send(ConfigNews::Activated(Activated {
-                            config,
-                            activation,
-                            designated_leader,
-                        }));
-                    }
-                }
-                Event::Closed(why) => {
-                    storage.abort_snapshot();
-                    return end(FollowError::Closed(why), synced);
-                }
-            }
+        if let Some(why) = report_events(&mut learner, &cfg, &mut synced) {
+            storage.abort_snapshot();
+            return end(FollowError::Closed(why), synced);
         }
         let wait = learner
             .next_deadline()
@@ -458,69 +409,14 @@ async fn follow_session(
         };
         let t_read = Instant::now();
         let t = now();
-        let mut input = &buf[..n];
-        let mut proposals = 0u32;
-        loop {
-            match decoder.decode(&mut input) {
-                Ok(Some(QuorumItem::Packet { packet, .. })) => {
-                    if packet.ptype == ptype::SNAP {
-                        info!("Getting a snapshot from leader 0x{:x}", packet.zxid);
-                        if let Err(e) = storage.begin_snapshot(packet.zxid) {
-                            learner.on_disconnect(format!("storage: {e}"));
-                            break;
-                        }
-                    }
-                    if packet.ptype == ptype::PROPOSAL {
-                        proposals += 1;
-                    }
-                    // An observer's INFORMs are committed txns.
-                    let commit = matches!(
-                        packet.ptype,
-                        ptype::COMMIT
-                            | ptype::COMMITANDACTIVATE
-                            | ptype::INFORM
-                            | ptype::INFORMANDACTIVATE
-                    )
-                    .then_some(packet.zxid);
-                    learner.on_packet(t, packet);
-                    if let Some(z) = commit {
-                        // The data tree applies logged txns up to z (or when they are logged).
-                        storage.commit(z);
-                    }
-                }
-                Ok(Some(QuorumItem::SnapshotData { bytes, .. })) => {
-                    learner.on_snapshot_bytes(t, bytes.len());
-                    if learner.phase() == crate::zab::Phase::Closed {
-                        break;
-                    }
-                    if let Err(e) = storage.snapshot_data(&bytes) {
-                        learner.on_disconnect(format!("storage: {e}"));
-                        break;
-                    }
-                }
-                Ok(Some(QuorumItem::SnapshotEnd { summary, .. })) => {
-                    info!(
-                        "snapshot received: {} sessions, {} ACL lists, {} nodes, {} bytes",
-                        summary.sessions, summary.acl_lists, summary.nodes, summary.body_bytes
-                    );
-                    snap_max = summary.max_stat_zxid;
-                    learner.on_snapshot_end(t);
-                }
-                Ok(Some(QuorumItem::Auth { offset, .. })) => {
-                    // The exchange is over before FOLLOWERINFO: a leader sending another is
-                    // broken (Java's learner would read it as a packet of an unknown type).
-                    learner.on_disconnect(format!(
-                        "a quorum SASL packet at byte {offset} after the handshake"
-                    ));
-                    break;
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    learner.on_disconnect(format!("malformed quorum packet: {e}"));
-                    break;
-                }
-            }
-        }
+        let proposals = feed(
+            &mut decoder,
+            &buf[..n],
+            &mut learner,
+            storage,
+            t,
+            &mut snap_max,
+        );
         // Persist, then send; measure proposal-received to ACK-sent for this batch.
         match flush(
             &mut learner,
@@ -544,6 +440,138 @@ async fn follow_session(
             }
         }
     }
+}
+
+/// Logs what the learner reports (in Java's words where Java logs it) and passes config news
+/// on; the reason, when the learner closed the session.
+fn report_events(learner: &mut Learner, cfg: &FollowConfig, synced: &mut bool) -> Option<String> {
+    let lc = &cfg.learner;
+    while let Some(ev) = learner.poll_event() {
+        match ev {
+            // Java's words (Learner.syncWithLeader) for each sync mode: the SNAP and TRUNC
+            // lines are logged where the snapshot and the truncation begin.
+            Event::SyncStarted { kind, zxid } => {
+                if kind == SyncKind::Diff {
+                    info!("Getting a diff from the leader 0x{zxid:x}")
+                }
+            }
+            Event::UpToDate { epoch } => {
+                *synced = true;
+                info!("Learner received UPTODATE message");
+                cfg.established_epoch.store(epoch, Ordering::Release);
+                info!(
+                    "synced with leader {} in epoch {epoch} (last zxid 0x{:x})",
+                    cfg.leader_sid,
+                    learner.last_zxid()
+                );
+            }
+            Event::Activated {
+                config,
+                activation,
+                designated_leader,
+            } => {
+                info!(
+                    "reconfig: config 0x{:x} in force, I am {}{}{}",
+                    config.version(),
+                    crate::reconfig::Membership::of(&config, lc.my_sid).name(),
+                    if activation.role_changed {
+                        " (role changed)"
+                    } else {
+                        ""
+                    },
+                    if activation.leader_changed {
+                        format!(" (leader now {designated_leader:?})")
+                    } else {
+                        String::new()
+                    }
+                );
+                if let Some(r) = &cfg.reconfig {
+                    let _ = r.news.send(ConfigNews::Activated(Activated {
+                        config,
+                        activation,
+                        designated_leader,
+                    }));
+                }
+            }
+            Event::Closed(why) => return Some(why),
+        }
+    }
+    None
+}
+
+/// Feeds what was read from the leader to the learner (and a snapshot's bytes to storage);
+/// the number of proposals in it.
+fn feed(
+    decoder: &mut QuorumStreamDecoder,
+    mut input: &[u8],
+    learner: &mut Learner,
+    storage: &mut Storage,
+    t: u64,
+    snap_max: &mut i64,
+) -> u32 {
+    let mut proposals = 0u32;
+    loop {
+        match decoder.decode(&mut input) {
+            Ok(Some(QuorumItem::Packet { packet, .. })) => {
+                if packet.ptype == ptype::SNAP {
+                    info!("Getting a snapshot from leader 0x{:x}", packet.zxid);
+                    if let Err(e) = storage.begin_snapshot(packet.zxid) {
+                        learner.on_disconnect(format!("storage: {e}"));
+                        break;
+                    }
+                }
+                if packet.ptype == ptype::PROPOSAL {
+                    proposals += 1;
+                }
+                // An observer's INFORMs are committed txns.
+                let commit = matches!(
+                    packet.ptype,
+                    ptype::COMMIT
+                        | ptype::COMMITANDACTIVATE
+                        | ptype::INFORM
+                        | ptype::INFORMANDACTIVATE
+                )
+                .then_some(packet.zxid);
+                learner.on_packet(t, packet);
+                if let Some(z) = commit {
+                    // The data tree applies logged txns up to z (or when they are logged).
+                    storage.commit(z);
+                }
+            }
+            Ok(Some(QuorumItem::SnapshotData { bytes, .. })) => {
+                learner.on_snapshot_bytes(t, bytes.len());
+                if learner.phase() == crate::zab::Phase::Closed {
+                    break;
+                }
+                if let Err(e) = storage.snapshot_data(&bytes) {
+                    learner.on_disconnect(format!("storage: {e}"));
+                    break;
+                }
+            }
+            Ok(Some(QuorumItem::SnapshotEnd { summary, .. })) => {
+                info!(
+                    "snapshot received: {} sessions, {} ACL lists, {} nodes, {} bytes",
+                    summary.sessions, summary.acl_lists, summary.nodes, summary.body_bytes
+                );
+                *snap_max = summary.max_stat_zxid;
+                learner.on_snapshot_end(t);
+            }
+            Ok(Some(QuorumItem::Auth { offset, .. })) => {
+                // The exchange is over before FOLLOWERINFO: a leader sending another is
+                // broken (Java's learner would read it as a packet of an unknown type).
+                learner.on_disconnect(format!(
+                    "a quorum SASL packet at byte {offset} after the handshake"
+                ));
+                break;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                learner.on_disconnect(format!("malformed quorum packet: {e}"));
+                break;
+            }
+        }
+    }
+    proposals
 }
 
 #[cfg(test)]
