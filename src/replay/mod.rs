@@ -313,32 +313,15 @@ fn find_starts(
             }
         };
         if is_start {
-            // The election began no later than SID's first connection attempt since its
-            // previous message.
-            let mut at_ms = own_initials
-                .iter()
-                .copied()
-                .find(|&i| i > prev_sent_ms && i <= t.at_ms)
-                .unwrap_or(t.at_ms);
-            if prev_round.is_some() && !restart {
-                // A LOOKING voter that SID did not answer: a FOLLOWING or LEADING server
-                // replies at once, so SID was already LOOKING then (it becomes LOOKING a
-                // little before lookForLeader broadcasts, and queues what arrives meanwhile).
-                let decided_ms = decisions
-                    .iter()
-                    .filter(|d| d.at_ms <= t.at_ms)
-                    .map(|d| d.at_ms)
-                    .max()
-                    .unwrap_or(0);
-                let unanswered = inbound
-                    .iter()
-                    .filter(|m| m.at_ms > prev_sent_ms.max(decided_ms) && m.at_ms < at_ms)
-                    .filter(|m| m.notification.state == ServerState::Looking)
-                    .filter(|m| voters.is_voter(m.from))
-                    .map(|m| m.at_ms)
-                    .min();
-                at_ms = at_ms.min(unanswered.unwrap_or(at_ms));
-            }
+            let at_ms = start_time(
+                t,
+                own_initials,
+                prev_sent_ms,
+                prev_round.is_some() && !restart,
+                decisions,
+                inbound,
+                &voters,
+            );
             let (last_zxid, current_epoch) = match starts.last() {
                 Some(s) => (s.last_zxid, s.current_epoch),
                 None => (0, 0),
@@ -372,7 +355,51 @@ fn find_starts(
         prev_round = Some(round);
         prev_sent_ms = t.at_ms;
     }
-    // The initial vote of each election: the first vote SID sent for itself in it.
+    fill_initial_votes(sid, quorum, outbound, &mut starts);
+    (starts, configs)
+}
+
+/// When an election that SID's message `t` shows began: no later than SID's first connection
+/// attempt since its previous message, nor (`answerable`: a later election, not a restart)
+/// than a LOOKING voter's message SID left unanswered since then; a FOLLOWING or LEADING
+/// server replies at once, so SID was already LOOKING then (it becomes LOOKING a little
+/// before lookForLeader broadcasts, and queues what arrives meanwhile).
+fn start_time(
+    t: &Timed,
+    own_initials: &[u64],
+    prev_sent_ms: u64,
+    answerable: bool,
+    decisions: &[Decided],
+    inbound: &[Timed],
+    voters: &QuorumVerifier,
+) -> u64 {
+    let at_ms = own_initials
+        .iter()
+        .copied()
+        .find(|&i| i > prev_sent_ms && i <= t.at_ms)
+        .unwrap_or(t.at_ms);
+    if !answerable {
+        return at_ms;
+    }
+    let decided_ms = decisions
+        .iter()
+        .filter(|d| d.at_ms <= t.at_ms)
+        .map(|d| d.at_ms)
+        .max()
+        .unwrap_or(0);
+    let unanswered = inbound
+        .iter()
+        .filter(|m| m.at_ms > prev_sent_ms.max(decided_ms) && m.at_ms < at_ms)
+        .filter(|m| m.notification.state == ServerState::Looking)
+        .filter(|m| voters.is_voter(m.from))
+        .map(|m| m.at_ms)
+        .min();
+    at_ms.min(unanswered.unwrap_or(at_ms))
+}
+
+/// The initial vote of each election: the first vote SID sent for itself in it (else the
+/// election before's).
+fn fill_initial_votes(sid: i64, quorum: &QuorumVerifier, outbound: &[Timed], starts: &mut [Start]) {
     for i in 0..starts.len() {
         let from = starts[i].at_ms;
         let to = starts.get(i + 1).map(|s| s.at_ms).unwrap_or(u64::MAX);
@@ -391,7 +418,6 @@ fn find_starts(
             starts[i].current_epoch = starts[i - 1].current_epoch;
         }
     }
-    (starts, configs)
 }
 
 /// A notification a target sent, for comparison with the recording.
