@@ -1068,6 +1068,75 @@ fn starts_new(conn: &Conn, seg: &TcpSegmentRef<'_>) -> bool {
     half.base.is_some() && !(dir == Direction::FromInitiator && half.isn.is_some())
 }
 
+/// Learns a direction's start from its SYN (and the other's from a SYN-ACK's ack); false for
+/// a SYN that contradicts what is known (`odd_syn`).
+#[inline]
+fn learn_syn(conn: &mut Conn, d: usize, seg: &TcpSegmentRef<'_>) -> bool {
+    let half = &mut conn.halves[d];
+    match (half.isn, half.base) {
+        (None, None) => {
+            half.isn = Some(seg.seq);
+            half.base = Some(seg.seq.wrapping_add(1));
+        }
+        // The other side's SYN-ACK told us where this side starts; now its SYN agrees.
+        (None, Some(b)) if b == seg.seq.wrapping_add(1) => {
+            half.isn = Some(seg.seq);
+        }
+        (Some(isn), _) if isn == seg.seq => {}
+        _ => return false,
+    }
+    if let Some(ack) = seg.ack {
+        let other = &mut conn.halves[1 - d];
+        if other.base.is_none() {
+            other.base = Some(ack);
+        }
+    }
+    true
+}
+
+/// Buffers a segment that is not simply the next bytes (out of order, after a hole, partly
+/// repeated, or cut by the snap length) and returns what is now deliverable in order; when
+/// the buffer outgrows its bounds the oldest hole is skipped.
+fn buffer(
+    half: &mut Half,
+    seg: &TcpSegmentRef<'_>,
+    start: i64,
+    end: i64,
+    config: &ReassemblyConfig,
+    stats: &mut ReassemblyStats,
+) -> Vec<Piece> {
+    let mut pieces = Vec::new();
+    let len = seg.payload.len();
+    let seq_len = len as u64 + u64::from(seg.missing);
+    if end <= half.offset as i64 && !(seg.fin && half.fin_at.is_none()) {
+        if seq_len > 0 || seg.fin {
+            stats.duplicates += 1;
+        }
+    } else {
+        let s = start.max(0) as u64;
+        let data_end = (start + len as i64).max(0) as u64;
+        let payload = seg.payload;
+        half.insert(s, data_end, |a, b| {
+            let from = (a as i64 - start) as usize;
+            let to = (b as i64 - start) as usize;
+            Chunk::Data(payload[from..to].to_vec())
+        });
+        if seg.missing > 0 {
+            half.insert(data_end, end.max(0) as u64, |a, b| Chunk::Missing(b - a));
+        }
+        if seg.fin && half.fin_at.is_none() {
+            half.fin_at = Some(end.max(0) as u64);
+        }
+        half.drain(false, &mut pieces);
+        while half.pending_bytes > config.max_buffered_bytes
+            || half.pending.len() > config.max_buffered_chunks
+        {
+            half.skip_hole(&mut pieces);
+        }
+    }
+    pieces
+}
+
 /// Applies one segment to its connection; returns how the connection ends if it does.
 fn handle<S: FnMut(StreamEvent<&[u8]>)>(
     conn: &mut Conn,
@@ -1093,29 +1162,9 @@ fn handle<S: FnMut(StreamEvent<&[u8]>)>(
             .all(|s| s.fin)
             .then_some(CloseKind::Fin);
     }
-    if seg.syn {
-        let half = &mut conn.halves[d];
-        match (half.isn, half.base) {
-            (None, None) => {
-                half.isn = Some(seg.seq);
-                half.base = Some(seg.seq.wrapping_add(1));
-            }
-            // The other side's SYN-ACK told us where this side starts; now its SYN agrees.
-            (None, Some(b)) if b == seg.seq.wrapping_add(1) => {
-                half.isn = Some(seg.seq);
-            }
-            (Some(isn), _) if isn == seg.seq => {}
-            _ => {
-                stats.odd_syn += 1;
-                return None;
-            }
-        }
-        if let Some(ack) = seg.ack {
-            let other = &mut conn.halves[1 - d];
-            if other.base.is_none() {
-                other.base = Some(ack);
-            }
-        }
+    if seg.syn && !learn_syn(conn, d, seg) {
+        stats.odd_syn += 1;
+        return None;
     }
     let data_seq = if seg.syn {
         seg.seq.wrapping_add(1)
@@ -1159,33 +1208,7 @@ fn handle<S: FnMut(StreamEvent<&[u8]>)>(
             bytes: seg.payload,
         });
     } else {
-        let mut pieces = Vec::new();
-        if end <= half.offset as i64 && !(seg.fin && half.fin_at.is_none()) {
-            if seq_len > 0 || seg.fin {
-                stats.duplicates += 1;
-            }
-        } else {
-            let s = start.max(0) as u64;
-            let data_end = (start + len as i64).max(0) as u64;
-            let payload = seg.payload;
-            half.insert(s, data_end, |a, b| {
-                let from = (a as i64 - start) as usize;
-                let to = (b as i64 - start) as usize;
-                Chunk::Data(payload[from..to].to_vec())
-            });
-            if seg.missing > 0 {
-                half.insert(data_end, end.max(0) as u64, |a, b| Chunk::Missing(b - a));
-            }
-            if seg.fin && half.fin_at.is_none() {
-                half.fin_at = Some(end.max(0) as u64);
-            }
-            half.drain(false, &mut pieces);
-            while half.pending_bytes > config.max_buffered_bytes
-                || half.pending.len() > config.max_buffered_chunks
-            {
-                half.skip_hole(&mut pieces);
-            }
-        }
+        let pieces = buffer(half, seg, start, end, config, stats);
         push_pieces(&mut conn.info.streams[d], id, dir, seg.time, pieces, sink);
     }
     conn.halves
