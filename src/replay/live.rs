@@ -322,18 +322,9 @@ fn send_as(
     Err(LiveError::NoConnection(p))
 }
 
-/// The replay proper: schedules, probes, decisions.
-fn drive(
-    rec: &Recording,
-    (target, target_addr): (&str, SocketAddr),
-    speed: f64,
-    wait_answer: Duration,
-    sh: &Arc<Shared>,
-    initials: &HashMap<i64, Vec<u8>>,
-    rt: &tokio::runtime::Runtime,
-) -> Result<Vec<Decided>, LiveError> {
-    // Each election's messages with their offsets from its start.
-    let episodes: Vec<Vec<(u64, &super::Timed)>> = (0..rec.starts.len())
+/// Each election's messages with their offsets (divided by `speed`) from its start.
+fn schedule(rec: &Recording, speed: f64) -> Vec<Vec<(u64, &super::Timed)>> {
+    (0..rec.starts.len())
         .map(|k| {
             let from = if k == 0 { 0 } else { rec.starts[k].at_ms };
             let to = rec.starts.get(k + 1).map(|s| s.at_ms).unwrap_or(u64::MAX);
@@ -346,18 +337,19 @@ fn drive(
                 })
                 .collect()
         })
-        .collect();
-    let opts = ProbeOptions {
-        timeout: Duration::from_secs(1),
-        tls: sh.security.tls.clone(),
-        sasl: sh.security.sasl.clone(),
-        ..ProbeOptions::default()
-    };
-    // Wait for the target to answer LOOKING.
+        .collect()
+}
+
+/// Waits for the target to answer a probe LOOKING (at most `wait_answer` for any answer).
+fn wait_looking(
+    target: &str,
+    opts: &ProbeOptions,
+    wait_answer: Duration,
+) -> Result<ServerState, LiveError> {
     let wait_start = Instant::now();
-    let mut state = loop {
-        match probe::probe(target, &opts) {
-            Ok(a) if a.state == ServerState::Looking => break a.state,
+    loop {
+        match probe::probe(target, opts) {
+            Ok(a) if a.state == ServerState::Looking => return Ok(a.state),
             Ok(a) => return Err(LiveError::NotLooking(a.state.name())),
             Err(source) if wait_start.elapsed() >= wait_answer => {
                 return Err(LiveError::NoAnswer {
@@ -367,7 +359,27 @@ fn drive(
             }
             Err(_) => std::thread::sleep(Duration::from_millis(100)),
         }
+    }
+}
+
+/// The replay proper: schedules, probes, decisions.
+fn drive(
+    rec: &Recording,
+    (target, target_addr): (&str, SocketAddr),
+    speed: f64,
+    wait_answer: Duration,
+    sh: &Arc<Shared>,
+    initials: &HashMap<i64, Vec<u8>>,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Vec<Decided>, LiveError> {
+    let episodes = schedule(rec, speed);
+    let opts = ProbeOptions {
+        timeout: Duration::from_secs(1),
+        tls: sh.security.tls.clone(),
+        sasl: sh.security.sasl.clone(),
+        ..ProbeOptions::default()
     };
+    let mut state = wait_looking(target, &opts, wait_answer)?;
     let mut decisions = Vec::new();
     let mut episode = 0usize;
     let mut ep_start = Instant::now();
