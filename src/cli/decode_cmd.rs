@@ -151,6 +151,27 @@ fn record_type(r: &Record) -> &'static str {
     }
 }
 
+/// When stdout is a pipe, asks Linux for a pipe buffer of 1 MiB instead of 64 KiB. JSON lines
+/// are more bytes than the capture they come from, and through a 64 KiB pipe the writer and
+/// its reader (jq, wc) wake each other every 64 KiB: about a quarter of the CPU time of
+/// `zkfle decode --format jsonl | ...` (docs/benchmarks.md). Best effort: a refused size
+/// (above `/proc/sys/fs/pipe-max-size`) leaves the pipe as it is.
+#[cfg(target_os = "linux")]
+fn widen_stdout_pipe() {
+    use std::os::fd::AsRawFd;
+    let fd = std::io::stdout().as_raw_fd();
+    // SAFETY: fstat fills a zeroed stat of the right type; fcntl takes an int argument.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO {
+            libc::fcntl(fd, libc::F_SETPIPE_SZ, 1 << 20);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn widen_stdout_pipe() {}
+
 /// Set by SIGINT (Ctrl-C) during a live or streamed decode: finish and print the summary.
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -525,6 +546,9 @@ impl Output {
         summarizer: Summarizer,
         streaming: bool,
     ) -> Output {
+        if !streaming {
+            widen_stdout_pipe();
+        }
         Output {
             format: args.format,
             summary: args.summary,
