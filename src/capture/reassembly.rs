@@ -16,6 +16,10 @@ use std::collections::{BTreeMap, VecDeque};
 // than SipHash there, and the keys (addresses from the capture) do not need DoS resistance
 // beyond the table bounds already enforced.
 use rustc_hash::FxHashMap as HashMap;
+
+/// A hash table whose entries sit side by side in a dense list (entries removed by swapping
+/// the last one in): for the per-connection states that every segment reaches.
+pub(crate) type ConnTable<K, V> = indexmap::IndexMap<K, V, rustc_hash::FxBuildHasher>;
 use std::net::SocketAddr;
 
 use super::packet::{TcpSegment, TcpSegmentRef, Timestamp};
@@ -567,7 +571,10 @@ impl Conn {
 /// `max_buffered_chunks` out-of-order data per direction (plus one segment transiently).
 pub struct Reassembler {
     config: ReassemblyConfig,
-    conns: HashMap<Key, Conn>,
+    /// The open connections, side by side in a dense list behind a small index (IndexMap):
+    /// a capture's segments visit its open connections in turn, and with thousands open, a
+    /// hash table of ~440-byte entries spread them over more memory than the caches hold.
+    conns: ConnTable<Key, Conn>,
     ids: HashMap<ConnId, Key>,
     /// Least recently used order, lazily: every touch appends `(tick, key)`; an entry is live
     /// when its connection is open and still has that tick. Stale entries are skipped when
@@ -595,7 +602,7 @@ impl Reassembler {
     pub fn new(config: ReassemblyConfig) -> Reassembler {
         Reassembler {
             config,
-            conns: HashMap::default(),
+            conns: ConnTable::default(),
             ids: HashMap::default(),
             lru: VecDeque::new(),
             clock: 0,
@@ -924,7 +931,7 @@ impl Reassembler {
         time: Timestamp,
         sink: &mut S,
     ) {
-        let Some(mut conn) = self.conns.remove(&key) else {
+        let Some(mut conn) = self.conns.swap_remove(&key) else {
             return;
         };
         self.ids.remove(&conn.info.id);

@@ -22,7 +22,7 @@ pub mod summary;
 
 use std::collections::VecDeque;
 
-use rustc_hash::FxHashMap as HashMap;
+use crate::capture::reassembly::ConnTable;
 use std::net::SocketAddr;
 
 use crate::capture::CloseKind;
@@ -248,7 +248,8 @@ struct State {
     closes: bool,
     book: AddressBook,
     configs: identity::ConfigCache,
-    conns: HashMap<ConnId, Conn>,
+    /// The connections being decoded (dense, see [`ConnTable`]).
+    conns: ConnTable<ConnId, Conn>,
     /// Connections to tell reassembly to ignore, once it has finished the current segment.
     ignore: Vec<ConnId>,
     out: VecDeque<Pending>,
@@ -372,7 +373,7 @@ impl<S: SegmentSource> Decoder<S> {
                 closes: options.closes,
                 book: options.book,
                 configs: identity::ConfigCache::default(),
-                conns: HashMap::default(),
+                conns: ConnTable::default(),
                 ignore: Vec::new(),
                 out: VecDeque::new(),
                 finished: false,
@@ -530,7 +531,7 @@ impl State {
                     return;
                 };
                 if c.recognising.is_some() {
-                    self.conns.remove(&conn);
+                    self.conns.swap_remove(&conn);
                     self.ignore.push(conn);
                     return;
                 }
@@ -643,7 +644,7 @@ impl State {
             if dir == CapDir::FromAcceptor {
                 // The acceptor of an election connection speaks only after the initial message.
                 if held.is_empty() {
-                    self.conns.remove(&conn);
+                    self.conns.swap_remove(&conn);
                     self.ignore.push(conn);
                 }
                 return;
@@ -652,7 +653,7 @@ impl State {
             match recognise(held) {
                 Recognition::Wait => return,
                 Recognition::No => {
-                    self.conns.remove(&conn);
+                    self.conns.swap_remove(&conn);
                     self.ignore.push(conn);
                     return;
                 }
@@ -930,7 +931,7 @@ impl State {
             );
             self.push(r);
         }
-        self.conns.remove(&conn);
+        self.conns.swap_remove(&conn);
     }
 
     /// The sid listening on a connection's acceptor address.
