@@ -4,25 +4,25 @@
 //! clocks aligned, one copy of each segment, see [`crate::capture::merge`]), or a live
 //! interface. Files and pipes may be gzip- or zstd-compressed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Args, ValueEnum};
-use serde_json::json;
 
 use super::CliError;
 use super::decode_time::{When, format_wall, parse_when};
 use crate::capture::merge::{ClockOffset, Loss, MergedSegments};
 use crate::capture::{self, CaptureStats, SegmentSource};
+use crate::decode::live::LiveDecisions;
 use crate::decode::summary::Summarizer;
 use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity};
 use crate::output::json::JsonWriter;
 use crate::output::merge::{clocks_json, clocks_text, losses_json, losses_text};
 use crate::output::text::record_text;
-use crate::wire::{ElectionAddress, ServerState};
+use crate::wire::ElectionAddress;
 use crate::zoocfg::ZooCfg;
 
 #[derive(Debug, Args)]
@@ -418,96 +418,6 @@ impl RecordFilter {
     }
 }
 
-/// Decisions as they become known, for a live `--summary`. Two kinds of evidence, both seen
-/// as they arrive: a server's own notification saying it is FOLLOWING, LEADING or OBSERVING;
-/// and a quorum of servers whose latest LOOKING notifications carry the same vote in the
-/// same round (FastLeaderElection decides on exactly that, after finalizeWait). The full
-/// summary at the end weighs all the evidence again.
-#[derive(Default)]
-struct LiveDecisions {
-    /// sid → (state, leader, round) last printed.
-    printed: BTreeMap<i64, (i32, i64, i64)>,
-    /// sid → its latest LOOKING vote (leader, zxid, peer epoch, round).
-    votes: BTreeMap<i64, (i64, i64, i64, i64)>,
-    /// Voting members, from the configs notifications carry.
-    voters: Option<usize>,
-}
-
-/// One decision printed live: (sid, state, leader, round, evidence).
-type LiveDecision = (i64, &'static str, i64, i64, &'static str);
-
-impl LiveDecisions {
-    fn see(&mut self, r: &Record) -> Vec<LiveDecision> {
-        let Body::Notification(n) = &r.body else {
-            return Vec::new();
-        };
-        if let Some(text) = n.config_text() {
-            let voters = text
-                .lines()
-                .filter(|l| l.starts_with("server.") && !l.trim_end().ends_with(":observer"))
-                .count();
-            if voters > 0 {
-                self.voters = Some(voters);
-            }
-        }
-        let Some(sid) = r.from_sid else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        if n.state != ServerState::Looking {
-            self.votes.remove(&sid);
-            let key = (n.state.code(), n.leader, n.election_epoch);
-            if self.printed.insert(sid, key) != Some(key) {
-                out.push((
-                    sid,
-                    n.state.name(),
-                    n.leader,
-                    n.election_epoch,
-                    "own_notification",
-                ));
-            }
-            return out;
-        }
-        // A decided server's last LOOKING message re-sent on a new connection changes nothing;
-        // another vote or a later round means it is looking again.
-        if let Some(&(_, leader, round)) = self.printed.get(&sid)
-            && (leader != n.leader || n.election_epoch > round)
-        {
-            self.printed.remove(&sid);
-        }
-        let vote = (n.leader, n.zxid, n.effective_peer_epoch(), n.election_epoch);
-        self.votes.insert(sid, vote);
-        let agreeing: Vec<i64> = self
-            .votes
-            .iter()
-            .filter(|(_, v)| **v == vote)
-            .map(|(s, _)| *s)
-            .collect();
-        let voters = self.voters.unwrap_or(self.votes.len()).max(1);
-        if agreeing.len() < voters / 2 + 1 {
-            return out;
-        }
-        for s in agreeing {
-            let state = if s == n.leader {
-                ServerState::Leading
-            } else {
-                ServerState::Following
-            };
-            let key = (state.code(), n.leader, n.election_epoch);
-            if self.printed.insert(s, key) != Some(key) {
-                out.push((
-                    s,
-                    state.name(),
-                    n.leader,
-                    n.election_epoch,
-                    "converged_votes",
-                ));
-            }
-        }
-        out
-    }
-}
-
 struct Output {
     format: Format,
     summary: bool,
@@ -634,24 +544,10 @@ impl Output {
         if self.summary {
             self.summarizer.add(record);
             if self.streaming {
-                for (sid, state, leader, round, evidence) in self.live.see(record) {
+                for d in self.live.see(record) {
                     match self.format {
-                        Format::Jsonl => writeln!(
-                            self.out,
-                            "{}",
-                            json!({"type": "decision", "time": time, "sid": sid, "state": state,
-                                   "leader": leader, "election_epoch": round, "evidence": evidence})
-                        ),
-                        _ => writeln!(
-                            self.out,
-                            "{}  sid {sid} {state} (leader {leader}, round {round:#x}){}",
-                            self.stamp(time, start),
-                            if evidence == "converged_votes" {
-                                "  [a quorum's votes converged]"
-                            } else {
-                                ""
-                            }
-                        ),
+                        Format::Jsonl => writeln!(self.out, "{}", d.to_json(time)),
+                        _ => writeln!(self.out, "{}", d.to_text(&self.stamp(time, start))),
                     }
                     .map_err(broken_pipe_or)?;
                 }

@@ -18,6 +18,7 @@
 //! Connections closed by FIN or RST give a [`Body::Closed`] record.
 
 pub mod identity;
+pub mod live;
 pub mod summary;
 
 use std::collections::VecDeque;

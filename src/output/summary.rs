@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use crate::decode::live::LiveDecision;
 use crate::decode::summary::{Cause, Evidence, RoundKind, StillLooking, Summary, SyncInfo};
 
 fn sync_json(s: &SyncInfo) -> Value {
@@ -354,4 +355,28 @@ fn join_sids(sids: &[i64]) -> String {
         .map(|s| s.to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+impl LiveDecision {
+    /// The JSON line of a decision known live, `time` in capture seconds.
+    pub fn to_json(&self, time: f64) -> Value {
+        json!({"type": "decision", "time": time, "sid": self.sid, "state": self.state,
+               "leader": self.leader, "election_epoch": self.round, "evidence": self.evidence})
+    }
+
+    /// The text line of a decision known live, after the time `stamp`.
+    pub fn to_text(&self, stamp: &str) -> String {
+        format!(
+            "{stamp}  sid {} {} (leader {}, round {:#x}){}",
+            self.sid,
+            self.state,
+            self.leader,
+            self.round,
+            if self.evidence == "converged_votes" {
+                "  [a quorum's votes converged]"
+            } else {
+                ""
+            }
+        )
+    }
 }
