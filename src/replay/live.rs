@@ -456,7 +456,15 @@ fn drive(
                 break;
             }
         }
-        std::thread::sleep(Duration::from_millis(5));
+        // Until the next message is due or the next probe, whichever comes first.
+        let next_due = episodes
+            .get(episode)
+            .and_then(|e| e.get(next))
+            .map(|(off, _)| {
+                Duration::from_millis(off.saturating_sub(ep_start.elapsed().as_millis() as u64))
+            });
+        let next_probe = POLL.saturating_sub(last_probe.elapsed());
+        std::thread::sleep(next_due.map_or(next_probe, |d| d.min(next_probe)));
     }
     Ok(decisions)
 }
