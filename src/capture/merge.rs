@@ -43,7 +43,12 @@ pub const DEDUP_CAPACITY: usize = 1 << 20;
 pub const COVERAGE_CAPACITY: usize = 1 << 16;
 
 /// Segments (with data, SYN or FIN) of each file read for the clock estimate before the
-/// first try; more are read only while a file stays unaligned.
+/// first try.
+pub const INDEX_FIRST: u64 = 1 << 13;
+
+/// Pass 1 reads four times as far while the estimate still improves (its worst error shrinks
+/// by a tenth or more), up to this many segments of each file; beyond it only while a file
+/// stays unaligned.
 pub const INDEX_BUDGET: u64 = 1 << 18;
 
 /// Most files merged at once (file sets are bit masks).
@@ -702,16 +707,18 @@ pub fn open_files(
         source: Box::new(e),
     };
     // Pass 1 reads only as much of each file as the alignment needs: the offsets are constants
-    // per file, so a prefix shared by the files tells them as well as the whole would. Files
-    // that stay unaligned are read further, four times as far each round, to their end if
-    // need be.
+    // per file, so a prefix shared by the files tells them as well as the whole would. It reads
+    // four times as far each round while the estimate improves (an error bound cannot shrink
+    // below the hosts' round-trip time, however many segments are read), and files that stay
+    // unaligned to their end if need be.
     let mut readers = Vec::with_capacity(paths.len());
     for path in paths {
         readers.push(Some(super::open(path).map_err(|e| in_file(path, e))?));
     }
     let mut indexes: Vec<SegmentIndex> = paths.iter().map(|_| SegmentIndex::default()).collect();
-    let mut budget = INDEX_BUDGET;
-    loop {
+    let mut budget = INDEX_FIRST;
+    let mut worst_before: Option<i64> = None;
+    let offsets = loop {
         for (reader, index) in readers.iter_mut().zip(&mut indexes) {
             let Some(segments) = reader else { continue };
             while index.segments < budget {
@@ -726,15 +733,28 @@ pub fn open_files(
             }
         }
         let offsets = align(&indexes, fixed);
+        if readers.iter().all(Option::is_none) {
+            break offsets;
+        }
         // An unaligned file may meet the others further on in any file still open.
-        let unaligned = offsets.contains(&ClockOffset::Unaligned);
-        if !unaligned || readers.iter().all(Option::is_none) {
-            break;
+        if !offsets.contains(&ClockOffset::Unaligned) {
+            let worst = offsets
+                .iter()
+                .map(|o| match o {
+                    ClockOffset::Estimated { error, .. } => *error,
+                    _ => 0,
+                })
+                .max()
+                .unwrap_or(0);
+            let settled = worst_before.is_some_and(|before| worst * 10 > before * 9);
+            if worst == 0 || settled || budget >= INDEX_BUDGET {
+                break offsets;
+            }
+            worst_before = Some(worst);
         }
         budget = budget.saturating_mul(4);
-    }
+    };
     drop(readers);
-    let offsets = align(&indexes, fixed);
     let mut files = Vec::with_capacity(paths.len());
     for (path, offset) in paths.iter().zip(&offsets) {
         let segments = super::open(path).map_err(|e| in_file(path, e))?;
