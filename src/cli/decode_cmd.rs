@@ -471,7 +471,7 @@ impl Output {
             t0: None,
             previous: None,
             lines: JsonWriter::new(),
-            line: Vec::with_capacity(1 << 17),
+            line: Vec::with_capacity((1 << 20) + (1 << 16)),
             out: BufWriter::with_capacity(1 << 16, std::io::stdout()),
             errors: 0,
             first_error: None,
@@ -560,7 +560,7 @@ impl Output {
                 // Lines are written straight into one buffer, handed to the output whole.
                 self.lines.record(&mut self.line, record);
                 self.line.push(b'\n');
-                if self.line.len() >= 1 << 16 || self.streaming {
+                if self.line.len() >= 1 << 20 || self.streaming {
                     let r = self.out.write_all(&self.line);
                     self.line.clear();
                     r
