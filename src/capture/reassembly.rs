@@ -575,6 +575,9 @@ pub struct Reassembler {
     /// a capture's segments visit its open connections in turn, and with thousands open, a
     /// hash table of ~440-byte entries spread them over more memory than the caches hold.
     conns: ConnTable<Key, Conn>,
+    /// The slot in `conns` of the last segment's connection (checked before use: removals
+    /// move entries).
+    last_slot: Option<usize>,
     ids: HashMap<ConnId, Key>,
     /// Least recently used order, lazily: every touch appends `(tick, key)`; an entry is live
     /// when its connection is open and still has that tick. Stale entries are skipped when
@@ -603,6 +606,7 @@ impl Reassembler {
         Reassembler {
             config,
             conns: ConnTable::default(),
+            last_slot: None,
             ids: HashMap::default(),
             lru: VecDeque::new(),
             clock: 0,
@@ -663,7 +667,14 @@ impl Reassembler {
         self.stats.segments += 1;
         self.now = self.now.max(seg.time);
         let key = Key::new(seg.src, seg.dst);
-        if let Some(conn) = self.conns.get_mut(&key) {
+        // Segments of one connection mostly come in runs (data, then its ACK): the slot of the
+        // last one is tried first, by comparing keys, before the table is searched.
+        let slot = match self.last_slot {
+            Some(i) if self.conns.get_index(i).is_some_and(|(k, _)| *k == key) => Some(i),
+            _ => self.conns.get_index_of(&key),
+        };
+        if let Some((_, conn)) = slot.and_then(|i| self.conns.get_index_mut(i)) {
+            self.last_slot = slot;
             if !(seg.syn && starts_new(conn, seg)) {
                 if conn.tick != self.clock {
                     // Not already the most recently used: move it to the back.
