@@ -54,25 +54,42 @@ impl ElectionConfig {
     }
 }
 
-/// What the machine asks its driver to do.
+/// Work for the driver, taken with [`Election::ready`] after each input, as the Zab machines'
+/// ([`crate::zab::Ready`]): first adopt `config`, then send; then take the events
+/// ([`Election::poll_event`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Ready {
+    /// A peer's notification carried a newer config and I was LOOKING (reconfig enabled): it
+    /// is now mine. The driver writes it to disk (`zoo.cfg.dynamic.<version>`) and connects
+    /// to its members before it sends (the notifications may be for members it adds); when
+    /// the membership changed, the election has restarted under it (round 1), as Java's does.
+    pub config: Option<NewConfig>,
+    /// Notifications to send, in order (never to myself: those loop back internally).
+    pub send: Vec<(i64, Notification)>,
+}
+
+impl Ready {
+    pub fn is_empty(&self) -> bool {
+        self.config.is_none() && self.send.is_empty()
+    }
+}
+
+/// A newer config taken from a peer's notification (see [`Ready::config`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Output {
-    /// Send this notification to `to` (never to myself: those loop back internally).
-    Send { to: i64, notification: Notification },
+pub struct NewConfig {
+    pub config: QuorumConfig,
+    pub activation: crate::reconfig::Activation,
+}
+
+/// What happened, for the driver to act on once the work of [`Election::ready`] is done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
     /// `lookForLeader` returned: my state is now `state` (LEADING, FOLLOWING or OBSERVING),
     /// `vote` is the returned vote (it becomes the current vote) and `lc` my logical clock.
     Decided {
         state: ServerState,
         vote: Vote,
         lc: i64,
-    },
-    /// A peer's notification carried a newer config and I was LOOKING (reconfig enabled):
-    /// it is now mine. The driver writes it to disk (`zoo.cfg.dynamic.<version>`) and
-    /// connects to its members; when the membership changed, the election has restarted
-    /// under it (round 1), as Java's does.
-    NewConfig {
-        config: QuorumConfig,
-        activation: crate::reconfig::Activation,
     },
 }
 
@@ -137,7 +154,8 @@ pub struct Election {
     phase: Phase,
     not_timeout: u64,
     deadline: Option<u64>,
-    outputs: VecDeque<Output>,
+    ready: Ready,
+    events: VecDeque<Event>,
     /// A newer config taken from a peer whose membership differs: the election restarts.
     restart_under: bool,
     /// The last seen config when it is newer than the one in force (a reconfig proposed,
@@ -181,7 +199,8 @@ impl Election {
             phase: Phase::Polling,
             not_timeout,
             deadline: None,
-            outputs: VecDeque::new(),
+            ready: Ready::default(),
+            events: VecDeque::new(),
             restart_under: false,
             next: None,
         };
@@ -316,9 +335,14 @@ impl Election {
         }
     }
 
-    /// The next thing for the driver to do.
-    pub fn poll_output(&mut self) -> Option<Output> {
-        self.outputs.pop_front()
+    /// Takes the pending work.
+    pub fn ready(&mut self) -> Ready {
+        std::mem::take(&mut self.ready)
+    }
+
+    /// The next event, once the work is done.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
     }
 
     /// When [`Election::on_timer`] wants to be called, if at all.
@@ -492,7 +516,8 @@ impl Election {
                     info!("restarting leader election");
                     self.restart_under = true;
                 }
-                self.outputs.push_back(Output::NewConfig {
+                // A newer config replaces one not yet taken: the last is the one in force.
+                self.ready.config = Some(NewConfig {
                     config: rqv,
                     activation: a,
                 });
@@ -692,7 +717,7 @@ impl Election {
         self.queue.clear();
         self.phase = Phase::Polling;
         self.deadline = None;
-        self.outputs.push_back(Output::Decided {
+        self.events.push_back(Event::Decided {
             state: self.state,
             vote,
             lc: self.lc,
@@ -763,7 +788,52 @@ impl Election {
     }
 
     fn send(&mut self, to: i64, notification: Notification) {
-        self.outputs.push_back(Output::Send { to, notification });
+        self.ready.send.push((to, notification));
+    }
+}
+
+/// The work and events of the inputs so far, flattened in the order a driver carries them
+/// out: the tests' view of [`Election::ready`] and [`Election::poll_event`].
+#[cfg(test)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Output {
+    NewConfig {
+        config: QuorumConfig,
+        activation: crate::reconfig::Activation,
+    },
+    Send {
+        to: i64,
+        notification: Notification,
+    },
+    Decided {
+        state: ServerState,
+        vote: Vote,
+        lc: i64,
+    },
+}
+
+#[cfg(test)]
+impl Election {
+    pub(crate) fn take_outputs(&mut self) -> Vec<Output> {
+        let ready = self.ready();
+        let mut out: Vec<Output> = ready
+            .config
+            .map(|c| Output::NewConfig {
+                config: c.config,
+                activation: c.activation,
+            })
+            .into_iter()
+            .collect();
+        out.extend(
+            ready
+                .send
+                .into_iter()
+                .map(|(to, notification)| Output::Send { to, notification }),
+        );
+        out.extend(std::iter::from_fn(|| self.poll_event()).map(|e| match e {
+            Event::Decided { state, vote, lc } => Output::Decided { state, vote, lc },
+        }));
+        out
     }
 }
 
@@ -782,7 +852,7 @@ mod reconfig_tests {
         cfg.reconfig_enabled = reconfig_enabled;
         let mut e = Election::new(cfg);
         e.start(0);
-        while e.poll_output().is_some() {}
+        e.take_outputs();
         e
     }
 
@@ -804,7 +874,7 @@ mod reconfig_tests {
         let mut e = election(true);
         let c = newer(&[1, 2, 3], "version=100000000");
         e.on_notification(5, 1, &from_peer(&c));
-        let out: Vec<Output> = std::iter::from_fn(|| e.poll_output()).collect();
+        let out: Vec<Output> = e.take_outputs();
         assert!(
             matches!(&out[0], Output::NewConfig { config, activation } if *config == c && activation.members_changed)
         );
@@ -824,7 +894,9 @@ mod reconfig_tests {
         // The same version again: nothing.
         e.on_notification(6, 2, &from_peer(&c));
         assert!(
-            std::iter::from_fn(|| e.poll_output()).all(|o| !matches!(o, Output::NewConfig { .. }))
+            e.take_outputs()
+                .into_iter()
+                .all(|o| !matches!(o, Output::NewConfig { .. }))
         );
     }
 
@@ -833,7 +905,9 @@ mod reconfig_tests {
         let mut e = election(false);
         e.on_notification(5, 1, &from_peer(&newer(&[1, 2, 3], "version=100000000")));
         assert!(
-            std::iter::from_fn(|| e.poll_output()).all(|o| !matches!(o, Output::NewConfig { .. }))
+            e.take_outputs()
+                .into_iter()
+                .all(|o| !matches!(o, Output::NewConfig { .. }))
         );
         assert_eq!(e.quorum().version(), 0);
     }
@@ -849,7 +923,9 @@ mod reconfig_tests {
         );
         let mut e = Election::new(cfg);
         e.start(0);
-        let to: Vec<i64> = std::iter::from_fn(|| e.poll_output())
+        let to: Vec<i64> = e
+            .take_outputs()
+            .into_iter()
             .filter_map(|o| match o {
                 Output::Send { to, .. } => Some(to),
                 _ => None,

@@ -2,8 +2,9 @@
 //!
 //! No sockets, clocks, threads or tasks: a driver feeds [`Election`] notifications
 //! ([`Election::on_notification`]) and timer expiries ([`Election::on_timer`]), with the time
-//! as a number of milliseconds, and collects [`Output`]s ([`Election::poll_output`]): messages to
-//! send and the decision. The one timer is a deadline the driver asks for
+//! as a number of milliseconds, then takes its work ([`Election::ready`]: a config to adopt,
+//! messages to send) and its events ([`Election::poll_event`]: the decision), the idiom of
+//! the Zab machines (raft-rs's `Ready`). The one timer is a deadline the driver asks for
 //! ([`Election::next_deadline`]) after every call, as quinn-proto's `poll_timeout`; it is not
 //! an output the driver must remember. The models are quinn-proto and raft-rs.
 //!
@@ -61,7 +62,9 @@ mod scenario_test;
 #[cfg(test)]
 mod sim_test;
 
-pub use fle::{Election, ElectionConfig, Output};
+#[cfg(test)]
+pub(crate) use fle::Output;
+pub use fle::{Election, ElectionConfig, Event, NewConfig, Ready};
 pub use quorum::{QuorumError, QuorumVerifier};
 pub use vote::{Proposal, Vote, newer_own_proposal, total_order_predicate};
 

@@ -106,9 +106,7 @@ impl Harness {
         let Some(e) = self.election.as_mut() else {
             return;
         };
-        while let Some(o) = e.poll_output() {
-            self.pending.push_back(o);
-        }
+        self.pending.extend(e.take_outputs());
         if let Some(at) = e.next_deadline() {
             self.last_timer = Some(at);
         }

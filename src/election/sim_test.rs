@@ -157,7 +157,7 @@ fn simulate(seed: u64, p: &Params) -> BTreeMap<i64, Decision> {
         }
         for id in touched {
             let node = nodes.get_mut(&id).unwrap();
-            while let Some(o) = node.poll_output() {
+            for o in node.take_outputs() {
                 match o {
                     Output::Send { to, notification } => {
                         assert_ne!(to, id, "loopback must stay inside");

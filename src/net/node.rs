@@ -15,7 +15,7 @@ use super::follow::{AckStats, Activated, ConfigNews, FollowConfig, FollowEnd, Re
 use super::lead::{LeadConfig, LeadEnd, lead};
 use super::manager::{Manager, NetConfig, Received};
 use crate::election::decided::{AfterDecision, Limits};
-use crate::election::{Election, ElectionConfig, Output};
+use crate::election::{Election, ElectionConfig, Event, NewConfig};
 use crate::storage::Storage;
 use crate::wire::{Notification, ServerState};
 use crate::zab::{LearnerConfig, ReconfigState};
@@ -289,29 +289,33 @@ impl Node {
         });
     }
 
-    /// Carries out the election's outputs; true when the node should stop.
+    /// Carries out the election's work (a config to adopt, then the sends), then acts on
+    /// its events; true when the node should stop.
     fn flush(&mut self) -> bool {
-        while let Some(o) = self.el.poll_output() {
-            match o {
-                Output::Send { to, notification } => self.send(to, &notification),
-                Output::NewConfig { config, activation } => {
-                    if let Some(path) = &self.cfg.reconfig_cfg_path {
-                        match crate::zoocfg::activate_config(path, &config, self.el.my_id()) {
-                            Ok(p) => info!(
-                                "activated config version 0x{:x} from the election: {}",
-                                config.version(),
-                                p.display()
-                            ),
-                            Err(e) => warn!(
-                                "cannot write config version 0x{:x} beside {}: {e}",
-                                config.version(),
-                                path.display()
-                            ),
-                        }
-                    }
-                    self.apply_config(&config, activation.role);
+        let ready = self.el.ready();
+        if let Some(NewConfig { config, activation }) = ready.config {
+            if let Some(path) = &self.cfg.reconfig_cfg_path {
+                match crate::zoocfg::activate_config(path, &config, self.el.my_id()) {
+                    Ok(p) => info!(
+                        "activated config version 0x{:x} from the election: {}",
+                        config.version(),
+                        p.display()
+                    ),
+                    Err(e) => warn!(
+                        "cannot write config version 0x{:x} beside {}: {e}",
+                        config.version(),
+                        path.display()
+                    ),
                 }
-                Output::Decided { state, vote, lc } => {
+            }
+            self.apply_config(&config, activation.role);
+        }
+        for (to, notification) in &ready.send {
+            self.send(*to, notification);
+        }
+        while let Some(ev) = self.el.poll_event() {
+            match ev {
+                Event::Decided { state, vote, lc } => {
                     let now = self.now();
                     self.after.decided(now);
                     let took_ms = now - self.started_at;

@@ -2,7 +2,7 @@
 //! peers' notifications at their recorded times and SID's election starts at theirs. No
 //! sockets, no sleeping: a replay of a minute-long capture takes milliseconds.
 
-use crate::election::{Election, ElectionConfig, Output};
+use crate::election::{Election, ElectionConfig};
 use crate::wire::Notification;
 
 use super::{Decided, Recording, Report, Sent};
@@ -39,22 +39,20 @@ pub fn replay(rec: &Recording) -> Report {
     let mut decided = Vec::new();
     let mut sent = Vec::new();
     let drain = |e: &mut Election, now: u64, decided: &mut Vec<Decided>, sent: &mut Vec<Sent>| {
-        while let Some(o) = e.poll_output() {
-            match o {
-                Output::Send { to, notification } => sent.push(Sent {
-                    at_ms: now,
-                    to,
-                    notification,
-                }),
-                Output::Decided { state, vote, lc } => decided.push(Decided {
-                    state,
-                    leader: vote.leader,
-                    round: lc,
-                    at_ms: now,
-                }),
-                // Replay runs with reconfig disabled (ElectionConfig's default).
-                Output::NewConfig { .. } => {}
-            }
+        // Replay runs with reconfig disabled (ElectionConfig's default): no config to adopt.
+        let ready = e.ready();
+        sent.extend(ready.send.into_iter().map(|(to, notification)| Sent {
+            at_ms: now,
+            to,
+            notification,
+        }));
+        while let Some(crate::election::Event::Decided { state, vote, lc }) = e.poll_event() {
+            decided.push(Decided {
+                state,
+                leader: vote.leader,
+                round: lc,
+                at_ms: now,
+            });
         }
     };
     // Timers that fall due before `until`.
