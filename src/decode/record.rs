@@ -1,0 +1,147 @@
+//! What the decoder hands out: one [`Record`] per decoded thing (an initial message, a
+//! notification, a quorum packet, a close, a problem), with when, where and between whom.
+
+use std::net::SocketAddr;
+
+use crate::capture::{ConnId, Timestamp};
+use crate::wire::quorum::{LearnerInfo, QuorumPacket, ptype};
+use crate::wire::{InitialMessage, Notification, PartialNotification, WireError};
+
+/// One decoded thing, in capture order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// Capture time of the segment that completed it.
+    pub time: Timestamp,
+    /// The connection; `None` for problems with the file itself.
+    pub conn: Option<ConnId>,
+    /// Sender's socket address.
+    pub src: Option<SocketAddr>,
+    /// Receiver's socket address.
+    pub dst: Option<SocketAddr>,
+    /// Sender's sid, when known.
+    pub from_sid: Option<i64>,
+    /// Receiver's sid, when known.
+    pub to_sid: Option<i64>,
+    /// Offset in the sender's byte stream of this connection (in the file, for file problems).
+    pub offset: Option<u64>,
+    /// The message's exact bytes (a notification's frame payload); empty for problems.
+    pub raw: Vec<u8>,
+    /// What it is.
+    pub body: Body,
+}
+
+/// The content of a [`Record`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    Initial(InitialMessage),
+    Notification(Notification),
+    /// A packet on the quorum (Zab) port.
+    Quorum(QuorumMessage),
+    /// The connection was closed (both FINs, or a RST).
+    Closed {
+        reset: bool,
+    },
+    Problem(Problem),
+}
+
+/// A quorum-port packet as decoded: its type, zxid and, for FOLLOWERINFO/OBSERVERINFO, the
+/// learner's [`LearnerInfo`]. The data itself is not kept (a PROPOSAL can be 2 MB).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumMessage {
+    /// The packet type code (`ptype`), named by [`QuorumMessage::type_name`].
+    pub ptype: i32,
+    pub zxid: i64,
+    /// Bytes of data; `None` for jute's null buffer.
+    pub data_len: Option<u32>,
+    /// FOLLOWERINFO/OBSERVERINFO: who the learner is.
+    pub learner: Option<LearnerInfo>,
+    /// The bytes of the snapshot streamed after a SNAP packet (set on the SNAP record once the
+    /// snapshot has ended; `None` otherwise).
+    pub snapshot_bytes: Option<u64>,
+}
+
+impl QuorumMessage {
+    pub(super) fn of(p: &QuorumPacket) -> Self {
+        let learner = match p.ptype {
+            ptype::FOLLOWERINFO | ptype::OBSERVERINFO => p
+                .data
+                .as_deref()
+                .and_then(|d| LearnerInfo::decode_any(d).ok()),
+            _ => None,
+        };
+        QuorumMessage {
+            ptype: p.ptype,
+            zxid: p.zxid,
+            data_len: p.data.as_ref().map(|d| d.len() as u32),
+            learner,
+            snapshot_bytes: None,
+        }
+    }
+
+    /// The type's name as Java logs it (`UNKNOWN` for codes Java does not define).
+    pub fn type_name(&self) -> &'static str {
+        ptype::name(self.ptype)
+    }
+}
+
+/// Something that could not be decoded, or a caveat about what follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub severity: Severity,
+    pub kind: ProblemKind,
+    /// One line for people.
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(severity: Severity, kind: ProblemKind, message: String) -> Problem {
+        Problem {
+            severity,
+            kind,
+            message,
+        }
+    }
+}
+
+/// How bad a [`Problem`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// Bytes that could not be decoded, or a damaged file.
+    Error,
+    /// A caveat: decoding went on (a connection joined mid-way, a resynchronisation).
+    Warning,
+}
+
+/// The kinds of [`Problem`], for programs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// A message Java rejects; `error` names field and offset within the message.
+    Malformed(WireError),
+    /// Bytes missing from the capture.
+    Gap { missing: u64 },
+    /// A packet cut short by the capture's snap length: `missing` bytes of its payload were
+    /// not recorded, and the fields of the notification they belonged to that were (partial).
+    Cut {
+        missing: u64,
+        partial: Option<PartialNotification>,
+    },
+    /// Joined a stream at a frame boundary after skipping bytes.
+    Resynced { skipped: u64 },
+    /// The connection started before the capture.
+    MidStream,
+    /// The capture file itself is damaged.
+    Capture,
+    /// The capture ended (or the connection closed) in the middle of a message: these bytes
+    /// of it were never completed.
+    Unfinished { bytes: u64 },
+    /// The connection speaks TLS (quorum TLS, `sslQuorum=true`): a TLS record opens it, and
+    /// its bytes are encrypted, so they are skipped, not decoded.
+    Encrypted,
+    /// The server's verdict on a quorum SASL learner (`quorum.auth.enableSasl`): the one
+    /// record a connection's authentication makes (the exchange's other packets make none).
+    Sasl {
+        accepted: bool,
+        /// The user the learner answered as, when the capture shows its response.
+        user: Option<String>,
+    },
+}
