@@ -10,6 +10,7 @@
 //! - [`election`]: the FastLeaderElection state machine, sans-I/O: quorum verifiers, votes and
 //!   the total order, the receiver's replies and `lookForLeader`, driven by calls and a clock
 //!   value; and the post-decision rules of a node without Zab ([`election::decided`]).
+//! - [`reconfig`]: dynamic reconfiguration as Java's `processReconfig` applies a new config.
 //! - [`capture`]: reading pcap/pcapng captures and reassembling their TCP streams, per direction.
 //!   Knows packets and streams, not ZooKeeper.
 //! - [`decode`]: a capture's election traffic as messages with their senders' and receivers'
@@ -18,7 +19,11 @@
 //!   driver that runs an [`election::Election`] on it: `zkfle join`.
 //! - [`storage`]: a follower's durable state in ZooKeeper's own on-disk formats (txn log,
 //!   snapshot, epoch files).
-//! - [`zab`]: the Zab learner (follower) state machine, sans-I/O.
+//! - [`zab`]: Zab's learner (follower, observer) and leader as state machines, sans-I/O.
+//! - [`replay`]: a capture's elections replayed into the native [`election::Election`] on a
+//!   virtual clock, or into a live server.
+//! - [`sasl`]: quorum SASL (DIGEST-MD5) for both ports, and the JAAS files that configure it.
+//! - [`throttle`]: log lines that hostile or broken peers could repeat, one per window.
 //! - [`output`]: every format zkfle prints: the JSON contract of messages and records, the
 //!   text timeline, the summary, the reports of probe, replay, doctor and repro, the timeline
 //!   page, Mermaid, ShiViz and the generated Wireshark dissector.
@@ -26,6 +31,11 @@
 //!   health checks of `zkfle doctor`.
 //! - [`zoocfg`]: reading a server's `zoo.cfg`.
 //! - [`cli`]: the `zkfle` command line; `main.rs` only calls [`cli::run`].
+//!
+//! Every protocol machine ([`election::Election`], [`zab::Learner`], the Zab leader) is driven
+//! the same way: the driver feeds it inputs with the time, then takes its work (`ready()`:
+//! what to persist or adopt, then what to send) and its events (`poll_event()`), and calls it
+//! again at the deadline it asks for (`next_deadline()`).
 pub mod capture;
 pub mod cli;
 pub mod decode;
