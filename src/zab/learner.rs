@@ -612,18 +612,10 @@ impl Learner {
 
     /// After NEWLEADER: proposals are logged, and UPTODATE starts broadcast.
     fn step_await_uptodate(&mut self, p: &QuorumPacket) {
+        if self.log_or_commit(p, true) {
+            return;
+        }
         match p.ptype {
-            ptype::PROPOSAL => {
-                if let Some(txn) = self.proposal_txn(p) {
-                    self.append(p.zxid, txn, true);
-                }
-            }
-            ptype::COMMIT => self.last_committed = self.last_committed.max(p.zxid),
-            ptype::COMMITANDACTIVATE => {
-                self.last_committed = self.last_committed.max(p.zxid);
-                self.commit_and_activate(p);
-            }
-            ptype::INFORM | ptype::INFORMANDACTIVATE if self.cfg.observer => self.inform(p),
             ptype::PING => {}
             ptype::UPTODATE => {
                 self.ready
@@ -651,24 +643,37 @@ impl Learner {
 
     /// Broadcast: proposals, commits, pings.
     fn step_broadcast(&mut self, p: &QuorumPacket) {
+        if self.log_or_commit(p, false) {
+            return;
+        }
         match p.ptype {
-            ptype::PROPOSAL => {
-                if let Some(txn) = self.proposal_txn(p) {
-                    self.append(p.zxid, txn, false);
-                }
-            }
-            ptype::COMMIT => self.last_committed = self.last_committed.max(p.zxid),
             ptype::PING => self.ready.send.push(QuorumPacket::ping_reply(p.zxid)),
-            ptype::INFORM | ptype::INFORMANDACTIVATE if self.cfg.observer => self.inform(p),
             ptype::SYNC | ptype::UPTODATE | ptype::INFORM | ptype::INFORMANDACTIVATE => {
                 tracing::debug!("ignoring {} from the leader", p.type_name());
             }
+            _ => self.unexpected(p),
+        }
+    }
+
+    /// After NEWLEADER, what the leader proposes and commits: a PROPOSAL is logged (its ACK
+    /// `deferred` to UPTODATE before broadcast), a COMMIT or COMMITANDACTIVATE moves the
+    /// commit point, an observer's INFORM carries a committed txn. False for other packets.
+    fn log_or_commit(&mut self, p: &QuorumPacket, deferred: bool) -> bool {
+        match p.ptype {
+            ptype::PROPOSAL => {
+                if let Some(txn) = self.proposal_txn(p) {
+                    self.append(p.zxid, txn, deferred);
+                }
+            }
+            ptype::COMMIT => self.last_committed = self.last_committed.max(p.zxid),
             ptype::COMMITANDACTIVATE => {
                 self.last_committed = self.last_committed.max(p.zxid);
                 self.commit_and_activate(p);
             }
-            _ => self.unexpected(p),
+            ptype::INFORM | ptype::INFORMANDACTIVATE if self.cfg.observer => self.inform(p),
+            _ => return false,
         }
+        true
     }
 
     /// A reconfig txn among the proposals: its config becomes the last seen one (Java's
