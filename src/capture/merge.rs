@@ -454,6 +454,9 @@ pub struct MergedSegments {
     inputs: Vec<Input>,
     /// (corrected time, file) of each file's head.
     heap: BinaryHeap<Reverse<(i64, usize)>>,
+    /// The head that comes next, when it is known without the heap: a file whose next segment
+    /// is still the earliest (runs of one file's segments skip a push and a pop each).
+    next: Option<(i64, usize)>,
     seen: FxHashMap<u64, Seen>,
     expiry: VecDeque<(i64, u64)>,
     /// Canonical connection hash → (files that hold segments of it, latest time).
@@ -498,6 +501,7 @@ impl MergedSegments {
         MergedSegments {
             inputs,
             heap,
+            next: None,
             seen: FxHashMap::default(),
             expiry: VecDeque::new(),
             coverage: FxHashMap::default(),
@@ -577,7 +581,7 @@ impl MergedSegments {
 
     /// The next segment to pass on, or an error, or the end.
     fn next_head(&mut self) -> Option<Result<(usize, bool), CaptureError>> {
-        let Some(Reverse((at, i))) = self.heap.pop() else {
+        let Some((at, i)) = self.next.take().or_else(|| self.heap.pop().map(|r| r.0)) else {
             self.expire(i64::MAX);
             // A file that ended with an error (say, cut short) does not stop the others:
             // its error comes after everything else, naming the file.
@@ -677,7 +681,12 @@ impl SegmentSource for MergedSegments {
             }
             input.advance();
             if let Some(h) = &input.head {
-                self.heap.push(Reverse((h.at, i)));
+                let head = (h.at, i);
+                if self.heap.peek().is_none_or(|Reverse(top)| head <= *top) {
+                    self.next = Some(head);
+                } else {
+                    self.heap.push(Reverse(head));
+                }
             }
             if keep {
                 return Some(Ok(()));
