@@ -444,9 +444,18 @@ struct Seen {
     /// Copies seen so far in (up to three) other files.
     others: [(u8, u32); 3],
     conn: u64,
-    src: SocketAddr,
-    dst: SocketAddr,
+    /// It went from the connection's higher address to its lower (see [`Coverage`]).
+    reverse: bool,
     bytes: u64,
+}
+
+/// Which files hold segments of a connection, when it was last seen, and its two addresses
+/// (lower first), kept once per connection rather than in every segment's [`Seen`].
+struct Coverage {
+    files: u64,
+    latest: i64,
+    lo: SocketAddr,
+    hi: SocketAddr,
 }
 
 /// Several captures read as one, in corrected time order, one copy of each segment.
@@ -459,8 +468,8 @@ pub struct MergedSegments {
     next: Option<(i64, usize)>,
     seen: FxHashMap<u64, Seen>,
     expiry: VecDeque<(i64, u64)>,
-    /// Canonical connection hash → (files that hold segments of it, latest time).
-    coverage: FxHashMap<u64, (u64, i64)>,
+    /// Canonical connection hash → its coverage.
+    coverage: FxHashMap<u64, Coverage>,
     losses: FxHashMap<(usize, SocketAddr, SocketAddr), (u64, u64)>,
     /// Copies dropped because another file had them first.
     pub duplicates: u64,
@@ -544,7 +553,14 @@ impl MergedSegments {
             let Some(seen) = self.seen.remove(&fp) else {
                 continue;
             };
-            let covering = self.coverage.get(&seen.conn).map_or(0, |c| c.0);
+            let Some(c) = self.coverage.get(&seen.conn) else {
+                continue;
+            };
+            let (covering, src, dst) = if seen.reverse {
+                (c.files, c.hi, c.lo)
+            } else {
+                (c.files, c.lo, c.hi)
+            };
             for (i, input) in self.inputs.iter().enumerate() {
                 let bit = 1u64 << i;
                 if seen.files & bit != 0 || covering & bit == 0 {
@@ -554,7 +570,7 @@ impl MergedSegments {
                 let capturing =
                     input.first.is_some_and(|f| f <= seen.at) && (input.last >= seen.at);
                 if capturing {
-                    let e = self.losses.entry((i, seen.src, seen.dst)).or_default();
+                    let e = self.losses.entry((i, src, dst)).or_default();
                     e.0 += 1;
                     e.1 += seen.bytes;
                 }
@@ -562,13 +578,24 @@ impl MergedSegments {
         }
     }
 
-    fn note_coverage(&mut self, conn: u64, file: usize, at: i64) {
-        let e = self.coverage.entry(conn).or_insert((0, at));
-        e.0 |= 1 << file;
-        e.1 = at;
+    fn note_coverage(
+        &mut self,
+        conn: u64,
+        file: usize,
+        at: i64,
+        (src, dst): (SocketAddr, SocketAddr),
+    ) {
+        let e = self.coverage.entry(conn).or_insert_with(|| Coverage {
+            files: 0,
+            latest: at,
+            lo: src.min(dst),
+            hi: src.max(dst),
+        });
+        e.files |= 1 << file;
+        e.latest = at;
         if self.coverage.len() > COVERAGE_CAPACITY {
             let horizon = at.saturating_sub(10 * DEDUP_WINDOW_NANOS);
-            self.coverage.retain(|_, c| c.1 >= horizon);
+            self.coverage.retain(|_, c| c.latest >= horizon);
             // Entries may have gone: every file notes its next segment's connection again.
             for input in &mut self.inputs {
                 input.noted = 0;
@@ -599,6 +626,7 @@ impl MergedSegments {
         let input = &self.inputs[i];
         let seg = input.head_ref()?;
         let fp = fingerprint(&seg);
+        let addrs = (seg.src, seg.dst);
         // Pure ACKs are neither compared nor counted; coverage comes from the others.
         let conn = if fp.is_some() {
             connection_hash(seg.src, seg.dst)
@@ -644,8 +672,7 @@ impl MergedSegments {
                             kept: 1,
                             others: [(0, 0); 3],
                             conn,
-                            src: seg.src,
-                            dst: seg.dst,
+                            reverse: seg.src > seg.dst,
                             bytes: seg.payload.len() as u64 + u64::from(seg.missing),
                         },
                     );
@@ -656,7 +683,7 @@ impl MergedSegments {
         };
         if fp.is_some() && self.inputs[i].noted != conn {
             self.inputs[i].noted = conn;
-            self.note_coverage(conn, i, at);
+            self.note_coverage(conn, i, at, addrs);
         }
         if !keep {
             self.duplicates += 1;
