@@ -273,7 +273,10 @@ await_started() {
         die "server $sid exited during start-up (logs above)"
       fi
       mark=$(cat "$dir/$sid/.logmark" 2>/dev/null || echo 0)
-      if tail -n +"$((mark + 1))" "$dir/$sid/server.log" 2>/dev/null | grep -qE "QuorumPeer.* - $STATE_RE"; then
+      # awk reads the log itself: `tail | grep -q` fails under pipefail once the log outgrows
+      # a pipe's buffer (grep -q exits at its match and tail dies of SIGPIPE), and a server
+      # that logs DEBUG that fast was then reported as never started.
+      if awk -v mark="$mark" -v re="QuorumPeer.* - $STATE_RE" 'NR > mark && $0 ~ re { found = 1; exit } END { exit !found }' "$dir/$sid/server.log" 2>/dev/null; then
         echo "server $sid up (pid $(cat "$dir/$sid/pid"))"
       else
         still+=("$sid")
