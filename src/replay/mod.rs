@@ -251,13 +251,8 @@ fn find_starts(
             in_i += 1;
         }
         let n = &t.notification;
-        // The config the message carries when newer than the one SID's election runs under,
-        // parsed once: who votes from now on, and the config a new election begins under.
-        let newer_config = n
-            .config_version()
-            .filter(|v| *v > version)
-            .and_then(|_| QuorumConfig::parse(&n.config_text()?).ok())
-            .and_then(|c| QuorumVerifier::from_config(&c).ok());
+        // Parsed once: who votes from now on, and the config a new election begins under.
+        let newer_config = newer_config(n, version);
         if let Some(q) = newer_config
             .as_ref()
             .filter(|q| q.version() > voters.version())
@@ -322,30 +317,25 @@ fn find_starts(
                 inbound,
                 &voters,
             );
-            let (last_zxid, current_epoch) = match starts.last() {
-                Some(s) => (s.last_zxid, s.current_epoch),
-                None => (0, 0),
-            };
             let config = newer_config.map(|q| {
                 version = q.version();
                 configs.insert(version, q);
                 version
             });
+            // Its initial vote is filled in below, once every start is known.
             starts.push(Start {
                 at_ms,
                 restart,
-                last_zxid,
-                current_epoch,
+                last_zxid: 0,
+                current_epoch: 0,
                 round,
                 config,
             });
             decided_since_start = false;
-            while decisions
-                .get(next_decision)
-                .is_some_and(|d| d.at_ms <= t.at_ms)
-            {
-                next_decision += 1;
-            }
+            next_decision += decisions[next_decision..]
+                .iter()
+                .take_while(|d| d.at_ms <= t.at_ms)
+                .count();
             if restart || config.is_some() {
                 heard_max = i64::MIN;
                 seen.clear();
@@ -357,6 +347,14 @@ fn find_starts(
     }
     fill_initial_votes(sid, quorum, outbound, &mut starts);
     (starts, configs)
+}
+
+/// The config `n` carries when it is newer than `version` (the one SID's election runs under).
+fn newer_config(n: &Notification, version: u64) -> Option<QuorumVerifier> {
+    n.config_version()
+        .filter(|v| *v > version)
+        .and_then(|_| QuorumConfig::parse(&n.config_text()?).ok())
+        .and_then(|c| QuorumVerifier::from_config(&c).ok())
 }
 
 /// When an election that SID's message `t` shows began: no later than SID's first connection
