@@ -379,15 +379,13 @@ fn drive(
         sasl: sh.security.sasl.clone(),
         ..ProbeOptions::default()
     };
-    let mut state = wait_looking(target, &opts, wait_answer)?;
-    let mut decisions = Vec::new();
+    let mut watch = Watch::new(wait_looking(target, &opts, wait_answer)?);
     let mut episode = 0usize;
     let mut ep_start = Instant::now();
     let mut next = 0usize;
     let mut last_probe = Instant::now();
     let mut done_at: Option<Instant> = None;
     let mut waiting_since: Option<Instant> = None;
-    let mut unconfirmed: Option<Decided> = None;
     loop {
         // Due messages of the current election.
         let elapsed = ep_start.elapsed().as_millis() as u64;
@@ -415,39 +413,17 @@ fn drive(
         }
         if last_probe.elapsed() >= POLL {
             last_probe = Instant::now();
-            if let Ok(a) = probe::probe(target, &opts) {
-                let mut answered = a.state;
-                if state == ServerState::Looking && a.state != ServerState::Looking {
-                    // Java sets its state before its vote: until its election returns, a
-                    // decided server answers with the vote it held before (its own, or the
-                    // previous election's). Only an answer the next probe repeats is the
-                    // decision; it is timed from its first sighting.
-                    let seen = Decided {
-                        state: a.state,
-                        leader: a.leader,
-                        round: a.election_epoch,
-                        at_ms: sh.ms(),
-                    };
-                    match unconfirmed.take() {
-                        Some(first) if same_decision(&first, &seen) => decisions.push(first),
-                        _ => {
-                            unconfirmed = Some(seen);
-                            answered = ServerState::Looking;
-                        }
-                    }
-                } else if state == ServerState::Looking {
-                    unconfirmed = None;
-                } else if state != ServerState::Looking && a.state == ServerState::Looking {
-                    // The target entered its next election.
-                    if episode + 1 >= episodes.len() {
-                        break;
-                    }
-                    episode += 1;
-                    next = 0;
-                    ep_start = Instant::now();
-                    waiting_since = None;
+            if let Ok(a) = probe::probe(target, &opts)
+                && watch.see(&a, sh.ms())
+            {
+                // The target entered its next election.
+                if episode + 1 >= episodes.len() {
+                    break;
                 }
-                state = answered;
+                episode += 1;
+                next = 0;
+                ep_start = Instant::now();
+                waiting_since = None;
             }
         }
         if finished_episode && episode + 1 < episodes.len() {
@@ -466,10 +442,62 @@ fn drive(
         let next_probe = POLL.saturating_sub(last_probe.elapsed());
         std::thread::sleep(next_due.map_or(next_probe, |d| d.min(next_probe)));
     }
-    Ok(decisions)
+    Ok(watch.decisions)
 }
 
-/// Two probe answers give the same decision.
-fn same_decision(a: &Decided, b: &Decided) -> bool {
-    (a.state, a.leader, a.round) == (b.state, b.leader, b.round)
+/// The target's state as probes read it, and the decisions they show.
+struct Watch {
+    state: ServerState,
+    /// A decision seen once, waiting for the next probe to confirm it.
+    unconfirmed: Option<Decided>,
+    decisions: Vec<Decided>,
+}
+
+impl Watch {
+    fn new(state: ServerState) -> Watch {
+        Watch {
+            state,
+            unconfirmed: None,
+            decisions: Vec::new(),
+        }
+    }
+
+    /// Takes a probe's answer at `at_ms`; true when the target went back to LOOKING (its next
+    /// election).
+    ///
+    /// Java sets its state before its vote: until its election returns, a decided server
+    /// answers with the vote it held before (its own, or the previous election's). Only an
+    /// answer the next probe repeats is a decision; it is timed from its first sighting.
+    fn see(&mut self, a: &probe::Answer, at_ms: u64) -> bool {
+        let looking = a.state == ServerState::Looking;
+        match (self.state == ServerState::Looking, looking) {
+            (true, false) => {
+                let seen = Decided {
+                    state: a.state,
+                    leader: a.leader,
+                    round: a.election_epoch,
+                    at_ms,
+                };
+                match self.unconfirmed.take() {
+                    Some(first)
+                        if (first.state, first.leader, first.round)
+                            == (seen.state, seen.leader, seen.round) =>
+                    {
+                        self.decisions.push(first);
+                        self.state = a.state;
+                    }
+                    _ => self.unconfirmed = Some(seen),
+                }
+                false
+            }
+            (true, true) => {
+                self.unconfirmed = None;
+                false
+            }
+            (false, now_looking) => {
+                self.state = a.state;
+                now_looking
+            }
+        }
+    }
 }
