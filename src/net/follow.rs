@@ -386,26 +386,8 @@ async fn follow_session(
             storage.abort_snapshot();
             return end(FollowError::Closed(why), synced);
         }
-        let wait = learner
-            .next_deadline()
-            .map(|d| d.saturating_sub(now()))
-            .unwrap_or(1000);
-        let n = tokio::select! {
-            r = stream.read(&mut buf) => match r {
-                Ok(0) => {
-                    learner.on_disconnect("the leader closed the connection".into());
-                    continue;
-                }
-                Ok(n) => n,
-                Err(e) => {
-                    learner.on_disconnect(format!("read from leader: {e}"));
-                    continue;
-                }
-            },
-            _ = tokio::time::sleep(Duration::from_millis(wait)) => {
-                learner.on_timer(now());
-                continue;
-            }
+        let Some(n) = read_leader(&mut stream, &mut buf, &mut learner, &now).await else {
+            continue;
         };
         let t_read = Instant::now();
         let t = now();
@@ -438,6 +420,37 @@ async fn follow_session(
                 storage.abort_snapshot();
                 return end(e, synced);
             }
+        }
+    }
+}
+
+/// Reads from the leader until the learner's deadline: the bytes read, or `None` when the
+/// deadline passed or the connection ended (the learner has been told either way).
+async fn read_leader(
+    stream: &mut QuorumStream,
+    buf: &mut [u8],
+    learner: &mut Learner,
+    now: &impl Fn() -> u64,
+) -> Option<usize> {
+    let wait = learner
+        .next_deadline()
+        .map(|d| d.saturating_sub(now()))
+        .unwrap_or(1000);
+    tokio::select! {
+        r = stream.read(buf) => match r {
+            Ok(0) => {
+                learner.on_disconnect("the leader closed the connection".into());
+                None
+            }
+            Ok(n) => Some(n),
+            Err(e) => {
+                learner.on_disconnect(format!("read from leader: {e}"));
+                None
+            }
+        },
+        _ = tokio::time::sleep(Duration::from_millis(wait)) => {
+            learner.on_timer(now());
+            None
         }
     }
 }
