@@ -414,15 +414,40 @@ impl Fake {
     }
 
     fn recv(&mut self) -> QuorumPacket {
+        self.try_recv().expect("zkfle closed the connection")
+    }
+
+    /// The next packet; `None` when zkfle closed or reset the connection.
+    fn try_recv(&mut self) -> Option<QuorumPacket> {
         loop {
             if let Ok((p, n)) = QuorumPacket::decode(&self.buf) {
                 self.buf.drain(..n);
-                return p;
+                return Some(p);
             }
             let mut b = [0u8; 4096];
-            let n = self.s.read(&mut b).expect("read from zkfle");
-            assert!(n > 0, "zkfle closed the connection");
-            self.buf.extend_from_slice(&b[..n]);
+            match self.s.read(&mut b) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&b[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+                Err(e) => panic!("read from zkfle: {e}"),
+            }
+        }
+    }
+
+    /// Accepts zkfle's newest connection and does the handshake with `epoch`. A connection
+    /// zkfle has already given up is dropped for the next: while the test was busy it waited
+    /// initLimit*tickTime (1 s here) for LEADERINFO, then closed it and dialled again.
+    fn handshake_newest(l: &TcpListener, epoch: i64) -> (Fake, (i64, i64, i32)) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut f = Fake::accept_newest(l);
+            if let Some(h) = f.try_handshake(epoch) {
+                return (f, h);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no handshake with zkfle within 30 s"
+            );
         }
     }
 
@@ -446,7 +471,13 @@ impl Fake {
     /// FOLLOWERINFO in; LEADERINFO(epoch) out; ACKEPOCH in: (acceptedEpoch, last zxid,
     /// epoch field).
     fn handshake(&mut self, epoch: i64) -> (i64, i64, i32) {
-        let fi = self.recv();
+        self.try_handshake(epoch)
+            .expect("zkfle closed the connection")
+    }
+
+    /// [`Fake::handshake`]; `None` when zkfle closed the connection first.
+    fn try_handshake(&mut self, epoch: i64) -> Option<(i64, i64, i32)> {
+        let fi = self.try_recv()?;
         assert_eq!(fi.ptype, ptype::FOLLOWERINFO);
         let li = LearnerInfo::decode(fi.data.as_deref().unwrap()).unwrap();
         assert_eq!(li.sid, 1);
@@ -455,9 +486,9 @@ impl Fake {
             epoch << 32,
             Some(PROTOCOL_VERSION.to_be_bytes().to_vec()),
         ));
-        let ae = self.recv();
+        let ae = self.try_recv()?;
         assert_eq!(ae.ptype, ptype::ACKEPOCH);
-        (fi.zxid >> 32, ae.zxid, ae.data_i32("epoch").unwrap())
+        Some((fi.zxid >> 32, ae.zxid, ae.data_i32("epoch").unwrap()))
     }
 
     /// DIFF at `zxid`, NEWLEADER, UPTODATE, with their ACKs.
@@ -659,8 +690,8 @@ fn a_leader_that_would_brick_the_follower_is_refused() {
     assert_eq!(epoch_file("acceptedEpoch"), "0");
 
     // 2. A DIFF proposal with zxid 0x7fffffff00000001: refused, not logged.
-    let mut f = Fake::accept_newest(&l);
-    assert_eq!(f.handshake(10), (0, 0, 0));
+    let (mut f, handshake) = Fake::handshake_newest(&l, 10);
+    assert_eq!(handshake, (0, 0, 0));
     f.send(QuorumPacket::new(ptype::DIFF, 0, None));
     let z = 0x7fff_ffff_0000_0001i64;
     f.send(QuorumPacket::new(ptype::PROPOSAL, z, Some(injected_txn(z))));
@@ -673,8 +704,8 @@ fn a_leader_that_would_brick_the_follower_is_refused() {
     assert!(files(&v2, "log.").is_empty(), "nothing logged");
 
     // 3. A DIFF over --max-diff-bytes (80 MB): refused, nothing logged, the staging file gone.
-    let mut f = Fake::accept_newest(&l);
-    assert_eq!(f.handshake(11), (10, 0, 0));
+    let (mut f, handshake) = Fake::handshake_newest(&l, 11);
+    assert_eq!(handshake, (10, 0, 0));
     let ended = count(&n.log(), "follow session ended");
     f.send(QuorumPacket::new(ptype::DIFF, 0xa_0000_0000 | 200, None));
     for i in 1..=200i64 {
@@ -702,8 +733,8 @@ fn a_leader_that_would_brick_the_follower_is_refused() {
     // 4. A 64 MiB DIFF (128 proposals of 512 KiB): staged on disk, logged at NEWLEADER, in
     //    bounded memory.
     let rss_before = n.peak_rss_kb();
-    let mut f = Fake::accept_newest(&l);
-    assert_eq!(f.handshake(12), (11, 0, 0));
+    let (mut f, handshake) = Fake::handshake_newest(&l, 12);
+    assert_eq!(handshake, (11, 0, 0));
     f.send(QuorumPacket::new(ptype::DIFF, 0xa_0000_0000 | 128, None));
     for i in 1..=128i64 {
         let z = 0xa_0000_0000 | i;
@@ -731,8 +762,8 @@ fn a_leader_that_would_brick_the_follower_is_refused() {
     drop(f);
 
     // 5. A snapshot over --max-snapshot-bytes (100 kB): 100,000 sessions of 12 bytes each.
-    let mut f = Fake::accept_newest(&l);
-    assert_eq!(f.handshake(13), (12, 0xa_0000_0080, 12));
+    let (mut f, handshake) = Fake::handshake_newest(&l, 13);
+    assert_eq!(handshake, (12, 0xa_0000_0080, 12));
     let ended = count(&n.log(), "follow session ended");
     f.send(QuorumPacket::new(ptype::SNAP, 0xc_0000_0001, None));
     let mut body = 100_000i32.to_be_bytes().to_vec();
@@ -743,12 +774,8 @@ fn a_leader_that_would_brick_the_follower_is_refused() {
     let _ = f.s.write_all(&body);
     f.closed_within(Duration::from_secs(5));
     session_ended(&n, ended, "the leader's snapshot exceeds 100000 bytes");
-    let mut f = Fake::accept_newest(&l);
-    assert_eq!(
-        f.handshake(14),
-        (13, 0xa_0000_0080, 12),
-        "the log is as it was"
-    );
+    let (f, handshake) = Fake::handshake_newest(&l, 14);
+    assert_eq!(handshake, (13, 0xa_0000_0080, 12), "the log is as it was");
     drop(f);
     n.kill();
     assert!(files(&v2, "tmp.").is_empty());
@@ -857,8 +884,8 @@ fn a_full_disk_ends_the_session_cleanly() {
         (lookings(&n) > before || n.log().contains("FOLLOWING: storage:")).then_some(())
     });
     // The next session: zkfle reports exactly what it acknowledged.
-    let mut f = Fake::accept_newest(&l);
-    assert_eq!(f.handshake(6), (5, acked, 5));
+    let (f, handshake) = Fake::handshake_newest(&l, 6);
+    assert_eq!(handshake, (5, acked, 5));
     drop(f);
     n.kill();
     let (zxids, _) = check_log(&v2);
