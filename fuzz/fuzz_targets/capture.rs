@@ -14,7 +14,10 @@ fuzz_target!(|data: &[u8]| {
         quorum_ports: vec![2888, 1],
         ..DecodeOptions::default()
     };
+    let mut writer = zkfle::output::json::JsonWriter::new();
+    let mut line = Vec::new();
     for record in Decoder::new(segments, options) {
-        let _ = serde_json::to_string(&zkfle::json::RecordJson(&record));
+        line.clear();
+        writer.record(&mut line, &record);
     }
 });

@@ -30,6 +30,7 @@ fn split(data: &[u8]) -> Vec<&[u8]> {
 
 fuzz_target!(|data: &[u8]| {
     let mut summary = Summarizer::new(std::collections::HashMap::new());
+    let mut writer = zkfle::output::json::JsonWriter::new();
     for file in split(data) {
         let Ok(segments) = TcpSegments::from_reader(std::io::Cursor::new(file.to_vec())) else {
             continue;
@@ -39,8 +40,9 @@ fuzz_target!(|data: &[u8]| {
             ..DecodeOptions::default()
         };
         for record in Decoder::new(segments, options) {
-            let json = serde_json::to_string(&zkfle::json::RecordJson(&record)).unwrap();
-            let _: serde_json::Value = serde_json::from_str(&json).unwrap();
+            let mut line = Vec::new();
+            writer.record(&mut line, &record);
+            let _: serde_json::Value = serde_json::from_slice(&line).unwrap();
             summary.add(&record);
         }
     }
@@ -69,8 +71,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut decoder = Decoder::with_source(merged, options);
     for record in decoder.by_ref() {
-        let json = serde_json::to_string(&zkfle::json::RecordJson(&record)).unwrap();
-        let _: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let mut line = Vec::new();
+        writer.record(&mut line, &record);
+        let _: serde_json::Value = serde_json::from_slice(&line).unwrap();
         summary.add(&record);
     }
     let _ = decoder.segments().losses();
