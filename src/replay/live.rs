@@ -501,3 +501,55 @@ impl Watch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(state: ServerState, leader: i64, round: i64) -> probe::Answer {
+        probe::Answer {
+            state,
+            leader,
+            zxid: 0,
+            election_epoch: round,
+            peer_epoch: 0,
+            config_version: Some(0),
+            config: None,
+            size: 53,
+            elapsed: Duration::from_millis(1),
+        }
+    }
+
+    /// Java sets its state before its vote: the first answer after a decision can pair the
+    /// new state with the old vote (server 1 `FOLLOWING, leader 1`, as a CI run read). Only an
+    /// answer the next probe repeats is a decision, timed from its first sighting.
+    #[test]
+    fn a_decision_is_an_answer_the_next_probe_repeats() {
+        let mut w = Watch::new(ServerState::Looking);
+        assert!(!w.see(&answer(ServerState::Looking, 1, 1), 0));
+        assert!(!w.see(&answer(ServerState::Following, 1, 1), 50));
+        assert!(!w.see(&answer(ServerState::Following, 3, 1), 100));
+        assert!(w.decisions.is_empty());
+        assert!(!w.see(&answer(ServerState::Following, 3, 1), 150));
+        assert_eq!(
+            w.decisions,
+            vec![Decided {
+                state: ServerState::Following,
+                leader: 3,
+                round: 1,
+                at_ms: 100,
+            }]
+        );
+        // Decided: the same answers change nothing; LOOKING again is the next election.
+        assert!(!w.see(&answer(ServerState::Following, 3, 1), 200));
+        assert!(w.see(&answer(ServerState::Looking, 2, 2), 250));
+        assert_eq!(w.decisions.len(), 1);
+        // A one-off answer between LOOKING ones is no decision.
+        assert!(!w.see(&answer(ServerState::Leading, 2, 2), 300));
+        assert!(!w.see(&answer(ServerState::Looking, 2, 2), 350));
+        assert!(!w.see(&answer(ServerState::Following, 1, 2), 400));
+        assert!(!w.see(&answer(ServerState::Following, 1, 2), 450));
+        assert_eq!(w.decisions.len(), 2);
+        assert_eq!(w.decisions[1].at_ms, 400);
+    }
+}
