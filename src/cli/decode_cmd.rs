@@ -156,6 +156,9 @@ fn record_type(r: &Record) -> &'static str {
 /// its reader (jq, wc) wake each other every 64 KiB: about a quarter of the CPU time of
 /// `zkfle decode --format jsonl | ...` (docs/benchmarks.md). Best effort: a refused size
 /// (above `/proc/sys/fs/pipe-max-size`) leaves the pipe as it is.
+/// How much JSON is handed to stdout at once, and the pipe buffer asked for.
+const OUTPUT_CHUNK: usize = 1 << 20;
+
 #[cfg(target_os = "linux")]
 fn widen_stdout_pipe() {
     use std::os::fd::AsRawFd;
@@ -164,7 +167,7 @@ fn widen_stdout_pipe() {
     unsafe {
         let mut st: libc::stat = std::mem::zeroed();
         if libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO {
-            libc::fcntl(fd, libc::F_SETPIPE_SZ, 1 << 20);
+            libc::fcntl(fd, libc::F_SETPIPE_SZ, OUTPUT_CHUNK as libc::c_int);
         }
     }
 }
@@ -471,7 +474,7 @@ impl Output {
             t0: None,
             previous: None,
             lines: JsonWriter::new(),
-            line: Vec::with_capacity((1 << 20) + (1 << 16)),
+            line: Vec::with_capacity(OUTPUT_CHUNK + (1 << 16)),
             out: BufWriter::with_capacity(1 << 16, std::io::stdout()),
             errors: 0,
             first_error: None,
@@ -560,7 +563,7 @@ impl Output {
                 // Lines are written straight into one buffer, handed to the output whole.
                 self.lines.record(&mut self.line, record);
                 self.line.push(b'\n');
-                if self.line.len() >= 1 << 20 || self.streaming {
+                if self.line.len() >= OUTPUT_CHUNK || self.streaming {
                     let r = self.out.write_all(&self.line);
                     self.line.clear();
                     r

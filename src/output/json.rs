@@ -320,13 +320,6 @@ pub fn record_value(w: &mut JsonWriter, r: &Record) -> Value {
     serde_json::from_slice(&out).unwrap_or(Value::Null)
 }
 
-/// A message's JSON object as a value.
-pub fn message_value(m: &Message) -> Value {
-    let mut out = Vec::new();
-    JsonWriter::new().message(&mut out, m);
-    serde_json::from_slice(&out).unwrap_or(Value::Null)
-}
-
 fn write_initial(out: &mut Vec<u8>, msg: &InitialMessage) {
     out.extend_from_slice(b",\"protocol_version\":");
     json_opt_int(out, msg.protocol.code());
@@ -598,6 +591,13 @@ pub fn initial_from_json(obj: &Map<String, Value>) -> Result<InitialMessage, Jso
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A message's JSON object as a value.
+    fn message_value(m: &Message) -> Value {
+        let mut out = Vec::new();
+        JsonWriter::new().message(&mut out, m);
+        serde_json::from_slice(&out).unwrap()
+    }
 
     fn back(n: &Notification) -> Notification {
         let v = message_value(&Message::Notification(n.clone()));
