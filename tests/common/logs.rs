@@ -4,7 +4,7 @@
 //! Use it with `mod common;` and `use common::logs;`, as every helper of `tests/common/`.
 
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The captured log; clones share it (hand one to the subscriber's `with_writer`).
 #[derive(Clone, Default)]
@@ -23,6 +23,15 @@ impl Write for Logs {
 impl Logs {
     /// Captures this thread's WARN and ERROR lines (without colours) until the guard drops.
     pub fn warnings() -> (Logs, tracing::subscriber::DefaultGuard) {
+        // tracing-core 0.1.36 caches a callsite's interest from the thread that first reaches
+        // it when only one dispatcher exists in the process (tokio-rs/tracing#3611): a span
+        // first entered by a node of another test, on a thread with no subscriber, would be
+        // disabled for this thread too, and our lines would lose its fields (sid, address).
+        // A second dispatcher, alive for the whole process, makes every thread's subscriber
+        // count.
+        static SECOND_DISPATCH: OnceLock<tracing::Dispatch> = OnceLock::new();
+        SECOND_DISPATCH
+            .get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
         let logs = Logs::default();
         let writer = logs.clone();
         let sub = tracing_subscriber::fmt()
