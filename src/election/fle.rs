@@ -64,14 +64,27 @@ pub struct Ready {
     /// to its members before it sends (the notifications may be for members it adds); when
     /// the membership changed, the election has restarted under it (round 1), as Java's does.
     pub config: Option<NewConfig>,
+    /// The connection manager's fate, taken after `config` and before `send`.
+    pub network: Option<Network>,
     /// Notifications to send, in order (never to myself: those loop back internally).
     pub send: Vec<(i64, Notification)>,
 }
 
 impl Ready {
     pub fn is_empty(&self) -> bool {
-        self.config.is_none() && self.send.is_empty()
+        self.config.is_none() && self.network.is_none() && self.send.is_empty()
     }
+}
+
+/// What a newer config with other members does to the election's connections (reference
+/// A.2): Java's receiver shuts the election and its QuorumCnxManager down at once, and a new
+/// manager starts only when `lookForLeader`'s current poll has returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    /// Close every election connection and stop listening; what arrives meanwhile is lost.
+    Halt,
+    /// Listen again and start afresh (no connections, no send queues), before the sends.
+    Restart,
 }
 
 /// A newer config taken from a peer's notification (see [`Ready::config`]).
@@ -156,8 +169,11 @@ pub struct Election {
     deadline: Option<u64>,
     ready: Ready,
     events: VecDeque<Event>,
-    /// A newer config taken from a peer whose membership differs: the election restarts.
-    restart_under: bool,
+    /// A peer sent a newer config with other members while I was LOOKING: my receiver and
+    /// connections are down ([`Network::Halt`]) and `lookForLeader` waits out its poll. A poll
+    /// that times out restarts the election; a finalize wait that times out still decides
+    /// (Java's inner loop does not look at `stop`), and the next [`Election::start`] restarts.
+    halted: bool,
     /// The last seen config when it is newer than the one in force (a reconfig proposed,
     /// not yet committed): its voters are voters too, and a quorum must hold in it as well.
     next: Option<QuorumVerifier>,
@@ -201,7 +217,7 @@ impl Election {
             deadline: None,
             ready: Ready::default(),
             events: VecDeque::new(),
-            restart_under: false,
+            halted: false,
             next: None,
         };
         if let Some(n) = e.cfg.next_quorum.clone() {
@@ -267,7 +283,14 @@ impl Election {
 
     /// `lookForLeader()`: state LOOKING, lc += 1, fresh vote sets, propose my initial vote and
     /// broadcast it to every voter (D.1); then process what is queued, my own vote last.
+    /// After a halt this is Java's `startLeaderElection` first: a new election (logical clock
+    /// from 0) over a new connection manager.
     pub fn start(&mut self, now_ms: u64) {
+        if std::mem::take(&mut self.halted) {
+            self.lc = 0;
+            self.queue.clear();
+            self.ready.network = Some(Network::Restart);
+        }
         self.state = ServerState::Looking;
         self.running = true;
         self.recvset.clear();
@@ -290,15 +313,7 @@ impl Election {
     /// queue (D.3-D.6).
     pub fn on_notification(&mut self, now_ms: u64, from: i64, n: &Notification) {
         self.receive(from, n);
-        if std::mem::take(&mut self.restart_under) {
-            // Java shuts this election down and its QuorumPeer starts a new one (logical
-            // clock from 0) under the new config; the message itself is not processed.
-            self.lc = 0;
-            self.queue.clear();
-            self.start(now_ms);
-            return;
-        }
-        if self.running {
+        if self.running && !self.halted {
             self.drain(now_ms);
         }
     }
@@ -321,6 +336,14 @@ impl Election {
                 let p = self.proposal;
                 let vote = Vote::looking(p.leader, p.zxid, self.lc, p.peer_epoch);
                 self.decide(vote);
+            }
+            Phase::Polling if self.halted => {
+                // The poll returned empty; what it sends goes nowhere. The loop sees `stop`
+                // and QuorumPeer starts the new election.
+                self.not_timeout =
+                    (self.not_timeout * 2).min(self.cfg.max_notification_interval_ms);
+                info!("Notification time out: {} ms", self.not_timeout);
+                self.start(now_ms);
             }
             Phase::Polling => {
                 if have_delivered {
@@ -396,6 +419,10 @@ impl Election {
     // ----- the receiver (reference C) -----
 
     fn receive(&mut self, from: i64, n: &Notification) {
+        if self.halted {
+            // The receiver has exited; the driver's connections are down.
+            return;
+        }
         let (peer_epoch, version) = match n.java_view() {
             JavaView::Dropped(why) => {
                 warn!(
@@ -411,7 +438,8 @@ impl Election {
             } => {
                 if has_config {
                     self.look_at_config(from, n);
-                    if self.restart_under {
+                    if self.halted {
+                        // The message that carried the config is not processed.
                         return;
                     }
                 }
@@ -477,64 +505,65 @@ impl Election {
 
     fn look_at_config(&mut self, from: i64, n: &Notification) {
         let text = n.config_text().unwrap_or_default();
-        match QuorumConfig::parse(&text) {
+        // Java's configFromString: a config that does not parse, or has no usable quorum, is
+        // "something wrong" and the message is processed without it.
+        let parsed = QuorumConfig::parse(&text).map_err(|e| e.to_string());
+        let (rqv, quorum) = match parsed.and_then(|c| {
+            QuorumVerifier::from_config(&c)
+                .map(|q| (c, q))
+                .map_err(|e| e.to_string())
+        }) {
+            Ok(both) => both,
             Err(e) => {
-                warn!("Something went wrong while processing config received from {from}: {e}")
+                warn!("Something went wrong while processing config received from {from}: {e}");
+                return;
             }
-            Ok(rqv)
-                if rqv.version() > self.cfg.quorum.version()
-                    && self.cfg.reconfig_enabled
-                    && self.state == ServerState::Looking =>
-            {
-                info!(
-                    "{} Received version: {:x} my version: {:x}",
-                    self.cfg.my_id,
-                    rqv.version(),
-                    self.cfg.quorum.version()
-                );
-                let a = crate::reconfig::process_reconfig(
-                    true,
-                    self.cfg.quorum.config(),
-                    &rqv,
-                    self.cfg.my_id,
-                    self.cfg.role,
-                    self.current_vote.leader,
-                    None,
-                );
-                let quorum = match QuorumVerifier::from_config(&rqv) {
-                    Ok(q) => q,
-                    Err(e) => {
-                        warn!(
-                            "Config 0x{:x} from {from} is not usable: {e}",
-                            rqv.version()
-                        );
-                        return;
-                    }
-                };
-                self.reconfigure(quorum, a.role);
-                if a.members_changed {
-                    info!("restarting leader election");
-                    self.restart_under = true;
-                }
-                // A newer config replaces one not yet taken: the last is the one in force.
-                self.ready.config = Some(NewConfig {
-                    config: rqv,
-                    activation: a,
-                });
-            }
-            Ok(rqv) if rqv.version() > self.cfg.quorum.version() && self.cfg.reconfig_enabled => {
-                debug!("Skip processReconfig(), state: {}", self.state.name());
-            }
-            Ok(rqv) if rqv.version() > self.cfg.quorum.version() => {
-                // Java restarts the election here when the membership differs (reference A.2);
-                // reconfiguration is out of scope, so the newer config is only reported.
-                warn!(
-                    "{from} Received version: {:x} my version: {:x}; newer config not acted on (reconfigEnabled is false)",
-                    rqv.version(),
-                    self.cfg.quorum.version()
-                );
-            }
-            Ok(_) => {}
+        };
+        if rqv.version() <= self.cfg.quorum.version() {
+            return;
+        }
+        info!(
+            "{} Received version: {:x} my version: {:x}",
+            self.cfg.my_id,
+            rqv.version(),
+            self.cfg.quorum.version()
+        );
+        if self.state != ServerState::Looking {
+            debug!("Skip processReconfig(), state: {}", self.state.name());
+            return;
+        }
+        // `!rqv.equals(curQV)`, with the config in force before processReconfig.
+        let other_members = !crate::reconfig::same_members(self.cfg.quorum.config(), &rqv);
+        if self.cfg.reconfig_enabled {
+            let a = crate::reconfig::process_reconfig(
+                true,
+                self.cfg.quorum.config(),
+                &rqv,
+                self.cfg.my_id,
+                self.cfg.role,
+                self.current_vote.leader,
+                None,
+            );
+            self.reconfigure(quorum, a.role);
+            // A newer config replaces one not yet taken: the last is the one in force.
+            self.ready.config = Some(NewConfig {
+                config: rqv,
+                activation: a,
+            });
+        } else if other_members {
+            // processReconfig is a no-op, yet the election restarts (reference A.2): under
+            // the old config, until the peer's next notification restarts it again.
+            warn!(
+                "{from} sent config version {:x} with other members; reconfigEnabled is false, so it is not adopted, and the election restarts under version {:x} as Java's does",
+                rqv.version(),
+                self.cfg.quorum.version()
+            );
+        }
+        if other_members {
+            info!("restarting leader election");
+            self.halted = true;
+            self.queue.clear();
+            self.ready.network = Some(Network::Halt);
         }
     }
 
@@ -801,6 +830,7 @@ pub(crate) enum Output {
         config: QuorumConfig,
         activation: crate::reconfig::Activation,
     },
+    Network(Network),
     Send {
         to: i64,
         notification: Notification,
@@ -824,6 +854,7 @@ impl Election {
             })
             .into_iter()
             .collect();
+        out.extend(ready.network.map(Output::Network));
         out.extend(
             ready
                 .send
@@ -867,10 +898,20 @@ mod reconfig_tests {
         )
     }
 
-    /// Java's FastLeaderElection takes a newer config from a notification while LOOKING and
-    /// restarts under it; a server the config does not list votes for nobody.
+    fn sends(out: &[Output]) -> Vec<(i64, i64)> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::Send { to, notification } => Some((*to, notification.leader)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Java's FastLeaderElection takes a newer config from a notification while LOOKING, shuts
+    /// the election and its connections down, and starts a new one under it when the current
+    /// poll returns; a server the config does not list votes for nobody.
     #[test]
-    fn a_newer_config_restarts_the_election_under_it() {
+    fn a_newer_config_restarts_the_election_under_it_when_the_poll_returns() {
         let mut e = election(true);
         let c = newer(&[1, 2, 3], "version=100000000");
         e.on_notification(5, 1, &from_peer(&c));
@@ -878,38 +919,104 @@ mod reconfig_tests {
         assert!(
             matches!(&out[0], Output::NewConfig { config, activation } if *config == c && activation.members_changed)
         );
-        assert_eq!(e.logical_clock(), 1, "a new election, its clock from 0");
+        assert_eq!(out[1..], [Output::Network(Network::Halt)]);
         assert_eq!(e.quorum().version(), 0x1_0000_0000);
+        // Deaf until the poll started at 0 returns, at 200.
+        let looking =
+            Notification::current(ServerState::Looking, 1, 9, 1, 1, b"version=0".to_vec());
+        e.on_notification(50, 2, &looking);
+        assert_eq!(e.take_outputs(), []);
+        assert_eq!(e.next_deadline(), Some(200));
+        e.on_timer(199, true);
+        assert_eq!(e.take_outputs(), []);
+        e.on_timer(200, true);
+        let out = e.take_outputs();
+        assert_eq!(out[0], Output::Network(Network::Restart));
+        assert_eq!(e.logical_clock(), 1, "a new election, its clock from 0");
         // Broadcast to the new voters only, voting for nobody (I am not listed).
-        let sent: Vec<(i64, i64)> = out
-            .iter()
-            .filter_map(|o| match o {
-                Output::Send { to, notification } => Some((*to, notification.leader)),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(sent, vec![(1, i64::MIN), (2, i64::MIN), (3, i64::MIN)]);
+        assert_eq!(
+            sends(&out),
+            vec![(1, i64::MIN), (2, i64::MIN), (3, i64::MIN)]
+        );
+        assert_eq!(
+            e.next_deadline(),
+            Some(400),
+            "the new election's first poll"
+        );
         // Its text is what my notifications carry now.
         assert_eq!(e.config_text(), c.to_string());
         // The same version again: nothing.
-        e.on_notification(6, 2, &from_peer(&c));
+        e.on_notification(206, 2, &from_peer(&c));
         assert!(
             e.take_outputs()
                 .into_iter()
-                .all(|o| !matches!(o, Output::NewConfig { .. }))
+                .all(|o| !matches!(o, Output::NewConfig { .. } | Output::Network(_)))
         );
     }
 
+    /// A newer config that only renumbers the version (same members) is taken without a
+    /// restart (`rqv.equals(curQV)`).
     #[test]
-    fn without_reconfig_enabled_a_newer_config_is_only_logged() {
+    fn a_newer_config_with_the_same_members_does_not_restart() {
+        let mut e = election(true);
+        let c = newer(&[1, 2, 3, 4], "version=100000000");
+        e.on_notification(5, 1, &from_peer(&c));
+        let out = e.take_outputs();
+        assert!(matches!(&out[0], Output::NewConfig { .. }));
+        assert!(!out.iter().any(|o| matches!(o, Output::Network(_))));
+        assert_eq!(e.quorum().version(), 0x1_0000_0000);
+    }
+
+    /// In the finalize wait Java's inner loop does not look at `stop`: the wait still ends in
+    /// a decision, over no connections; the next election starts afresh.
+    #[test]
+    fn a_halt_in_the_finalize_wait_still_decides_and_the_next_start_restarts() {
+        let mut e = election(true);
+        let looking = |leader| {
+            Notification::current(ServerState::Looking, leader, 0, 1, 0, b"version=0".to_vec())
+        };
+        // 4 proposes itself; 1 and 2 agree: a quorum of {1,2,3,4}, the finalize wait begins.
+        e.on_notification(10, 1, &looking(4));
+        e.on_notification(11, 2, &looking(4));
+        e.take_outputs();
+        assert_eq!(e.next_deadline(), Some(211));
+        e.on_notification(
+            20,
+            3,
+            &from_peer(&newer(&[1, 2, 3, 4, 5], "version=100000000")),
+        );
+        assert!(e.take_outputs().contains(&Output::Network(Network::Halt)));
+        e.on_timer(211, true);
+        let out = e.take_outputs();
+        assert!(
+            matches!(
+                out[..],
+                [Output::Decided {
+                    state: ServerState::Leading,
+                    ..
+                }]
+            ),
+            "{out:?}"
+        );
+        e.start(5000);
+        let out = e.take_outputs();
+        assert_eq!(out[0], Output::Network(Network::Restart));
+        assert_eq!(e.logical_clock(), 1);
+        assert_eq!(sends(&out).len(), 4, "to 1, 2, 3 and 5");
+    }
+
+    /// With reconfig disabled processReconfig does nothing, yet Java's receiver still shuts
+    /// the election down when the members differ: it restarts under the old config.
+    #[test]
+    fn without_reconfig_enabled_a_newer_config_restarts_under_the_old_one() {
         let mut e = election(false);
         e.on_notification(5, 1, &from_peer(&newer(&[1, 2, 3], "version=100000000")));
-        assert!(
-            e.take_outputs()
-                .into_iter()
-                .all(|o| !matches!(o, Output::NewConfig { .. }))
-        );
+        assert_eq!(e.take_outputs(), [Output::Network(Network::Halt)]);
         assert_eq!(e.quorum().version(), 0);
+        e.on_timer(200, true);
+        let out = e.take_outputs();
+        assert_eq!(out[0], Output::Network(Network::Restart));
+        assert_eq!(sends(&out).len(), 3, "to 1, 2 and 3 of the old config");
     }
 
     /// During a reconfig (a last seen config newer than the one in force) the members of

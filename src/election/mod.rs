@@ -64,7 +64,7 @@ mod sim_test;
 
 #[cfg(test)]
 pub(crate) use fle::Output;
-pub use fle::{Election, ElectionConfig, Event, NewConfig, Ready};
+pub use fle::{Election, ElectionConfig, Event, Network, NewConfig, Ready};
 pub use quorum::{QuorumError, QuorumVerifier};
 pub use vote::{Proposal, Vote, newer_own_proposal, total_order_predicate};
 

@@ -17,6 +17,7 @@
 //! expect send 2 LOOKING leader=1 zxid=0 round=1 pe=0   next send (fields optional)
 //! expect send * LOOKING ...     a broadcast: one send to every other voter
 //! expect decided LEADING leader=1 round=1 lc=1
+//! expect network halt|restart   the connection manager goes down / comes back afresh
 //! expect nothing                no sends or decisions pending
 //! expect timer @450             the last timer asked for
 //! expect codec-error            the last recvhex did not decode
@@ -30,7 +31,7 @@ use std::collections::VecDeque;
 use crate::wire::{Notification, QuorumConfig, Role, ServerState};
 
 use super::quorum::{QuorumVerifier, synthetic_text};
-use super::{Election, ElectionConfig, Output};
+use super::{Election, ElectionConfig, Network, Output};
 
 fn num(s: &str) -> i64 {
     match s {
@@ -309,6 +310,17 @@ impl Harness {
                 }
                 other => return Err(format!("want a decision, got {other:?}")),
             },
+            "network" => {
+                let want = match rest[0].as_str() {
+                    "halt" => Network::Halt,
+                    "restart" => Network::Restart,
+                    other => return Err(format!("unknown network change {other}")),
+                };
+                match self.pending.pop_front() {
+                    Some(Output::Network(n)) if n == want => {}
+                    other => return Err(format!("want network {want:?}, got {other:?}")),
+                }
+            }
             "nothing" => {
                 if let Some(o) = self.pending.front() {
                     return Err(format!("pending output {o:?}"));

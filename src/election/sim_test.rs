@@ -168,7 +168,9 @@ fn simulate(seed: u64, p: &Params) -> BTreeMap<i64, Decision> {
                         seq += 1;
                         net.push(Reverse((at, seq, id, to, notification.encode().unwrap())));
                     }
-                    Output::NewConfig { .. } => unreachable!("reconfig is disabled here"),
+                    Output::NewConfig { .. } | Output::Network(_) => {
+                        unreachable!("every node runs under one config here")
+                    }
                     Output::Decided { state, vote, lc } => {
                         assert_eq!(state, node.state());
                         let d = Decision {

@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::AbortHandle;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::core::{self, ConnId, Incoming, Next, SendQueues};
 use super::dialect::{Dialects, PeerForm, WireDialect};
@@ -347,6 +347,37 @@ impl Manager {
             close_conn(&mut st, id);
         }
         st.queues.forget(sid);
+    }
+
+    /// After [`Manager::shutdown`], Java's new QuorumCnxManager of a restarted election
+    /// (reference A.2): listening again on the same addresses, with no connections and no
+    /// send queues. The members are those set last ([`Manager::set_peer`]).
+    pub fn restart(&self) {
+        let shared = &self.shared;
+        {
+            let mut st = lock(&shared.state);
+            for (_, c) in st.conns.drain() {
+                for a in c.aborts {
+                    a.abort();
+                }
+            }
+            st.queues = SendQueues::new();
+        }
+        shared.closed.store(false, Ordering::SeqCst);
+        let mut listeners = lock(&shared.listeners);
+        for h in listeners.drain(..) {
+            h.abort();
+        }
+        for addr in shared.local.clone() {
+            let s = shared.clone();
+            let h = tokio::spawn(async move {
+                match bind(addr).await {
+                    Ok(listener) => s.accept_loop(listener).await,
+                    Err(e) => error!("{e}: this server can no longer be reached for elections"),
+                }
+            });
+            listeners.push(h.abort_handle());
+        }
     }
 
     /// Closes the listeners and every connection.

@@ -15,7 +15,7 @@ use super::follow::{AckStats, Activated, ConfigNews, FollowConfig, FollowEnd, Re
 use super::lead::{LeadConfig, LeadEnd, lead};
 use super::manager::{Manager, NetConfig, Received};
 use crate::election::decided::{AfterDecision, Limits};
-use crate::election::{Election, ElectionConfig, Event, NewConfig};
+use crate::election::{Election, ElectionConfig, Event, Network, NewConfig};
 use crate::storage::Storage;
 use crate::wire::{Notification, ServerState};
 use crate::zab::{LearnerConfig, ReconfigState};
@@ -107,7 +107,7 @@ pub async fn run(
         election.last_zxid = st.last_zxid();
         election.current_epoch = st.current_epoch();
     }
-    let (mgr, mut rx) = Manager::start(cfg.net.clone()).await?;
+    let (mgr, rx) = Manager::start(cfg.net.clone()).await?;
     let after = AfterDecision::new(Limits {
         leader_gone_ms: cfg.leader_gone_ms,
         leader_sync_ms: cfg.leader_sync_ms,
@@ -118,6 +118,7 @@ pub async fn run(
         el: Election::new(election),
         after,
         mgr,
+        rx,
         cfg,
         epoch0: Instant::now(),
         started_at: 0,
@@ -162,7 +163,7 @@ pub async fn run(
             None => CHECK_EVERY,
         };
         tokio::select! {
-            r = rx.recv() => match r {
+            r = node.rx.recv() => match r {
                 Some(r) => node.on_received(r),
                 None => return Ok(()),
             },
@@ -192,6 +193,8 @@ struct Node {
     activated_tx: mpsc::UnboundedSender<ConfigNews>,
     el: Election,
     mgr: Manager,
+    /// What the connection manager received.
+    rx: mpsc::Receiver<Received>,
     cfg: NodeConfig,
     epoch0: Instant,
     started_at: u64,
@@ -309,6 +312,18 @@ impl Node {
                 }
             }
             self.apply_config(&config, activation.role);
+        }
+        match ready.network {
+            Some(Network::Halt) => {
+                info!("election connections closed until the election restarts");
+                self.mgr.shutdown();
+            }
+            Some(Network::Restart) => {
+                // What the old connections delivered is not the new election's.
+                while self.rx.try_recv().is_ok() {}
+                self.mgr.restart();
+            }
+            None => {}
         }
         for (to, notification) in &ready.send {
             self.send(*to, notification);

@@ -40,6 +40,8 @@ pub fn replay(rec: &Recording) -> Report {
     let mut sent = Vec::new();
     let drain = |e: &mut Election, now: u64, decided: &mut Vec<Decided>, sent: &mut Vec<Sent>| {
         // Replay runs with reconfig disabled (ElectionConfig's default): no config to adopt.
+        // A halt (a newer config with other members) needs nothing here: the election itself
+        // ignores what is delivered until it restarts, and there are no connections.
         let ready = e.ready();
         sent.extend(ready.send.into_iter().map(|(to, notification)| Sent {
             at_ms: now,
