@@ -71,13 +71,13 @@ echo "== fuzz targets, 200,000 inputs each from a fixed seed, two at a time (scr
 scripts/fuzz.sh --runs 200000
 
 if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
-  echo "== zkfle as a Zab follower, elected leader and reconfigured member of ZooKeeper 3.9.5, plaintext, over quorum TLS and with quorum SASL (tests/zab_java.rs, tests/zab_datadir.rs, tests/lead_java.rs, tests/tls_java.rs, tests/sasl_java.rs, tests/reconfig_java.rs with ZK_JARS)"
-  ZK_JARS=$(scripts/zk-fetch.sh 3.9.5 | tail -n1) cargo test --test zab_java --test zab_datadir --test lead_java --test tls_java --test sasl_java --test reconfig_java
+  echo "== zkfle as a Zab follower, elected leader and reconfigured member of ZooKeeper 3.9.5, plaintext, over quorum TLS and with quorum SASL, and the election restart on a newer config (tests/zab_java.rs, tests/zab_datadir.rs, tests/lead_java.rs, tests/tls_java.rs, tests/sasl_java.rs, tests/reconfig_java.rs, tests/reconfig_restart.rs with ZK_JARS)"
+  ZK_JARS=$(scripts/zk-fetch.sh 3.9.5 | tail -n1) cargo test --test zab_java --test zab_datadir --test lead_java --test tls_java --test sasl_java --test reconfig_java --test reconfig_restart
 
 fi
 if [[ " $SKIPPED " != *" 3.6.3 "* ]]; then
-  echo "== zkfle added by reconfig to ZooKeeper 3.6.3 (tests/reconfig_java.rs with ZK_JARS, ~20 s)"
-  ZK_JARS=$(scripts/zk-fetch.sh 3.6.3 | tail -n1) cargo test --test reconfig_java
+  echo "== zkfle added by reconfig to ZooKeeper 3.6.3, and the election restart on a newer config (tests/reconfig_java.rs, tests/reconfig_restart.rs with ZK_JARS, ~80 s)"
+  ZK_JARS=$(scripts/zk-fetch.sh 3.6.3 | tail -n1) cargo test --test reconfig_java --test reconfig_restart
 fi
 
 echo "== version matrix (scripts/matrix.sh --no-fetch: tests/versions.rs one by one, replay, decode, quorum TLS and SASL, and the repros of tests/repro_java.rs per version)"
