@@ -198,26 +198,60 @@ fn a_probe_after_an_election_reports_the_new_state_not_the_stale_resend() {
     assert_eq!(code, 0, "{rows:?}");
 }
 
-/// A fake election port that answers every connection with `answer`, twice (the probe reads
-/// two frames), then drains until the probe closes.
-fn fake_server(answer: zkfle::wire::Notification) -> String {
+/// A fake election port that answers each notification a connection sends, as a server
+/// answers a non-voter: the i-th with `answers[i]`, the last one again after that.
+fn fake_server(answers: Vec<zkfle::wire::Notification>) -> String {
     use std::io::{Read, Write};
+    use zkfle::wire::{Direction, StreamDecoder, StreamItem, encode_frame};
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let at = l.local_addr().unwrap().to_string();
-    let frame = zkfle::wire::encode_frame(&answer.encode().unwrap()).unwrap();
+    let frames: Vec<Vec<u8>> = answers
+        .iter()
+        .map(|a| encode_frame(&a.encode().unwrap()).unwrap())
+        .collect();
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(mut s) = s else { return };
-            let frame = frame.clone();
+            let frames = frames.clone();
             std::thread::spawn(move || {
-                let _ = s.write_all(&frame);
-                let _ = s.write_all(&frame);
+                let mut dec = StreamDecoder::new(Direction::FromInitiator);
+                let mut answered = 0;
                 let mut buf = [0u8; 4096];
-                while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+                while let Ok(n @ 1..) = s.read(&mut buf) {
+                    let mut input = &buf[..n];
+                    while let Ok(Some(item)) = dec.decode(&mut input) {
+                        if let StreamItem::Frame { .. } = item {
+                            let _ = s.write_all(&frames[answered.min(frames.len() - 1)]);
+                            answered += 1;
+                        }
+                    }
+                }
             });
         }
     });
     at
+}
+
+/// A server caught between setting its state and its vote answers FOLLOWING with the vote of
+/// the election before; the probe reports a decision only once the next answer repeats it.
+#[test]
+fn a_decision_counts_once_the_next_answer_repeats_it() {
+    use zkfle::wire::{Notification, ServerState};
+    let answer =
+        |state, leader| Notification::current(state, leader, 0, 2, 1, b"version=0".to_vec());
+    let at = fake_server(vec![
+        answer(ServerState::Looking, 2),
+        answer(ServerState::Following, 1),
+        answer(ServerState::Following, 3),
+    ]);
+    let (code, rows, took) = probe(&[&at, "--timeout", "5"]);
+    assert_eq!(code, 0, "{rows:?}");
+    assert_eq!(
+        (rows[0]["state"].as_str(), rows[0]["leader"].as_i64()),
+        (Some("FOLLOWING"), Some(3)),
+        "{rows:?}"
+    );
+    assert!(took < Duration::from_secs(3), "the probe waited: {took:?}");
 }
 
 /// An answer whose config lists 11,000 members makes `--all` dial at most 256 of them, with a
@@ -235,14 +269,14 @@ fn probe_all_dials_a_bounded_number_of_members() {
         ));
     }
     config.push_str("version=0");
-    let at = fake_server(Notification::current(
+    let at = fake_server(vec![Notification::current(
         ServerState::Following,
         1,
         0,
         1,
         1,
         config.into_bytes(),
-    ));
+    )]);
     let out = Command::new(ZKFLE)
         .args(["probe", "--all", "--format", "json", "--timeout", "2", &at])
         .output()
@@ -264,14 +298,14 @@ fn probe_all_dials_a_bounded_number_of_members() {
 #[test]
 fn an_unknown_state_exits_non_zero() {
     use zkfle::wire::{Notification, ServerState};
-    let at = fake_server(Notification::current(
+    let at = fake_server(vec![Notification::current(
         ServerState::Unknown(7),
         1,
         0,
         1,
         1,
         b"version=0".to_vec(),
-    ));
+    )]);
     let (code, rows, _) = probe(&[&at, "--timeout", "2"]);
     assert_eq!(code, 1, "{rows:?}");
     assert_eq!(rows[0]["state"], "UNKNOWN", "{rows:?}");

@@ -16,6 +16,12 @@
 //! (if the first was stale, the second answers the first notification; if not, it answers the
 //! second). The cost is one more round trip.
 //!
+//! Java's `lookForLeader` sets the server's state before `QuorumPeer` sets its vote, so an
+//! answer that lands in between reads FOLLOWING or LEADING with the vote of the election
+//! before (docs/java-behaviour.md). A decided answer therefore counts once the next answer
+//! repeats it: one more round trip for a decided server, up to three while its answers keep
+//! changing.
+//!
 //! The notification is the 40-byte form with version 1: Java reads no config from it, so it can
 //! never make a LOOKING server restart its election (reference A.2), and, coming from a
 //! non-voter, it never enters the election. Blocking sockets with time-outs: no probe hangs.
@@ -204,8 +210,27 @@ pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
         .send(&framed_probe_notification())
         .map_err(|e| io_error(e, "sending"))?;
     let payload = read_frame(&mut r)?;
+    let mut n = Notification::decode(&payload).map_err(|e| ProbeError::BadAnswer(e.to_string()))?;
+    // A decided server may have set its state a moment before its vote (see the module's
+    // comment): a decision counts once the next answer repeats it.
+    for _ in 1..MAX_ANSWERS {
+        if n.state == ServerState::Looking {
+            break;
+        }
+        let again = r
+            .get_mut()
+            .send(&framed_probe_notification())
+            .ok()
+            .and_then(|()| read_frame(&mut r).ok())
+            .and_then(|p| Notification::decode(&p).ok());
+        match again {
+            Some(next) if same_vote(&next, &n) => break,
+            Some(next) => n = next,
+            // The answer in hand is the best there is.
+            None => break,
+        }
+    }
     let _ = r.get_ref().stream.tcp().shutdown(std::net::Shutdown::Both);
-    let n = Notification::decode(&payload).map_err(|e| ProbeError::BadAnswer(e.to_string()))?;
     let config = n.config_text().and_then(|t| QuorumConfig::parse(&t).ok());
     Ok(Answer {
         state: n.state,
@@ -218,6 +243,26 @@ pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
         size: n.size(),
         elapsed: start.elapsed(),
     })
+}
+
+/// The most answers a probe reads while a decided server's answers keep changing.
+const MAX_ANSWERS: usize = 4;
+
+/// Two answers give the same state and vote.
+fn same_vote(a: &Notification, b: &Notification) -> bool {
+    (
+        a.state,
+        a.leader,
+        a.zxid,
+        a.election_epoch,
+        a.effective_peer_epoch(),
+    ) == (
+        b.state,
+        b.leader,
+        b.zxid,
+        b.election_epoch,
+        b.effective_peer_epoch(),
+    )
 }
 
 /// An election connection we initiated (plain or TLS) whose reads wait at most until `end`:
