@@ -315,7 +315,13 @@ impl Node {
         }
         match ready.network {
             Some(Network::Halt) => {
-                info!("election connections closed until the election restarts");
+                let left = self
+                    .el
+                    .next_deadline()
+                    .map_or(0, |d| d.saturating_sub(self.now()));
+                info!(
+                    "election connections and port closed; a new election starts when this one's wait ends, in {left} ms (as Java's does)"
+                );
                 self.mgr.shutdown();
             }
             Some(Network::Restart) => {
