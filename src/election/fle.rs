@@ -241,6 +241,12 @@ impl Election {
         }
     }
 
+    /// Whether the election is halted (see [`Network::Halt`]): until it restarts, nothing is
+    /// received and what its timers would send or dial goes nowhere.
+    pub fn halted(&self) -> bool {
+        self.halted
+    }
+
     /// Whether `sid` votes in the config in force or in the last seen one.
     fn valid_voter(&self, sid: i64) -> bool {
         self.cfg.quorum.is_voter(sid) || self.next.as_ref().is_some_and(|n| n.is_voter(sid))
@@ -287,8 +293,8 @@ impl Election {
     /// from 0) over a new connection manager.
     pub fn start(&mut self, now_ms: u64) {
         if std::mem::take(&mut self.halted) {
+            // The queue was emptied at the halt and nothing was received since.
             self.lc = 0;
-            self.queue.clear();
             self.ready.network = Some(Network::Restart);
         }
         self.state = ServerState::Looking;
@@ -337,23 +343,21 @@ impl Election {
                 let vote = Vote::looking(p.leader, p.zxid, self.lc, p.peer_epoch);
                 self.decide(vote);
             }
-            Phase::Polling if self.halted => {
-                // The poll returned empty; what it sends goes nowhere. The loop sees `stop`
-                // and QuorumPeer starts the new election.
-                self.not_timeout =
-                    (self.not_timeout * 2).min(self.cfg.max_notification_interval_ms);
-                info!("Notification time out: {} ms", self.not_timeout);
-                self.start(now_ms);
-            }
             Phase::Polling => {
-                if have_delivered {
+                // Halted, what the poll's end sends goes nowhere.
+                if have_delivered && !self.halted {
                     self.send_notifications();
                 }
                 self.not_timeout =
                     (self.not_timeout * 2).min(self.cfg.max_notification_interval_ms);
                 info!("Notification time out: {} ms", self.not_timeout);
-                self.deadline = Some(now_ms + self.not_timeout);
-                self.drain(now_ms);
+                if self.halted {
+                    // The loop sees `stop` and QuorumPeer starts the new election.
+                    self.start(now_ms);
+                } else {
+                    self.deadline = Some(now_ms + self.not_timeout);
+                    self.drain(now_ms);
+                }
             }
         }
     }

@@ -349,25 +349,16 @@ impl Manager {
         st.queues.forget(sid);
     }
 
-    /// After [`Manager::shutdown`], Java's new QuorumCnxManager of a restarted election
-    /// (reference A.2): listening again on the same addresses, with no connections and no
-    /// send queues. The members are those set last ([`Manager::set_peer`]).
+    /// Java's new QuorumCnxManager of a restarted election (reference A.2): whatever is still
+    /// open is closed ([`Manager::shutdown`]), then it listens again on the same addresses,
+    /// with no connections and no send queues. The members are those set last
+    /// ([`Manager::set_peer`]).
     pub fn restart(&self) {
+        self.shutdown();
         let shared = &self.shared;
-        {
-            let mut st = lock(&shared.state);
-            for (_, c) in st.conns.drain() {
-                for a in c.aborts {
-                    a.abort();
-                }
-            }
-            st.queues = SendQueues::new();
-        }
+        lock(&shared.state).queues = SendQueues::new();
         shared.closed.store(false, Ordering::SeqCst);
         let mut listeners = lock(&shared.listeners);
-        for h in listeners.drain(..) {
-            h.abort();
-        }
         for addr in shared.local.clone() {
             let s = shared.clone();
             let h = tokio::spawn(async move {

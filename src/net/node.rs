@@ -560,8 +560,11 @@ impl Node {
         if self.el.state() == ServerState::Looking {
             if self.el.next_deadline().is_some_and(|d| now >= d) {
                 let delivered = self.mgr.have_delivered();
+                // A halted election's poll end restarts it over a fresh manager, which dials
+                // whom the new election sends to; the old queues are not redialled.
+                let halted = self.el.halted();
                 self.el.on_timer(now, delivered);
-                if !delivered {
+                if !delivered && !halted {
                     self.mgr.connect_all();
                 }
             }
