@@ -113,9 +113,18 @@ struct State {
     configs: identity::ConfigCache,
     /// The connections being decoded (dense, see [`ConnTable`]).
     conns: ConnTable<ConnId, Conn>,
+    /// A connection opened by the last event, not yet in `conns`: most dials of an ensemble
+    /// with servers down are refused, their `Closed` the very next event, and such a
+    /// connection never needs a table entry (nor does it give a record, unless closes are
+    /// reported).
+    opened: Option<(ConnId, Conn)>,
     /// Connections to tell reassembly to ignore, once it has finished the current segment.
     ignore: Vec<ConnId>,
     out: VecDeque<Pending>,
+    /// Whether `out` changed (or the input ended) since `pop_ready` last found nothing ready:
+    /// a record's readiness depends only on the records behind it, so between pushes there is
+    /// nothing new to check (most segments push nothing).
+    out_changed: bool,
     finished: bool,
     streaming: bool,
     /// The segment being reassembled was cut by the snap length: TCP payload bytes captured.
@@ -237,8 +246,10 @@ impl<S: SegmentSource> Decoder<S> {
                 book: options.book,
                 configs: identity::ConfigCache::default(),
                 conns: ConnTable::default(),
+                opened: None,
                 ignore: Vec::new(),
                 out: VecDeque::new(),
+                out_changed: false,
                 finished: false,
                 streaming: options.streaming,
                 cut: None,
@@ -303,6 +314,7 @@ impl<S: SegmentSource> Decoder<S> {
             return;
         }
         self.state.finished = true;
+        self.state.out_changed = true;
         let state = &mut self.state;
         self.reassembler.finish_with(&mut |e| state.handle(e));
         state.ignore.clear();
@@ -311,6 +323,14 @@ impl<S: SegmentSource> Decoder<S> {
 
 impl State {
     fn handle(&mut self, event: StreamEvent<&[u8]>) {
+        if let Some((id, c)) = self.opened.take() {
+            match event {
+                StreamEvent::Closed { conn, .. } if conn == id && !self.closes => return,
+                _ => {
+                    self.conns.insert(id, c);
+                }
+            }
+        }
         match event {
             StreamEvent::Opened {
                 conn,
@@ -344,26 +364,26 @@ impl State {
                     self.ignore.push(conn);
                     return;
                 }
-                self.conns.insert(
-                    conn,
-                    Conn {
-                        initiator,
-                        acceptor,
-                        flipped,
-                        recognising: (!on_port).then(Vec::new),
-                        initiator_sid: None,
-                        sasl_user: None,
-                        dirs: [
-                            DirState::new(Direction::FromInitiator, mid_stream),
-                            DirState::new(Direction::FromAcceptor, mid_stream),
-                        ],
-                        quorum: quorum.then(|| {
-                            Box::new([QuorumDir::new(mid_stream), QuorumDir::new(mid_stream)])
-                        }),
-                        tls: None,
-                    },
-                );
-                if mid_stream {
+                let c = Conn {
+                    initiator,
+                    acceptor,
+                    flipped,
+                    recognising: (!on_port).then(Vec::new),
+                    initiator_sid: None,
+                    sasl_user: None,
+                    dirs: [
+                        DirState::new(Direction::FromInitiator, mid_stream),
+                        DirState::new(Direction::FromAcceptor, mid_stream),
+                    ],
+                    quorum: quorum.then(|| {
+                        Box::new([QuorumDir::new(mid_stream), QuorumDir::new(mid_stream)])
+                    }),
+                    tls: None,
+                };
+                if !mid_stream {
+                    self.opened = Some((conn, c));
+                } else {
+                    self.conns.insert(conn, c);
                     let message = format!(
                         "connection {initiator} -> {acceptor} started before the capture; joining it at the first frame boundary"
                     );
@@ -812,10 +832,15 @@ impl State {
             (c.acceptor, from_initiator, c.quorum.is_some())
         });
         self.out.push_back(Pending { record, acceptor });
+        self.out_changed = true;
     }
 
     /// The oldest record, once its wait for sids is over.
     fn pop_ready(&mut self) -> Option<Record> {
+        if !self.out_changed {
+            return None;
+        }
+        self.out_changed = false;
         let newest = self.out.back()?.record.time;
         let oldest = &self.out.front()?.record;
         let ready = self.finished
@@ -829,6 +854,8 @@ impl State {
             mut record,
             acceptor,
         } = self.out.pop_front()?;
+        // The next may be ready too.
+        self.out_changed = true;
         if let Some((addr, from_initiator, quorum)) = acceptor
             && let Some(sid) = if quorum {
                 self.book.quorum_sid_of(addr)

@@ -25,6 +25,26 @@ impl ElectionAddress {
     /// `ConfigUtils.getHostAndPort` and `Integer.parseInt`). `offset` is where the element
     /// starts, for the error.
     pub fn parse(text: &str, offset: usize) -> Result<Self, WireError> {
+        // The common form, `host:port` with one colon and a port in range, read directly
+        // (what the general reading below gives for it, without its intermediate strings).
+        if let Some((host, port)) = text.split_once(':')
+            && !host.is_empty()
+            && !host.starts_with('[')
+            && (1..=5).contains(&port.len())
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && let Ok(port) = port.parse::<u16>()
+        {
+            return Ok(ElectionAddress {
+                text: text.to_string(),
+                host: host.to_string(),
+                port,
+            });
+        }
+        Self::parse_general(text, offset)
+    }
+
+    /// [`ElectionAddress::parse`] for every form: a bracketed IPv6 host, signs, bad ports.
+    fn parse_general(text: &str, offset: usize) -> Result<Self, WireError> {
         let bad = |reason| {
             WireError::new(
                 "address",
@@ -185,6 +205,22 @@ pub(crate) fn java_parse_int(s: &str) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_common_form_reads_as_the_general_reading_does(
+            host in "[0-9a-z.:\\[\\]+-]{0,12}",
+            port in "[0-9+-]{0,7}",
+            sep in prop::sample::select(vec![":", "::", ""]),
+        ) {
+            let text = format!("{host}{sep}{port}");
+            prop_assert_eq!(
+                ElectionAddress::parse(&text, 3),
+                ElectionAddress::parse_general(&text, 3)
+            );
+        }
+    }
 
     #[test]
     fn ipv6_spellings_compare_equal() {

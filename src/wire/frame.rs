@@ -195,6 +195,22 @@ impl StreamDecoder {
             *input = &input[LENGTH_BYTES + len..];
             return Ok(Some(item));
         }
+        // Likewise a whole initial message (a connection's first segment, mostly).
+        if self.pending.is_empty()
+            && self.expect_initial
+            && let Ok(Probe::Complete(size)) = InitialMessage::probe(input)
+            && let Ok(message) = InitialMessage::decode(&input[..size])
+        {
+            let item = StreamItem::Initial {
+                offset: self.offset,
+                message,
+                raw: input[..size].to_vec(),
+            };
+            self.expect_initial = false;
+            self.offset += size as u64;
+            *input = &input[size..];
+            return Ok(Some(item));
+        }
         loop {
             let need = self.needed()?;
             if self.pending.len() >= need {
@@ -204,6 +220,8 @@ impl StreamDecoder {
                 return Ok(None);
             }
             let n = (need - self.pending.len()).min(input.len());
+            // What the item is known to need, at once: it grows as its header is read.
+            self.pending.reserve_exact(need - self.pending.len());
             self.pending.extend_from_slice(&input[..n]);
             *input = &input[n..];
         }
