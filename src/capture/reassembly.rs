@@ -550,7 +550,7 @@ impl Half {
 struct Conn {
     info: ConnInfo,
     halves: [Half; 2],
-    /// Position in the LRU order: the tick of its latest entry in `Reassembler::lru`.
+    /// When it was last used: the reassembler's clock at its latest touch (LRU eviction).
     tick: u64,
 }
 
@@ -579,11 +579,13 @@ pub struct Reassembler {
     /// move entries).
     last_slot: Option<usize>,
     ids: HashMap<ConnId, Key>,
-    /// Least recently used order, lazily: every touch appends `(tick, key)`; an entry is live
-    /// when its connection is open and still has that tick. Stale entries are skipped when
-    /// evicting and swept out when they outnumber the open connections, so the queue stays
-    /// within about twice the open connections, and a touch costs an append, not a tree update.
-    lru: VecDeque<(u64, Key)>,
+    /// The next connections to evict, least recently used last: the oldest eighth of the open
+    /// connections by `tick` when last chosen. An entry is live while its connection is open
+    /// and still has that tick; every connection outside the list has been used since the
+    /// oldest live one in it, so popping live entries evicts in exact LRU order. A touch costs
+    /// a tick, and choosing costs a pass over the table for every eighth of it evicted.
+    victims: Vec<(u64, Key)>,
+    /// The tick of the latest touch: each touch of another connection advances it.
     clock: u64,
     next_id: u64,
     /// Recently closed tuples.
@@ -608,7 +610,7 @@ impl Reassembler {
             conns: ConnTable::default(),
             last_slot: None,
             ids: HashMap::default(),
-            lru: VecDeque::new(),
+            victims: Vec::new(),
             clock: 0,
             next_id: 1,
             closed: ClosedTuples::default(),
@@ -677,15 +679,13 @@ impl Reassembler {
             self.last_slot = slot;
             if !(seg.syn && starts_new(conn, seg)) {
                 if conn.tick != self.clock {
-                    // Not already the most recently used: move it to the back.
+                    // Not already the most recently used: now it is.
                     self.clock += 1;
                     conn.tick = self.clock;
-                    self.lru.push_back((conn.tick, key));
                 }
                 if let Some(how) = handle(conn, seg, &self.config, &mut self.stats, sink) {
                     self.close(key, how, seg.time, sink);
                 }
-                self.sweep_lru();
                 return;
             }
             self.close(key, CloseKind::Reused, seg.time, sink);
@@ -734,7 +734,6 @@ impl Reassembler {
             {
                 self.close(key, how, seg.time, sink);
             }
-            self.sweep_lru();
         } else {
             self.stats.stray += 1;
         }
@@ -764,28 +763,39 @@ impl Reassembler {
             self.close(key, how, self.now, sink);
         }
         self.closed.clear();
-        self.lru.clear();
+        self.victims.clear();
         self.syn_only.clear();
         self.syn_order.clear();
     }
 
-    /// Drops stale LRU entries once they outnumber the open connections (amortised O(1)).
-    fn sweep_lru(&mut self) {
-        if self.lru.len() > 2 * self.conns.len() + 1024 {
-            let conns = &self.conns;
-            self.lru
-                .retain(|(tick, key)| conns.get(key).is_some_and(|c| c.tick == *tick));
-        }
-    }
-
-    /// The least recently used open connection, removed from the LRU order.
+    /// The least recently used open connection, taken off the victims list.
     fn pop_lru(&mut self) -> Option<Key> {
-        while let Some((tick, key)) = self.lru.pop_front() {
-            if self.conns.get(&key).is_some_and(|c| c.tick == tick) {
-                return Some(key);
+        for choose in [false, true] {
+            if choose {
+                self.choose_victims();
+            }
+            while let Some((tick, key)) = self.victims.pop() {
+                if self.conns.get(&key).is_some_and(|c| c.tick == tick) {
+                    return Some(key);
+                }
             }
         }
         None
+    }
+
+    /// Lists the oldest eighth of the open connections (at least one), oldest last.
+    fn choose_victims(&mut self) {
+        self.victims.clear();
+        self.victims
+            .extend(self.conns.iter().map(|(key, c)| (c.tick, *key)));
+        let keep = (self.victims.len() / 8).max(1).min(self.victims.len());
+        if keep < self.victims.len() {
+            self.victims
+                .select_nth_unstable_by_key(keep, |(tick, _)| *tick);
+            self.victims.truncate(keep);
+        }
+        self.victims
+            .sort_unstable_by_key(|(tick, _)| std::cmp::Reverse(*tick));
     }
 
     /// A SYN-only connection ended by a bare reset (a refused dial, most connections of an
@@ -905,7 +915,6 @@ impl Reassembler {
         }
         self.clock += 1;
         let tick = self.clock;
-        self.lru.push_back((tick, key));
         self.ids.insert(id, key);
         self.conns.insert(
             key,

@@ -827,9 +827,17 @@ impl State {
     }
 
     fn push(&mut self, record: Record) {
-        let acceptor = record.conn.and_then(|c| self.conns.get(&c)).map(|c| {
+        // Only a record whose acceptor sid is still unknown waits for it to be learned.
+        let acceptor = record.conn.and_then(|c| self.conns.get(&c)).and_then(|c| {
             let from_initiator = record.src == Some(c.initiator);
-            (c.acceptor, from_initiator, c.quorum.is_some())
+            let known = if from_initiator {
+                record.to_sid
+            } else {
+                record.from_sid
+            };
+            known
+                .is_none()
+                .then_some((c.acceptor, from_initiator, c.quorum.is_some()))
         });
         self.out.push_back(Pending { record, acceptor });
         self.out_changed = true;
@@ -873,17 +881,6 @@ impl State {
         Some(record)
     }
 
-    fn sids(&self, conn: ConnId, dir: CapDir) -> (Option<i64>, Option<i64>) {
-        let Some(c) = self.conns.get(&conn) else {
-            return (None, None);
-        };
-        let acceptor = self.acceptor_sid(c);
-        match dir {
-            CapDir::FromInitiator => (c.initiator_sid, acceptor),
-            CapDir::FromAcceptor => (acceptor, c.initiator_sid),
-        }
-    }
-
     fn record(
         &self,
         conn: ConnId,
@@ -892,12 +889,26 @@ impl State {
         offset: Option<u64>,
         body: Body,
     ) -> Record {
-        let (src, dst) = match self.conns.get(&conn) {
-            Some(c) if dir == CapDir::FromInitiator => (Some(c.initiator), Some(c.acceptor)),
-            Some(c) => (Some(c.acceptor), Some(c.initiator)),
-            None => (None, None),
+        let (src, dst, from_sid, to_sid) = match self.conns.get(&conn) {
+            Some(c) => {
+                let acceptor_sid = self.acceptor_sid(c);
+                match dir {
+                    CapDir::FromInitiator => (
+                        Some(c.initiator),
+                        Some(c.acceptor),
+                        c.initiator_sid,
+                        acceptor_sid,
+                    ),
+                    CapDir::FromAcceptor => (
+                        Some(c.acceptor),
+                        Some(c.initiator),
+                        acceptor_sid,
+                        c.initiator_sid,
+                    ),
+                }
+            }
+            None => (None, None, None, None),
         };
-        let (from_sid, to_sid) = self.sids(conn, dir);
         Record {
             time,
             conn: Some(conn),
