@@ -818,6 +818,43 @@ fn eviction_keeps_connection_count_bounded() {
     assert_eq!(stream(&ev, 1, I).0, b"aa");
 }
 
+proptest! {
+    /// Evictions follow exact least-recently-used order, as a plain ordered list says.
+    #[test]
+    fn eviction_is_least_recently_used_first(
+        max in 1usize..24,
+        touches in proptest::collection::vec(0u16..40, 1..400),
+    ) {
+        let cfg = ReassemblyConfig { max_connections: max, ..Default::default() };
+        let mut next_seq = [1u32; 40];
+        let mut model: Vec<u16> = Vec::new();
+        let mut expected = Vec::new();
+        let mut v = Vec::new();
+        for &p in &touches {
+            let src = format!("10.0.0.1:{}", 41000 + p);
+            v.push(seg(&src, B, next_seq[usize::from(p)], b"x"));
+            next_seq[usize::from(p)] += 1;
+            if let Some(at) = model.iter().position(|&q| q == p) {
+                model.remove(at);
+            } else if model.len() >= max {
+                expected.push(model.remove(0));
+            }
+            model.push(p);
+        }
+        let ev = run_with(cfg, v);
+        let port_of: std::collections::HashMap<ConnId, u16> = opens(&ev)
+            .into_iter()
+            .map(|(id, addr, _)| (id, addr.port() - 41000))
+            .collect();
+        let evicted: Vec<u16> = closes(&ev)
+            .into_iter()
+            .filter(|(_, how)| *how == CloseKind::Evicted)
+            .map(|(id, _)| port_of[&id])
+            .collect();
+        prop_assert_eq!(evicted, expected);
+    }
+}
+
 #[test]
 fn events_are_in_time_order() {
     let mut v = handshake(0, 0);
