@@ -29,6 +29,22 @@ impl Timestamp {
     /// Builds a timestamp from seconds and a sub-second count of `units_per_sec` units,
     /// normalising an out-of-range fraction (malformed captures) into the seconds.
     pub fn from_fraction(secs: i64, frac: u64, units_per_sec: u64) -> Timestamp {
+        // The usual resolutions, in range: no 128-bit division (it is a library call).
+        match (units_per_sec, frac < units_per_sec) {
+            (1_000_000, true) => {
+                return Timestamp {
+                    secs,
+                    nanos: frac as u32 * 1000,
+                };
+            }
+            (1_000_000_000, true) => {
+                return Timestamp {
+                    secs,
+                    nanos: frac as u32,
+                };
+            }
+            _ => {}
+        }
         let units = units_per_sec.max(1);
         let secs = secs.saturating_add(i64::try_from(frac / units).unwrap_or(i64::MAX));
         // u128 so that `frac * 1e9` cannot overflow for any resolution up to 2^64.

@@ -1226,3 +1226,20 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The usual resolutions' shortcut agrees with the general conversion.
+    #[test]
+    fn timestamps_convert_as_the_general_formula_does(
+        secs in any::<i64>(),
+        frac in any::<u64>(),
+        units in prop::sample::select(vec![1_000_000u64, 1_000_000_000]),
+        small in any::<bool>(),
+    ) {
+        let frac = if small { frac % units } else { frac };
+        let t = Timestamp::from_fraction(secs, frac, units);
+        let whole = secs.saturating_add(i64::try_from(frac / units).unwrap_or(i64::MAX));
+        let nanos = (u128::from(frac % units) * 1_000_000_000 / u128::from(units)) as u32;
+        prop_assert_eq!(t, Timestamp { secs: whole, nanos });
+    }
+}

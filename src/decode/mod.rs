@@ -117,7 +117,7 @@ struct State {
     /// with servers down are refused, their `Closed` the very next event, and such a
     /// connection never needs a table entry (nor does it give a record, unless closes are
     /// reported).
-    opened: Option<(ConnId, Conn)>,
+    opened: Option<(ConnId, Opening)>,
     /// Connections to tell reassembly to ignore, once it has finished the current segment.
     ignore: Vec<ConnId>,
     out: VecDeque<Pending>,
@@ -167,6 +167,38 @@ struct Conn {
     tls: Option<bool>,
     /// The user a quorum SASL learner answered as, for the server's verdict.
     sasl_user: Option<String>,
+}
+
+/// A connection as its `Opened` event describes it, before its decoding state is made.
+struct Opening {
+    initiator: SocketAddr,
+    acceptor: SocketAddr,
+    flipped: bool,
+    on_port: bool,
+    quorum: bool,
+    mid_stream: bool,
+}
+
+impl Opening {
+    fn conn(&self) -> Conn {
+        let mid_stream = self.mid_stream;
+        Conn {
+            initiator: self.initiator,
+            acceptor: self.acceptor,
+            flipped: self.flipped,
+            recognising: (!self.on_port).then(Vec::new),
+            initiator_sid: None,
+            sasl_user: None,
+            dirs: [
+                DirState::new(Direction::FromInitiator, mid_stream),
+                DirState::new(Direction::FromAcceptor, mid_stream),
+            ],
+            quorum: self
+                .quorum
+                .then(|| Box::new([QuorumDir::new(mid_stream), QuorumDir::new(mid_stream)])),
+            tls: None,
+        }
+    }
 }
 
 /// One direction of a quorum-port connection.
@@ -323,11 +355,11 @@ impl<S: SegmentSource> Decoder<S> {
 
 impl State {
     fn handle(&mut self, event: StreamEvent<&[u8]>) {
-        if let Some((id, c)) = self.opened.take() {
+        if let Some((id, opening)) = self.opened.take() {
             match event {
                 StreamEvent::Closed { conn, .. } if conn == id && !self.closes => return,
                 _ => {
-                    self.conns.insert(id, c);
+                    self.conns.insert(id, opening.conn());
                 }
             }
         }
@@ -364,26 +396,18 @@ impl State {
                     self.ignore.push(conn);
                     return;
                 }
-                let c = Conn {
+                let opening = Opening {
                     initiator,
                     acceptor,
                     flipped,
-                    recognising: (!on_port).then(Vec::new),
-                    initiator_sid: None,
-                    sasl_user: None,
-                    dirs: [
-                        DirState::new(Direction::FromInitiator, mid_stream),
-                        DirState::new(Direction::FromAcceptor, mid_stream),
-                    ],
-                    quorum: quorum.then(|| {
-                        Box::new([QuorumDir::new(mid_stream), QuorumDir::new(mid_stream)])
-                    }),
-                    tls: None,
+                    on_port,
+                    quorum,
+                    mid_stream,
                 };
                 if !mid_stream {
-                    self.opened = Some((conn, c));
+                    self.opened = Some((conn, opening));
                 } else {
-                    self.conns.insert(conn, c);
+                    self.conns.insert(conn, opening.conn());
                     let message = format!(
                         "connection {initiator} -> {acceptor} started before the capture; joining it at the first frame boundary"
                     );

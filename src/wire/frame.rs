@@ -100,7 +100,8 @@ pub struct StreamDecoder {
     pending: Vec<u8>,
     /// Stream offset of `pending[0]`.
     offset: u64,
-    failed: Option<WireError>,
+    /// Boxed: rare, and a connection holds two decoders.
+    failed: Option<Box<WireError>>,
 }
 
 impl StreamDecoder {
@@ -168,11 +169,11 @@ impl StreamDecoder {
     /// `Ok(None)` when `input` is used up first.
     pub fn decode(&mut self, input: &mut &[u8]) -> Result<Option<StreamItem>, WireError> {
         if let Some(e) = &self.failed {
-            return Err(e.clone());
+            return Err((**e).clone());
         }
         let result = self.decode_inner(input);
         if let Err(e) = &result {
-            self.failed = Some(e.clone());
+            self.failed = Some(Box::new(e.clone()));
         }
         result
     }
