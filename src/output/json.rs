@@ -401,22 +401,39 @@ fn json_addr(out: &mut Vec<u8>, addr: Option<std::net::SocketAddr>) {
     match addr {
         None => out.extend_from_slice(b"null"),
         Some(std::net::SocketAddr::V4(v4)) => {
-            out.push(b'"');
+            // Composed in a buffer of the longest form, `"255.255.255.255:65535"`, and
+            // appended at once: a push per character checks the capacity every time.
+            let mut text = [0u8; 23];
+            let mut n = 0;
+            let mut put = |b: u8| {
+                text[n] = b;
+                n += 1;
+            };
+            put(b'"');
             for (i, o) in v4.ip().octets().into_iter().enumerate() {
                 if i > 0 {
-                    out.push(b'.');
+                    put(b'.');
                 }
                 if o >= 100 {
-                    out.push(b'0' + o / 100);
+                    put(b'0' + o / 100);
                 }
                 if o >= 10 {
-                    out.push(b'0' + o / 10 % 10);
+                    put(b'0' + o / 10 % 10);
                 }
-                out.push(b'0' + o % 10);
+                put(b'0' + o % 10);
             }
-            out.push(b':');
-            json_int(out, v4.port());
-            out.push(b'"');
+            put(b':');
+            let port = v4.port();
+            let mut digits = false;
+            for unit in [10_000, 1_000, 100, 10, 1] {
+                let d = (port / unit % 10) as u8;
+                digits |= d != 0 || unit == 1;
+                if digits {
+                    put(b'0' + d);
+                }
+            }
+            put(b'"');
+            out.extend_from_slice(&text[..n]);
         }
         Some(a) => json_str(out, &a.to_string()),
     }
@@ -739,6 +756,16 @@ mod tests {
             let mut out = Vec::new();
             json_addr(&mut out, Some(addr));
             assert_eq!(out, serde_json::to_vec(&addr.to_string()).unwrap(), "{a}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_ipv4_address_is_written_as_display_does(ip in proptest::prelude::any::<u32>(), port in proptest::prelude::any::<u16>()) {
+            let addr = std::net::SocketAddr::from((std::net::Ipv4Addr::from_bits(ip), port));
+            let mut out = Vec::new();
+            json_addr(&mut out, Some(addr));
+            proptest::prop_assert_eq!(out, serde_json::to_vec(&addr.to_string()).unwrap());
         }
     }
 
