@@ -1321,6 +1321,38 @@ mod tests {
     }
 
     proptest! {
+        /// The recently closed tuples, batched, remember exactly what a queue of the last
+        /// `cap` closes would.
+        #[test]
+        fn closed_tuples_remember_the_last_closes(
+            cap in 1usize..80,
+            ops in proptest::collection::vec((0u8..3, 0u16..60), 1..600),
+        ) {
+            let mut closed = ClosedTuples::default();
+            // The model: every close in order, a removal forgetting the tuple's earlier ones.
+            let mut model: Vec<Option<u16>> = Vec::new();
+            for (op, port) in ops {
+                let key = Key::new(v4([10, 0, 0, 1], 40_000 + port), v4([10, 0, 0, 2], 3888));
+                match op {
+                    0 => {
+                        closed.insert(key, cap);
+                        model.push(Some(port));
+                    }
+                    1 => {
+                        closed.remove(&key);
+                        for m in model.iter_mut().filter(|m| **m == Some(port)) {
+                            *m = None;
+                        }
+                    }
+                    _ => {
+                        let start = model.len().saturating_sub(cap);
+                        let expected = model[start..].contains(&Some(port));
+                        prop_assert_eq!(closed.contains(&key, cap), expected);
+                    }
+                }
+            }
+        }
+
         #[test]
         fn packed_ipv4_tuples_unpack_to_the_same_key(
             a in any::<[u8; 4]>(), pa in any::<u16>(), b in any::<[u8; 4]>(), pb in any::<u16>()
