@@ -513,8 +513,8 @@ impl Output {
     }
 
     fn consume<S: SegmentSource>(&mut self, decoder: &mut Decoder<S>) -> Result<(), CliError> {
-        for record in decoder.by_ref() {
-            self.record(&record)?;
+        while let Some(record) = decoder.next_record() {
+            self.record(record)?;
             if self.streaming && STOP.load(Ordering::Relaxed) {
                 break;
             }

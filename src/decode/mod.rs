@@ -101,6 +101,8 @@ pub struct Decoder<S> {
     segments: S,
     reassembler: Reassembler,
     state: State,
+    /// The oldest waiting record was lent by [`Decoder::next_record`]: it goes at the next call.
+    lent: bool,
 }
 
 /// Everything but the segment source and reassembly, split off so that reassembly can hand
@@ -288,6 +290,40 @@ impl<S: SegmentSource> Decoder<S> {
                 items: Vec::new(),
                 problems: Vec::new(),
             },
+            lent: false,
+        }
+    }
+
+    /// The next record, lent until the next call: [`Iterator::next`] without moving it out
+    /// (records are a few hundred bytes, and a decode hands out millions).
+    pub fn next_record(&mut self) -> Option<&Record> {
+        if self.wait_ready() {
+            self.lent = true;
+            self.state.out.front().map(|p| &p.record)
+        } else {
+            None
+        }
+    }
+
+    /// Reads on until the oldest waiting record is ready to be handed out; false at the end.
+    fn wait_ready(&mut self) -> bool {
+        if std::mem::take(&mut self.lent) {
+            self.state.out.pop_front();
+            self.state.out_changed = true;
+        }
+        loop {
+            if self.state.front_ready() {
+                return true;
+            }
+            if self.state.finished && self.state.out.is_empty() {
+                return false;
+            }
+            if self.state.finished {
+                // Nothing more comes: what waits is ready.
+                self.state.out_changed = true;
+                continue;
+            }
+            self.step();
         }
     }
 
@@ -306,6 +342,7 @@ impl<S: SegmentSource> Decoder<S> {
             segments,
             reassembler,
             state,
+            ..
         } = self;
         let next = segments.next_segment(|seg| {
             state.cut = (seg.missing > 0).then_some(seg.payload.len());
@@ -867,28 +904,29 @@ impl State {
         self.out_changed = true;
     }
 
-    /// The oldest record, once its wait for sids is over.
-    fn pop_ready(&mut self) -> Option<Record> {
+    /// Whether the oldest record's wait for sids is over; if so, the sid it waited for is
+    /// filled in, where known by now.
+    fn front_ready(&mut self) -> bool {
         if !self.out_changed {
-            return None;
+            return false;
         }
         self.out_changed = false;
-        let newest = self.out.back()?.record.time;
-        let oldest = &self.out.front()?.record;
+        let (Some(newest), Some(oldest)) = (self.out.back(), self.out.front()) else {
+            return false;
+        };
         let ready = self.finished
             || self.streaming
             || self.out.len() > RESOLVE_WINDOW_RECORDS
-            || newest.secs - oldest.time.secs > RESOLVE_WINDOW_SECS;
+            || newest.record.time.secs - oldest.record.time.secs > RESOLVE_WINDOW_SECS;
         if !ready {
-            return None;
+            return false;
         }
-        let Pending {
-            mut record,
-            acceptor,
-        } = self.out.pop_front()?;
         // The next may be ready too.
         self.out_changed = true;
-        if let Some((addr, from_initiator, quorum)) = acceptor
+        let Some(Pending { record, acceptor }) = self.out.front_mut() else {
+            return false;
+        };
+        if let Some((addr, from_initiator, quorum)) = acceptor.take()
             && let Some(sid) = if quorum {
                 self.book.quorum_sid_of(addr)
             } else {
@@ -902,7 +940,7 @@ impl State {
             };
             slot.get_or_insert(sid);
         }
-        Some(record)
+        true
     }
 
     fn record(
@@ -1062,15 +1100,9 @@ impl<S: SegmentSource> Iterator for Decoder<S> {
     type Item = Record;
 
     fn next(&mut self) -> Option<Record> {
-        loop {
-            if let Some(r) = self.state.pop_ready() {
-                return Some(r);
-            }
-            if self.state.finished {
-                return None;
-            }
-            self.step();
-        }
+        self.wait_ready()
+            .then(|| self.state.out.pop_front().map(|p| p.record))
+            .flatten()
     }
 }
 
@@ -1186,6 +1218,38 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Lent records are the iterator's, in the same order, however the two calls are mixed.
+    #[test]
+    fn lent_records_are_the_iterators() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/staggered5/capture.pcap"
+        );
+        let open = || {
+            Decoder::from_capture(
+                crate::capture::open(path).unwrap(),
+                DecodeOptions::default(),
+            )
+        };
+        let all: Vec<Record> = open().collect();
+        assert!(all.len() > 100);
+        let mut d = open();
+        let mut mixed = Vec::new();
+        for i in 0.. {
+            let r = if i % 3 == 0 {
+                d.next()
+            } else {
+                d.next_record().cloned()
+            };
+            match r {
+                Some(r) => mixed.push(r),
+                None => break,
+            }
+        }
+        assert_eq!(mixed, all);
+        assert!(d.next_record().is_none() && d.next().is_none());
     }
 
     /// Quorum TLS on both ports: each connection is one `encrypted` warning, its bytes
