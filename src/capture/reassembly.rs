@@ -770,14 +770,18 @@ impl Reassembler {
 
     /// The least recently used open connection, taken off the victims list.
     fn pop_lru(&mut self) -> Option<Key> {
-        for choose in [false, true] {
-            if choose {
-                self.choose_victims();
-            }
-            while let Some((tick, key)) = self.victims.pop() {
-                if self.conns.get(&key).is_some_and(|c| c.tick == tick) {
-                    return Some(key);
-                }
+        if let Some(key) = self.pop_live_victim() {
+            return Some(key);
+        }
+        self.choose_victims();
+        self.pop_live_victim()
+    }
+
+    /// The first entry of the victims list whose connection is open and unused since.
+    fn pop_live_victim(&mut self) -> Option<Key> {
+        while let Some((tick, key)) = self.victims.pop() {
+            if self.conns.get(&key).is_some_and(|c| c.tick == tick) {
+                return Some(key);
             }
         }
         None

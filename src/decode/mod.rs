@@ -123,7 +123,7 @@ struct State {
     /// Connections to tell reassembly to ignore, once it has finished the current segment.
     ignore: Vec<ConnId>,
     out: VecDeque<Pending>,
-    /// Whether `out` changed (or the input ended) since `pop_ready` last found nothing ready:
+    /// Whether `out` changed (or the input ended) since `front_ready` last found nothing ready:
     /// a record's readiness depends only on the records behind it, so between pushes there is
     /// nothing new to check (most segments push nothing).
     out_changed: bool,
@@ -315,13 +315,9 @@ impl<S: SegmentSource> Decoder<S> {
             if self.state.front_ready() {
                 return true;
             }
-            if self.state.finished && self.state.out.is_empty() {
-                return false;
-            }
+            // Once the input has ended every waiting record is ready, so nothing is left.
             if self.state.finished {
-                // Nothing more comes: what waits is ready.
-                self.state.out_changed = true;
-                continue;
+                return false;
             }
             self.step();
         }

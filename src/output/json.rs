@@ -423,14 +423,8 @@ fn json_addr(out: &mut Vec<u8>, addr: Option<std::net::SocketAddr>) {
                 put(b'0' + o % 10);
             }
             put(b':');
-            let port = v4.port();
-            let mut digits = false;
-            for unit in [10_000, 1_000, 100, 10, 1] {
-                let d = (port / unit % 10) as u8;
-                digits |= d != 0 || unit == 1;
-                if digits {
-                    put(b'0' + d);
-                }
+            for &d in itoa::Buffer::new().format(v4.port()).as_bytes() {
+                put(d);
             }
             put(b'"');
             out.extend_from_slice(&text[..n]);
