@@ -42,6 +42,9 @@ pub const DEDUP_CAPACITY: usize = 1 << 20;
 /// Most connections whose coverage (which files see them) is remembered.
 pub const COVERAGE_CAPACITY: usize = 1 << 16;
 
+/// Connections remembered before the coverage table is first swept of quiet ones.
+const COVERAGE_SWEEP_FIRST: usize = 1 << 10;
+
 /// Segments (with data, SYN or FIN) of each file read for the clock estimate before the
 /// first try.
 pub const INDEX_FIRST: u64 = 1 << 13;
@@ -67,6 +70,34 @@ pub fn from_nanos(n: i64) -> Timestamp {
         secs: n.div_euclid(1_000_000_000),
         nanos: n.rem_euclid(1_000_000_000) as u32,
     }
+}
+
+/// `t` moved by `offset` nanoseconds: its corrected time in nanoseconds and as a timestamp.
+/// The same as `nanos(t).saturating_add(offset)` and [`from_nanos`] of that, without a 64-bit
+/// division per segment (`offset` comes split, as [`split_nanos`] gives it) unless the times
+/// are far enough out to saturate.
+fn shift(t: Timestamp, offset: i64, (whole, part): (i64, u32)) -> (i64, Timestamp) {
+    // Below this, neither `nanos(t)` nor the sum can saturate.
+    const BOUND: u64 = 1 << 32;
+    let at = nanos(t).saturating_add(offset);
+    if t.secs.unsigned_abs() >= BOUND || whole.unsigned_abs() >= BOUND {
+        return (at, from_nanos(at));
+    }
+    let sum = t.nanos + part;
+    let carry = sum >= 1_000_000_000;
+    let shifted = Timestamp {
+        secs: t.secs + whole + i64::from(carry),
+        nanos: if carry { sum - 1_000_000_000 } else { sum },
+    };
+    (at, shifted)
+}
+
+/// `n` nanoseconds as whole seconds (rounded down) and the nanoseconds beyond them.
+fn split_nanos(n: i64) -> (i64, u32) {
+    (
+        n.div_euclid(1_000_000_000),
+        n.rem_euclid(1_000_000_000) as u32,
+    )
 }
 
 /// What identifies one TCP segment in every capture that holds it: addresses, sequence and
@@ -349,7 +380,11 @@ struct Input {
     name: String,
     segments: TcpSegments,
     offset: i64,
+    /// `offset` split as [`shift`] takes it.
+    offset_split: (i64, u32),
+    /// The next segment when `live`; kept when not, so that its memory serves the next one.
     head: Option<Head>,
+    live: bool,
     /// Corrected time of the first and latest segment.
     first: Option<i64>,
     last: i64,
@@ -364,7 +399,7 @@ struct Input {
 impl Input {
     /// The head segment, its payload lent from the map or from its copy.
     fn head_ref(&self) -> Option<TcpSegmentRef<'_>> {
-        let head = self.head.as_ref()?;
+        let head = self.head.as_ref().filter(|_| self.live)?;
         let mut seg = head.seg.as_ref();
         if let (Some((start, end)), Some(map)) = (head.in_map, self.segments.mapped_bytes()) {
             seg.payload = map.get(start..end)?;
@@ -372,15 +407,31 @@ impl Input {
         Some(seg)
     }
 
-    /// Reads the next segment into `head` (reusing its payload buffer).
+    /// The corrected time of the head segment, if there is one.
+    fn head_at(&self) -> Option<i64> {
+        self.head.as_ref().filter(|_| self.live).map(|h| h.at)
+    }
+
+    /// Reads the next segment into `head`, in place: a segment is a few hundred bytes, and
+    /// every segment of every file passes through here.
     fn advance(&mut self) {
-        let mut spare = self.head.take().map(|h| h.seg);
-        let offset = self.offset;
-        let map = self
-            .segments
+        let Input {
+            segments,
+            offset,
+            offset_split,
+            head,
+            live,
+            first,
+            last,
+            exhausted,
+            error,
+            ..
+        } = self;
+        let (offset, offset_split) = (*offset, *offset_split);
+        let map = segments
             .mapped_bytes()
             .map(|m| (m.as_ptr() as usize, m.len()));
-        match self.segments.next_with(|seg| {
+        let read = segments.next_with(|seg| {
             // A payload inside the mapped file is remembered by position, not copied.
             let at_ptr = seg.payload.as_ptr() as usize;
             let in_map = map.and_then(|(base, len)| {
@@ -388,11 +439,13 @@ impl Input {
                 (start + seg.payload.len() <= len).then_some((start, start + seg.payload.len()))
             });
             let copied: &[u8] = if in_map.is_some() { &[] } else { seg.payload };
-            let mut owned = match spare.take() {
-                Some(mut s) => {
+            let (at, time) = shift(seg.time, offset, offset_split);
+            match head {
+                Some(h) => {
+                    let s = &mut h.seg;
                     s.payload.clear();
                     s.payload.extend_from_slice(copied);
-                    s.time = seg.time;
+                    s.time = time;
                     s.src = seg.src;
                     s.dst = seg.dst;
                     s.seq = seg.seq;
@@ -402,32 +455,35 @@ impl Input {
                     s.rst = seg.rst;
                     s.missing = seg.missing;
                     s.record = seg.record;
-                    s
+                    h.at = at;
+                    h.in_map = in_map;
                 }
-                None => TcpSegmentRef {
-                    payload: copied,
-                    ..*seg
+                None => {
+                    *head = Some(Head {
+                        seg: TcpSegmentRef {
+                            payload: copied,
+                            time,
+                            ..*seg
+                        }
+                        .to_segment(),
+                        at,
+                        in_map,
+                    })
                 }
-                .to_segment(),
-            };
-            let at = nanos(seg.time).saturating_add(offset);
-            owned.time = from_nanos(at);
-            Head {
-                seg: owned,
-                at,
-                in_map,
             }
-        }) {
-            Some(Ok(head)) => {
-                self.first.get_or_insert(head.at);
-                self.last = self.last.max(head.at);
-                self.head = Some(head);
+            at
+        });
+        *live = matches!(read, Some(Ok(_)));
+        match read {
+            Some(Ok(at)) => {
+                first.get_or_insert(at);
+                *last = (*last).max(at);
             }
             Some(Err(e)) => {
-                self.error = Some(e);
-                self.exhausted = true;
+                *error = Some(e);
+                *exhausted = true;
             }
-            None => self.exhausted = true,
+            None => *exhausted = true,
         }
     }
 }
@@ -470,6 +526,10 @@ pub struct MergedSegments {
     expiry: VecDeque<(i64, u64)>,
     /// Canonical connection hash → its coverage.
     coverage: FxHashMap<u64, Coverage>,
+    /// Size at which `coverage` is next swept of connections gone quiet: twice what the last
+    /// sweep kept, so the table stays near the number of live connections (and in cache)
+    /// rather than filling up to [`COVERAGE_CAPACITY`] with finished ones.
+    coverage_sweep_at: usize,
     losses: FxHashMap<(usize, SocketAddr, SocketAddr), (u64, u64)>,
     /// Copies dropped because another file had them first.
     pub duplicates: u64,
@@ -492,7 +552,9 @@ impl MergedSegments {
                 name,
                 segments,
                 offset: offset.nanos(),
+                offset_split: split_nanos(offset.nanos()),
                 head: None,
+                live: false,
                 first: None,
                 last: i64::MIN,
                 exhausted: false,
@@ -503,8 +565,8 @@ impl MergedSegments {
         let mut heap = BinaryHeap::new();
         for (i, input) in inputs.iter_mut().enumerate() {
             input.advance();
-            if let Some(h) = &input.head {
-                heap.push(Reverse((h.at, i)));
+            if let Some(at) = input.head_at() {
+                heap.push(Reverse((at, i)));
             }
         }
         MergedSegments {
@@ -514,6 +576,7 @@ impl MergedSegments {
             seen: FxHashMap::default(),
             expiry: VecDeque::new(),
             coverage: FxHashMap::default(),
+            coverage_sweep_at: COVERAGE_SWEEP_FIRST,
             losses: FxHashMap::default(),
             duplicates: 0,
         }
@@ -556,14 +619,18 @@ impl MergedSegments {
             let Some(c) = self.coverage.get(&seen.conn) else {
                 continue;
             };
-            let (covering, src, dst) = if seen.reverse {
-                (c.files, c.hi, c.lo)
+            // Files that cover the connection but lack the segment (usually none).
+            let lacking = c.files & !seen.files;
+            if lacking == 0 {
+                continue;
+            }
+            let (src, dst) = if seen.reverse {
+                (c.hi, c.lo)
             } else {
-                (c.files, c.lo, c.hi)
+                (c.lo, c.hi)
             };
             for (i, input) in self.inputs.iter().enumerate() {
-                let bit = 1u64 << i;
-                if seen.files & bit != 0 || covering & bit == 0 {
+                if lacking & (1u64 << i) == 0 {
                     continue;
                 }
                 // Only while that file was capturing.
@@ -593,7 +660,7 @@ impl MergedSegments {
         });
         e.files |= 1 << file;
         e.latest = at;
-        if self.coverage.len() > COVERAGE_CAPACITY {
+        if self.coverage.len() > self.coverage_sweep_at {
             let horizon = at.saturating_sub(10 * DEDUP_WINDOW_NANOS);
             self.coverage.retain(|_, c| c.latest >= horizon);
             // Entries may have gone: every file notes its next segment's connection again.
@@ -603,6 +670,8 @@ impl MergedSegments {
             if self.coverage.len() > COVERAGE_CAPACITY / 2 {
                 self.coverage.clear();
             }
+            self.coverage_sweep_at =
+                (2 * self.coverage.len()).clamp(COVERAGE_SWEEP_FIRST, COVERAGE_CAPACITY);
         }
     }
 
@@ -626,13 +695,14 @@ impl MergedSegments {
         let input = &self.inputs[i];
         let seg = input.head_ref()?;
         let fp = fingerprint(&seg);
-        let addrs = (seg.src, seg.dst);
         // Pure ACKs are neither compared nor counted; coverage comes from the others.
         let conn = if fp.is_some() {
             connection_hash(seg.src, seg.dst)
         } else {
             0
         };
+        // The addresses are copied out only when the coverage table needs them.
+        let note = (fp.is_some() && input.noted != conn).then_some((seg.src, seg.dst));
         let keep = match fp {
             None => true,
             Some(fp) => match self.seen.get_mut(&fp) {
@@ -681,7 +751,7 @@ impl MergedSegments {
                 }
             },
         };
-        if fp.is_some() && self.inputs[i].noted != conn {
+        if let Some(addrs) = note {
             self.inputs[i].noted = conn;
             self.note_coverage(conn, i, at, addrs);
         }
@@ -707,8 +777,8 @@ impl SegmentSource for MergedSegments {
                 f(&seg);
             }
             input.advance();
-            if let Some(h) = &input.head {
-                let head = (h.at, i);
+            if let Some(at) = input.head_at() {
+                let head = (at, i);
                 if self.heap.peek().is_none_or(|Reverse(top)| head <= *top) {
                     self.next = Some(head);
                 } else {
@@ -879,6 +949,19 @@ mod tests {
     }
 
     proptest! {
+        /// Shifting a time without a division gives what the plain arithmetic gives,
+        /// saturation included.
+        #[test]
+        fn shift_is_plain_arithmetic(
+            secs in prop_oneof![-(1i64 << 33)..(1i64 << 33), any::<i64>()],
+            part in 0u32..1_000_000_000,
+            offset in prop_oneof![-(1i64 << 62)..(1i64 << 62), any::<i64>()],
+        ) {
+            let t = Timestamp { secs, nanos: part };
+            let at = nanos(t).saturating_add(offset);
+            prop_assert_eq!(shift(t, offset, split_nanos(offset)), (at, from_nanos(at)));
+        }
+
         /// The true offset always lies within the estimate's error bounds, and the bounds are
         /// no wider than the slowest transit.
         #[test]
