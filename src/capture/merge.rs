@@ -49,7 +49,7 @@ const COVERAGE_SWEEP_FIRST: usize = 1 << 10;
 /// first try.
 pub const INDEX_FIRST: u64 = 1 << 13;
 
-/// Pass 1 reads four times as far while the estimate still improves (its worst error shrinks
+/// Pass 1 reads twice as far while the estimate still improves (its worst error shrinks
 /// by a tenth or more), up to this many segments of each file; beyond it only while a file
 /// stays unaligned.
 pub const INDEX_BUDGET: u64 = 1 << 18;
@@ -814,7 +814,7 @@ pub fn open_files(
     };
     // Pass 1 reads only as much of each file as the alignment needs: the offsets are constants
     // per file, so a prefix shared by the files tells them as well as the whole would. It reads
-    // four times as far each round while the estimate improves (an error bound cannot shrink
+    // twice as far each round while the estimate improves (an error bound cannot shrink
     // below the hosts' round-trip time, however many segments are read), and files that stay
     // unaligned to their end if need be.
     let mut readers = Vec::with_capacity(paths.len());
@@ -858,7 +858,7 @@ pub fn open_files(
             }
             worst_before = Some(worst);
         }
-        budget = budget.saturating_mul(4);
+        budget = budget.saturating_mul(2);
     };
     drop(readers);
     let mut files = Vec::with_capacity(paths.len());
