@@ -232,7 +232,7 @@ _zk_write_atomic() {
   local dest=$1 tmp
   tmp=$(mktemp "$dest.XXXXXX") || return 1
   chmod 644 "$tmp"
-  cat >"$tmp" && mv -f "$tmp" "$dest"
+  cat >"$tmp" && mv -f "$tmp" "$dest" || { rm -f "$tmp"; return 1; }
 }
 zk_log_config() {
   local dir=$1

@@ -74,9 +74,10 @@ pub fn from_nanos(n: i64) -> Timestamp {
 
 /// `t` moved by `offset` nanoseconds: its corrected time in nanoseconds and as a timestamp.
 /// The same as `nanos(t).saturating_add(offset)` and [`from_nanos`] of that, without a 64-bit
-/// division per segment (`offset` comes split, as [`split_nanos`] gives it) unless the times
+/// division per segment (`offset` comes split too, as `from_nanos(offset)`) unless the times
 /// are far enough out to saturate.
-fn shift(t: Timestamp, offset: i64, (whole, part): (i64, u32)) -> (i64, Timestamp) {
+fn shift(t: Timestamp, offset: i64, split: Timestamp) -> (i64, Timestamp) {
+    let (whole, part) = (split.secs, split.nanos);
     // Below this, neither `nanos(t)` nor the sum can saturate.
     const BOUND: u64 = 1 << 32;
     let at = nanos(t).saturating_add(offset);
@@ -90,14 +91,6 @@ fn shift(t: Timestamp, offset: i64, (whole, part): (i64, u32)) -> (i64, Timestam
         nanos: if carry { sum - 1_000_000_000 } else { sum },
     };
     (at, shifted)
-}
-
-/// `n` nanoseconds as whole seconds (rounded down) and the nanoseconds beyond them.
-fn split_nanos(n: i64) -> (i64, u32) {
-    (
-        n.div_euclid(1_000_000_000),
-        n.rem_euclid(1_000_000_000) as u32,
-    )
 }
 
 /// What identifies one TCP segment in every capture that holds it: addresses, sequence and
@@ -380,15 +373,15 @@ struct Input {
     name: String,
     segments: TcpSegments,
     offset: i64,
-    /// `offset` split as [`shift`] takes it.
-    offset_split: (i64, u32),
+    /// `offset` as seconds and nanoseconds, as [`shift`] takes it.
+    offset_split: Timestamp,
     /// The next segment when `live`; kept when not, so that its memory serves the next one.
     head: Option<Head>,
+    /// `head` holds a segment; false once the file has ended (or failed).
     live: bool,
     /// Corrected time of the first and latest segment.
     first: Option<i64>,
     last: i64,
-    exhausted: bool,
     /// A read error, handed out once when this file's turn comes.
     error: Option<CaptureError>,
     /// The connection whose coverage this file last noted: consecutive segments of one
@@ -423,7 +416,6 @@ impl Input {
             live,
             first,
             last,
-            exhausted,
             error,
             ..
         } = self;
@@ -479,11 +471,8 @@ impl Input {
                 first.get_or_insert(at);
                 *last = (*last).max(at);
             }
-            Some(Err(e)) => {
-                *error = Some(e);
-                *exhausted = true;
-            }
-            None => *exhausted = true,
+            Some(Err(e)) => *error = Some(e),
+            None => {}
         }
     }
 }
@@ -552,12 +541,11 @@ impl MergedSegments {
                 name,
                 segments,
                 offset: offset.nanos(),
-                offset_split: split_nanos(offset.nanos()),
+                offset_split: from_nanos(offset.nanos()),
                 head: None,
                 live: false,
                 first: None,
                 last: i64::MIN,
-                exhausted: false,
                 error: None,
                 noted: 0,
             })
@@ -959,7 +947,7 @@ mod tests {
         ) {
             let t = Timestamp { secs, nanos: part };
             let at = nanos(t).saturating_add(offset);
-            prop_assert_eq!(shift(t, offset, split_nanos(offset)), (at, from_nanos(at)));
+            prop_assert_eq!(shift(t, offset, from_nanos(offset)), (at, from_nanos(at)));
         }
 
         /// The true offset always lies within the estimate's error bounds, and the bounds are
