@@ -412,16 +412,20 @@ fn zkfle_added_as_observer_then_promoted() {
 
 /// kill -9 of zkfle between a reconfig's PROPOSAL and its COMMITANDACTIVATE: zkfle (a voter of
 /// {L, J1, J2, 4}) has logged and acknowledged `reconfig -remove J2` while J1, stopped with
-/// SIGSTOP, holds the commit back; zkfle is killed, J1 resumes and the reconfig commits
-/// without zkfle. Restarted, zkfle comes back from its disk (the proposed config as the last
-/// seen), syncs, and runs under the committed config {L, J1, 4}: with J1 stopped, writes commit
-/// on the leader's and zkfle's ACKs.
+/// SIGSTOP, holds the commit back; zkfle is stopped in turn, J1 resumes and the reconfig
+/// commits, and zkfle is killed with the commit unread. Restarted, zkfle comes back from its
+/// disk (the proposed config as the last seen), syncs, and runs under the committed config
+/// {L, J1, 4}: with J1 stopped, writes commit on the leader's and zkfle's ACKs.
+///
+/// zkfle is stopped, not killed, until the commit: while the reconfig is pending the leader
+/// needs a synced quorum of the old config too, {L, J1, J2, 4} with J2 down, and checks it
+/// every tick. Killed at once, zkfle's handler ends with its socket and the leader, left with
+/// L and J1, may give up before J1's ACK commits the reconfig (CI, twice).
 #[test]
 fn zkfle_killed_between_a_reconfig_proposal_and_its_commit() {
     let _l = lock_loopback();
-    // syncLimit 50 ticks (10 s): the leader keeps the stopped J1 while zkfle is killed. (With
-    // 30, a loaded CI machine once let J1 stay stopped past it: the leader, left without a
-    // quorum, gave up, and the client's reconfig saw its connection close.)
+    // syncLimit 50 ticks (10 s): the leader keeps the stopped J1, then the stopped zkfle, as
+    // synced while the test waits on them.
     let (e, zdir, cfg, capture) =
         reconfig_ensemble("reconfig-kill", "participant", &["--sync-limit", "50"]);
     let n = Native::start_in(&zdir, &cfg, 4, &[]);
@@ -447,11 +451,14 @@ fn zkfle_killed_between_a_reconfig_proposal_and_its_commit() {
             .filter(|t| t.contains("version=") && !t.contains(&format!("server.{j2}=")))
             .map(|_| ())
     });
-    n.kill();
+    // zkfle acknowledges once the proposal is durable, just after writing the file.
+    std::thread::sleep(Duration::from_millis(500));
+    n.signal("-STOP");
     e.signal(j1, "-CONT");
     let (err, text) = remove.join().unwrap().unwrap();
     assert_eq!(err, 0, "reconfig -remove {j2}");
     assert!(!text.contains(&format!("server.{j2}=")), "{text}");
+    n.kill();
 
     let n = Native::start_in(&zdir, &cfg, 4, &[]);
     wait_for("zkfle follows again", Duration::from_secs(20), || {

@@ -408,6 +408,15 @@ impl Native {
         status_kb(self.child.id(), "VmRSS:")
     }
 
+    /// Sends `signal` (e.g. "-STOP", "-CONT") to the node.
+    pub fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill {signal} zkfle");
+    }
+
     /// SIGKILL and reap.
     pub fn kill(mut self) {
         let _ = self.child.kill();
