@@ -160,6 +160,76 @@ pub struct Decision {
     pub sync: Option<SyncInfo>,
 }
 
+/// One server's decisions ordered by time, for the look-ups that pair a sync or a rejoin with
+/// the server's other decisions without a scan each (a capture of days holds thousands).
+struct SidDecisions {
+    /// Indices into the decisions, by time; equal times in index order.
+    by_time: Vec<usize>,
+    /// `by_time`'s times.
+    times: Vec<f64>,
+    /// The leaders they decided for.
+    leaders: Vec<i64>,
+    /// The largest index among `by_time[..=k]`.
+    latest_index: Vec<usize>,
+    /// For each position, the next one whose leader differs from its own (`len` if none).
+    next_other: Vec<usize>,
+}
+
+impl SidDecisions {
+    fn new(decisions: &[Decision], mut list: Vec<usize>) -> SidDecisions {
+        // Stable: equal times stay in index order.
+        list.sort_by(|a, b| decisions[*a].time.total_cmp(&decisions[*b].time));
+        let times: Vec<f64> = list.iter().map(|&i| decisions[i].time).collect();
+        let leaders: Vec<i64> = list.iter().map(|&i| decisions[i].leader).collect();
+        let latest_index = list
+            .iter()
+            .scan(0, |latest, &i| {
+                *latest = i.max(*latest);
+                Some(*latest)
+            })
+            .collect();
+        let mut next_other = vec![list.len(); list.len()];
+        for k in (0..list.len().saturating_sub(1)).rev() {
+            next_other[k] = if leaders[k + 1] != leaders[k] {
+                k + 1
+            } else {
+                next_other[k + 1]
+            };
+        }
+        SidDecisions {
+            by_time: list,
+            times,
+            leaders,
+            latest_index,
+            next_other,
+        }
+    }
+
+    /// The last decision (in the order they were made) at or before `t`.
+    fn last_until(&self, t: f64) -> Option<usize> {
+        let k = self.times.partition_point(|x| *x <= t);
+        k.checked_sub(1).map(|k| self.latest_index[k])
+    }
+
+    /// The first decision (in the order they were made) after `from`, up to `to`.
+    fn first_within(&self, from: f64, to: f64) -> Option<usize> {
+        let a = self.times.partition_point(|x| *x <= from);
+        let b = self.times.partition_point(|x| *x <= to).max(a);
+        self.by_time[a..b].iter().copied().min()
+    }
+
+    /// The earliest decision after `t` for a leader other than `leader` (of equal times, the
+    /// first made).
+    fn next_other_leader(&self, t: f64, leader: i64) -> Option<usize> {
+        let k = self.times.partition_point(|x| *x <= t);
+        let k = match self.leaders.get(k) {
+            Some(l) if *l == leader => self.next_other[k],
+            _ => k,
+        };
+        self.by_time.get(k).copied()
+    }
+}
+
 /// What a round is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RoundKind {
@@ -1860,12 +1930,15 @@ impl Summarizer {
     }
 
     /// Each server's decisions (indices into `decisions`, in the order they were made).
-    fn decisions_by_sid(&self) -> HashMap<i64, Vec<usize>> {
+    fn decisions_by_sid(&self) -> HashMap<i64, SidDecisions> {
         let mut by_sid: HashMap<i64, Vec<usize>> = HashMap::default();
         for (i, d) in self.decisions.iter().enumerate() {
             by_sid.entry(d.sid).or_default().push(i);
         }
         by_sid
+            .into_iter()
+            .map(|(sid, list)| (sid, SidDecisions::new(&self.decisions, list)))
+            .collect()
     }
 
     /// Gives each sync to the learner's decision it follows from.
@@ -1881,18 +1954,14 @@ impl Summarizer {
                 let d = &self.decisions[i];
                 sync.leader.is_none_or(|l| l == d.leader) && d.state != ServerState::Leading
             };
-            let before = list
-                .iter()
-                .rev()
-                .find(|&&i| self.decisions[i].time <= sync.started);
-            let Some(&i) = before.filter(|&&i| fits(i)).or_else(|| {
-                list.iter()
-                    .find(|&&i| {
-                        let t = self.decisions[i].time;
-                        t > sync.started && t <= sync.started + 0.5
-                    })
-                    .filter(|&&i| fits(i))
-            }) else {
+            let Some(i) = list
+                .last_until(sync.started)
+                .filter(|&i| fits(i))
+                .or_else(|| {
+                    list.first_within(sync.started, sync.started + 0.5)
+                        .filter(|&i| fits(i))
+                })
+            else {
                 continue;
             };
             let d = &mut self.decisions[i];
@@ -2169,11 +2238,19 @@ impl Summarizer {
                     .filter_map(|d| d.sync.as_ref().and_then(|s| s.newleader_zxid))
                     .map(|z| z >> 32)
                     .next();
-                r.serving = self
-                    .acks
-                    .iter()
-                    .filter(|((l, e), _)| *l == w && epoch.is_none_or(|x| x == *e))
-                    .filter_map(|(_, (_, t))| *t)
+                // Keyed by (leader, epoch): with the epoch known, one look-up.
+                let acks: Vec<_> = match epoch {
+                    Some(e) => self.acks.get(&(w, e)).into_iter().collect(),
+                    None => self
+                        .acks
+                        .iter()
+                        .filter(|((l, _), _)| *l == w)
+                        .map(|(_, a)| a)
+                        .collect(),
+                };
+                r.serving = acks
+                    .into_iter()
+                    .filter_map(|(_, t)| *t)
                     .filter(|t| {
                         *t >= r.started
                             && lead.is_none_or(|l| *t >= l - 0.5)
@@ -2200,13 +2277,26 @@ impl Summarizer {
             return;
         }
         let by_sid = self.decisions_by_sid();
+        // `elections` are by start. An election can replace a rejoin's leader until a second
+        // after its last decision; the latest such time among the first i elections bounds
+        // where the first one that can still be replacing at a given time may be.
+        let reach: Vec<f64> = elections
+            .iter()
+            .scan(f64::NEG_INFINITY, |latest, e| {
+                if let Some(last) = e.decisions.last() {
+                    *latest = latest.max(last.time + 1.0);
+                }
+                Some(*latest)
+            })
+            .collect();
         for r in rejoins.iter_mut() {
             let Some(d) = r.decisions.first() else {
                 continue;
             };
-            let replacing = elections.iter().find(|e| {
+            let begun = elections.partition_point(|e| e.started <= d.time);
+            let reaching = reach.partition_point(|t| *t < d.time).min(begun);
+            let replacing = elections[reaching..begun].iter().find(|e| {
                 e.winner.is_some_and(|w| w != d.leader)
-                    && e.started <= d.time
                     && e.decisions
                         .last()
                         .is_some_and(|last| d.time <= last.time + 1.0)
@@ -2216,11 +2306,8 @@ impl Summarizer {
             };
             let next = by_sid
                 .get(&d.sid)
-                .into_iter()
-                .flatten()
-                .map(|&i| &self.decisions[i])
-                .filter(|n| n.time > d.time && n.leader != d.leader)
-                .min_by(|a, b| a.time.total_cmp(&b.time));
+                .and_then(|list| list.next_other_leader(d.time, d.leader))
+                .map(|i| &self.decisions[i]);
             if let Some(next) = next {
                 r.stale = Some(StaleRejoin {
                     election_started: e.started,
@@ -2394,6 +2481,44 @@ mod tests {
     use crate::capture::{ConnId, Timestamp};
     use crate::decode::{Body, Record};
     use crate::wire::Notification;
+
+    proptest::proptest! {
+        /// The time-ordered look-ups give what a scan of the decisions in the order they were
+        /// made gives, also when their times go back (estimated decisions) or repeat.
+        #[test]
+        fn sid_decisions_look_ups_match_a_scan(
+            made in proptest::collection::vec((0u8..20, 0i64..3), 0..40),
+            t in 0u8..22,
+            leader in 0i64..3,
+        ) {
+            let decisions: Vec<Decision> = made
+                .iter()
+                .map(|&(time, leader)| Decision {
+                    sid: 1,
+                    state: ServerState::Following,
+                    leader,
+                    election_epoch: 1,
+                    time: f64::from(time) / 4.0,
+                    evidence: Evidence::OwnNotification,
+                    looking_since: 0.0,
+                    took: 0.0,
+                    took_at_least: false,
+                    sync: None,
+                })
+                .collect();
+            let t = f64::from(t) / 4.0;
+            let list = SidDecisions::new(&decisions, (0..decisions.len()).collect());
+            let scan_last = (0..decisions.len()).rev().find(|&i| decisions[i].time <= t);
+            proptest::prop_assert_eq!(list.last_until(t), scan_last);
+            let scan_first =
+                (0..decisions.len()).find(|&i| decisions[i].time > t && decisions[i].time <= t + 0.5);
+            proptest::prop_assert_eq!(list.first_within(t, t + 0.5), scan_first);
+            let scan_next = (0..decisions.len())
+                .filter(|&i| decisions[i].time > t && decisions[i].leader != leader)
+                .min_by(|a, b| decisions[*a].time.total_cmp(&decisions[*b].time));
+            proptest::prop_assert_eq!(list.next_other_leader(t, leader), scan_next);
+        }
+    }
 
     /// Six voters in three groups of two (`group.1=1:2` ...), or a plain majority of six.
     fn config(groups: bool) -> Vec<u8> {
