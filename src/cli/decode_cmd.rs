@@ -21,7 +21,7 @@ use crate::decode::summary::Summarizer;
 use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity};
 use crate::output::json::JsonWriter;
 use crate::output::merge::{clocks_json, clocks_text, losses_json, losses_text};
-use crate::output::text::record_text;
+use crate::output::text::TextWriter;
 use crate::wire::ElectionAddress;
 use crate::zoocfg::ZooCfg;
 
@@ -433,6 +433,11 @@ struct Output {
     t0: Option<f64>,
     previous: Option<f64>,
     lines: JsonWriter,
+    texts: TextWriter,
+    /// The line's time, as text.
+    stamp: String,
+    /// The last second printed as a wall-clock time, and its text up to the seconds.
+    wall_second: Option<(i64, String)>,
     line: Vec<u8>,
     out: BufWriter<std::io::Stdout>,
     errors: u64,
@@ -474,6 +479,9 @@ impl Output {
             t0: None,
             previous: None,
             lines: JsonWriter::new(),
+            texts: TextWriter::default(),
+            stamp: String::new(),
+            wall_second: None,
             line: Vec::with_capacity(OUTPUT_CHUNK + (1 << 16)),
             out: BufWriter::with_capacity(1 << 16, std::io::stdout()),
             errors: 0,
@@ -550,7 +558,10 @@ impl Output {
                 for d in self.live.see(record) {
                     match self.format {
                         Format::Jsonl => writeln!(self.out, "{}", d.to_json(time)),
-                        _ => writeln!(self.out, "{}", d.to_text(&self.stamp(time, start))),
+                        _ => {
+                            let stamp = self.stamp(time, start);
+                            writeln!(self.out, "{}", d.to_text(&stamp))
+                        }
                     }
                     .map_err(broken_pipe_or)?;
                 }
@@ -572,8 +583,18 @@ impl Output {
                 }
             }
             Format::Text => {
-                let stamp = self.stamp(time, start);
-                writeln!(self.out, "{}", record_text(record, &stamp))
+                let mut stamp = std::mem::take(&mut self.stamp);
+                self.stamp_into(&mut stamp, time, start);
+                self.texts.record(&mut self.line, record, &stamp);
+                self.stamp = stamp;
+                self.line.push(b'\n');
+                if self.line.len() >= OUTPUT_CHUNK || self.streaming {
+                    let r = self.out.write_all(&self.line);
+                    self.line.clear();
+                    r
+                } else {
+                    Ok(())
+                }
             }
             Format::Html | Format::Mermaid | Format::Shiviz => Ok(()),
         }
@@ -585,12 +606,44 @@ impl Output {
         Ok(())
     }
 
-    fn stamp(&self, time: f64, start: f64) -> String {
-        match self.time {
-            TimeMode::Absolute => self.wall(time),
-            TimeMode::Relative => format!("{:>+12.6}", time - start),
-            TimeMode::Delta => format!("{:>+12.6}", time - self.previous.unwrap_or(start)),
-        }
+    fn stamp(&mut self, time: f64, start: f64) -> String {
+        let mut stamp = String::new();
+        self.stamp_into(&mut stamp, time, start);
+        stamp
+    }
+
+    /// The time of a line, as `--time` asks, in `stamp` (emptied first).
+    fn stamp_into(&mut self, stamp: &mut String, time: f64, start: f64) {
+        use std::fmt::Write as _;
+        stamp.clear();
+        // Writing to a String cannot fail.
+        let _ = match self.time {
+            TimeMode::Absolute => {
+                // As `wall`, with the text up to the seconds kept from the last line: lines
+                // come many to a second.
+                let secs = time.floor();
+                let micros = ((time - secs) * 1e9) as u32 / 1000;
+                let secs = secs as i64;
+                if self.wall_second.as_ref().is_none_or(|(s, _)| *s != secs) {
+                    let text = format_wall(secs, 0, self.local);
+                    let seconds = text.rsplit_once(',').map_or(&text[..], |(s, _)| s);
+                    self.wall_second = Some((secs, seconds.to_string()));
+                }
+                let seconds = self.wall_second.as_ref().map_or("", |(_, t)| t);
+                stamp.push_str(seconds);
+                stamp.push(',');
+                let mut digits = itoa::Buffer::new();
+                let digits = digits.format(micros);
+                stamp.extend(std::iter::repeat_n(
+                    '0',
+                    6usize.saturating_sub(digits.len()),
+                ));
+                stamp.push_str(digits);
+                Ok(())
+            }
+            TimeMode::Relative => write!(stamp, "{:>+12.6}", time - start),
+            TimeMode::Delta => write!(stamp, "{:>+12.6}", time - self.previous.unwrap_or(start)),
+        };
     }
 
     fn finish(

@@ -394,42 +394,12 @@ fn json_opt_int(out: &mut Vec<u8>, v: Option<impl itoa::Integer>) {
     }
 }
 
-/// A socket address as a JSON string, `null` for none. IPv4 is written straight into `out`:
-/// most connections of a capture are new ones (a new port), so most addresses are formatted
-/// once, and its text never needs escaping.
+/// A socket address as a JSON string, `null` for none. Its text never needs escaping (an
+/// IPv6 scope is a number).
 fn json_addr(out: &mut Vec<u8>, addr: Option<std::net::SocketAddr>) {
     match addr {
         None => out.extend_from_slice(b"null"),
-        Some(std::net::SocketAddr::V4(v4)) => {
-            // Composed in a buffer of the longest form, `"255.255.255.255:65535"`, and
-            // appended at once: a push per character checks the capacity every time.
-            let mut text = [0u8; 23];
-            let mut n = 0;
-            let mut put = |b: u8| {
-                text[n] = b;
-                n += 1;
-            };
-            put(b'"');
-            for (i, o) in v4.ip().octets().into_iter().enumerate() {
-                if i > 0 {
-                    put(b'.');
-                }
-                if o >= 100 {
-                    put(b'0' + o / 100);
-                }
-                if o >= 10 {
-                    put(b'0' + o / 10 % 10);
-                }
-                put(b'0' + o % 10);
-            }
-            put(b':');
-            for &d in itoa::Buffer::new().format(v4.port()).as_bytes() {
-                put(d);
-            }
-            put(b'"');
-            out.extend_from_slice(&text[..n]);
-        }
-        Some(a) => json_str(out, &a.to_string()),
+        Some(a) => super::write_addr(out, a, true),
     }
 }
 

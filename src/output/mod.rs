@@ -62,12 +62,81 @@ impl Collected {
     pub fn add(&mut self, r: Record) -> Result<(), OutputError> {
         if self.records.len() >= MAX_RECORDS {
             return Err(OutputError(format!(
-                "more than {MAX_RECORDS} records: too many to draw; cut the capture first (editcap -A/-B, or tcpdump -r with a filter)"
+                "more than {MAX_RECORDS} records: too many to draw; draw a part with --since/--until or --sid, or cut the capture first (editcap -A/-B)"
             )));
         }
         self.records.push(r);
         Ok(())
     }
+}
+
+/// Appends a socket address as `Display` writes it (`10.0.0.1:3888`, `[::1]:3888`). IPv4 is
+/// composed without the formatting machinery: a decode writes millions, most of them once (a
+/// new connection has a new port).
+/// `quoted` puts it between double quotes (for JSON; its text never needs escaping).
+pub fn write_addr(out: &mut Vec<u8>, addr: std::net::SocketAddr, quoted: bool) {
+    match addr {
+        std::net::SocketAddr::V4(v4) => {
+            // Composed in a buffer of the longest form, `"255.255.255.255:65535"`, and appended
+            // at once: a push per character checks the capacity every time.
+            let mut text = [0u8; 23];
+            let mut n = 0;
+            let mut put = |b: u8| {
+                text[n] = b;
+                n += 1;
+            };
+            if quoted {
+                put(b'"');
+            }
+            for (i, o) in v4.ip().octets().into_iter().enumerate() {
+                if i > 0 {
+                    put(b'.');
+                }
+                if o >= 100 {
+                    put(b'0' + o / 100);
+                }
+                if o >= 10 {
+                    put(b'0' + o / 10 % 10);
+                }
+                put(b'0' + o % 10);
+            }
+            put(b':');
+            for &d in itoa::Buffer::new().format(v4.port()).as_bytes() {
+                put(d);
+            }
+            if quoted {
+                put(b'"');
+            }
+            out.extend_from_slice(&text[..n]);
+        }
+        a => {
+            use std::io::Write as _;
+            // Writing to a Vec cannot fail.
+            let _ = match quoted {
+                true => write!(out, "\"{a}\""),
+                false => write!(out, "{a}"),
+            };
+        }
+    }
+}
+
+/// Appends `v` as Rust's `{:#x}` writes it: `0x` and the hex digits without leading zeros.
+/// (Signed values are given as their two's-complement bits, as `{:#x}` shows them.)
+pub fn write_hex(out: &mut Vec<u8>, v: u64) {
+    let mut text = [0u8; 18];
+    let mut at = text.len();
+    let mut rest = v;
+    loop {
+        at -= 1;
+        text[at] = b"0123456789abcdef"[(rest & 0xf) as usize];
+        rest >>= 4;
+        if rest == 0 {
+            break;
+        }
+    }
+    at -= 2;
+    text[at..at + 2].copy_from_slice(b"0x");
+    out.extend_from_slice(&text[at..]);
 }
 
 /// Who a message's endpoint is, for lanes and hosts: `sid N` when known, else the address.
@@ -82,4 +151,38 @@ pub fn endpoint_name(sid: Option<i64>, addr: Option<std::net::SocketAddr>) -> St
 /// Whether a record is a message (an initial message or a notification), not a problem.
 pub fn is_message(r: &Record) -> bool {
     matches!(r.body, Body::Initial(_) | Body::Notification(_))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn hex_is_written_as_format_writes_it(v in proptest::prelude::any::<i64>(), w in proptest::prelude::any::<i32>()) {
+            let mut out = Vec::new();
+            write_hex(&mut out, v as u64);
+            proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), format!("{v:#x}"));
+            let mut out = Vec::new();
+            write_hex(&mut out, u64::from(w as u32));
+            proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), format!("{w:#x}"));
+        }
+
+        #[test]
+        fn every_ipv4_address_is_written_as_display_does(ip in proptest::prelude::any::<u32>(), port in proptest::prelude::any::<u16>()) {
+            let addr = std::net::SocketAddr::from((std::net::Ipv4Addr::from_bits(ip), port));
+            let mut out = Vec::new();
+            write_addr(&mut out, addr, false);
+            proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), addr.to_string());
+        }
+    }
+
+    #[test]
+    fn zero_and_extremes_in_hex() {
+        for (v, text) in [(0, "0x0"), (u64::MAX, "0xffffffffffffffff"), (0x10, "0x10")] {
+            let mut out = Vec::new();
+            write_hex(&mut out, v);
+            assert_eq!(out, text.as_bytes());
+        }
+    }
 }

@@ -1,96 +1,230 @@
 //! The text timeline of `zkfle decode`: one line per record, in the words ZooKeeper's own
 //! logs use.
 
+use std::io::Write;
+use std::net::SocketAddr;
+
+use super::write_hex;
 use crate::decode::{Body, QuorumMessage, Record, Severity};
 use crate::wire::{JavaView, Notification};
 
-/// One timeline line, in the words ZooKeeper's own logs use, after the time `stamp`.
-pub fn record_text(r: &Record, stamp: &str) -> String {
-    let addrs = match (r.src, r.dst) {
-        (Some(s), Some(d)) => format!("{s} -> {d}"),
-        _ => "-".to_string(),
-    };
-    let what = match &r.body {
-        Body::Initial(m) => format!(
-            "initial message: protocol {}, sid {}{}",
-            m.protocol
-                .code()
-                .map_or_else(|| "legacy".to_string(), |c| c.to_string()),
-            m.sid,
-            if m.address_text.is_empty() {
-                String::new()
-            } else {
-                format!(", address {}", m.address_text)
+/// Writes timeline lines, one a record, in the words ZooKeeper's own logs use. A decode prints
+/// millions, so the writer keeps what repeats: the padded address pairs of the last few
+/// connections.
+#[derive(Debug, Default)]
+pub struct TextWriter {
+    /// Address pairs with their padded text, the most recent first.
+    addrs: Vec<(Option<SocketAddr>, Option<SocketAddr>, Vec<u8>)>,
+}
+
+/// Address pairs whose text is kept.
+const ADDR_PAIRS_KEPT: usize = 4;
+
+/// The column of `src -> dst`, in characters.
+const ADDRS_WIDTH: usize = 44;
+
+impl TextWriter {
+    /// Appends `r`'s line (without a newline) after the time `stamp` to `out`.
+    pub fn record(&mut self, out: &mut Vec<u8>, r: &Record, stamp: &str) {
+        out.extend_from_slice(stamp.as_bytes());
+        out.extend_from_slice(b"  ");
+        self.write_addrs(out, r.src, r.dst);
+        out.push(b' ');
+        write_sid(out, r.from_sid, true);
+        out.extend_from_slice(b" -> ");
+        write_sid(out, r.to_sid, false);
+        out.push(b' ');
+        // Writing to a Vec cannot fail.
+        let _ = match &r.body {
+            Body::Initial(m) => {
+                let _ = write!(out, "initial message: protocol ");
+                match m.protocol.code() {
+                    Some(c) => write!(out, "{c}"),
+                    None => write!(out, "legacy"),
+                }
+                .and_then(|_| write!(out, ", sid {}", m.sid))
+                .and_then(|_| match m.address_text.is_empty() {
+                    true => Ok(()),
+                    false => write!(out, ", address {}", m.address_text),
+                })
             }
-        ),
-        Body::Notification(n) => notification_words(n),
-        Body::Quorum(q) => quorum_words(q),
-        Body::Closed { reset } => {
-            if *reset {
-                "connection reset (RST)".to_string()
-            } else {
-                "connection closed (FIN)".to_string()
+            Body::Notification(n) => {
+                write_notification_words(out, n);
+                Ok(())
             }
-        }
-        Body::Problem(p) => format!(
-            "{}: {}",
-            match p.severity {
-                Severity::Error => "error",
-                Severity::Warning => "warning",
-            },
-            p.message
-        ),
+            Body::Quorum(q) => {
+                write_quorum_words(out, q);
+                Ok(())
+            }
+            Body::Closed { reset: true } => write!(out, "connection reset (RST)"),
+            Body::Closed { reset: false } => write!(out, "connection closed (FIN)"),
+            Body::Problem(p) => write!(
+                out,
+                "{}: {}",
+                match p.severity {
+                    Severity::Error => "error",
+                    Severity::Warning => "warning",
+                },
+                p.message
+            ),
+        };
+    }
+
+    /// `src -> dst` padded to [`ADDRS_WIDTH`] characters (`-` when unknown).
+    fn write_addrs(&mut self, out: &mut Vec<u8>, src: Option<SocketAddr>, dst: Option<SocketAddr>) {
+        let at = match self
+            .addrs
+            .iter()
+            .position(|(s, d, _)| *s == src && *d == dst)
+        {
+            Some(at) => at,
+            None => {
+                let mut text = match self.addrs.len() {
+                    ADDR_PAIRS_KEPT => self.addrs.pop().map(|(_, _, t)| t).unwrap_or_default(),
+                    _ => Vec::new(),
+                };
+                text.clear();
+                match (src, dst) {
+                    (Some(s), Some(d)) => {
+                        super::write_addr(&mut text, s, false);
+                        text.extend_from_slice(b" -> ");
+                        super::write_addr(&mut text, d, false);
+                    }
+                    _ => text.push(b'-'),
+                }
+                // Addresses are ASCII: bytes are characters.
+                text.resize(text.len().max(ADDRS_WIDTH), b' ');
+                self.addrs.push((src, dst, text));
+                self.addrs.len() - 1
+            }
+        };
+        // Keep the most recent first, so the common case is found at once.
+        self.addrs[..=at].rotate_right(1);
+        out.extend_from_slice(&self.addrs[0].2);
+    }
+}
+
+/// A sid (`?` when unknown) in three columns, right- or left-aligned.
+fn write_sid(out: &mut Vec<u8>, sid: Option<i64>, right: bool) {
+    let mut digits = itoa::Buffer::new();
+    let text = match sid {
+        Some(s) => digits.format(s),
+        None => "?",
     };
-    format!(
-        "{stamp}  {:<44} {:>3} -> {:<3} {}",
-        addrs,
-        sid(r.from_sid),
-        sid(r.to_sid),
-        what
-    )
+    let pad = 3usize.saturating_sub(text.len());
+    if right {
+        out.extend(std::iter::repeat_n(b' ', pad));
+    }
+    out.extend_from_slice(text.as_bytes());
+    if !right {
+        out.extend(std::iter::repeat_n(b' ', pad));
+    }
 }
 
 /// A notification as ZooKeeper 3.5+ logs it on receipt (`Notification: ...`).
-pub fn notification_words(n: &Notification) -> String {
-    let mut s = format!(
-        "Notification: n.state:{}, n.leader:{}, n.round:{:#x}, n.peerEpoch:{:#x}, n.zxid:{:#x}",
-        n.state.name(),
-        n.leader,
-        n.election_epoch,
-        n.effective_peer_epoch(),
-        n.zxid
-    );
-    if let JavaView::Accepted { version, .. } = n.java_view() {
-        s.push_str(&format!(", message format version:{version:#x}"));
+fn write_notification_words(out: &mut Vec<u8>, n: &Notification) {
+    // Written piece by piece rather than through `write!`: a decode prints millions.
+    let mut leader = itoa::Buffer::new();
+    out.extend_from_slice(b"Notification: n.state:");
+    out.extend_from_slice(n.state.name().as_bytes());
+    out.extend_from_slice(b", n.leader:");
+    out.extend_from_slice(leader.format(n.leader).as_bytes());
+    out.extend_from_slice(b", n.round:");
+    write_hex(out, n.election_epoch as u64);
+    out.extend_from_slice(b", n.peerEpoch:");
+    write_hex(out, n.effective_peer_epoch() as u64);
+    out.extend_from_slice(b", n.zxid:");
+    write_hex(out, n.zxid as u64);
+    let view = n.java_view();
+    if let JavaView::Accepted { version, .. } = view {
+        out.extend_from_slice(b", message format version:");
+        write_hex(out, u64::from(version as u32));
     }
     match n.config_version() {
-        Some(v) => s.push_str(&format!(", n.config version:{v:#x}")),
-        None => s.push_str(&format!(" ({} bytes, no config)", n.size())),
+        Some(v) => {
+            out.extend_from_slice(b", n.config version:");
+            write_hex(out, v);
+        }
+        None => {
+            // Writing to a Vec cannot fail.
+            let _ = write!(out, " ({} bytes, no config)", n.size());
+        }
     }
-    if let JavaView::Dropped(why) = n.java_view() {
-        s.push_str(&format!("  [{why}]"));
+    if let JavaView::Dropped(why) = view {
+        let _ = write!(out, "  [{why}]");
     }
-    s
 }
 
 /// A quorum packet: its type as Java names it, its zxid, and what else identifies it.
-pub fn quorum_words(q: &QuorumMessage) -> String {
-    let mut s = format!("{} zxid:{:#x}", q.type_name(), q.zxid);
+fn write_quorum_words(out: &mut Vec<u8>, q: &QuorumMessage) {
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, "{} zxid:{:#x}", q.type_name(), q.zxid);
     if q.type_name() == "UNKNOWN" {
-        s.push_str(&format!(" (type {})", q.ptype));
+        let _ = write!(out, " (type {})", q.ptype);
     }
     if let Some(l) = &q.learner {
-        s.push_str(&format!(
+        let _ = write!(
+            out,
             ", sid {}, protocol {:#x}, config version {:#x}",
             l.sid, l.protocol_version, l.config_version
-        ));
+        );
     }
     if let Some(n) = q.snapshot_bytes {
-        s.push_str(&format!(", snapshot of {n} bytes followed"));
+        let _ = write!(out, ", snapshot of {n} bytes followed");
     }
-    s
 }
 
-fn sid(s: Option<i64>) -> String {
-    s.map_or_else(|| "?".to_string(), |s| s.to_string())
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::Body;
+
+    fn closed(src: Option<&str>, dst: Option<&str>, from_sid: Option<i64>) -> Record {
+        Record {
+            time: Default::default(),
+            conn: None,
+            src: src.map(|a| a.parse().unwrap()),
+            dst: dst.map(|a| a.parse().unwrap()),
+            from_sid,
+            to_sid: None,
+            offset: None,
+            raw: Vec::new(),
+            body: Body::Closed { reset: false },
+        }
+    }
+
+    /// The columns are those of `format!("{stamp}  {addrs:<44} {from:>3} -> {to:<3} {what}")`,
+    /// whatever the addresses' form and length, and whichever pairs the writer has kept.
+    #[test]
+    fn columns_are_as_format_pads_them() {
+        let pairs = [
+            (Some("10.0.0.1:3888"), Some("10.0.0.2:40000")),
+            (Some("[::1]:3888"), Some("[fe80::1%7]:51234")),
+            (
+                Some("[2001:db8:ffff:ffff:ffff:ffff:ffff:ffff]:65535"),
+                Some("255.255.255.255:65535"),
+            ),
+            (None, Some("10.0.0.2:3888")),
+            (None, None),
+        ];
+        let mut writer = TextWriter::default();
+        for round in 0..3 {
+            for (k, (src, dst)) in pairs.iter().enumerate() {
+                let sid = [None, Some(1), Some(1234)][(k + round) % 3];
+                let r = closed(*src, *dst, sid);
+                let addrs = match (r.src, r.dst) {
+                    (Some(s), Some(d)) => format!("{s} -> {d}"),
+                    _ => "-".to_string(),
+                };
+                let from = sid.map_or("?".to_string(), |s| s.to_string());
+                let expected = format!(
+                    "T  {addrs:<44} {from:>3} -> {:<3} connection closed (FIN)",
+                    "?"
+                );
+                let mut line = Vec::new();
+                writer.record(&mut line, &r, "T");
+                assert_eq!(String::from_utf8(line).unwrap(), expected);
+            }
+        }
+    }
 }
