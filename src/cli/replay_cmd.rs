@@ -7,8 +7,8 @@ use clap::{Args, ValueEnum};
 
 use super::CliError;
 use crate::capture;
-use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Severity};
-use crate::replay::{Recording, live, native};
+use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity};
+use crate::replay::{RecordingBuilder, live, native};
 use crate::zoocfg::ZooCfg;
 
 #[derive(Debug, Args)]
@@ -81,22 +81,34 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         book,
         ..DecodeOptions::default()
     };
-    let records: Vec<_> = if let [one] = args.captures.as_slice() {
+    // Decoded record by record: only what the recording keeps is held, not the capture.
+    let mut builder = RecordingBuilder::new(args.sid);
+    let mut feed = |record: &Record| match &record.body {
+        Body::Problem(p) if p.severity == Severity::Error => {
+            Err(CliError::failure(format!("{name}: {}", p.message)))
+        }
+        _ => {
+            builder.add(record);
+            Ok(())
+        }
+    };
+    if let [one] = args.captures.as_slice() {
         let segments = capture::open(one).map_err(|e| CliError::failure(format!("{one}: {e}")))?;
-        Decoder::from_capture(segments, options).collect()
+        let mut decoder = Decoder::from_capture(segments, options);
+        while let Some(record) = decoder.next_record() {
+            feed(record)?;
+        }
     } else {
         let fixed = vec![None; args.captures.len()];
         let (merged, _) = capture::merge::open_files(&args.captures, &fixed)
             .map_err(|e| CliError::failure(e.to_string()))?;
-        Decoder::with_source(merged, options).collect()
-    };
-    if let Some(p) = records.iter().find_map(|r| match &r.body {
-        Body::Problem(p) if p.severity == Severity::Error => Some(p),
-        _ => None,
-    }) {
-        return Err(CliError::failure(format!("{name}: {}", p.message)));
+        let mut decoder = Decoder::with_source(merged, options);
+        while let Some(record) = decoder.next_record() {
+            feed(record)?;
+        }
     }
-    let rec = Recording::from_records(&records, args.sid, config.as_ref())
+    let rec = builder
+        .finish(config.as_ref())
         .map_err(|e| CliError::input(format!("{name}: {e}")))?;
     let report = if args.target == "native" {
         native::replay(&rec)

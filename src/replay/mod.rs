@@ -109,50 +109,80 @@ fn ms(t: f64, t0: f64) -> u64 {
     ((t - t0).max(0.0) * 1000.0).round() as u64
 }
 
-impl Recording {
-    /// Learns SID's recording from decoded records (in capture order). `config` overrides the
-    /// config carried in SID's notifications.
-    pub fn from_records(
-        records: &[Record],
-        sid: i64,
-        config: Option<&QuorumConfig>,
-    ) -> Result<Self, RecordingError> {
-        let t0 = records.first().map(|r| r.time.as_secs_f64()).unwrap_or(0.0);
-        let mut inbound = Vec::new();
-        let mut outbound = Vec::new();
-        let mut peer_initials = BTreeMap::new();
-        let mut own_initials = Vec::new();
-        let mut summarizer = Summarizer::new(HashMap::new());
-        let mut last_seen = 0u64;
-        for r in records {
-            summarizer.add(r);
-            let at_ms = ms(r.time.as_secs_f64(), t0);
-            match (&r.body, r.from_sid, r.to_sid) {
-                (Body::Initial(m), Some(from), _) => {
-                    if from == sid {
-                        own_initials.push(at_ms);
-                    } else {
-                        peer_initials.entry(from).or_insert_with(|| m.clone());
-                    }
-                }
-                (Body::Notification(n), Some(from), Some(to)) if from != to => {
-                    let t = Timed {
-                        at_ms,
-                        from,
-                        to,
-                        notification: n.clone(),
-                    };
-                    if to == sid {
-                        last_seen = at_ms;
-                        inbound.push(t);
-                    } else if from == sid {
-                        last_seen = at_ms;
-                        outbound.push(t);
-                    }
-                }
-                _ => {}
-            }
+/// Learns SID's recording record by record, in capture order, so that a capture is never held
+/// whole: only SID's own notifications and the peers' first initial messages are kept.
+pub struct RecordingBuilder {
+    sid: i64,
+    t0: Option<f64>,
+    inbound: Vec<Timed>,
+    outbound: Vec<Timed>,
+    peer_initials: BTreeMap<i64, InitialMessage>,
+    own_initials: Vec<u64>,
+    summarizer: Summarizer,
+    last_seen: u64,
+}
+
+impl RecordingBuilder {
+    pub fn new(sid: i64) -> Self {
+        RecordingBuilder {
+            sid,
+            t0: None,
+            inbound: Vec::new(),
+            outbound: Vec::new(),
+            peer_initials: BTreeMap::new(),
+            own_initials: Vec::new(),
+            summarizer: Summarizer::new(HashMap::new()),
+            last_seen: 0,
         }
+    }
+
+    /// The next decoded record.
+    pub fn add(&mut self, r: &Record) {
+        let sid = self.sid;
+        self.summarizer.add(r);
+        let t0 = *self.t0.get_or_insert(r.time.as_secs_f64());
+        let at_ms = ms(r.time.as_secs_f64(), t0);
+        match (&r.body, r.from_sid, r.to_sid) {
+            (Body::Initial(m), Some(from), _) => {
+                if from == sid {
+                    self.own_initials.push(at_ms);
+                } else {
+                    self.peer_initials.entry(from).or_insert_with(|| m.clone());
+                }
+            }
+            (Body::Notification(n), Some(from), Some(to))
+                if from != to && (to == sid || from == sid) =>
+            {
+                self.last_seen = at_ms;
+                let t = Timed {
+                    at_ms,
+                    from,
+                    to,
+                    notification: n.clone(),
+                };
+                if to == sid {
+                    self.inbound.push(t);
+                } else {
+                    self.outbound.push(t);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The recording. `config` overrides the config carried in SID's notifications.
+    pub fn finish(self, config: Option<&QuorumConfig>) -> Result<Recording, RecordingError> {
+        let RecordingBuilder {
+            sid,
+            t0,
+            inbound,
+            outbound,
+            peer_initials,
+            own_initials,
+            summarizer,
+            last_seen,
+        } = self;
+        let t0 = t0.unwrap_or(0.0);
         if outbound.is_empty() {
             return Err(RecordingError::Silent(sid));
         }
@@ -204,6 +234,22 @@ impl Recording {
             peer_initials,
             configs,
         })
+    }
+}
+
+impl Recording {
+    /// Learns SID's recording from decoded records (in capture order). `config` overrides the
+    /// config carried in SID's notifications.
+    pub fn from_records(
+        records: &[Record],
+        sid: i64,
+        config: Option<&QuorumConfig>,
+    ) -> Result<Self, RecordingError> {
+        let mut builder = RecordingBuilder::new(sid);
+        for r in records {
+            builder.add(r);
+        }
+        builder.finish(config)
     }
 
     /// The recorded peers SID heard from or sent to (not SID).
