@@ -19,10 +19,10 @@
 #   SYN_CONNS=200000   SYN-only connections in the reassembly-memory capture
 #   CARGO_TARGET_DIR   as usual
 #
-# Also measured: `zkfle decode --summary` on the full capture; merging three per-host
-# captures (`zkfle decode host.1 host.2 host.3`) against decoding each alone, CPU time summed;
-# and the peak RSS of decoding a capture of SYN_CONNS connections that never get past their
-# SYN.
+# Also measured: the text timeline and `zkfle decode --summary` on the full capture; merging
+# three per-host captures (`zkfle decode host.1 host.2 host.3`) against decoding each alone,
+# CPU time summed; and the peak RSS of decoding a capture of SYN_CONNS connections that never
+# get past their SYN.
 #
 # Figures are CPU time (user + system, from /usr/bin/time), not wall time, so that other load
 # on the machine does not count. MB = 10^6 bytes of capture file. "records" are JSON lines for
@@ -108,6 +108,12 @@ awk -v lo="$lo" -v hi="$hi" -v bytes="$(stat -c %s "$CAPTURE")" -v runs="$RUNS" 
         bytes / 1e6 / hi, bytes / 1e6 / lo }'
 awk -v z="$zk_mbs" -v t="$ts_mbs" -v runs="$RUNS" 'BEGIN {
     printf "zkfle/tshark throughput: %.0fx   (CPU time, user+sys; zkfle: median of %d runs; target: 1 GB/s per core)\n", z / t, runs }'
+
+# The text timeline, decode's default format (closes included, as text shows them).
+read -r cpu rss rec bytes <<<"$(run "$CAPTURE" "$ZKFLE" decode "$CAPTURE")"
+awk -v cpu="$cpu" -v rss="$rss" -v rec="$rec" -v bytes="$bytes" 'BEGIN {
+    printf "zkfle decode (text) on the full capture: %.2f s CPU, %.0f MB/s, %d lines, %.1f MB RSS\n",
+        cpu, bytes / 1e6 / cpu, rec, rss / 1024 }'
 
 # The summary of the same capture: 17,922 re-runs of one election story, so every server's
 # decisions number in the tens of thousands (as in a capture of days); its cost must grow with
