@@ -569,36 +569,23 @@ impl Output {
             }
             return Ok(());
         }
+        // Lines are written straight into one buffer, handed to the output whole.
         match self.format {
-            Format::Jsonl => {
-                // Lines are written straight into one buffer, handed to the output whole.
-                self.lines.record(&mut self.line, record);
-                self.line.push(b'\n');
-                if self.line.len() >= OUTPUT_CHUNK || self.streaming {
-                    let r = self.out.write_all(&self.line);
-                    self.line.clear();
-                    r
-                } else {
-                    Ok(())
-                }
-            }
+            Format::Jsonl => self.lines.record(&mut self.line, record),
             Format::Text => {
                 let mut stamp = std::mem::take(&mut self.stamp);
                 self.stamp_into(&mut stamp, time, start);
                 self.texts.record(&mut self.line, record, &stamp);
                 self.stamp = stamp;
-                self.line.push(b'\n');
-                if self.line.len() >= OUTPUT_CHUNK || self.streaming {
-                    let r = self.out.write_all(&self.line);
-                    self.line.clear();
-                    r
-                } else {
-                    Ok(())
-                }
             }
-            Format::Html | Format::Mermaid | Format::Shiviz => Ok(()),
+            // Kept for drawing, above.
+            Format::Html | Format::Mermaid | Format::Shiviz => return Ok(()),
         }
-        .map_err(broken_pipe_or)?;
+        self.line.push(b'\n');
+        if self.line.len() >= OUTPUT_CHUNK || self.streaming {
+            self.out.write_all(&self.line).map_err(broken_pipe_or)?;
+            self.line.clear();
+        }
         self.previous = Some(time);
         if self.streaming {
             self.out.flush().map_err(broken_pipe_or)?;

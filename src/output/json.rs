@@ -70,16 +70,9 @@ pub struct JsonWriter {
     config_version: Option<u64>,
     config_valid: bool,
     /// `,"src":…,"dst":…` for the last few address pairs (a connection's two directions,
-    /// mostly), most recent first.
-    addrs: Vec<(
-        Option<std::net::SocketAddr>,
-        Option<std::net::SocketAddr>,
-        Vec<u8>,
-    )>,
+    /// mostly).
+    addrs: super::AddrPairs,
 }
-
-/// Address pairs whose JSON is kept.
-const ADDR_PAIRS_KEPT: usize = 4;
 
 impl JsonWriter {
     /// A writer with an empty config cache.
@@ -145,29 +138,12 @@ impl JsonWriter {
         src: Option<std::net::SocketAddr>,
         dst: Option<std::net::SocketAddr>,
     ) {
-        let at = match self
-            .addrs
-            .iter()
-            .position(|(s, d, _)| *s == src && *d == dst)
-        {
-            Some(at) => at,
-            None => {
-                let mut json = match self.addrs.len() {
-                    ADDR_PAIRS_KEPT => self.addrs.pop().map(|(_, _, j)| j).unwrap_or_default(),
-                    _ => Vec::new(),
-                };
-                json.clear();
-                json.extend_from_slice(b",\"src\":");
-                json_addr(&mut json, src);
-                json.extend_from_slice(b",\"dst\":");
-                json_addr(&mut json, dst);
-                self.addrs.push((src, dst, json));
-                self.addrs.len() - 1
-            }
-        };
-        // Keep the most recent first, so the common case is found at once.
-        self.addrs[..=at].rotate_right(1);
-        out.extend_from_slice(&self.addrs[0].2);
+        out.extend_from_slice(self.addrs.text(src, dst, |json| {
+            json.extend_from_slice(b",\"src\":");
+            json_addr(json, src);
+            json.extend_from_slice(b",\"dst\":");
+            json_addr(json, dst);
+        }));
     }
 
     fn write_notification(&mut self, out: &mut Vec<u8>, n: &Notification) {

@@ -32,6 +32,7 @@ pub mod text;
 pub mod wireshark;
 
 use std::fmt;
+use std::net::SocketAddr;
 
 use crate::decode::{Body, Record};
 
@@ -70,13 +71,54 @@ impl Collected {
     }
 }
 
+/// The text of the address pairs of the last few connections, most recent first: records come
+/// in runs per connection, so a pair's text is mostly made once a run, not once a record.
+#[derive(Debug, Default)]
+pub struct AddrPairs {
+    pairs: Vec<(Option<SocketAddr>, Option<SocketAddr>, Vec<u8>)>,
+}
+
+/// Address pairs whose text is kept.
+const ADDR_PAIRS_KEPT: usize = 4;
+
+impl AddrPairs {
+    /// The text of `src` and `dst`; `make` writes it (into an empty buffer) when not kept.
+    pub fn text(
+        &mut self,
+        src: Option<SocketAddr>,
+        dst: Option<SocketAddr>,
+        make: impl FnOnce(&mut Vec<u8>),
+    ) -> &[u8] {
+        let at = match self
+            .pairs
+            .iter()
+            .position(|(s, d, _)| *s == src && *d == dst)
+        {
+            Some(at) => at,
+            None => {
+                let mut text = match self.pairs.len() {
+                    ADDR_PAIRS_KEPT => self.pairs.pop().map(|(_, _, t)| t).unwrap_or_default(),
+                    _ => Vec::new(),
+                };
+                text.clear();
+                make(&mut text);
+                self.pairs.push((src, dst, text));
+                self.pairs.len() - 1
+            }
+        };
+        // Keep the most recent first, so the common case is found at once.
+        self.pairs[..=at].rotate_right(1);
+        &self.pairs[0].2
+    }
+}
+
 /// Appends a socket address as `Display` writes it (`10.0.0.1:3888`, `[::1]:3888`). IPv4 is
 /// composed without the formatting machinery: a decode writes millions, most of them once (a
 /// new connection has a new port).
 /// `quoted` puts it between double quotes (for JSON; its text never needs escaping).
-pub fn write_addr(out: &mut Vec<u8>, addr: std::net::SocketAddr, quoted: bool) {
+pub fn write_addr(out: &mut Vec<u8>, addr: SocketAddr, quoted: bool) {
     match addr {
-        std::net::SocketAddr::V4(v4) => {
+        SocketAddr::V4(v4) => {
             // Composed in a buffer of the longest form, `"255.255.255.255:65535"`, and appended
             // at once: a push per character checks the capacity every time.
             let mut text = [0u8; 23];

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::net::SocketAddr;
 
-use super::write_hex;
+use super::{AddrPairs, write_addr, write_hex};
 use crate::decode::{Body, QuorumMessage, Record, Severity};
 use crate::wire::{JavaView, Notification};
 
@@ -13,12 +13,9 @@ use crate::wire::{JavaView, Notification};
 /// connections.
 #[derive(Debug, Default)]
 pub struct TextWriter {
-    /// Address pairs with their padded text, the most recent first.
-    addrs: Vec<(Option<SocketAddr>, Option<SocketAddr>, Vec<u8>)>,
+    /// The padded `src -> dst` of the last few address pairs.
+    addrs: AddrPairs,
 }
-
-/// Address pairs whose text is kept.
-const ADDR_PAIRS_KEPT: usize = 4;
 
 /// The column of `src -> dst`, in characters.
 const ADDRS_WIDTH: usize = 44;
@@ -72,35 +69,18 @@ impl TextWriter {
 
     /// `src -> dst` padded to [`ADDRS_WIDTH`] characters (`-` when unknown).
     fn write_addrs(&mut self, out: &mut Vec<u8>, src: Option<SocketAddr>, dst: Option<SocketAddr>) {
-        let at = match self
-            .addrs
-            .iter()
-            .position(|(s, d, _)| *s == src && *d == dst)
-        {
-            Some(at) => at,
-            None => {
-                let mut text = match self.addrs.len() {
-                    ADDR_PAIRS_KEPT => self.addrs.pop().map(|(_, _, t)| t).unwrap_or_default(),
-                    _ => Vec::new(),
-                };
-                text.clear();
-                match (src, dst) {
-                    (Some(s), Some(d)) => {
-                        super::write_addr(&mut text, s, false);
-                        text.extend_from_slice(b" -> ");
-                        super::write_addr(&mut text, d, false);
-                    }
-                    _ => text.push(b'-'),
+        out.extend_from_slice(self.addrs.text(src, dst, |text| {
+            match (src, dst) {
+                (Some(s), Some(d)) => {
+                    write_addr(text, s, false);
+                    text.extend_from_slice(b" -> ");
+                    write_addr(text, d, false);
                 }
-                // Addresses are ASCII: bytes are characters.
-                text.resize(text.len().max(ADDRS_WIDTH), b' ');
-                self.addrs.push((src, dst, text));
-                self.addrs.len() - 1
+                _ => text.push(b'-'),
             }
-        };
-        // Keep the most recent first, so the common case is found at once.
-        self.addrs[..=at].rotate_right(1);
-        out.extend_from_slice(&self.addrs[0].2);
+            // Addresses are ASCII: bytes are characters.
+            text.resize(text.len().max(ADDRS_WIDTH), b' ');
+        }));
     }
 }
 
