@@ -314,7 +314,7 @@ fn write_initial(out: &mut Vec<u8>, msg: &InitialMessage) {
         json_str(out, &msg.address_text);
     }
     out.extend_from_slice(b",\"size\":");
-    json_opt_int(out, msg.encode().map(|b| b.len()).ok());
+    json_opt_int(out, msg.encoded_len().ok());
 }
 
 /// Whether `text` is the addresses joined with `|` (without joining them).

@@ -217,26 +217,34 @@ impl InitialMessage {
     /// The exact bytes. Fails when the message could not decode back to itself (a negative
     /// legacy sid, address text outside 1..=2048 bytes).
     pub fn encode(&self) -> Result<Vec<u8>, WireError> {
+        let len = self.encoded_len()?;
         match self.protocol {
-            ProtocolVersion::Legacy => {
-                if self.sid < 0 {
-                    return Err(WireError::new(
-                        "sid",
-                        0,
-                        ErrorKind::Inconsistent("a legacy sid must be >= 0"),
-                    ));
-                }
-                Ok(self.sid.to_be_bytes().to_vec())
-            }
+            ProtocolVersion::Legacy => Ok(self.sid.to_be_bytes().to_vec()),
             ProtocolVersion::V1 | ProtocolVersion::V2 => {
                 let text = self.address_text.as_bytes();
-                check_len(i32::try_from(text.len()).unwrap_or(i32::MAX))?;
-                let mut out = Vec::with_capacity(VERSIONED_HEADER_BYTES + text.len());
+                let mut out = Vec::with_capacity(len);
                 out.extend_from_slice(&self.protocol.code().unwrap_or(0).to_be_bytes());
                 out.extend_from_slice(&self.sid.to_be_bytes());
                 out.extend_from_slice(&(text.len() as i32).to_be_bytes());
                 out.extend_from_slice(text);
                 Ok(out)
+            }
+        }
+    }
+
+    /// How many bytes [`InitialMessage::encode`] gives, or its error, without encoding.
+    pub fn encoded_len(&self) -> Result<usize, WireError> {
+        match self.protocol {
+            ProtocolVersion::Legacy if self.sid < 0 => Err(WireError::new(
+                "sid",
+                0,
+                ErrorKind::Inconsistent("a legacy sid must be >= 0"),
+            )),
+            ProtocolVersion::Legacy => Ok(8),
+            ProtocolVersion::V1 | ProtocolVersion::V2 => {
+                let text = self.address_text.len();
+                check_len(i32::try_from(text).unwrap_or(i32::MAX))?;
+                Ok(VERSIONED_HEADER_BYTES + text)
             }
         }
     }
@@ -312,6 +320,20 @@ mod tests {
             InitialMessage::probe(&bytes[..9]).unwrap(),
             Probe::NeedAtLeast(20)
         );
+    }
+
+    proptest::proptest! {
+        /// The length is the encoding's, and fails where the encoding fails.
+        #[test]
+        fn encoded_len_is_the_encodings(
+            protocol in 0usize..3,
+            sid in proptest::prelude::any::<i64>(),
+            text_len in 0usize..2100,
+        ) {
+            let protocol = [ProtocolVersion::Legacy, ProtocolVersion::V1, ProtocolVersion::V2][protocol];
+            let m = InitialMessage::with_address_text(protocol, sid, &"1".repeat(text_len));
+            proptest::prop_assert_eq!(m.encoded_len().ok(), m.encode().ok().map(|b| b.len()));
+        }
     }
 
     #[test]
