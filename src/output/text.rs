@@ -34,16 +34,14 @@ impl TextWriter {
         // Writing to a Vec cannot fail.
         let _ = match &r.body {
             Body::Initial(m) => {
-                let _ = write!(out, "initial message: protocol ");
-                match m.protocol.code() {
-                    Some(c) => write!(out, "{c}"),
-                    None => write!(out, "legacy"),
-                }
-                .and_then(|_| write!(out, ", sid {}", m.sid))
-                .and_then(|_| match m.address_text.is_empty() {
+                let _ = match m.protocol.code() {
+                    Some(c) => write!(out, "initial message: protocol {c}, sid {}", m.sid),
+                    None => write!(out, "initial message: protocol legacy, sid {}", m.sid),
+                };
+                match m.address_text.is_empty() {
                     true => Ok(()),
                     false => write!(out, ", address {}", m.address_text),
-                })
+                }
             }
             Body::Notification(n) => {
                 write_notification_words(out, n);
