@@ -340,11 +340,30 @@ fn captures_without_election_traffic_say_so() {
         missing: 0,
         record: 0,
     };
-    write_pcap(&web, &[s]);
+    write_pcap(&web, std::slice::from_ref(&s));
     let out = zkfle(&["decode", web.to_str().unwrap()], b"");
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("no election traffic found"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // Traffic on the election port that never decodes is not "no election traffic": the
+    // message says what went wrong with it.
+    let noise = tmp.join("noise.pcap");
+    let s = zkfle::capture::TcpSegment {
+        dst: "10.0.0.2:3888".parse().unwrap(),
+        payload: vec![0xab; 600],
+        ..s
+    };
+    write_pcap(&noise, &[s]);
+    let out = zkfle(&["decode", noise.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(
+            "no election message could be decoded; first problem: connection 10.0.0.1:40000 -> 10.0.0.2:3888 started before the capture"
+        ),
         "{}",
         text(&out.stderr)
     );

@@ -452,6 +452,8 @@ struct Output {
     name: String,
     /// Records that are not problems.
     decoded: u64,
+    /// The first problem of any severity, for the message when nothing decoded.
+    first_problem: Option<String>,
     verbose: bool,
     /// Election ports asked for, for the message when nothing was found.
     ports: Vec<u16>,
@@ -496,6 +498,7 @@ impl Output {
                 .clone()
                 .unwrap_or_else(|| args.captures.join(" ")),
             decoded: 0,
+            first_problem: None,
             verbose: args.verbose,
             ports: args.ports.clone(),
         }
@@ -533,8 +536,13 @@ impl Output {
     fn record(&mut self, record: &Record) -> Result<(), CliError> {
         let time = record.time.as_secs_f64();
         let start = *self.t0.get_or_insert(time);
-        if !matches!(record.body, Body::Problem(_)) {
-            self.decoded += 1;
+        match &record.body {
+            Body::Problem(p) => {
+                if self.first_problem.is_none() {
+                    self.first_problem = Some(p.message.clone());
+                }
+            }
+            _ => self.decoded += 1,
         }
         if let Body::Problem(p) = &record.body
             && p.severity == Severity::Error
@@ -734,6 +742,14 @@ impl Output {
         // Nothing to decode is a failure on the data (exit 1), as an empty capture is: the
         // capture was taken on the wrong port or interface, and a script must not read an
         // empty story as a healthy one.
+        if self.decoded == 0
+            && let Some(first) = &self.first_problem
+        {
+            // Election traffic was seen, but none of it decoded: say why, not that it is absent.
+            return Err(CliError::failure(format!(
+                "{name}: no election message could be decoded; first problem: {first}"
+            )));
+        }
         if self.decoded == 0 {
             return Err(CliError::failure(format!(
                 "{name}: no election traffic found (no connection on the election ports {} or the quorum ports, and none opening with an initial message or FOLLOWERINFO)",

@@ -209,8 +209,8 @@ struct QuorumDir {
     decoder: QuorumStreamDecoder,
     /// Stream offset where `decoder` started (after a resynchronisation).
     base: u64,
-    /// `Some` while looking for a packet boundary: the bytes held and the offset of the first.
-    hunt: Option<(Vec<u8>, u64)>,
+    /// `Some` while looking for a packet boundary.
+    hunt: Option<Hunt>,
     /// The SNAP packet whose snapshot is streaming: its record, and the snapshot bytes so far.
     snap: Option<(Record, u64)>,
 }
@@ -218,7 +218,7 @@ struct QuorumDir {
 impl QuorumDir {
     fn new(mid_stream: bool) -> Self {
         QuorumDir {
-            hunt: mid_stream.then(|| (Vec::new(), 0)),
+            hunt: mid_stream.then(|| Hunt::from(0)),
             ..QuorumDir::default()
         }
     }
@@ -226,15 +226,63 @@ impl QuorumDir {
 
 struct DirState {
     decoder: StreamDecoder,
-    /// `Some` while looking for a frame boundary: the bytes held and the offset of the first.
-    hunt: Option<(Vec<u8>, u64)>,
+    /// `Some` while looking for a frame boundary.
+    hunt: Option<Hunt>,
+}
+
+/// A search for the next frame or packet boundary in one direction of a stream.
+struct Hunt {
+    /// The bytes held: those that may still start one.
+    held: Vec<u8>,
+    /// The stream offset of `held[0]`.
+    start: u64,
+    /// Where the search began: what is skipped, if a boundary is found, is counted from here
+    /// (bytes ruled out on the way are dropped from `held`, not from the count).
+    from: u64,
+}
+
+impl Hunt {
+    fn from(offset: u64) -> Hunt {
+        Hunt::holding(Vec::new(), offset)
+    }
+
+    fn holding(held: Vec<u8>, start: u64) -> Hunt {
+        Hunt {
+            held,
+            start,
+            from: start,
+        }
+    }
+
+    /// The warning for the bytes skipped before a boundary found at `at` in `held`, if any.
+    fn skipped(&self, at: usize, what: &str) -> Option<(u64, Problem)> {
+        let skipped = self.start + at as u64 - self.from;
+        (skipped > 0).then(|| {
+            (
+                self.from,
+                Problem::new(
+                    Severity::Warning,
+                    ProblemKind::Resynced { skipped },
+                    format!("skipped {skipped} bytes to the next {what}"),
+                ),
+            )
+        })
+    }
+
+    /// Drops the held bytes before `at`, which cannot start a boundary, and any beyond the
+    /// newest `bound`.
+    fn rule_out(&mut self, at: usize, bound: usize) {
+        let at = at.max(self.held.len().saturating_sub(bound));
+        self.held.drain(..at);
+        self.start += at as u64;
+    }
 }
 
 impl DirState {
     fn new(dir: Direction, mid_stream: bool) -> Self {
         DirState {
             decoder: StreamDecoder::new(dir),
-            hunt: mid_stream.then(|| (Vec::new(), 0)),
+            hunt: mid_stream.then(|| Hunt::from(0)),
         }
     }
 }
@@ -477,7 +525,7 @@ impl State {
                 }
                 let (partial, partial_sid) = if let Some(q) = &mut c.quorum {
                     let d = &mut q[index(dir)];
-                    d.hunt = Some((Vec::new(), offset + missing));
+                    d.hunt = Some(Hunt::from(offset + missing));
                     d.snap = None;
                     (None, None)
                 } else {
@@ -490,7 +538,7 @@ impl State {
                             .decoder
                             .partial_frame()
                             .map(|(prefix, size)| PartialNotification::decode(prefix, size)),
-                        Some((held, _)) => frame_prefix(held)
+                        Some(h) => frame_prefix(&h.held)
                             .map(|(prefix, size)| PartialNotification::decode(prefix, size)),
                     };
                     let partial_sid = d
@@ -505,7 +553,7 @@ impl State {
                         c.initiator_sid.get_or_insert(sid);
                     }
                     let d = &mut c.dirs[index(dir)];
-                    d.hunt = Some((Vec::new(), offset + missing));
+                    d.hunt = Some(Hunt::from(offset + missing));
                     (partial, partial_sid)
                 };
                 let (severity, kind, what) = match self.cut {
@@ -614,19 +662,23 @@ impl State {
         let mut items = std::mem::take(&mut self.items);
         let mut problems = std::mem::take(&mut self.problems);
         {
+            // While hunting for a frame boundary the decoder is not fed: after an error it
+            // would only repeat that error.
             let d = &mut c.dirs[index(dir)];
-            let mut input = bytes;
             if d.hunt.is_some() {
-                input = &[];
                 hunt(d, bytes, &mut items, &mut problems);
+            } else {
+                decode_all(d, bytes, &mut items, &mut problems);
             }
-            decode_all(d, input, &mut items, &mut problems);
         }
-        for (at, problem) in problems.drain(..) {
-            let r = self.problem(conn, dir, time, at, problem);
-            self.push(r);
-        }
+        // Problems and items are reported in stream order (a problem first at a tie: a
+        // resynchronisation's warning precedes the frame it found).
+        let mut problems_in_order = problems.drain(..).peekable();
         for (at, item) in items.drain(..) {
+            while let Some((p_at, problem)) = problems_in_order.next_if(|(p_at, _)| *p_at <= at) {
+                let r = self.problem(conn, dir, time, p_at, problem);
+                self.push(r);
+            }
             let (body, raw) = match item {
                 StreamItem::Initial { message, raw, .. } => {
                     self.book.learn_initial(&message);
@@ -688,6 +740,10 @@ impl State {
             r.raw = raw;
             self.push(r);
         }
+        for (at, problem) in problems_in_order {
+            let r = self.problem(conn, dir, time, at, problem);
+            self.push(r);
+        }
         self.items = items;
         self.problems = problems;
     }
@@ -703,29 +759,18 @@ impl State {
         let mut snap_done: Option<(Record, u64)> = None;
         let mut input: &[u8] = bytes;
         let held: Vec<u8>;
-        if let Some((buf, start)) = &mut d.hunt {
-            buf.extend_from_slice(bytes);
-            match find_packet_start(buf) {
+        if let Some(h) = &mut d.hunt {
+            h.held.extend_from_slice(bytes);
+            match find_packet_start(&h.held) {
                 FrameSearch::Found(at) => {
-                    if at > 0 {
-                        problems.push((
-                            *start,
-                            Problem::new(
-                                Severity::Warning,
-                                ProblemKind::Resynced { skipped: at as u64 },
-                                format!("skipped {at} bytes to the next quorum packet"),
-                            ),
-                        ));
-                    }
-                    d.base = *start + at as u64;
+                    problems.extend(h.skipped(at, "quorum packet"));
+                    d.base = h.start + at as u64;
                     d.decoder = QuorumStreamDecoder::new();
-                    held = buf.split_off(at);
+                    held = h.held.split_off(at);
                     d.hunt = None;
                 }
                 FrameSearch::NotBefore(at) => {
-                    let at = at.max(buf.len().saturating_sub(MAX_QUORUM_HUNT_BYTES));
-                    buf.drain(..at);
-                    *start += at as u64;
+                    h.rule_out(at, MAX_QUORUM_HUNT_BYTES);
                     return;
                 }
             }
@@ -775,7 +820,7 @@ impl State {
                             format!("malformed quorum packet: {e}; resynchronising"),
                         ),
                     ));
-                    d.hunt = Some((input.to_vec(), d.base + d.decoder.position()));
+                    d.hunt = Some(Hunt::holding(input.to_vec(), d.base + d.decoder.position()));
                     d.snap = None;
                     break;
                 }
@@ -787,17 +832,20 @@ impl State {
         {
             c.initiator_sid = Some(sid);
         }
-        for (at, problem) in problems {
-            let r = self.problem(conn, dir, time, at, problem);
-            self.push(r);
-        }
+        // A snapshot ends before anything else this piece holds; then problems and packets
+        // in stream order, as for the election port.
         if let Some((mut r, n)) = snap_done {
             if let Body::Quorum(m) = &mut r.body {
                 m.snapshot_bytes = Some(n);
             }
             self.push(r);
         }
+        let mut problems_in_order = problems.into_iter().peekable();
         for (at, m) in out {
+            while let Some((p_at, problem)) = problems_in_order.next_if(|(p_at, _)| *p_at <= at) {
+                let r = self.problem(conn, dir, time, p_at, problem);
+                self.push(r);
+            }
             let snap = m.ptype == ptype::SNAP;
             let r = self.record(conn, dir, time, Some(at), Body::Quorum(m));
             if snap && let Some(q) = self.conns.get_mut(&conn).and_then(|c| c.quorum.as_mut()) {
@@ -805,6 +853,10 @@ impl State {
                 q[index(dir)].snap = Some((r, 0));
                 continue;
             }
+            self.push(r);
+        }
+        for (at, problem) in problems_in_order {
+            let r = self.problem(conn, dir, time, at, problem);
             self.push(r);
         }
     }
@@ -1000,35 +1052,22 @@ fn hunt(
     items: &mut Vec<(u64, StreamItem)>,
     problems: &mut Vec<(u64, Problem)>,
 ) {
-    let Some((held, start)) = &mut d.hunt else {
+    let Some(h) = &mut d.hunt else {
         return;
     };
-    held.extend_from_slice(input);
-    match find_frame_start(held) {
+    h.held.extend_from_slice(input);
+    match find_frame_start(&h.held) {
         FrameSearch::Found(at) => {
-            let resume = *start + at as u64;
-            let rest = held.split_off(at);
-            if at > 0 {
-                problems.push((
-                    *start,
-                    Problem::new(
-                        Severity::Warning,
-                        ProblemKind::Resynced { skipped: at as u64 },
-                        format!("skipped {at} bytes to the next frame boundary"),
-                    ),
-                ));
-            }
+            let resume = h.start + at as u64;
+            let rest = h.held.split_off(at);
+            problems.extend(h.skipped(at, "frame boundary"));
             d.hunt = None;
             d.decoder.resync(resume);
             decode_all(d, &rest, items, problems);
         }
-        FrameSearch::NotBefore(at) => {
-            // Offsets before `at` cannot start a frame: forget them, which also keeps the
-            // buffer within one frame's size.
-            let at = at.max(held.len().saturating_sub(MAX_HUNT_BYTES));
-            held.drain(..at);
-            *start += at as u64;
-        }
+        // Offsets before `at` cannot start a frame: forget them, which also keeps the buffer
+        // within one frame's size.
+        FrameSearch::NotBefore(at) => h.rule_out(at, MAX_HUNT_BYTES),
     }
 }
 
@@ -1059,7 +1098,7 @@ fn decode_all(
                     ),
                 ));
                 // What follows in this piece is hunted through like any resync.
-                d.hunt = Some((Vec::new(), d.decoder.position()));
+                d.hunt = Some(Hunt::from(d.decoder.position()));
                 return hunt(d, input, items, problems);
             }
         }
@@ -1119,8 +1158,8 @@ fn sasl_verdict(server: &str, accepted: bool, user: Option<&str>) -> String {
 mod tests {
     use super::*;
     use crate::capture::{TcpSegment, Timestamp};
-    use crate::wire::QuorumConfig;
     use crate::wire::quorum::{LearnerInfo, QuorumPacket};
+    use crate::wire::{ProtocolVersion, QuorumConfig, ServerState};
 
     fn seg(src: &str, dst: &str, seq: u32, syn: bool, payload: Vec<u8>) -> TcpSegment {
         TcpSegment {
@@ -1380,7 +1419,7 @@ mod tests {
                 for c in d.state.conns.values() {
                     if let Some(q) = &c.quorum {
                         for dir in q.iter() {
-                            let held = dir.hunt.as_ref().map_or(0, |h| h.0.len());
+                            let held = dir.hunt.as_ref().map_or(0, |h| h.held.len());
                             proptest::prop_assert!(held <= MAX_QUORUM_HUNT_BYTES + 4096);
                         }
                     }
@@ -1401,5 +1440,118 @@ mod tests {
             &r.body,
             Body::Problem(p) if p.kind == ProblemKind::MidStream
         )));
+    }
+
+    /// An election connection: SYN, SYN-ACK, then `stream` from the initiator in `pieces`
+    /// segments of about equal size.
+    fn election_stream(stream: &[u8], pieces: usize) -> Vec<TcpSegment> {
+        let (a, b) = ("127.0.0.1:40000", "127.0.0.2:3888");
+        let mut syn_ack = seg(b, a, 0, true, Vec::new());
+        syn_ack.ack = Some(1);
+        let mut out = vec![seg(a, b, 0, true, Vec::new()), syn_ack];
+        let size = stream.len().div_ceil(pieces.max(1)).max(1);
+        for (i, chunk) in stream.chunks(size).enumerate() {
+            out.push(seg(a, b, 1 + (i * size) as u32, false, chunk.to_vec()));
+        }
+        out
+    }
+
+    /// What a record is, with its offset: for comparing decodes.
+    fn shape(records: &[Record]) -> Vec<(String, Option<u64>)> {
+        records
+            .iter()
+            .map(|r| {
+                let what = match &r.body {
+                    Body::Initial(m) => format!("initial {}", m.sid),
+                    Body::Notification(n) => format!("notification {}", n.leader),
+                    Body::Problem(Problem {
+                        kind: ProblemKind::Malformed(_),
+                        ..
+                    }) => "malformed".to_string(),
+                    Body::Problem(p) => format!("{:?}", p.kind),
+                    other => format!("{other:?}"),
+                };
+                (what, r.offset)
+            })
+            .collect()
+    }
+
+    /// After a malformed frame, the bytes that follow are hunted through for the next frame,
+    /// however many segments they take: the error is reported once, the skip once, and the
+    /// frame found at its true offset. Before, each later segment repeated the error and
+    /// restarted the hunt at the error's offset.
+    #[test]
+    fn a_resynchronisation_spans_segments() {
+        let initial = InitialMessage::with_address_text(ProtocolVersion::V2, 2, "127.0.0.2:3888")
+            .encode()
+            .unwrap();
+        let notification = Notification::current(ServerState::Looking, 7, 0, 1, 0, Vec::new())
+            .encode()
+            .unwrap();
+        let frame = crate::wire::encode_frame(&notification).unwrap();
+        let mut stream = initial.clone();
+        stream.extend_from_slice(&(-1i32).to_be_bytes());
+        let junk = 3000;
+        stream.extend(std::iter::repeat_n(0xabu8, junk));
+        let found_at = stream.len() as u64;
+        stream.extend_from_slice(&frame);
+        stream.extend_from_slice(&frame);
+        let whole = shape(&decode(
+            election_stream(&stream, 1),
+            DecodeOptions::default(),
+        ));
+        let at = initial.len() as u64;
+        // The bad length's four bytes are read, then the hunt skips the junk.
+        let skipped = ProblemKind::Resynced {
+            skipped: junk as u64,
+        };
+        assert_eq!(
+            whole
+                .iter()
+                .map(|(w, o)| (w.as_str(), *o))
+                .collect::<Vec<_>>(),
+            [
+                ("initial 2", Some(0)),
+                ("malformed", Some(at)),
+                (format!("{skipped:?}").as_str(), Some(at + 4)),
+                ("notification 7", Some(found_at)),
+                ("notification 7", Some(found_at + frame.len() as u64)),
+            ]
+        );
+        for pieces in [2, 7, 40, stream.len()] {
+            let split = shape(&decode(
+                election_stream(&stream, pieces),
+                DecodeOptions::default(),
+            ));
+            assert_eq!(split, whole, "in {pieces} segments");
+        }
+    }
+
+    /// Records of one segment come in stream order: a frame decoded before a malformed one is
+    /// reported before the error.
+    #[test]
+    fn an_error_follows_what_came_before_it_in_the_segment() {
+        let initial = InitialMessage::with_address_text(ProtocolVersion::V2, 2, "127.0.0.2:3888")
+            .encode()
+            .unwrap();
+        let notification = Notification::current(ServerState::Looking, 7, 0, 1, 0, Vec::new())
+            .encode()
+            .unwrap();
+        let mut stream = initial;
+        stream.extend_from_slice(&crate::wire::encode_frame(&notification).unwrap());
+        stream.extend_from_slice(&0i32.to_be_bytes());
+        let records = decode(election_stream(&stream, 1), DecodeOptions::default());
+        let kinds: Vec<&str> = records
+            .iter()
+            .map(|r| match &r.body {
+                Body::Initial(_) => "initial",
+                Body::Notification(_) => "notification",
+                Body::Problem(_) => "problem",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["initial", "notification", "problem"]);
+        // The error knows the sender's sid, learned from the initial message before it.
+        assert_eq!(records[2].from_sid, Some(2));
     }
 }

@@ -159,7 +159,6 @@ pub enum FrameSearch {
 
 /// Looks for the first offset in `buf` where a whole plausible frame starts.
 pub fn find_frame_start(buf: &[u8]) -> FrameSearch {
-    let mut undecided = None;
     for i in 0..buf.len().saturating_sub(LENGTH_BYTES - 1) {
         let len = i32::from_be_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
         if !(BASE_BYTES as i32..=MAX_FRAME_BYTES as i32).contains(&len) {
@@ -168,15 +167,18 @@ pub fn find_frame_start(buf: &[u8]) -> FrameSearch {
         let end = i + LENGTH_BYTES + len as usize;
         if end > buf.len() {
             if can_start_frame(&buf[i + LENGTH_BYTES..], len as usize) {
-                undecided.get_or_insert(i);
+                // Undecided until its end arrives, and nothing after it can be found first.
+                // Returning here (not scanning on) keeps a hunt linear: the caller keeps the
+                // bytes from here, and the next call starts with this offset.
+                return FrameSearch::NotBefore(i);
             }
             continue;
         }
-        if undecided.is_none() && plausible_notification(&buf[i + LENGTH_BYTES..end]) {
+        if plausible_notification(&buf[i + LENGTH_BYTES..end]) {
             return FrameSearch::Found(i);
         }
     }
-    FrameSearch::NotBefore(undecided.unwrap_or(buf.len().saturating_sub(LENGTH_BYTES - 1)))
+    FrameSearch::NotBefore(buf.len().saturating_sub(LENGTH_BYTES - 1))
 }
 
 /// Whether a quorum packet of a plausible type, with null authinfo (what Java sends), decodes
