@@ -21,6 +21,7 @@ use crate::decode::summary::Summarizer;
 use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity};
 use crate::output::json::JsonWriter;
 use crate::output::merge::{clocks_json, clocks_text, losses_json, losses_text};
+use crate::output::printable;
 use crate::output::text::TextWriter;
 use crate::wire::ElectionAddress;
 use crate::zoocfg::ZooCfg;
@@ -539,7 +540,7 @@ impl Output {
         match &record.body {
             Body::Problem(p) => {
                 if self.first_problem.is_none() {
-                    self.first_problem = Some(p.message.clone());
+                    self.first_problem = Some(printable(&p.message).into_owned());
                 }
             }
             _ => self.decoded += 1,
@@ -548,7 +549,8 @@ impl Output {
             && p.severity == Severity::Error
         {
             self.errors += 1;
-            self.first_error.get_or_insert_with(|| p.message.clone());
+            self.first_error
+                .get_or_insert_with(|| printable(&p.message).into_owned());
         }
         if !self.filter.keeps(record, start) {
             return Ok(());

@@ -181,6 +181,43 @@ pub fn write_hex(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&text[at..]);
 }
 
+/// Whether a character must not reach a terminal as it is: a control character (a newline
+/// would split a record's line, an escape drive the terminal) or a bidirectional override
+/// (which reorders what is shown).
+fn unprintable(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Appends text that may hold a peer's bytes (an advertised address, a SASL user, a message
+/// quoting them) for a reader's terminal: characters [`unprintable`] there are written as
+/// Rust escapes (`\n`, `\u{1b}`), everything else as it is.
+pub fn write_printable(out: &mut Vec<u8>, text: &str) {
+    if !text.chars().any(unprintable) {
+        out.extend_from_slice(text.as_bytes());
+        return;
+    }
+    let mut buf = [0u8; 4];
+    for c in text.chars() {
+        if unprintable(c) {
+            out.extend(c.escape_default().map(|e| e as u8));
+        } else {
+            out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        }
+    }
+}
+
+/// [`write_printable`] into a `String`.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(unprintable) {
+        return text.into();
+    }
+    let mut out = Vec::with_capacity(text.len() + 8);
+    write_printable(&mut out, text);
+    String::from_utf8(out)
+        .expect("escapes and whole characters are UTF-8")
+        .into()
+}
+
 /// Who a message's endpoint is, for lanes and hosts: `sid N` when known, else the address.
 pub fn endpoint_name(sid: Option<i64>, addr: Option<std::net::SocketAddr>) -> String {
     match (sid, addr) {
@@ -198,6 +235,18 @@ pub fn is_message(r: &Record) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A peer's text cannot break a line or reach the terminal as control codes; printable
+    /// text, UTF-8 included, is written as it is.
+    #[test]
+    fn printable_text_escapes_what_a_terminal_would_act_on() {
+        assert_eq!(printable("127.0.0.2:3888"), "127.0.0.2:3888");
+        assert_eq!(printable("höst:3888"), "höst:3888");
+        assert_eq!(
+            printable("ev\nil\u{1b}[31m\u{7}\u{85}\u{202e}:3888\t"),
+            "ev\\nil\\u{1b}[31m\\u{7}\\u{85}\\u{202e}:3888\\t"
+        );
+    }
 
     proptest::proptest! {
         #[test]

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use crate::decode::live::LiveDecision;
 use crate::decode::summary::{Cause, Evidence, RoundKind, StillLooking, Summary, SyncInfo};
+use crate::output::printable;
 
 fn sync_json(s: &SyncInfo) -> Value {
     json!({
@@ -340,8 +341,8 @@ impl Summary {
             s.push_str("anomalies:\n");
             for a in &self.anomalies {
                 match a.time {
-                    Some(t) => s.push_str(&format!("  {}  {}\n", rel(t), a.message)),
-                    None => s.push_str(&format!("  {}\n", a.message)),
+                    Some(t) => s.push_str(&format!("  {}  {}\n", rel(t), printable(&a.message))),
+                    None => s.push_str(&format!("  {}\n", printable(&a.message))),
                 }
             }
         }

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::net::SocketAddr;
 
-use super::{AddrPairs, write_addr, write_hex};
+use super::{AddrPairs, write_addr, write_hex, write_printable};
 use crate::decode::{Body, QuorumMessage, Record, Severity};
 use crate::wire::{JavaView, Notification};
 
@@ -38,10 +38,11 @@ impl TextWriter {
                     Some(c) => write!(out, "initial message: protocol {c}, sid {}", m.sid),
                     None => write!(out, "initial message: protocol legacy, sid {}", m.sid),
                 };
-                match m.address_text.is_empty() {
-                    true => Ok(()),
-                    false => write!(out, ", address {}", m.address_text),
+                if !m.address_text.is_empty() {
+                    out.extend_from_slice(b", address ");
+                    write_printable(out, &m.address_text);
                 }
+                Ok(())
             }
             Body::Notification(n) => {
                 write_notification_words(out, n);
@@ -53,15 +54,14 @@ impl TextWriter {
             }
             Body::Closed { reset: true } => write!(out, "connection reset (RST)"),
             Body::Closed { reset: false } => write!(out, "connection closed (FIN)"),
-            Body::Problem(p) => write!(
-                out,
-                "{}: {}",
-                match p.severity {
-                    Severity::Error => "error",
-                    Severity::Warning => "warning",
-                },
-                p.message
-            ),
+            Body::Problem(p) => {
+                out.extend_from_slice(match p.severity {
+                    Severity::Error => b"error: ",
+                    Severity::Warning => b"warning: ",
+                });
+                write_printable(out, &p.message);
+                Ok(())
+            }
         };
     }
 
@@ -204,5 +204,25 @@ mod tests {
                 assert_eq!(String::from_utf8(line).unwrap(), expected);
             }
         }
+    }
+
+    /// A peer advertises any bytes as its address: the line stays one line, and no escape
+    /// sequence reaches the reader's terminal.
+    #[test]
+    fn a_peers_address_cannot_break_the_line_or_drive_the_terminal() {
+        let mut r = closed(Some("10.0.0.1:40000"), Some("10.0.0.2:3888"), Some(2));
+        r.body = Body::Initial(crate::wire::InitialMessage::with_address_text(
+            crate::wire::ProtocolVersion::V2,
+            2,
+            "evil\n2026-12-01 fake line\u{1b}[2J:3888",
+        ));
+        let mut line = Vec::new();
+        TextWriter::default().record(&mut line, &r, "T");
+        let line = String::from_utf8(line).unwrap();
+        assert!(
+            line.ends_with("address evil\\n2026-12-01 fake line\\u{1b}[2J:3888"),
+            "{line}"
+        );
+        assert!(!line.chars().any(char::is_control), "{line}");
     }
 }
