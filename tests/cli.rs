@@ -452,3 +452,28 @@ fn unreadable_captures_exit_1_everywhere() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// A 3.4 capture names no election addresses, so without the ensemble's zoo.cfg no
+/// notification is known to be the replayed server's: replay says so and what to pass,
+/// rather than that the server sent nothing.
+#[test]
+fn replay_of_a_capture_without_addresses_asks_for_the_config() {
+    let capture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/v3.4.14-basic3/capture.pcap"
+    );
+    let out = zkfle(&["replay", "--as", "1", capture], b"");
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("no notification in the capture is known to be sid 1's")
+            && err.contains("pass --config zoo.cfg"),
+        "{err}"
+    );
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/v3.4.14-basic3/zoo.cfg"
+    );
+    let out = zkfle(&["replay", "--as", "1", "--config", config, capture], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}

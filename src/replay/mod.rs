@@ -97,6 +97,10 @@ pub struct Recording {
 pub enum RecordingError {
     #[error("sid {0} sent no notification in the capture")]
     Silent(i64),
+    #[error(
+        "no notification in the capture is known to be sid {0}'s: {1} are between servers whose sids it does not name (ZooKeeper 3.4 sends no election addresses); pass --config zoo.cfg"
+    )]
+    PeersUnnamed(i64, usize),
     #[error("no readable config in sid {0}'s notifications; pass --config")]
     NoConfig(i64),
     #[error("the config: {0}")]
@@ -120,6 +124,8 @@ pub struct RecordingBuilder {
     own_initials: Vec<u64>,
     summarizer: Summarizer,
     last_seen: u64,
+    /// Notifications with an end whose sid is unknown (any of them may be SID's).
+    unnamed: usize,
 }
 
 impl RecordingBuilder {
@@ -133,6 +139,7 @@ impl RecordingBuilder {
             own_initials: Vec::new(),
             summarizer: Summarizer::new(HashMap::new()),
             last_seen: 0,
+            unnamed: 0,
         }
     }
 
@@ -166,6 +173,9 @@ impl RecordingBuilder {
                     self.outbound.push(t);
                 }
             }
+            (Body::Notification(_), None, _) | (Body::Notification(_), _, None) => {
+                self.unnamed += 1;
+            }
             _ => {}
         }
     }
@@ -181,10 +191,15 @@ impl RecordingBuilder {
             own_initials,
             summarizer,
             last_seen,
+            unnamed,
         } = self;
         let t0 = t0.unwrap_or(0.0);
         if outbound.is_empty() {
-            return Err(RecordingError::Silent(sid));
+            return Err(if unnamed > 0 {
+                RecordingError::PeersUnnamed(sid, unnamed)
+            } else {
+                RecordingError::Silent(sid)
+            });
         }
         let config = match config {
             Some(c) => c.clone(),
