@@ -154,6 +154,13 @@ impl MappedPcap {
                     limit: MAX_BLOCK,
                 }));
             }
+            if caplen == 0 && super::reader::is_joined_header(self.u32_at(at), 0) {
+                self.done = true;
+                return Some(Err(CaptureError::Joined {
+                    offset: at as u64,
+                    record: self.records,
+                }));
+            }
             let end = at + RECORD_HEADER + caplen;
             if end > len {
                 self.done = true;

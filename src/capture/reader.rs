@@ -80,6 +80,16 @@ pub enum CaptureError {
         /// What went wrong in it.
         source: Box<CaptureError>,
     },
+    /// A second pcap file header where a packet record should be: files joined end to end.
+    #[error(
+        "a second pcap file header at byte offset {offset} (after packet record {record}): this file is captures joined end to end (as `cat a.pcap b.pcap` makes); give zkfle the files themselves, which it reads as one capture, or join them with `mergecap -w joined.pcap a.pcap b.pcap`"
+    )]
+    Joined {
+        /// Byte offset of the header.
+        offset: u64,
+        /// Number of packet records read before it.
+        record: u64,
+    },
     /// A block is larger than [`MAX_BLOCK`].
     #[error("block at byte offset {offset} (after packet record {record}) exceeds {limit} bytes")]
     TooLarge {
@@ -261,6 +271,9 @@ impl CaptureReader {
             let offset = self.inner.consumed() as u64;
             let record = self.state.records;
             let step = match self.inner.next() {
+                Ok((_, PcapBlockOwned::Legacy(b))) if is_joined_header(b.ts_sec, b.caplen) => {
+                    Step::Fail(CaptureError::Joined { offset, record })
+                }
                 Ok((len, block)) => {
                     let packet = handle_block(&mut self.state, block, offset);
                     Step::Block(len, packet.and_then(|p| f(&p, &mut self.state.stats)))
@@ -372,6 +385,13 @@ enum Step<T> {
 }
 
 /// Interprets one block; returns a packet for packet records.
+/// Whether a legacy packet record is in fact another pcap file's header (its magic, in either
+/// byte order, where the time stamp is, and its zero `thiszone` where the captured length
+/// is): what `cat a.pcap b.pcap` leaves.
+pub(super) fn is_joined_header(ts_sec: u32, caplen: u32) -> bool {
+    caplen == 0 && matches!(ts_sec, 0xa1b2c3d4 | 0xa1b23c4d | 0xd4c3b2a1 | 0x4d3cb2a1)
+}
+
 fn handle_block<'a>(
     st: &mut State,
     block: PcapBlockOwned<'a>,

@@ -1180,6 +1180,39 @@ fn everything(mut segs: TcpSegments) -> (Vec<Result<TcpSegment, String>>, Captur
     (out, *segs.stats())
 }
 
+/// `cat a.pcap b.pcap` is not a capture: both readers stop at the second file's header, at
+/// its offset, with an error that says what the file is, whatever the two files' byte order
+/// and time resolution.
+#[test]
+fn captures_joined_end_to_end_are_named_as_such() {
+    let s = sample(A, B);
+    let (lt, data) = frame(Link::Ethernet, &s);
+    for (be, nanos) in [(false, false), (true, false), (false, true), (true, true)] {
+        let first = pcap(false, false, lt, &[Rec::new(1, 0, data.clone())]);
+        let mut joined = first.clone();
+        joined.extend(pcap(be, nanos, lt, &[Rec::new(2, 0, data.clone())]));
+        let path = std::env::temp_dir().join(format!("zkfle-joined-{}.pcap", std::process::id()));
+        std::fs::write(&path, &joined).unwrap();
+        let mapped =
+            everything(TcpSegments::from_file(std::fs::File::open(&path).unwrap()).unwrap());
+        let _ = std::fs::remove_file(&path);
+        let (stream, _) = segs_of(joined);
+        let at = first.len() as u64;
+        assert!(
+            matches!(stream[..], [Ok(_), Err(CaptureError::Joined { offset, record: 1 })] if offset == at),
+            "{stream:?}"
+        );
+        assert_eq!(mapped.0.len(), 2, "{:?}", mapped.0);
+        let mapped_error = mapped.0[1].as_ref().unwrap_err();
+        assert!(
+            mapped_error.contains(&format!("a second pcap file header at byte offset {at}"))
+                && mapped_error.contains("mergecap"),
+            "{:?}",
+            mapped.0
+        );
+    }
+}
+
 proptest! {
     /// A legacy pcap file read in place from a memory map gives exactly what the stream reader
     /// gives: packets, counters, and the same error (truncated, too large) at the same offset.

@@ -1124,7 +1124,8 @@ fn file_offset(e: &CaptureError) -> Option<u64> {
         CaptureError::Read { offset, .. }
         | CaptureError::Malformed { offset, .. }
         | CaptureError::Truncated { offset, .. }
-        | CaptureError::TooLarge { offset, .. } => Some(*offset),
+        | CaptureError::TooLarge { offset, .. }
+        | CaptureError::Joined { offset, .. } => Some(*offset),
         CaptureError::NotACapture { .. } | CaptureError::Empty => Some(0),
         CaptureError::Open { .. } => None,
         CaptureError::InFile { source, .. } => file_offset(source),
