@@ -157,7 +157,7 @@ impl Summary {
         let mut s = String::new();
         let rel = |t: f64| format!("+{:.3}s", t - t0);
         if self.sids_unknown {
-            s.push_str("sids unknown: this capture names no election addresses (ZooKeeper 3.4); decisions and winners need --config zoo.cfg or --sid-map ADDR=SID\n");
+            s.push_str("sids unknown: most notifications are between servers the capture does not name (3.4 servers advertise no election addresses, and a capture started after the connections opened misses the initial messages that do); decisions and winners need --config zoo.cfg or --sid-map ADDR=SID\n");
         }
         if !self.quorum_port && !self.rounds.is_empty() {
             s.push_str("the quorum port (2888) is not in this capture: sync and serving times are not in it\n");
