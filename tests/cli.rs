@@ -477,3 +477,39 @@ fn replay_of_a_capture_without_addresses_asks_for_the_config() {
     let out = zkfle(&["replay", "--as", "1", "--config", config, capture], b"");
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+/// A --config that names no servers (a standalone server's zoo.cfg, or the wrong file) is a
+/// usage error naming the file, for decode and replay alike, not a silent empty ensemble.
+#[test]
+fn a_config_without_servers_is_refused() {
+    let tmp = std::env::temp_dir().join(format!("zkfle-cli-noservers-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let cfg = tmp.join("zoo.cfg");
+    std::fs::write(
+        &cfg,
+        "tickTime=2000\ndataDir=/var/lib/zookeeper\nclientPort=2181\n",
+    )
+    .unwrap();
+    let capture = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/basic3/capture.pcap");
+    for args in [
+        vec!["decode", "--config", cfg.to_str().unwrap(), capture],
+        vec![
+            "replay",
+            "--as",
+            "1",
+            "--config",
+            cfg.to_str().unwrap(),
+            capture,
+        ],
+    ] {
+        let out = zkfle(&args, b"");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("names no servers (no server.N= lines"),
+            "{err}"
+        );
+        assert!(err.contains(cfg.to_str().unwrap()), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}

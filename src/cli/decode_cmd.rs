@@ -24,7 +24,6 @@ use crate::output::merge::{clocks_json, clocks_text, losses_json, losses_text};
 use crate::output::printable;
 use crate::output::text::TextWriter;
 use crate::wire::ElectionAddress;
-use crate::zoocfg::ZooCfg;
 
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
@@ -208,7 +207,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     // What --config tells the summary: the members, and a hierarchical quorum rule.
     let mut known: Option<crate::wire::QuorumConfig> = None;
     if let Some(path) = &args.config {
-        let cfg = ZooCfg::read(path).map_err(|e| CliError::input(format!("--config {e}")))?;
+        let cfg = super::members_config(path)?;
         book.learn_config(&cfg.quorum);
         known = Some(cfg.quorum);
     }

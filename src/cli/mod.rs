@@ -83,6 +83,20 @@ impl CliError {
     }
 }
 
+/// Reads the zoo.cfg a `--config` names for its members: a file that names none (a
+/// standalone server's config, or not a zoo.cfg at all) is an error, not an empty ensemble.
+fn members_config(path: &std::path::Path) -> Result<crate::zoocfg::ZooCfg, CliError> {
+    let cfg =
+        crate::zoocfg::ZooCfg::read(path).map_err(|e| CliError::input(format!("--config {e}")))?;
+    if cfg.quorum.servers().next().is_none() {
+        return Err(CliError::input(format!(
+            "--config {}: names no servers (no server.N= lines, here or in a dynamicConfigFile)",
+            path.display()
+        )));
+    }
+    Ok(cfg)
+}
+
 /// Runs the command line and returns the process exit status.
 pub fn run() -> i32 {
     let cli = match Cli::try_parse() {

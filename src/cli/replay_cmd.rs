@@ -9,7 +9,6 @@ use super::CliError;
 use crate::capture;
 use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity};
 use crate::replay::{RecordingBuilder, live, native};
-use crate::zoocfg::ZooCfg;
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -64,7 +63,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     let mut book = AddressBook::default();
     let zoo_cfg = match &args.config {
         Some(path) => {
-            let cfg = ZooCfg::read(path).map_err(|e| CliError::input(format!("--config {e}")))?;
+            let cfg = super::members_config(path)?;
             book.learn_config(&cfg.quorum);
             Some(cfg)
         }
