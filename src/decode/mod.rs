@@ -1477,19 +1477,24 @@ mod tests {
             .collect()
     }
 
-    /// After a malformed frame, the bytes that follow are hunted through for the next frame,
-    /// however many segments they take: the error is reported once, the skip once, and the
-    /// frame found at its true offset. Before, each later segment repeated the error and
-    /// restarted the hunt at the error's offset.
-    #[test]
-    fn a_resynchronisation_spans_segments() {
+    /// Sid 2's initial message, and a notification frame of its vote for 7.
+    fn initial_and_frame() -> (Vec<u8>, Vec<u8>) {
         let initial = InitialMessage::with_address_text(ProtocolVersion::V2, 2, "127.0.0.2:3888")
             .encode()
             .unwrap();
         let notification = Notification::current(ServerState::Looking, 7, 0, 1, 0, Vec::new())
             .encode()
             .unwrap();
-        let frame = crate::wire::encode_frame(&notification).unwrap();
+        (initial, crate::wire::encode_frame(&notification).unwrap())
+    }
+
+    /// After a malformed frame, the bytes that follow are hunted through for the next frame,
+    /// however many segments they take: the error is reported once, the skip once, and the
+    /// frame found at its true offset. Before, each later segment repeated the error and
+    /// restarted the hunt at the error's offset.
+    #[test]
+    fn a_resynchronisation_spans_segments() {
+        let (initial, frame) = initial_and_frame();
         let mut stream = initial.clone();
         stream.extend_from_slice(&(-1i32).to_be_bytes());
         let junk = 3000;
@@ -1532,26 +1537,20 @@ mod tests {
     /// reported before the error.
     #[test]
     fn an_error_follows_what_came_before_it_in_the_segment() {
-        let initial = InitialMessage::with_address_text(ProtocolVersion::V2, 2, "127.0.0.2:3888")
-            .encode()
-            .unwrap();
-        let notification = Notification::current(ServerState::Looking, 7, 0, 1, 0, Vec::new())
-            .encode()
-            .unwrap();
-        let mut stream = initial;
-        stream.extend_from_slice(&crate::wire::encode_frame(&notification).unwrap());
+        let (initial, frame) = initial_and_frame();
+        let mut stream = initial.clone();
+        stream.extend_from_slice(&frame);
         stream.extend_from_slice(&0i32.to_be_bytes());
         let records = decode(election_stream(&stream, 1), DecodeOptions::default());
-        let kinds: Vec<&str> = records
-            .iter()
-            .map(|r| match &r.body {
-                Body::Initial(_) => "initial",
-                Body::Notification(_) => "notification",
-                Body::Problem(_) => "problem",
-                _ => "other",
-            })
-            .collect();
-        assert_eq!(kinds, ["initial", "notification", "problem"]);
+        let after = (initial.len() + frame.len()) as u64;
+        assert_eq!(
+            shape(&records),
+            [
+                ("initial 2".to_string(), Some(0)),
+                ("notification 7".to_string(), Some(initial.len() as u64)),
+                ("malformed".to_string(), Some(after)),
+            ]
+        );
         // The error knows the sender's sid, learned from the initial message before it.
         assert_eq!(records[2].from_sid, Some(2));
     }
