@@ -218,7 +218,7 @@ struct QuorumDir {
 impl QuorumDir {
     fn new(mid_stream: bool) -> Self {
         QuorumDir {
-            hunt: mid_stream.then(|| Hunt::from(0)),
+            hunt: mid_stream.then(|| Hunt::at(0)),
             ..QuorumDir::default()
         }
     }
@@ -242,7 +242,7 @@ struct Hunt {
 }
 
 impl Hunt {
-    fn from(offset: u64) -> Hunt {
+    fn at(offset: u64) -> Hunt {
         Hunt::holding(Vec::new(), offset)
     }
 
@@ -282,7 +282,7 @@ impl DirState {
     fn new(dir: Direction, mid_stream: bool) -> Self {
         DirState {
             decoder: StreamDecoder::new(dir),
-            hunt: mid_stream.then(|| Hunt::from(0)),
+            hunt: mid_stream.then(|| Hunt::at(0)),
         }
     }
 }
@@ -525,7 +525,7 @@ impl State {
                 }
                 let (partial, partial_sid) = if let Some(q) = &mut c.quorum {
                     let d = &mut q[index(dir)];
-                    d.hunt = Some(Hunt::from(offset + missing));
+                    d.hunt = Some(Hunt::at(offset + missing));
                     d.snap = None;
                     (None, None)
                 } else {
@@ -553,7 +553,7 @@ impl State {
                         c.initiator_sid.get_or_insert(sid);
                     }
                     let d = &mut c.dirs[index(dir)];
-                    d.hunt = Some(Hunt::from(offset + missing));
+                    d.hunt = Some(Hunt::at(offset + missing));
                     (partial, partial_sid)
                 };
                 let (severity, kind, what) = match self.cut {
@@ -1098,7 +1098,7 @@ fn decode_all(
                     ),
                 ));
                 // What follows in this piece is hunted through like any resync.
-                d.hunt = Some(Hunt::from(d.decoder.position()));
+                d.hunt = Some(Hunt::at(d.decoder.position()));
                 return hunt(d, input, items, problems);
             }
         }
