@@ -675,10 +675,7 @@ impl State {
         // resynchronisation's warning precedes the frame it found).
         let mut problems_in_order = problems.drain(..).peekable();
         for (at, item) in items.drain(..) {
-            while let Some((p_at, problem)) = problems_in_order.next_if(|(p_at, _)| *p_at <= at) {
-                let r = self.problem(conn, dir, time, p_at, problem);
-                self.push(r);
-            }
+            self.push_problems_up_to(conn, dir, time, &mut problems_in_order, at);
             let (body, raw) = match item {
                 StreamItem::Initial { message, raw, .. } => {
                     self.book.learn_initial(&message);
@@ -740,10 +737,8 @@ impl State {
             r.raw = raw;
             self.push(r);
         }
-        for (at, problem) in problems_in_order {
-            let r = self.problem(conn, dir, time, at, problem);
-            self.push(r);
-        }
+        self.push_problems_up_to(conn, dir, time, &mut problems_in_order, u64::MAX);
+        drop(problems_in_order);
         self.items = items;
         self.problems = problems;
     }
@@ -842,10 +837,7 @@ impl State {
         }
         let mut problems_in_order = problems.into_iter().peekable();
         for (at, m) in out {
-            while let Some((p_at, problem)) = problems_in_order.next_if(|(p_at, _)| *p_at <= at) {
-                let r = self.problem(conn, dir, time, p_at, problem);
-                self.push(r);
-            }
+            self.push_problems_up_to(conn, dir, time, &mut problems_in_order, at);
             let snap = m.ptype == ptype::SNAP;
             let r = self.record(conn, dir, time, Some(at), Body::Quorum(m));
             if snap && let Some(q) = self.conns.get_mut(&conn).and_then(|c| c.quorum.as_mut()) {
@@ -855,10 +847,7 @@ impl State {
             }
             self.push(r);
         }
-        for (at, problem) in problems_in_order {
-            let r = self.problem(conn, dir, time, at, problem);
-            self.push(r);
-        }
+        self.push_problems_up_to(conn, dir, time, &mut problems_in_order, u64::MAX);
     }
 
     /// A connection ended: a record for FIN/RST, and a warning for a message left unfinished.
@@ -1029,6 +1018,22 @@ impl State {
             offset,
             raw: Vec::new(),
             body,
+        }
+    }
+
+    /// Pushes the records of the problems (in stream order) at or before stream offset `at`,
+    /// so that they come before the message decoded there.
+    fn push_problems_up_to(
+        &mut self,
+        conn: ConnId,
+        dir: CapDir,
+        time: Timestamp,
+        problems: &mut std::iter::Peekable<impl Iterator<Item = (u64, Problem)>>,
+        at: u64,
+    ) {
+        while let Some((p_at, problem)) = problems.next_if(|(p_at, _)| *p_at <= at) {
+            let r = self.problem(conn, dir, time, p_at, problem);
+            self.push(r);
         }
     }
 
