@@ -174,7 +174,11 @@ synced() {
   h=${addr%:*}
   h=${h#[}
   h=${h%]}
-  reply=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"; printf srvr >&3; cat <&3' "$h" "$p" 2>/dev/null) || return 1
+  # A server in a namespace of its own is asked from inside it (3.4 has no phase lines).
+  local ns netns=()
+  ns=$(node_netns "$sid")
+  [ -z "$ns" ] || netns=(ip netns exec "$ns")
+  reply=$(${netns[@]+"${netns[@]}"} timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"; printf srvr >&3; cat <&3' "$h" "$p" 2>/dev/null) || return 1
   [[ "$reply" =~ Mode:\ (leader|follower|observer) ]]
 }
 

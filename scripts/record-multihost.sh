@@ -22,6 +22,13 @@
 # Leader/Learner lines), zoo.cfg and README.md (version, timeline, who led each round).
 # The clocks of the captures are all this machine's clock (namespaces share it), so tests
 # shift them by known offsets to play unsynchronised hosts. Needs root.
+#
+# Environment:
+#   NETEM="delay 3ms 1ms"   a netem qdisc on every host's eth0 (tc qdisc ... netem $NETEM):
+#                           links with transit time and jitter, as between real hosts, so
+#                           that a segment's two copies differ by more than loopback's
+#                           microseconds (default: none)
+#   ZK_JARS / ZK_HOME       the ZooKeeper to record (scripts/zk-env.sh)
 
 set -euo pipefail
 trap 'echo "error: ${BASH_SOURCE[0]##*/}:$LINENO: \"$BASH_COMMAND\" failed" >&2' ERR
@@ -100,11 +107,16 @@ for i in $(seq "$N"); do
   ip -n "$PREFIX-$i" link set "mh$i-eth0" name eth0
   ip -n "$PREFIX-$i" addr add "$NET.$i/24" dev eth0
   ip -n "$PREFIX-$i" link set eth0 up
+  if [ -n "${NETEM:-}" ]; then
+    # shellcheck disable=SC2086 # netem's arguments, split as tc takes them
+    ip netns exec "$PREFIX-$i" tc qdisc add dev eth0 root netem $NETEM ||
+      die "NETEM: tc could not add a netem qdisc (this kernel may lack sch_netem)"
+  fi
   ip link set "mh$i-br" netns "$BRIDGE_PID"
   br ip link set "mh$i-br" master br0
   br ip link set "mh$i-br" up
 done
-event "namespaces $PREFIX-1..$N on bridge br0 (in its own namespace), $NET.1-$N"
+event "namespaces $PREFIX-1..$N on bridge br0 (in its own namespace), $NET.1-$N${NETEM:+; netem '$NETEM' on every eth0}"
 
 # ---------------------------------------------------------------- ensemble and captures
 
@@ -195,6 +207,10 @@ done
   echo "election and quorum traffic as that host saw it. A connection between two servers is in"
   echo "both of their captures; \`zkfle decode host.*.pcap\` reports it once. All namespaces share"
   echo "this machine's clock, so the captures agree on time; the tests shift them by known offsets."
+  if [ -n "${NETEM:-}" ]; then
+    echo "Every eth0 had \`tc qdisc add dev eth0 root netem $NETEM\`: each segment spent that long"
+    echo "between its sender's capture and its receiver's."
+  fi
   echo
   echo "## Files"
   echo

@@ -95,10 +95,11 @@ fn shift(t: Timestamp, offset: i64, split: Timestamp) -> (i64, Timestamp) {
 
 /// What identifies one TCP segment in every capture that holds it: addresses, sequence and
 /// acknowledgement numbers, flags and length on the wire (so a copy cut by a snap length still
-/// matches). `None` for segments that carry neither data nor SYN/FIN: pure ACKs repeat.
+/// matches). `None` for segments that carry neither data nor SYN/FIN/RST: pure ACKs repeat
+/// (a RST is one segment, as a SYN is: a refused dial is its SYN and its RST).
 pub fn fingerprint(seg: &TcpSegmentRef<'_>) -> Option<u64> {
     let len = seg.payload.len() as u64 + u64::from(seg.missing);
-    if len == 0 && !seg.syn && !seg.fin {
+    if len == 0 && !seg.syn && !seg.fin && !seg.rst {
         return None;
     }
     // Plain words mixed by splitmix: cheaper than a hasher walking the address enums, and the
@@ -607,7 +608,10 @@ impl MergedSegments {
             let Some(c) = self.coverage.get(&seen.conn) else {
                 continue;
             };
-            // Files that cover the connection but lack the segment (usually none).
+            // Files that cover the connection but hold no copy (usually none). One holding
+            // fewer copies of a retransmitted segment than another is not charged: the
+            // network, not its capture, most likely lost the copy it lacks (which is why the
+            // segment was sent again).
             let lacking = c.files & !seen.files;
             if lacking == 0 {
                 continue;
