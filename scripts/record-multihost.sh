@@ -28,6 +28,10 @@
 #                           links with transit time and jitter, as between real hosts, so
 #                           that a segment's two copies differ by more than loopback's
 #                           microseconds (default: none)
+#   NAMES=1                 the servers name each other by host name (zk1..zkN, from
+#                           /etc/netns/zkfle-mh-N/hosts, which `ip netns exec` mounts over
+#                           /etc/hosts), as Docker and Kubernetes ensembles do: the configs and
+#                           initial messages then carry names, the captures IPs
 #   ZK_JARS / ZK_HOME       the ZooKeeper to record (scripts/zk-env.sh)
 
 set -euo pipefail
@@ -75,7 +79,10 @@ cleanup() {
     kill -INT "$p" 2>/dev/null || true
     wait "$p" 2>/dev/null || true
   done
-  for i in $(seq "$N"); do ip netns del "$PREFIX-$i" 2>/dev/null || true; done
+  for i in $(seq "$N"); do
+    ip netns del "$PREFIX-$i" 2>/dev/null || true
+    if [ "${NAMES:-0}" = 1 ]; then rm -rf "/etc/netns/$PREFIX-$i"; fi
+  done
   if [ -n "$BRIDGE_PID" ]; then kill "$BRIDGE_PID" 2>/dev/null || true; fi
   if [ $rc -ne 0 ] || [ "${KEEP_WORKDIR:-0}" = 1 ]; then
     echo "work directory kept: $WORK" >&2
@@ -121,7 +128,17 @@ event "namespaces $PREFIX-1..$N on bridge br0 (in its own namespace), $NET.1-$N$
 # ---------------------------------------------------------------- ensemble and captures
 
 opts=(--servers "$(seq -s, "$N" | sed 's/\([0-9]\)/\1:participant/g')")
-for i in $(seq "$N"); do opts+=(--host "$i=$NET.$i" --netns "$i=$PREFIX-$i"); done
+if [ "${NAMES:-0}" = 1 ]; then
+  for i in $(seq "$N"); do
+    mkdir -p "/etc/netns/$PREFIX-$i"
+    { echo "127.0.0.1 localhost"; for j in $(seq "$N"); do echo "$NET.$j zk$j"; done; } \
+      >"/etc/netns/$PREFIX-$i/hosts"
+  done
+  for i in $(seq "$N"); do opts+=(--host "$i=zk$i" --netns "$i=$PREFIX-$i"); done
+  event "servers named zk1..zk$N (/etc/netns/$PREFIX-N/hosts: zkN is $NET.N)"
+else
+  for i in $(seq "$N"); do opts+=(--host "$i=$NET.$i" --netns "$i=$PREFIX-$i"); done
+fi
 "$ENS" start "$WORK/ens" --no-start "${opts[@]}" >/dev/null
 
 for i in $(seq "$N"); do
@@ -207,6 +224,13 @@ done
   echo "election and quorum traffic as that host saw it. A connection between two servers is in"
   echo "both of their captures; \`zkfle decode host.*.pcap\` reports it once. All namespaces share"
   echo "this machine's clock, so the captures agree on time; the tests shift them by known offsets."
+  if [ "${NAMES:-0}" = 1 ]; then
+    echo "The servers named each other zk1..zk$N (each namespace's /etc/hosts: zkN is $NET.N), as"
+    echo "Docker and Kubernetes ensembles do: the configs carried in notifications name them so"
+    echo "(3.6 and 3.8 advertise the resolved IPs in their initial messages; 3.4 advertises none), the"
+    echo "captures show only IPs. zkfle tells the leader of a quorum connection (and, for 3.4 with"
+    echo "\`--config\`, every election acceptor) by the IP each sid dials from."
+  fi
   if [ -n "${NETEM:-}" ]; then
     echo "Every eth0 had \`tc qdisc add dev eth0 root netem $NETEM\`: each segment spent that long"
     echo "between its sender's capture and its receiver's."

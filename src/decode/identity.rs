@@ -5,9 +5,21 @@
 //! messages (`-65536`/`-65535`), the `server.N` lines of configs carried in notifications, and
 //! what the user supplies (`--config zoo.cfg`, `--sid-map ADDR=SID`). Addresses are compared as
 //! socket addresses, so Java's `[0:0:0:0:0:0:0:1]:3888` matches a capture's `[::1]:3888`.
+//!
+//! # Ensembles configured by host name
+//!
+//! Docker and Kubernetes ensembles name their members by host name (`server.2=zoo2:2888:3888`),
+//! and those names reach the wire as written: the capture's addresses are IPs that the
+//! decoding machine cannot resolve. What the capture does show is where each sid dials from:
+//! the initiator of a connection names its sid (initial message, or a learner's LearnerInfo on
+//! the quorum port) and the packet names its IP. So an address `IP:port` no IP literal names
+//! is the sid that dials from that IP and is named, by host name, with that port: the one
+//! such sid, never a guess among several. One IP per host (containers, pods, hosts) gives each
+//! its sid; several servers on one host (`localhost:3888`, `localhost:3889`) are told apart by
+//! their ports; an IP that several sids dial from with the same port (a NAT) names none.
 
 use rustc_hash::FxHashMap as HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use crate::wire::{ElectionAddress, InitialMessage, QuorumConfig};
 
@@ -21,7 +33,21 @@ pub struct AddressBook {
     members: HashMap<i64, crate::wire::Role>,
     /// Quorum (Zab) addresses from configs, with the sid that owns each.
     quorum: HashMap<SocketAddr, i64>,
+    /// Quorum addresses whose host is a name: (port, sid).
+    quorum_by_name: Vec<(u16, i64)>,
+    /// The sids seen dialling from each IP (at most [`MAX_DIALLER_IPS`] IPs).
+    diallers: HashMap<IpAddr, Diallers>,
 }
+
+/// IPs whose diallers are remembered: a capture of one ensemble has one or a few a member.
+const MAX_DIALLER_IPS: usize = 4096;
+/// Sids remembered dialling from one IP; more (a NAT, or a crafted capture) and the IP names
+/// none.
+const MAX_DIALLERS_PER_IP: usize = 64;
+
+/// The sids that dialled from one IP, or `None` once there were too many to tell apart.
+#[derive(Debug, Clone, Default)]
+struct Diallers(Option<Vec<i64>>);
 
 impl AddressBook {
     /// Records that `sid` listens on `addr`. The newest statement wins.
@@ -40,6 +66,43 @@ impl AddressBook {
         }
     }
 
+    /// Records that `sid` dialled a connection from `ip` (the initiator of an election or
+    /// quorum connection that named itself), for members named by host name.
+    pub fn learn_dialler(&mut self, sid: i64, ip: IpAddr) {
+        if self.diallers.len() >= MAX_DIALLER_IPS && !self.diallers.contains_key(&ip) {
+            return;
+        }
+        let entry = self
+            .diallers
+            .entry(ip)
+            .or_insert_with(|| Diallers(Some(Vec::new())));
+        if let Some(sids) = &mut entry.0
+            && !sids.contains(&sid)
+        {
+            if sids.len() == MAX_DIALLERS_PER_IP {
+                entry.0 = None;
+            } else {
+                sids.push(sid);
+            }
+        }
+    }
+
+    /// The one sid that dials from `addr`'s IP among those `named` (port, sid) with its port.
+    fn by_dialler(&self, addr: SocketAddr, named: impl Iterator<Item = (u16, i64)>) -> Option<i64> {
+        let sids = self.diallers.get(&addr.ip())?.0.as_ref()?;
+        let mut found = None;
+        for (port, sid) in named {
+            if port != addr.port() || !sids.contains(&sid) {
+                continue;
+            }
+            match found {
+                Some(f) if f != sid => return None,
+                _ => found = Some(sid),
+            }
+        }
+        found
+    }
+
     /// Learns the addresses an initial message announces.
     pub fn learn_initial(&mut self, msg: &InitialMessage) {
         for a in &msg.addresses {
@@ -53,14 +116,23 @@ impl AddressBook {
             self.members.insert(server.id, server.role());
             for a in &server.addresses {
                 self.learn(server.id, &a.election());
-                if let Some(q) = a.quorum_socket_addr() {
-                    self.quorum.insert(q, server.id);
+                match a.quorum_socket_addr() {
+                    Some(q) => {
+                        self.quorum.insert(q, server.id);
+                    }
+                    None => {
+                        let named = (a.quorum_port, server.id);
+                        if !self.quorum_by_name.contains(&named) {
+                            self.quorum_by_name.push(named);
+                        }
+                    }
                 }
             }
         }
     }
 
-    /// The sid listening on `addr`, if known.
+    /// The sid listening on `addr`, if known: named by that address, or dialling from its IP
+    /// and named by host name with its port (see the module's documentation).
     pub fn sid_of(&self, addr: SocketAddr) -> Option<i64> {
         self.by_socket.get(&addr).copied().or_else(|| {
             let probe = ElectionAddress::from_socket_addr(addr);
@@ -68,12 +140,19 @@ impl AddressBook {
                 .iter()
                 .find(|(a, _)| a.same_endpoint(&probe))
                 .map(|(_, sid)| *sid)
+                .or_else(|| {
+                    self.by_dialler(addr, self.by_name.iter().map(|(a, sid)| (a.port, *sid)))
+                })
         })
     }
 
-    /// The sid whose quorum (Zab) port is `addr`, if a config named it.
+    /// The sid whose quorum (Zab) port is `addr`, if a config named it (by address, or by
+    /// host name and port as [`AddressBook::sid_of`] finds it).
     pub fn quorum_sid_of(&self, addr: SocketAddr) -> Option<i64> {
-        self.quorum.get(&addr).copied()
+        self.quorum
+            .get(&addr)
+            .copied()
+            .or_else(|| self.by_dialler(addr, self.quorum_by_name.iter().copied()))
     }
 
     /// Members named by configs seen so far, with their roles.
@@ -127,5 +206,82 @@ mod tests {
         assert_eq!(book.sid_of("[::1]:3881".parse().unwrap()), Some(1));
         assert_eq!(book.sid_of("127.0.1.2:3889".parse().unwrap()), Some(2));
         assert_eq!(book.sid_of("127.0.0.2:2888".parse().unwrap()), None);
+    }
+
+    fn book_of(config: &str) -> AddressBook {
+        let mut book = AddressBook::default();
+        book.learn_config(&QuorumConfig::parse(config).unwrap());
+        book
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn at(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn members_named_by_host_name_are_found_by_the_ip_they_dial_from() {
+        // Docker and Kubernetes: one IP a member, the config names them.
+        let mut book = book_of(
+            "server.1=zoo1:2888:3888:participant\nserver.2=zoo2:2888:3888:participant\nserver.3=zoo3:2888:3888:participant",
+        );
+        assert_eq!(book.sid_of(at("172.28.0.12:3888")), None);
+        book.learn_dialler(2, ip("172.28.0.12"));
+        book.learn_dialler(3, ip("172.28.0.13"));
+        assert_eq!(book.sid_of(at("172.28.0.12:3888")), Some(2));
+        assert_eq!(book.quorum_sid_of(at("172.28.0.13:2888")), Some(3));
+        // Not a port the member is named with, nor an IP no member dials from.
+        assert_eq!(book.sid_of(at("172.28.0.12:3889")), None);
+        assert_eq!(book.sid_of(at("172.28.0.11:3888")), None);
+    }
+
+    #[test]
+    fn members_of_one_host_are_told_apart_by_their_ports() {
+        let mut book = book_of(
+            "server.1=localhost:2888:3888:participant\nserver.2=localhost:2889:3889:participant\nserver.3=localhost:2890:3890:participant",
+        );
+        for sid in 1..=3 {
+            book.learn_dialler(sid, ip("127.0.0.1"));
+        }
+        assert_eq!(book.sid_of(at("127.0.0.1:3889")), Some(2));
+        assert_eq!(book.quorum_sid_of(at("127.0.0.1:2890")), Some(3));
+    }
+
+    #[test]
+    fn an_ip_several_members_dial_from_on_one_port_names_none() {
+        // A NAT: two members seen from one address.
+        let mut book =
+            book_of("server.2=zoo2:2888:3888:participant\nserver.3=zoo3:2888:3888:participant");
+        book.learn_dialler(2, ip("10.0.0.1"));
+        book.learn_dialler(3, ip("10.0.0.1"));
+        assert_eq!(book.sid_of(at("10.0.0.1:3888")), None);
+        // Too many sids from one IP to tell apart: none, even with distinct ports.
+        let mut lines = String::new();
+        for sid in 0..=MAX_DIALLERS_PER_IP as i64 {
+            lines.push_str(&format!(
+                "server.{sid}=h{sid}:{}:{}:participant\n",
+                2000 + sid,
+                4000 + sid
+            ));
+        }
+        let mut book = book_of(&lines);
+        for sid in 0..=MAX_DIALLERS_PER_IP as i64 {
+            book.learn_dialler(sid, ip("10.0.0.2"));
+        }
+        assert_eq!(book.sid_of(at("10.0.0.2:4001")), None);
+    }
+
+    #[test]
+    fn addresses_written_as_ips_are_not_overridden_by_diallers() {
+        // Loopback ensembles dial from 127.0.0.1 whoever calls.
+        let mut book = book_of(
+            "server.1=127.0.0.1:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:participant",
+        );
+        book.learn_dialler(2, ip("127.0.0.1"));
+        assert_eq!(book.sid_of(at("127.0.0.1:3888")), Some(1));
+        assert_eq!(book.sid_of(at("127.0.0.1:3889")), None);
     }
 }

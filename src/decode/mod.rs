@@ -681,6 +681,7 @@ impl State {
                     self.book.learn_initial(&message);
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.initiator_sid = Some(message.sid);
+                        self.book.learn_dialler(message.sid, c.initiator.ip());
                     }
                     (Body::Initial(message), raw)
                 }
@@ -826,6 +827,7 @@ impl State {
             && let Some(c) = self.conns.get_mut(&conn)
         {
             c.initiator_sid = Some(sid);
+            self.book.learn_dialler(sid, c.initiator.ip());
         }
         // A snapshot ends before anything else this piece holds; then problems and packets
         // in stream order, as for the election port.
