@@ -27,18 +27,24 @@ use crate::wire::{ElectionAddress, InitialMessage, QuorumConfig};
 #[derive(Debug, Default, Clone)]
 pub struct AddressBook {
     by_socket: HashMap<SocketAddr, i64>,
-    /// Addresses whose host is a name, not an IP literal (matched by name and port).
-    by_name: Vec<(ElectionAddress, i64)>,
+    /// Addresses whose host is a name, not an IP literal, by name (ASCII lowercase, as Java
+    /// compares host names) and port.
+    by_name: HashMap<(String, u16), i64>,
+    /// How many of `by_name`'s entries name each (sid, port).
+    named_ports: HashMap<(i64, u16), u32>,
     /// Sids the user or a config made known, with their roles.
     members: HashMap<i64, crate::wire::Role>,
     /// Quorum (Zab) addresses from configs, with the sid that owns each.
     quorum: HashMap<SocketAddr, i64>,
-    /// Quorum addresses whose host is a name: (port, sid).
-    quorum_by_name: Vec<(u16, i64)>,
+    /// Quorum addresses whose host is a name: (sid, port).
+    quorum_by_name: rustc_hash::FxHashSet<(i64, u16)>,
     /// The sids seen dialling from each IP (at most [`MAX_DIALLER_IPS`] IPs).
     diallers: HashMap<IpAddr, Diallers>,
 }
 
+/// Addresses remembered (by socket, by name and quorum addresses, each): an ensemble has a few
+/// a member; a crafted capture announcing more is not remembered beyond this.
+const MAX_ADDRESSES: usize = 65_536;
 /// IPs whose diallers are remembered: a capture of one ensemble has one or a few a member.
 const MAX_DIALLER_IPS: usize = 4096;
 /// Sids remembered dialling from one IP; more (a NAT, or a crafted capture) and the IP names
@@ -57,11 +63,24 @@ impl AddressBook {
         }
         match addr.socket_addr() {
             Some(sa) => {
-                self.by_socket.insert(sa, sid);
+                if self.by_socket.len() < MAX_ADDRESSES || self.by_socket.contains_key(&sa) {
+                    self.by_socket.insert(sa, sid);
+                }
             }
             None => {
-                self.by_name.retain(|(a, _)| !a.same_endpoint(addr));
-                self.by_name.push((addr.clone(), sid));
+                let key = (addr.host.to_ascii_lowercase(), addr.port);
+                if self.by_name.len() >= MAX_ADDRESSES && !self.by_name.contains_key(&key) {
+                    return;
+                }
+                if let Some(old) = self.by_name.insert(key, sid) {
+                    if let Some(n) = self.named_ports.get_mut(&(old, addr.port)) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.named_ports.remove(&(old, addr.port));
+                        }
+                    }
+                }
+                *self.named_ports.entry((sid, addr.port)).or_default() += 1;
             }
         }
     }
@@ -87,18 +106,18 @@ impl AddressBook {
         }
     }
 
-    /// The one sid that dials from `addr`'s IP among those `named` (port, sid) with its port.
-    fn by_dialler(&self, addr: SocketAddr, named: impl Iterator<Item = (u16, i64)>) -> Option<i64> {
+    /// The one sid that dials from `addr`'s IP among those `named` by host name with its port.
+    fn by_dialler(&self, addr: SocketAddr, named: impl Fn(i64, u16) -> bool) -> Option<i64> {
         let sids = self.diallers.get(&addr.ip())?.0.as_ref()?;
         let mut found = None;
-        for (port, sid) in named {
-            if port != addr.port() || !sids.contains(&sid) {
+        for &sid in sids {
+            if !named(sid, addr.port()) {
                 continue;
             }
-            match found {
-                Some(f) if f != sid => return None,
-                _ => found = Some(sid),
+            if found.is_some() {
+                return None;
             }
+            found = Some(sid);
         }
         found
     }
@@ -118,12 +137,13 @@ impl AddressBook {
                 self.learn(server.id, &a.election());
                 match a.quorum_socket_addr() {
                     Some(q) => {
-                        self.quorum.insert(q, server.id);
+                        if self.quorum.len() < MAX_ADDRESSES || self.quorum.contains_key(&q) {
+                            self.quorum.insert(q, server.id);
+                        }
                     }
                     None => {
-                        let named = (a.quorum_port, server.id);
-                        if !self.quorum_by_name.contains(&named) {
-                            self.quorum_by_name.push(named);
+                        if self.quorum_by_name.len() < MAX_ADDRESSES {
+                            self.quorum_by_name.insert((server.id, a.quorum_port));
                         }
                     }
                 }
@@ -135,13 +155,18 @@ impl AddressBook {
     /// and named by host name with its port (see the module's documentation).
     pub fn sid_of(&self, addr: SocketAddr) -> Option<i64> {
         self.by_socket.get(&addr).copied().or_else(|| {
+            if self.by_name.is_empty() {
+                return None;
+            }
+            // A name that is an IP's own spelling (not parsed as one), then the diallers.
             let probe = ElectionAddress::from_socket_addr(addr);
             self.by_name
-                .iter()
-                .find(|(a, _)| a.same_endpoint(&probe))
-                .map(|(_, sid)| *sid)
+                .get(&(probe.host.to_ascii_lowercase(), addr.port()))
+                .copied()
                 .or_else(|| {
-                    self.by_dialler(addr, self.by_name.iter().map(|(a, sid)| (a.port, *sid)))
+                    self.by_dialler(addr, |sid, port| {
+                        self.named_ports.contains_key(&(sid, port))
+                    })
                 })
         })
     }
@@ -149,10 +174,9 @@ impl AddressBook {
     /// The sid whose quorum (Zab) port is `addr`, if a config named it (by address, or by
     /// host name and port as [`AddressBook::sid_of`] finds it).
     pub fn quorum_sid_of(&self, addr: SocketAddr) -> Option<i64> {
-        self.quorum
-            .get(&addr)
-            .copied()
-            .or_else(|| self.by_dialler(addr, self.quorum_by_name.iter().copied()))
+        self.quorum.get(&addr).copied().or_else(|| {
+            self.by_dialler(addr, |sid, port| self.quorum_by_name.contains(&(sid, port)))
+        })
     }
 
     /// Members named by configs seen so far, with their roles.
@@ -272,6 +296,28 @@ mod tests {
             book.learn_dialler(sid, ip("10.0.0.2"));
         }
         assert_eq!(book.sid_of(at("10.0.0.2:4001")), None);
+    }
+
+    #[test]
+    fn announced_names_are_bounded_and_the_newest_owner_wins() {
+        // A crafted capture announcing a new name in every initial message: remembered up to
+        // the bound (in constant time each: this was a scan of every name, 38 s for 20,000).
+        let mut book = AddressBook::default();
+        for i in 0..MAX_ADDRESSES + 100 {
+            let addr = ElectionAddress::parse(&format!("h{i}.example:3888"), 0).unwrap();
+            book.learn(i as i64, &addr);
+        }
+        assert_eq!(book.by_name.len(), MAX_ADDRESSES);
+        // A name already known still changes hands, case-insensitively as Java compares.
+        let zoo = ElectionAddress::parse("ZOO2:3888", 0).unwrap();
+        let zoo_lower = ElectionAddress::parse("zoo2:3888", 0).unwrap();
+        let mut book = AddressBook::default();
+        book.learn(2, &zoo);
+        book.learn(5, &zoo_lower);
+        book.learn_dialler(2, ip("10.0.0.2"));
+        book.learn_dialler(5, ip("10.0.0.5"));
+        assert_eq!(book.sid_of(at("10.0.0.5:3888")), Some(5));
+        assert_eq!(book.sid_of(at("10.0.0.2:3888")), None);
     }
 
     #[test]
