@@ -72,12 +72,12 @@ impl AddressBook {
                 if self.by_name.len() >= MAX_ADDRESSES && !self.by_name.contains_key(&key) {
                     return;
                 }
-                if let Some(old) = self.by_name.insert(key, sid) {
-                    if let Some(n) = self.named_ports.get_mut(&(old, addr.port)) {
-                        *n -= 1;
-                        if *n == 0 {
-                            self.named_ports.remove(&(old, addr.port));
-                        }
+                if let Some(old) = self.by_name.insert(key, sid)
+                    && let Some(n) = self.named_ports.get_mut(&(old, addr.port))
+                {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.named_ports.remove(&(old, addr.port));
                     }
                 }
                 *self.named_ports.entry((sid, addr.port)).or_default() += 1;
