@@ -1609,7 +1609,21 @@ impl Summarizer {
             ServerState::Following | ServerState::Leading | ServerState::Observing => {
                 let (looking, pending, current) = {
                     let s = self.servers.entry(from);
-                    s.queued.clear();
+                    // Java's receiver reads its queue in order: the answer is to the oldest
+                    // message from that peer it holds, and what came before was read while
+                    // decided too. What came after may have been read once it was LOOKING
+                    // (the Docker capture of docs/java-behaviour.md: sid 2 answered sid 1's
+                    // first vote FOLLOWING, then counted 1's and 3's next votes, which had
+                    // reached it before that answer left). With nothing from that peer held,
+                    // everything held was read while decided.
+                    // (What is older than the queue window is never read as queued.)
+                    s.queued.retain(|q| q.0 >= time - QUEUE_WINDOW_SECS);
+                    match s.queued.iter().position(|q| q.1 == to) {
+                        Some(answered) => {
+                            s.queued.drain(..=answered);
+                        }
+                        None => s.queued.clear(),
+                    }
                     (s.looking || !s.seen, s.pending, s.decision)
                 };
                 let current = current.map(|d| &self.decisions[d]);
