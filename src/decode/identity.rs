@@ -175,6 +175,9 @@ impl AddressBook {
     /// host name and port as [`AddressBook::sid_of`] finds it).
     pub fn quorum_sid_of(&self, addr: SocketAddr) -> Option<i64> {
         self.quorum.get(&addr).copied().or_else(|| {
+            if self.quorum_by_name.is_empty() {
+                return None;
+            }
             self.by_dialler(addr, |sid, port| self.quorum_by_name.contains(&(sid, port)))
         })
     }
