@@ -188,25 +188,26 @@ fn a_lost_segment_is_filled_and_reported() {
         let hosts = host_captures(&dir);
         let (reference, _) = decode(&hosts, &dir);
         let (header, records) = pcap_records(&std::fs::read(&hosts[1]).unwrap());
-        // Drop every 7th packet that carries data, SYN or FIN (IPv4 in Ethernet); pure ACKs
-        // repeat and are not compared.
-        let carries = |p: &[u8]| {
+        // A packet's TCP header and payload length (IPv4 in Ethernet).
+        let tcp_of = |p: &[u8]| -> (usize, usize) {
             let ihl = usize::from(p[14] & 0x0f) * 4;
             let total = usize::from(u16::from_be_bytes([p[16], p[17]]));
-            let tcp = &p[14 + ihl..];
-            let doff = usize::from(tcp[12] >> 4) * 4;
-            total > ihl + doff || tcp[13] & 0x03 != 0
+            let doff = usize::from(p[14 + ihl + 12] >> 4) * 4;
+            (14 + ihl, total - ihl - doff)
+        };
+        // Drop every 7th packet that carries data, SYN or FIN; pure ACKs repeat and are not
+        // compared.
+        let carries = |p: &[u8]| {
+            let (tcp, len) = tcp_of(p);
+            len > 0 || p[tcp + 13] & 0x03 != 0
         };
         // A segment is its addresses, sequence and acknowledgement numbers, flags and length:
         // a retransmission is the same segment again.
         let segment = |p: &[u8]| {
-            let ihl = usize::from(p[14] & 0x0f) * 4;
-            let total = usize::from(u16::from_be_bytes([p[16], p[17]]));
-            let tcp = &p[14 + ihl..];
-            let doff = usize::from(tcp[12] >> 4) * 4;
+            let (tcp, len) = tcp_of(p);
             let mut id = p[26..34].to_vec();
-            id.extend_from_slice(&tcp[..14]);
-            id.extend_from_slice(&(total - ihl - doff).to_be_bytes());
+            id.extend_from_slice(&p[tcp..tcp + 14]);
+            id.extend_from_slice(&len.to_be_bytes());
             id
         };
         let mut n = 0;

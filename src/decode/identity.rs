@@ -52,8 +52,21 @@ const MAX_DIALLER_IPS: usize = 4096;
 const MAX_DIALLERS_PER_IP: usize = 64;
 
 /// The sids that dialled from one IP, or `None` once there were too many to tell apart.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Diallers(Option<Vec<i64>>);
+
+/// Inserts into a table of at most [`MAX_ADDRESSES`] entries: a key already there is updated,
+/// a new one beyond the bound is dropped (`None`). `Some` of the old value when inserted.
+fn insert_bounded<K: std::hash::Hash + Eq, V>(
+    map: &mut HashMap<K, V>,
+    key: K,
+    value: V,
+) -> Option<Option<V>> {
+    if map.len() >= MAX_ADDRESSES && !map.contains_key(&key) {
+        return None;
+    }
+    Some(map.insert(key, value))
+}
 
 impl AddressBook {
     /// Records that `sid` listens on `addr`. The newest statement wins.
@@ -63,16 +76,14 @@ impl AddressBook {
         }
         match addr.socket_addr() {
             Some(sa) => {
-                if self.by_socket.len() < MAX_ADDRESSES || self.by_socket.contains_key(&sa) {
-                    self.by_socket.insert(sa, sid);
-                }
+                insert_bounded(&mut self.by_socket, sa, sid);
             }
             None => {
                 let key = (addr.host.to_ascii_lowercase(), addr.port);
-                if self.by_name.len() >= MAX_ADDRESSES && !self.by_name.contains_key(&key) {
+                let Some(replaced) = insert_bounded(&mut self.by_name, key, sid) else {
                     return;
-                }
-                if let Some(old) = self.by_name.insert(key, sid)
+                };
+                if let Some(old) = replaced
                     && let Some(n) = self.named_ports.get_mut(&(old, addr.port))
                 {
                     *n -= 1;
@@ -137,9 +148,7 @@ impl AddressBook {
                 self.learn(server.id, &a.election());
                 match a.quorum_socket_addr() {
                     Some(q) => {
-                        if self.quorum.len() < MAX_ADDRESSES || self.quorum.contains_key(&q) {
-                            self.quorum.insert(q, server.id);
-                        }
+                        insert_bounded(&mut self.quorum, q, server.id);
                     }
                     None => {
                         if self.quorum_by_name.len() < MAX_ADDRESSES {
@@ -152,22 +161,16 @@ impl AddressBook {
     }
 
     /// The sid listening on `addr`, if known: named by that address, or dialling from its IP
-    /// and named by host name with its port (see the module's documentation).
+    /// and named by host name with its port (see the module's documentation). (`by_name` holds
+    /// only hosts that do not parse as IPs, so no entry of it is `addr` spelt out.)
     pub fn sid_of(&self, addr: SocketAddr) -> Option<i64> {
         self.by_socket.get(&addr).copied().or_else(|| {
-            if self.by_name.is_empty() {
+            if self.named_ports.is_empty() {
                 return None;
             }
-            // A name that is an IP's own spelling (not parsed as one), then the diallers.
-            let probe = ElectionAddress::from_socket_addr(addr);
-            self.by_name
-                .get(&(probe.host.to_ascii_lowercase(), addr.port()))
-                .copied()
-                .or_else(|| {
-                    self.by_dialler(addr, |sid, port| {
-                        self.named_ports.contains_key(&(sid, port))
-                    })
-                })
+            self.by_dialler(addr, |sid, port| {
+                self.named_ports.contains_key(&(sid, port))
+            })
         })
     }
 
