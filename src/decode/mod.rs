@@ -134,7 +134,16 @@ struct State {
     /// Scratch lists for `data`, kept so their memory is reused.
     items: Vec<(u64, StreamItem)>,
     problems: Vec<(u64, Problem)>,
+    /// Byte buffers of records already handed out, for the next records' payloads and
+    /// configs: most records are notifications, two small buffers each (at most
+    /// [`SPARE_BUFFERS`] of at most [`SPARE_BUFFER_BYTES`] are kept).
+    spare: Vec<Vec<u8>>,
 }
+
+/// How many buffers of written-out records are kept for reuse.
+const SPARE_BUFFERS: usize = 64;
+/// The largest buffer kept for reuse (a notification is about 250 bytes; larger ones are rare).
+const SPARE_BUFFER_BYTES: usize = 4096;
 
 /// A record waiting for its sids: the acceptor's sid is often learned a little later (from the
 /// config in the next notification, or the acceptor's own initial message elsewhere), so
@@ -337,6 +346,7 @@ impl<S: SegmentSource> Decoder<S> {
                 cut: None,
                 items: Vec::new(),
                 problems: Vec::new(),
+                spare: Vec::new(),
             },
             lent: false,
         }
@@ -356,7 +366,9 @@ impl<S: SegmentSource> Decoder<S> {
     /// Reads on until the oldest waiting record is ready to be handed out; false at the end.
     fn wait_ready(&mut self) -> bool {
         if std::mem::take(&mut self.lent) {
-            self.state.out.pop_front();
+            if let Some(p) = self.state.out.pop_front() {
+                self.state.recycle(p.record);
+            }
             self.state.out_changed = true;
         }
         loop {
@@ -659,6 +671,26 @@ impl State {
         if c.quorum.is_some() {
             return self.quorum_data(conn, dir, time, bytes);
         }
+        // Whole frames at the start of the bytes, nearly all of them, go straight to records;
+        // what is left (a partial frame, an initial message, a problem) takes the general way.
+        // (Making a record does not change the table, so the connection's slot stays put.)
+        let mut bytes = bytes;
+        if c.dirs[index(dir)].hunt.is_none()
+            && let Some(slot) = self.conns.get_index_of(&conn)
+        {
+            while let Some((_, c)) = self.conns.get_index_mut(slot)
+                && let Some((at, payload)) = c.dirs[index(dir)].decoder.whole_frame(&mut bytes)
+            {
+                let payload = self.copy_of(payload);
+                self.frame_record(conn, dir, time, at, payload);
+            }
+            if bytes.is_empty() {
+                return;
+            }
+        }
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         let mut items = std::mem::take(&mut self.items);
         let mut problems = std::mem::take(&mut self.problems);
         {
@@ -686,28 +718,8 @@ impl State {
                     (Body::Initial(message), raw)
                 }
                 StreamItem::Frame { payload, .. } => {
-                    let body = match Notification::decode(&payload) {
-                        Ok(n) => {
-                            if let Some(raw) = &n.config
-                                && let Some(cfg) = self.configs.new_config(raw)
-                            {
-                                self.book.learn_config(&cfg);
-                            }
-                            Body::Notification(n)
-                        }
-                        Err(e) => {
-                            let e = e.at(at + LENGTH_BYTES as u64);
-                            Body::Problem(Problem {
-                                severity: Severity::Error,
-                                message: format!(
-                                    "malformed notification ({} bytes), Java drops it: {e}",
-                                    payload.len()
-                                ),
-                                kind: ProblemKind::Malformed(e),
-                            })
-                        }
-                    };
-                    (body, payload)
+                    self.frame_record(conn, dir, time, at, payload);
+                    continue;
                 }
                 StreamItem::Auth { packet, raw, .. } => {
                     let Some(c) = self.conns.get_mut(&conn) else {
@@ -742,6 +754,68 @@ impl State {
         drop(problems_in_order);
         self.items = items;
         self.problems = problems;
+    }
+
+    /// Keeps the buffers of a record that has been handed out, for the next ones.
+    fn recycle(&mut self, record: Record) {
+        let Record { raw, body, .. } = record;
+        self.keep_spare(raw);
+        if let Body::Notification(Notification {
+            config: Some(config),
+            ..
+        }) = body
+        {
+            self.keep_spare(config);
+        }
+    }
+
+    fn keep_spare(&mut self, buf: Vec<u8>) {
+        if self.spare.len() < SPARE_BUFFERS && (1..=SPARE_BUFFER_BYTES).contains(&buf.capacity()) {
+            self.spare.push(buf);
+        }
+    }
+
+    /// A copy of `bytes`, in a spare buffer when there is one.
+    fn copy_of(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut buf = self.spare.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(bytes);
+        buf
+    }
+
+    /// Records the notification framed at stream offset `at` (or why it is malformed).
+    fn frame_record(
+        &mut self,
+        conn: ConnId,
+        dir: CapDir,
+        time: Timestamp,
+        at: u64,
+        payload: Vec<u8>,
+    ) {
+        let body = match Notification::decode_reusing(&payload, &mut self.spare) {
+            Ok(n) => {
+                if let Some(raw) = &n.config
+                    && let Some(cfg) = self.configs.new_config(raw)
+                {
+                    self.book.learn_config(&cfg);
+                }
+                Body::Notification(n)
+            }
+            Err(e) => {
+                let e = e.at(at + LENGTH_BYTES as u64);
+                Body::Problem(Problem {
+                    severity: Severity::Error,
+                    message: format!(
+                        "malformed notification ({} bytes), Java drops it: {e}",
+                        payload.len()
+                    ),
+                    kind: ProblemKind::Malformed(e),
+                })
+            }
+        };
+        let mut r = self.record(conn, dir, time, Some(at), body);
+        r.raw = payload;
+        self.push(r);
     }
 
     /// Decodes bytes of a quorum-port connection.

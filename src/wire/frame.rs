@@ -178,23 +178,40 @@ impl StreamDecoder {
         result
     }
 
+    /// The frame completed by the start of `input`, when its whole payload is there: either a
+    /// whole frame, or the payload of a frame whose length alone is pending (Java writes the
+    /// length and the payload separately, so most payloads arrive in a segment of their own).
+    /// Gives its stream offset and its payload, borrowed from `input`, which advances past it.
+    /// `None` when the next item is anything else (a partial payload, an initial message, a bad
+    /// length, an earlier error), with nothing consumed: [`StreamDecoder::decode`] takes it.
+    pub fn whole_frame<'a>(&mut self, input: &mut &'a [u8]) -> Option<(u64, &'a [u8])> {
+        if self.failed.is_some() || self.expect_initial {
+            return None;
+        }
+        let (head, start) = match self.pending.len() {
+            0 => (*input.first_chunk::<LENGTH_BYTES>()?, LENGTH_BYTES),
+            LENGTH_BYTES => (*self.pending.first_chunk::<LENGTH_BYTES>()?, 0),
+            _ => return None,
+        };
+        // (The first word of an auth packet is out of a frame length's range.)
+        let len = check_frame_len(i64::from(i32::from_be_bytes(head)), self.offset).ok()?;
+        let payload = input.get(start..start + len)?;
+        let offset = self.offset;
+        self.offset += (LENGTH_BYTES + len) as u64;
+        self.pending.clear();
+        *input = &input[start + len..];
+        Some((offset, payload))
+    }
+
     fn decode_inner(&mut self, input: &mut &[u8]) -> Result<Option<StreamItem>, WireError> {
         // A whole frame at the start of the input: take its payload straight from the input
         // rather than through `pending`. (Anything else, including a bad length, takes the
         // byte-by-byte path below, which also decides how much input an error consumes.)
-        if self.pending.is_empty()
-            && !self.expect_initial
-            && let Some(head) = input.first_chunk::<LENGTH_BYTES>()
-            && let Ok(len) = check_frame_len(i64::from(i32::from_be_bytes(*head)), self.offset)
-            && let Some(payload) = input.get(LENGTH_BYTES..LENGTH_BYTES + len)
-        {
-            let item = StreamItem::Frame {
-                offset: self.offset,
+        if let Some((offset, payload)) = self.whole_frame(input) {
+            return Ok(Some(StreamItem::Frame {
+                offset,
                 payload: payload.to_vec(),
-            };
-            self.offset += (LENGTH_BYTES + len) as u64;
-            *input = &input[LENGTH_BYTES + len..];
-            return Ok(Some(item));
+            }));
         }
         // Likewise a whole initial message (a connection's first segment, mostly).
         if self.pending.is_empty()
