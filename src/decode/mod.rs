@@ -140,6 +140,14 @@ struct State {
     spare: Vec<Vec<u8>>,
 }
 
+/// The smallest buffer kept for reuse, and the size of a new one: big enough for a
+/// notification of a small ensemble or its config, so that a reused buffer seldom grows.
+const SPARE_MIN_BYTES: usize = 512;
+
+fn new_spare() -> Vec<u8> {
+    Vec::with_capacity(SPARE_MIN_BYTES)
+}
+
 /// How many buffers of written-out records are kept for reuse.
 const SPARE_BUFFERS: usize = 64;
 /// The largest buffer kept for reuse (a notification is about 250 bytes; larger ones are rare).
@@ -770,14 +778,16 @@ impl State {
     }
 
     fn keep_spare(&mut self, buf: Vec<u8>) {
-        if self.spare.len() < SPARE_BUFFERS && (1..=SPARE_BUFFER_BYTES).contains(&buf.capacity()) {
+        if self.spare.len() < SPARE_BUFFERS
+            && (SPARE_MIN_BYTES..=SPARE_BUFFER_BYTES).contains(&buf.capacity())
+        {
             self.spare.push(buf);
         }
     }
 
     /// A copy of `bytes`, in a spare buffer when there is one.
     fn copy_of(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let mut buf = self.spare.pop().unwrap_or_default();
+        let mut buf = self.spare.pop().unwrap_or_else(new_spare);
         buf.clear();
         buf.extend_from_slice(bytes);
         buf
@@ -792,7 +802,7 @@ impl State {
         at: u64,
         payload: Vec<u8>,
     ) {
-        let body = match Notification::decode_reusing(&payload, &mut self.spare) {
+        let body = match Notification::decode_reusing(&payload, &mut self.spare, new_spare) {
             Ok(n) => {
                 if let Some(raw) = &n.config
                     && let Some(cfg) = self.configs.new_config(raw)

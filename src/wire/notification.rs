@@ -202,12 +202,17 @@ impl Notification {
     /// 37-39, 41-43 with version >= 2, a bad config length) are errors; every size Java or an
     /// older sender produced decodes.
     pub fn decode(payload: &[u8]) -> Result<Self, WireError> {
-        Notification::decode_reusing(payload, &mut Vec::new())
+        Notification::decode_reusing(payload, &mut Vec::new(), Vec::new)
     }
 
     /// [`Notification::decode`], the config copied into a buffer taken from `spare` when it
-    /// holds one (a decoder of millions of notifications hands back those it has written out).
-    pub fn decode_reusing(payload: &[u8], spare: &mut Vec<Vec<u8>>) -> Result<Self, WireError> {
+    /// holds one, or else made by `new_buffer` (a decoder of millions of notifications hands
+    /// back those it has written out).
+    pub fn decode_reusing(
+        payload: &[u8],
+        spare: &mut Vec<Vec<u8>>,
+        new_buffer: fn() -> Vec<u8>,
+    ) -> Result<Self, WireError> {
         let mut c = Cursor::new(payload);
         let state = ServerState::from_code(c.i32("state")?);
         let leader = c.i64("leader")?;
@@ -248,7 +253,7 @@ impl Notification {
                 ));
             }
             let config = c.take("config", len as usize)?;
-            let mut buf = spare.pop().unwrap_or_default();
+            let mut buf = spare.pop().unwrap_or_else(new_buffer);
             buf.clear();
             buf.extend_from_slice(config);
             n.config = Some(buf);
