@@ -422,7 +422,7 @@ impl<S: SegmentSource> Decoder<S> {
                 self.finish();
                 let state = &mut self.state;
                 let time = state.out.back().map(|p| p.record.time).unwrap_or_default();
-                state.push(Record {
+                state.push_record(Record {
                     time,
                     conn: None,
                     src: None,
@@ -622,7 +622,7 @@ impl State {
     }
 
     fn data(&mut self, conn: ConnId, dir: CapDir, time: Timestamp, bytes: &[u8]) {
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some((slot, _, c)) = self.conns.get_full_mut(&conn) else {
             return;
         };
         // On an election or quorum port, the first bytes tell TLS from plaintext; a TLS
@@ -683,9 +683,7 @@ impl State {
         // what is left (a partial frame, an initial message, a problem) takes the general way.
         // (Making a record does not change the table, so the connection's slot stays put.)
         let mut bytes = bytes;
-        if c.dirs[index(dir)].hunt.is_none()
-            && let Some(slot) = self.conns.get_index_of(&conn)
-        {
+        if c.dirs[index(dir)].hunt.is_none() {
             while let Some((_, c)) = self.conns.get_index_mut(slot)
                 && let Some((at, payload)) = c.dirs[index(dir)].decoder.whole_frame(&mut bytes)
             {
@@ -755,7 +753,7 @@ impl State {
                 }
             };
             let mut r = self.record(conn, dir, time, Some(at), body);
-            r.raw = raw;
+            r.record.raw = raw;
             self.push(r);
         }
         self.push_problems_up_to(conn, dir, time, &mut problems_in_order, u64::MAX);
@@ -824,7 +822,7 @@ impl State {
             }
         };
         let mut r = self.record(conn, dir, time, Some(at), body);
-        r.raw = payload;
+        r.record.raw = payload;
         self.push(r);
     }
 
@@ -919,7 +917,7 @@ impl State {
             if let Body::Quorum(m) = &mut r.body {
                 m.snapshot_bytes = Some(n);
             }
-            self.push(r);
+            self.push_record(r);
         }
         let mut problems_in_order = problems.into_iter().peekable();
         for (at, m) in out {
@@ -928,7 +926,7 @@ impl State {
             let r = self.record(conn, dir, time, Some(at), Body::Quorum(m));
             if snap && let Some(q) = self.conns.get_mut(&conn).and_then(|c| c.quorum.as_mut()) {
                 // Handed out once the snapshot has streamed, with its size.
-                q[index(dir)].snap = Some((r, 0));
+                q[index(dir)].snap = Some((r.record, 0));
                 continue;
             }
             self.push(r);
@@ -1010,21 +1008,18 @@ impl State {
         }
     }
 
-    fn push(&mut self, record: Record) {
-        // Only a record whose acceptor sid is still unknown waits for it to be learned.
-        let acceptor = record.conn.and_then(|c| self.conns.get(&c)).and_then(|c| {
-            let from_initiator = record.src == Some(c.initiator);
-            let known = if from_initiator {
-                record.to_sid
-            } else {
-                record.from_sid
-            };
-            known
-                .is_none()
-                .then_some((c.acceptor, from_initiator, c.quorum.is_some()))
-        });
-        self.out.push_back(Pending { record, acceptor });
+    fn push(&mut self, pending: Pending) {
+        self.out.push_back(pending);
         self.out_changed = true;
+    }
+
+    /// Pushes a record made elsewhere (its wait for sids worked out here).
+    fn push_record(&mut self, record: Record) {
+        let acceptor = record
+            .conn
+            .and_then(|c| self.conns.get(&c))
+            .and_then(|c| waits_for(&record, c));
+        self.push(Pending { record, acceptor });
     }
 
     /// Whether the oldest record's wait for sids is over; if so, the sid it waited for is
@@ -1066,6 +1061,7 @@ impl State {
         true
     }
 
+    /// A record of `conn` in direction `dir`, with its envelope, as it waits to be handed out.
     fn record(
         &self,
         conn: ConnId,
@@ -1073,37 +1069,42 @@ impl State {
         time: Timestamp,
         offset: Option<u64>,
         body: Body,
-    ) -> Record {
-        let (src, dst, from_sid, to_sid) = match self.conns.get(&conn) {
-            Some(c) => {
-                let acceptor_sid = self.acceptor_sid(c);
-                match dir {
-                    CapDir::FromInitiator => (
-                        Some(c.initiator),
-                        Some(c.acceptor),
-                        c.initiator_sid,
-                        acceptor_sid,
-                    ),
-                    CapDir::FromAcceptor => (
-                        Some(c.acceptor),
-                        Some(c.initiator),
-                        acceptor_sid,
-                        c.initiator_sid,
-                    ),
-                }
-            }
-            None => (None, None, None, None),
-        };
-        Record {
+    ) -> Pending {
+        let mut record = Record {
             time,
             conn: Some(conn),
-            src,
-            dst,
-            from_sid,
-            to_sid,
+            src: None,
+            dst: None,
+            from_sid: None,
+            to_sid: None,
             offset,
             raw: Vec::new(),
             body,
+        };
+        let Some(c) = self.conns.get(&conn) else {
+            return Pending {
+                record,
+                acceptor: None,
+            };
+        };
+        let acceptor_sid = self.acceptor_sid(c);
+        (record.src, record.dst, record.from_sid, record.to_sid) = match dir {
+            CapDir::FromInitiator => (
+                Some(c.initiator),
+                Some(c.acceptor),
+                c.initiator_sid,
+                acceptor_sid,
+            ),
+            CapDir::FromAcceptor => (
+                Some(c.acceptor),
+                Some(c.initiator),
+                acceptor_sid,
+                c.initiator_sid,
+            ),
+        };
+        Pending {
+            acceptor: waits_for(&record, c),
+            record,
         }
     }
 
@@ -1130,9 +1131,24 @@ impl State {
         time: Timestamp,
         offset: u64,
         problem: Problem,
-    ) -> Record {
+    ) -> Pending {
         self.record(conn, dir, time, Some(offset), Body::Problem(problem))
     }
+}
+
+/// What a record of connection `c` waits for: only one whose acceptor sid is still unknown
+/// waits for it to be learned (the acceptor's address, whether the record was sent by the
+/// initiator, whether it is a quorum address).
+fn waits_for(record: &Record, c: &Conn) -> Option<(SocketAddr, bool, bool)> {
+    let from_initiator = record.src == Some(c.initiator);
+    let known = if from_initiator {
+        record.to_sid
+    } else {
+        record.from_sid
+    };
+    known
+        .is_none()
+        .then_some((c.acceptor, from_initiator, c.quorum.is_some()))
 }
 
 /// Adds `input` to a direction that is looking for a frame boundary; once one is found, decodes
