@@ -341,6 +341,56 @@ mod tests {
         }
     }
 
+    /// As the capture decoder reads a stream: whole frames borrowed where `whole_frame` finds
+    /// them, everything else through `decode`. The same items at the same offsets, however
+    /// the stream is cut (the length alone, then the payload, is how Java writes).
+    #[test]
+    fn whole_frames_taken_from_the_input_match_decode() {
+        use crate::wire::quorum_auth::AuthStatus;
+        let mut s = stream();
+        let at = s.len() - (4 + 40) - (4 + 28);
+        let auth = QuorumAuthPacket::new(AuthStatus::InProgress, b"charset=utf-8".to_vec());
+        s.splice(at..at, auth.encode());
+        let whole = |chunks: &mut dyn Iterator<Item = &[u8]>, borrow: bool| {
+            let mut d = StreamDecoder::new(Direction::FromInitiator);
+            let mut items = Vec::new();
+            for chunk in chunks {
+                let mut input = chunk;
+                loop {
+                    if borrow && let Some((offset, payload)) = d.whole_frame(&mut input) {
+                        items.push(format!("frame {offset} {payload:?}"));
+                        continue;
+                    }
+                    match d.decode(&mut input).unwrap() {
+                        Some(StreamItem::Frame { offset, payload }) => {
+                            items.push(format!("frame {offset} {payload:?}"))
+                        }
+                        Some(other) => items.push(format!("{other:?}")),
+                        None => break,
+                    }
+                }
+            }
+            items
+        };
+        let expected = whole(&mut std::iter::once(&s[..]), false);
+        assert_eq!(expected.len(), 4);
+        for split in 1..s.len() {
+            let (a, b) = s.split_at(split);
+            assert_eq!(
+                whole(&mut [a, b].into_iter(), true),
+                expected,
+                "split at {split}"
+            );
+        }
+        for size in [1usize, 4, 5, 40] {
+            assert_eq!(
+                whole(&mut s.chunks(size), true),
+                expected,
+                "chunks of {size}"
+            );
+        }
+    }
+
     fn stream() -> Vec<u8> {
         let mut s = InitialMessage::versioned(
             ProtocolVersion::V1,
