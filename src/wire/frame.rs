@@ -317,11 +317,7 @@ mod tests {
 
     #[test]
     fn quorum_sasl_packets_are_items_of_their_own() {
-        use crate::wire::quorum_auth::AuthStatus;
-        let mut s = stream();
-        let at = s.len() - (4 + 40) - (4 + 28);
-        let auth = QuorumAuthPacket::new(AuthStatus::InProgress, b"charset=utf-8".to_vec());
-        s.splice(at..at, auth.encode());
+        let (s, at, auth) = stream_with_auth();
         for split in [1usize, 3, 7, 1000] {
             let mut d = StreamDecoder::new(Direction::FromInitiator);
             let mut items = Vec::new();
@@ -346,11 +342,7 @@ mod tests {
     /// the stream is cut (the length alone, then the payload, is how Java writes).
     #[test]
     fn whole_frames_taken_from_the_input_match_decode() {
-        use crate::wire::quorum_auth::AuthStatus;
-        let mut s = stream();
-        let at = s.len() - (4 + 40) - (4 + 28);
-        let auth = QuorumAuthPacket::new(AuthStatus::InProgress, b"charset=utf-8".to_vec());
-        s.splice(at..at, auth.encode());
+        let (s, _, _) = stream_with_auth();
         let whole = |chunks: &mut dyn Iterator<Item = &[u8]>, borrow: bool| {
             let mut d = StreamDecoder::new(Direction::FromInitiator);
             let mut items = Vec::new();
@@ -389,6 +381,17 @@ mod tests {
                 "chunks of {size}"
             );
         }
+    }
+
+    /// [`stream`] with a quorum SASL packet before its two frames: the stream, where the
+    /// packet starts, the packet.
+    fn stream_with_auth() -> (Vec<u8>, usize, QuorumAuthPacket) {
+        use crate::wire::quorum_auth::AuthStatus;
+        let mut s = stream();
+        let at = s.len() - (4 + 40) - (4 + 28);
+        let auth = QuorumAuthPacket::new(AuthStatus::InProgress, b"charset=utf-8".to_vec());
+        s.splice(at..at, auth.encode());
+        (s, at, auth)
     }
 
     fn stream() -> Vec<u8> {
