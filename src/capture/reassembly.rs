@@ -343,11 +343,6 @@ impl<V> TupleMap<V> {
         self.v4.len() + self.other.len()
     }
 
-    fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
-        self.v4.retain(|_, v| keep(v));
-        self.other.retain(|_, v| keep(v));
-    }
-
     fn clear(&mut self) {
         self.v4.clear();
         self.other.clear();
@@ -1036,20 +1031,29 @@ fn is_bare_syn(seg: &TcpSegmentRef<'_>) -> bool {
 
 /// The recently closed tuples: the generation (count of closes so far) of each one's latest
 /// close. A tuple is remembered while that generation is among the last `cap`, exactly as a
-/// queue of the last `cap` closes would say; entries past that are swept out once they make up
-/// a third of the table. So a close costs one insert (not an insert, a queue push and an
-/// eviction lookup), and an IPv4 tuple takes 12 bytes instead of 64.
+/// queue of the last `cap` closes would say. So a close costs one insert (not an insert, a
+/// queue push and an eviction lookup), and an IPv4 tuple takes 12 bytes instead of 64.
 ///
-/// The table is bigger than the caches, and every connection's close is an insert at a random
-/// place in it. Closes are therefore gathered in a short list and inserted [`CLOSE_BATCH`] at a
+/// Two tables take the inserts in turn: `current` takes about `cap` of them, then becomes
+/// `previous` (the old `previous` emptied to be the new `current`). Between them they hold
+/// every one of the last `cap` closes, a tuple's latest in `current` if it is there. Entries
+/// are never deleted one by one: deletions leave tombstones in a hash table, and a table of
+/// tombstones is rehashed in place, a pass of random accesses over all of it, which cost more
+/// than all the inserts together.
+///
+/// The tables are bigger than the caches, and every connection's close is an insert at a random
+/// place in one. Closes are therefore gathered in a short list and inserted [`CLOSE_BATCH`] at a
 /// time: independent inserts in a row wait for their cache misses together, where one at a
 /// time amid a segment's work each waited alone (a tenth of a decode's time on the
 /// benchmark's refused dials). Lookups are rare (only segments of no open connection), and
 /// look in the list first.
 #[derive(Default)]
 struct ClosedTuples {
-    table: TupleMap<u64>,
-    /// Closes not yet in `table`, oldest first, with their generations.
+    current: TupleMap<u64>,
+    previous: TupleMap<u64>,
+    /// Inserts into `current` since it was emptied.
+    in_current: usize,
+    /// Closes not yet in `current`, oldest first, with their generations.
     recent: Vec<(Key, u64)>,
     generation: u64,
 }
@@ -1062,14 +1066,15 @@ impl ClosedTuples {
     fn contains(&self, key: &Key, cap: usize) -> bool {
         let latest = match self.recent.iter().rev().find(|(k, _)| k == key) {
             Some((_, g)) => Some(g),
-            None => self.table.get(key),
+            None => self.current.get(key).or_else(|| self.previous.get(key)),
         };
         latest.is_some_and(|&g| g > self.generation.saturating_sub(cap as u64))
     }
 
     fn remove(&mut self, key: &Key) {
         self.recent.retain(|(k, _)| k != key);
-        self.table.remove(key);
+        self.current.remove(key);
+        self.previous.remove(key);
     }
 
     fn insert(&mut self, key: Key, cap: usize) {
@@ -1081,17 +1086,21 @@ impl ClosedTuples {
         if self.recent.len() < CLOSE_BATCH {
             return;
         }
-        for (key, g) in self.recent.drain(..) {
-            self.table.insert(key, g);
+        if self.in_current >= cap {
+            std::mem::swap(&mut self.current, &mut self.previous);
+            self.current.clear();
+            self.in_current = 0;
         }
-        if self.table.len() > cap + cap / 2 {
-            let oldest = self.generation.saturating_sub(cap as u64);
-            self.table.retain(|g| *g > oldest);
+        self.in_current += self.recent.len();
+        for (key, g) in self.recent.drain(..) {
+            self.current.insert(key, g);
         }
     }
 
     fn clear(&mut self) {
-        self.table.clear();
+        self.current.clear();
+        self.previous.clear();
+        self.in_current = 0;
         self.recent.clear();
     }
 }
@@ -1408,8 +1417,7 @@ mod tests {
         m.insert(k4, 4);
         m.insert(k6, 6);
         assert_eq!((m.get(&k4), m.get(&k6), m.len()), (Some(&4), Some(&6), 2));
-        m.retain(|v| *v == 6);
-        assert_eq!(m.get(&k4), None);
+        assert_eq!((m.remove(&k4), m.get(&k4), m.len()), (Some(4), None, 1));
         assert_eq!((m.remove(&k6), m.len()), (Some(6), 0));
     }
 }
