@@ -14,8 +14,10 @@
 # SKIPPED and this script lists it at the end. ZKFLE_SKIP_VERSIONS="3.9.5 ..." skips on purpose.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's heading says how far into the run it starts, so a slow stage shows in CI's log.
+stage() { echo "== $1 [at $((SECONDS / 60)) min $((SECONDS % 60)) s]"; }
 
-echo "== system packages"
+stage "system packages"
 # tcpdump (and with it libpcap, which zkfle loads for live capture: decode --interface) and
 # iproute2 (ip netns): the live-capture and multi-host tests. Building zkfle needs neither.
 missing=()
@@ -29,10 +31,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 echo "tcpdump (libpcap), iproute2, openssl: present"
 
-echo "== Java ZooKeeper"
+stage "Java ZooKeeper"
 scripts/zk-env.sh --print
 
-echo "== ZooKeeper release lines (scripts/zk-fetch.sh)"
+stage "ZooKeeper release lines (scripts/zk-fetch.sh)"
 SKIPPED=${ZKFLE_SKIP_VERSIONS:-}
 fetch_start=$SECONDS
 pids=()
@@ -55,44 +57,45 @@ done
 echo "fetch: $((SECONDS - fetch_start)) s"
 export ZKFLE_SKIP_VERSIONS=$SKIPPED
 
-echo "== Chromium and tshark for the page and dissector tests (scripts/viewers-env.sh)"
+stage "Chromium and tshark for the page and dissector tests (scripts/viewers-env.sh)"
 scripts/viewers-env.sh
 
-echo "== cargo fmt --check"
+stage "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy"
+stage "cargo clippy"
 cargo clippy --all-targets -- -D warnings
 
-echo "== cargo test (the per-version tests of tests/versions.rs and tests/repro_java.rs run next, in the matrix)"
+stage "cargo test (the per-version tests of tests/versions.rs and tests/repro_java.rs run next, in the matrix)"
 cargo test --all-targets -- --skip v3_ --skip mixed_
 
-echo "== fuzz targets, 200,000 inputs each from a fixed seed, two at a time (scripts/fuzz.sh; fuzz/README.md)"
+stage "fuzz targets, 200,000 inputs each from a fixed seed, two at a time (scripts/fuzz.sh; fuzz/README.md)"
 scripts/fuzz.sh --runs 200000
 
 if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
-  echo "== zkfle as a Zab follower, elected leader and reconfigured member of ZooKeeper 3.9.5, plaintext, over quorum TLS and with quorum SASL, and the election restart on a newer config (tests/zab_java.rs, tests/zab_datadir.rs, tests/lead_java.rs, tests/tls_java.rs, tests/sasl_java.rs, tests/reconfig_java.rs, tests/reconfig_restart.rs with ZK_JARS)"
+  stage "zkfle as a Zab follower, elected leader and reconfigured member of ZooKeeper 3.9.5, plaintext, over quorum TLS and with quorum SASL, and the election restart on a newer config (tests/zab_java.rs, tests/zab_datadir.rs, tests/lead_java.rs, tests/tls_java.rs, tests/sasl_java.rs, tests/reconfig_java.rs, tests/reconfig_restart.rs with ZK_JARS)"
   ZK_JARS=$(scripts/zk-fetch.sh 3.9.5 | tail -n1) cargo test --test zab_java --test zab_datadir --test lead_java --test tls_java --test sasl_java --test reconfig_java --test reconfig_restart
 
 fi
 if [[ " $SKIPPED " != *" 3.6.3 "* ]]; then
-  echo "== zkfle added by reconfig to ZooKeeper 3.6.3, and the election restart on a newer config (tests/reconfig_java.rs, tests/reconfig_restart.rs with ZK_JARS, ~80 s)"
+  stage "zkfle added by reconfig to ZooKeeper 3.6.3, and the election restart on a newer config (tests/reconfig_java.rs, tests/reconfig_restart.rs with ZK_JARS, ~80 s)"
   ZK_JARS=$(scripts/zk-fetch.sh 3.6.3 | tail -n1) cargo test --test reconfig_java --test reconfig_restart
 fi
 
-echo "== version matrix (scripts/matrix.sh --no-fetch: tests/versions.rs one by one, replay, decode, quorum TLS and SASL, and the repros of tests/repro_java.rs per version)"
+stage "version matrix (scripts/matrix.sh --no-fetch: tests/versions.rs one by one, replay, decode, quorum TLS and SASL, and the repros of tests/repro_java.rs per version)"
 scripts/matrix.sh --no-fetch
 
 # Docker: images built once (cached by their inputs), every fault scenario on 3.9.5, the others'
 # start with capture and probe checks, the rolling upgrade 3.4.14 -> 3.9.5 with zkfle voting.
 # Without a Docker engine it prints !! SKIPPED and passes; the local-process tests above ran.
-echo "== ZooKeeper in Docker (scripts/docker/conformance.sh --ci)"
+stage "ZooKeeper in Docker (scripts/docker/conformance.sh --ci)"
 docker_versions=""
 for v in 3.4.14 3.6.3 3.8.0 3.9.5; do
   [[ " $SKIPPED " == *" $v "* ]] || docker_versions="$docker_versions $v"
 done
-scripts/docker/conformance.sh --ci --versions "${docker_versions# }"
+ZKFLE_PROFILE=debug scripts/docker/conformance.sh --ci --versions "${docker_versions# }"
 
 if [ -n "${SKIPPED// /}" ]; then
   echo "!! SKIPPED ZooKeeper versions (their tests passed without running):$SKIPPED" >&2
 fi
+echo "== done in $((SECONDS / 60)) min $((SECONDS % 60)) s"

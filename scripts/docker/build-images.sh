@@ -14,7 +14,9 @@
 #   zkfle/zookeeper:3.8.0        Debian's `zookeeper` package (its .debs, downloaded into the
 #                                cache beside the tarball, installed with dpkg)
 #   zkfle/zookeeper:3.4.14|3.6.3|3.9.5   the jars scripts/zk-fetch.sh caches
-#   zkfle/zkfle:latest           target/release/zkfle (built here with cargo build --release)
+#   zkfle/zkfle:latest           target/release/zkfle (built here with cargo build --release;
+#                                ZKFLE_PROFILE=debug: target/debug/zkfle, for CI, whose tests
+#                                have built it already: a release build takes minutes)
 # The ZooKeeper images keep the interface of Docker's official `zookeeper` image
 # (ZOO_MY_ID, ZOO_SERVERS, ZOO_* settings, /conf, /data, /datalog, /logs, ports
 # 2181/2888/3888, `zkServer.sh start-foreground`, zkCli.sh on PATH): see docs/docker.md.
@@ -142,10 +144,14 @@ for v in $VERSIONS; do
 done
 
 # --- zkfle --------------------------------------------------------------------------------------
-say "cargo build --release (zkfle's release binary)"
-cargo build --release --quiet --bin zkfle
+PROFILE=${ZKFLE_PROFILE:-release}
+case "$PROFILE" in
+  release) say "cargo build --release (zkfle's release binary)"; cargo build --release --quiet --bin zkfle ;;
+  debug) say "cargo build (zkfle's debug binary, ZKFLE_PROFILE=debug)"; cargo build --quiet --bin zkfle ;;
+  *) die "ZKFLE_PROFILE must be release or debug, not $PROFILE" ;;
+esac
 ctx=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-image.XXXXXX")
-cp target/release/zkfle "$IMAGE_DIR/docker-entrypoint.sh" "$ctx/"
+cp "target/$PROFILE/zkfle" "$IMAGE_DIR/docker-entrypoint.sh" "$ctx/"
 # `zkfle decode --interface` links libpcap: the image gets Debian's libpcap0.8 (and libdbus-1-3,
 # its one dependency beyond the base), the host's own bookworm packages, fetched by apt.
 mkdir -p "$ctx/debs"

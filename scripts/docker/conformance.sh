@@ -33,6 +33,10 @@
 # container at a time, zkfle voting and following throughout; a capture of it shows zkfle's
 # wire form following each peer (40-byte notifications to 3.4.14, the 3.5+ form after).
 #
+# ZKFLE_PROFILE=debug: zkfle's debug build (target/debug/zkfle) on the host and in its image,
+# as scripts/test.sh runs it (its tests have built it; a release build takes minutes);
+# release by default.
+#
 # Every scenario checks, within the bound it prints: the Java servers and zkfle agree on one
 # leader (probe: one LEADING, the rest FOLLOWING it; srvr: the same modes; mntr on the leader:
 # every follower synced, zkfle included); writes made through a Java client (zkCli.sh in a
@@ -73,7 +77,7 @@ done
 PROJECT=zkfle-conformance
 NET=${PROJECT}_zkfle
 OUT=${ZKFLE_CONFORMANCE_DIR:-${TMPDIR:-/tmp}/zkfle-conformance}
-ZKFLE=$ROOT/target/release/zkfle
+ZKFLE=$ROOT/target/${ZKFLE_PROFILE:-release}/zkfle
 ZKFLE_IMAGE=zkfle/zkfle:latest
 mkdir -p "$OUT"
 declare -A RESULT
