@@ -144,8 +144,14 @@ struct State {
 /// notification of a small ensemble or its config, so that a reused buffer seldom grows.
 const SPARE_MIN_BYTES: usize = 512;
 
-fn new_spare() -> Vec<u8> {
-    Vec::with_capacity(SPARE_MIN_BYTES)
+/// A copy of `bytes`, in a buffer from `spare` when there is one.
+fn copy_into_spare(spare: &mut Vec<Vec<u8>>, bytes: &[u8]) -> Vec<u8> {
+    let mut buf = spare
+        .pop()
+        .unwrap_or_else(|| Vec::with_capacity(SPARE_MIN_BYTES));
+    buf.clear();
+    buf.extend_from_slice(bytes);
+    buf
 }
 
 /// How many buffers of written-out records are kept for reuse.
@@ -687,14 +693,14 @@ impl State {
             while let Some((_, c)) = self.conns.get_index_mut(slot)
                 && let Some((at, payload)) = c.dirs[index(dir)].decoder.whole_frame(&mut bytes)
             {
-                let payload = self.copy_of(payload);
+                let payload = copy_into_spare(&mut self.spare, payload);
                 self.frame_record(conn, dir, time, at, payload);
             }
             if bytes.is_empty() {
                 return;
             }
         }
-        let Some(c) = self.conns.get_mut(&conn) else {
+        let Some((_, c)) = self.conns.get_index_mut(slot) else {
             return;
         };
         let mut items = std::mem::take(&mut self.items);
@@ -783,14 +789,6 @@ impl State {
         }
     }
 
-    /// A copy of `bytes`, in a spare buffer when there is one.
-    fn copy_of(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let mut buf = self.spare.pop().unwrap_or_else(new_spare);
-        buf.clear();
-        buf.extend_from_slice(bytes);
-        buf
-    }
-
     /// Records the notification framed at stream offset `at` (or why it is malformed).
     fn frame_record(
         &mut self,
@@ -800,27 +798,28 @@ impl State {
         at: u64,
         payload: Vec<u8>,
     ) {
-        let body = match Notification::decode_reusing(&payload, &mut self.spare, new_spare) {
-            Ok(n) => {
-                if let Some(raw) = &n.config
-                    && let Some(cfg) = self.configs.new_config(raw)
-                {
-                    self.book.learn_config(&cfg);
+        let body =
+            match Notification::decode_copying(&payload, |b| copy_into_spare(&mut self.spare, b)) {
+                Ok(n) => {
+                    if let Some(raw) = &n.config
+                        && let Some(cfg) = self.configs.new_config(raw)
+                    {
+                        self.book.learn_config(&cfg);
+                    }
+                    Body::Notification(n)
                 }
-                Body::Notification(n)
-            }
-            Err(e) => {
-                let e = e.at(at + LENGTH_BYTES as u64);
-                Body::Problem(Problem {
-                    severity: Severity::Error,
-                    message: format!(
-                        "malformed notification ({} bytes), Java drops it: {e}",
-                        payload.len()
-                    ),
-                    kind: ProblemKind::Malformed(e),
-                })
-            }
-        };
+                Err(e) => {
+                    let e = e.at(at + LENGTH_BYTES as u64);
+                    Body::Problem(Problem {
+                        severity: Severity::Error,
+                        message: format!(
+                            "malformed notification ({} bytes), Java drops it: {e}",
+                            payload.len()
+                        ),
+                        kind: ProblemKind::Malformed(e),
+                    })
+                }
+            };
         let mut r = self.record(conn, dir, time, Some(at), body);
         r.record.raw = payload;
         self.push(r);

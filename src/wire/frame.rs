@@ -204,8 +204,8 @@ impl StreamDecoder {
     }
 
     fn decode_inner(&mut self, input: &mut &[u8]) -> Result<Option<StreamItem>, WireError> {
-        // A whole frame at the start of the input: take its payload straight from the input
-        // rather than through `pending`. (Anything else, including a bad length, takes the
+        // A frame whose payload is whole at the start of the input: take the payload straight
+        // from the input rather than through `pending`. (Anything else, including a bad length, takes the
         // byte-by-byte path below, which also decides how much input an error consumes.)
         if let Some((offset, payload)) = self.whole_frame(input) {
             return Ok(Some(StreamItem::Frame {

@@ -202,16 +202,14 @@ impl Notification {
     /// 37-39, 41-43 with version >= 2, a bad config length) are errors; every size Java or an
     /// older sender produced decodes.
     pub fn decode(payload: &[u8]) -> Result<Self, WireError> {
-        Notification::decode_reusing(payload, &mut Vec::new(), Vec::new)
+        Notification::decode_copying(payload, <[u8]>::to_vec)
     }
 
-    /// [`Notification::decode`], the config copied into a buffer taken from `spare` when it
-    /// holds one, or else made by `new_buffer` (a decoder of millions of notifications hands
-    /// back those it has written out).
-    pub fn decode_reusing(
+    /// [`Notification::decode`], the config's bytes copied out by `copy` (a decoder of
+    /// millions of notifications copies them into buffers it reuses).
+    pub fn decode_copying(
         payload: &[u8],
-        spare: &mut Vec<Vec<u8>>,
-        new_buffer: fn() -> Vec<u8>,
+        copy: impl FnOnce(&[u8]) -> Vec<u8>,
     ) -> Result<Self, WireError> {
         let mut c = Cursor::new(payload);
         let state = ServerState::from_code(c.i32("state")?);
@@ -252,11 +250,7 @@ impl Notification {
                     },
                 ));
             }
-            let config = c.take("config", len as usize)?;
-            let mut buf = spare.pop().unwrap_or_else(new_buffer);
-            buf.clear();
-            buf.extend_from_slice(config);
-            n.config = Some(buf);
+            n.config = Some(copy(c.take("config", len as usize)?));
         }
         n.trailing = c.rest().to_vec();
         Ok(n)
