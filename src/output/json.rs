@@ -13,6 +13,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::capture::Timestamp;
 use crate::decode::{Body, ProblemKind, QuorumMessage, Record, Severity};
 
 use crate::wire::{InitialMessage, JavaView, Notification, ProtocolVersion, ServerState};
@@ -105,9 +106,8 @@ impl JsonWriter {
             Body::Problem(_) => b"{\"type\":\"error\",\"time\":",
         };
         out.extend_from_slice(kind);
-        // Writing to a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut *out, &r.time.as_secs_f64());
-        self.write_addrs(out, r.src, r.dst);
+        json_time(out, r.time);
+        self.write_addrs(out, r.conn, r.src, r.dst);
         out.extend_from_slice(b",\"from_sid\":");
         json_opt_int(out, r.from_sid);
         out.extend_from_slice(b",\"to_sid\":");
@@ -135,10 +135,11 @@ impl JsonWriter {
     fn write_addrs(
         &mut self,
         out: &mut Vec<u8>,
+        conn: Option<crate::capture::ConnId>,
         src: Option<std::net::SocketAddr>,
         dst: Option<std::net::SocketAddr>,
     ) {
-        out.extend_from_slice(self.addrs.text(src, dst, |json| {
+        out.extend_from_slice(self.addrs.text(conn, src, dst, |json| {
             json.extend_from_slice(b",\"src\":");
             json_addr(json, src);
             json.extend_from_slice(b",\"dst\":");
@@ -357,6 +358,53 @@ fn write_quorum(out: &mut Vec<u8>, q: &QuorumMessage) {
         out.extend_from_slice(b",\"snapshot_bytes\":");
         json_int(out, n);
     }
+}
+
+/// A capture time as the JSON number serde_json writes for [`Timestamp::as_secs_f64`]: the
+/// shortest decimal that reads back as that float.
+///
+/// Most times are whole microseconds of a date between 2004 and 2106 (seconds in 2^30..2^32).
+/// There the float's step (2^-22 or 2^-21 s) is finer than a microsecond, so a decimal of at most
+/// six fraction digits that reads back as the float is the shortest one, and no other of as few
+/// digits does: the seconds, a point and the microseconds without trailing zeros. Whether the
+/// microseconds read back (the float is the sum of two roundings, so it may be a step away from
+/// the nearest) is checked exactly, in integers. Anything else takes serde_json's own way.
+fn json_time(out: &mut Vec<u8>, time: Timestamp) {
+    let x = time.as_secs_f64();
+    if (1 << 30..1 << 32).contains(&time.secs) && time.nanos.is_multiple_of(1000) {
+        let micros = u64::from(time.nanos / 1000);
+        // The float's step is 2^-steps seconds; the fraction (exact: x is within a second of
+        // the seconds) is a whole number of steps.
+        let steps: u32 = if time.secs < 1 << 31 { 22 } else { 21 };
+        let fraction = x - time.secs as f64;
+        if (0.0..1.0).contains(&fraction) {
+            let in_steps = (fraction * f64::from(1u32 << steps)) as u64;
+            // |micros/10^6 - in_steps/2^steps| < half a step, in units of 2^-steps/10^6.
+            let distance = (micros << steps).abs_diff(in_steps * 1_000_000);
+            if distance < 500_000 {
+                out.extend_from_slice(itoa::Buffer::new().format(time.secs).as_bytes());
+                out.push(b'.');
+                if micros == 0 {
+                    out.push(b'0');
+                } else {
+                    let mut digits = *b"000000";
+                    let mut rest = micros;
+                    for d in digits.iter_mut().rev() {
+                        *d = b'0' + (rest % 10) as u8;
+                        rest /= 10;
+                    }
+                    let mut kept = 6;
+                    while digits[kept - 1] == b'0' {
+                        kept -= 1;
+                    }
+                    out.extend_from_slice(&digits[..kept]);
+                }
+                return;
+            }
+        }
+    }
+    // Writing to a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, &x);
 }
 
 fn json_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
@@ -706,6 +754,50 @@ mod tests {
             let mut out = Vec::new();
             json_addr(&mut out, Some(addr));
             proptest::prop_assert_eq!(out, serde_json::to_vec(&addr.to_string()).unwrap());
+        }
+
+        #[test]
+        fn every_time_is_written_as_serde_json_writes_its_float(
+            secs in proptest::prop_oneof![0i64..1 << 33, (1i64 << 30) - 2..(1 << 30) + 2, (1i64 << 31) - 2..(1 << 31) + 2, (1i64 << 32) - 2..(1 << 32) + 2, proptest::prelude::any::<i64>()],
+            micros in proptest::prop_oneof![0u32..1_000_000, 0u32..10, 999_990u32..1_000_000, proptest::strategy::Strategy::prop_map(0u32..10_000, |m| m * 100)],
+            nanos in 0u32..1_000,
+            whole_micros in proptest::prelude::any::<bool>(),
+        ) {
+            let time = Timestamp { secs, nanos: micros * 1000 + if whole_micros { 0 } else { nanos } };
+            let mut out = Vec::new();
+            json_time(&mut out, time);
+            proptest::prop_assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(&time.as_secs_f64()).unwrap()
+            );
+        }
+    }
+
+    /// Every whole microsecond of a few seconds at each end of the fast path's range, and of
+    /// one second in the middle, as serde_json writes it.
+    #[test]
+    fn whole_microseconds_are_written_as_serde_json_writes_their_float() {
+        for secs in [
+            1i64 << 30,
+            (1 << 31) - 1,
+            1 << 31,
+            1_795_973_517,
+            (1 << 32) - 1,
+        ] {
+            let mut out = Vec::new();
+            for micros in 0..1_000_000u32 {
+                let time = Timestamp {
+                    secs,
+                    nanos: micros * 1000,
+                };
+                out.clear();
+                json_time(&mut out, time);
+                assert_eq!(
+                    std::str::from_utf8(&out).unwrap(),
+                    serde_json::to_string(&time.as_secs_f64()).unwrap(),
+                    "{secs} s {micros} us"
+                );
+            }
         }
     }
 

@@ -34,6 +34,7 @@ pub mod wireshark;
 use std::fmt;
 use std::net::SocketAddr;
 
+use crate::capture::ConnId;
 use crate::decode::{Body, Record};
 
 /// At most this many records are held for one drawing: a page or diagram of more could not be
@@ -71,44 +72,67 @@ impl Collected {
     }
 }
 
-/// The text of the address pairs of the last few connections, most recent first: records come
-/// in runs per connection, so a pair's text is mostly made once a run, not once a record.
-#[derive(Debug, Default)]
+/// The text of the address pairs of recent connections: each connection's records share the
+/// text of its two directions, so a pair's text is mostly made once a connection and direction,
+/// not once a record. A table indexed by connection id and direction (a connection reaches its
+/// slot at once; records of the connections open at a time seldom share one) rather than a
+/// short list searched in order: a capture interleaves the records of tens of connections.
+#[derive(Debug)]
 pub struct AddrPairs {
-    pairs: Vec<(Option<SocketAddr>, Option<SocketAddr>, Vec<u8>)>,
+    slots: Vec<AddrPair>,
 }
 
-/// Address pairs whose text is kept.
-const ADDR_PAIRS_KEPT: usize = 4;
+#[derive(Debug, Default)]
+struct AddrPair {
+    conn: Option<ConnId>,
+    src: Option<SocketAddr>,
+    dst: Option<SocketAddr>,
+    text: Vec<u8>,
+    /// Whether `text` was made for this slot's key (a fresh slot holds nothing).
+    made: bool,
+}
+
+/// Slots of [`AddrPairs`] (a power of two).
+const ADDR_PAIR_SLOTS: usize = 256;
+
+impl Default for AddrPairs {
+    fn default() -> Self {
+        AddrPairs {
+            slots: std::iter::repeat_with(AddrPair::default)
+                .take(ADDR_PAIR_SLOTS)
+                .collect(),
+        }
+    }
+}
 
 impl AddrPairs {
-    /// The text of `src` and `dst`; `make` writes it (into an empty buffer) when not kept.
+    /// The text of `src` and `dst` on connection `conn`; `make` writes it (into an empty
+    /// buffer) when not kept.
     pub fn text(
         &mut self,
+        conn: Option<ConnId>,
         src: Option<SocketAddr>,
         dst: Option<SocketAddr>,
         make: impl FnOnce(&mut Vec<u8>),
     ) -> &[u8] {
-        let at = match self
-            .pairs
-            .iter()
-            .position(|(s, d, _)| *s == src && *d == dst)
-        {
-            Some(at) => at,
-            None => {
-                let mut text = match self.pairs.len() {
-                    ADDR_PAIRS_KEPT => self.pairs.pop().map(|(_, _, t)| t).unwrap_or_default(),
-                    _ => Vec::new(),
-                };
-                text.clear();
-                make(&mut text);
-                self.pairs.push((src, dst, text));
-                self.pairs.len() - 1
-            }
-        };
-        // Keep the most recent first, so the common case is found at once.
-        self.pairs[..=at].rotate_right(1);
-        &self.pairs[0].2
+        // A connection's two directions get neighbouring slots: the side with the lower port
+        // first.
+        let port = |a: Option<SocketAddr>| a.map_or(0, |a| a.port());
+        let dir = usize::from(port(src) < port(dst));
+        let id = conn.map_or(0, |c| c.0 as usize);
+        let slot = &mut self.slots[(id.wrapping_mul(2) + dir) & (ADDR_PAIR_SLOTS - 1)];
+        if !(slot.made && slot.conn == conn && slot.src == src && slot.dst == dst) {
+            slot.text.clear();
+            make(&mut slot.text);
+            *slot = AddrPair {
+                conn,
+                src,
+                dst,
+                text: std::mem::take(&mut slot.text),
+                made: true,
+            };
+        }
+        &slot.text
     }
 }
 

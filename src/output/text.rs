@@ -5,6 +5,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 
 use super::{AddrPairs, write_addr, write_hex, write_printable};
+use crate::capture::ConnId;
 use crate::decode::{Body, QuorumMessage, Record, Severity};
 use crate::wire::{JavaView, Notification};
 
@@ -25,7 +26,7 @@ impl TextWriter {
     pub fn record(&mut self, out: &mut Vec<u8>, r: &Record, stamp: &str) {
         out.extend_from_slice(stamp.as_bytes());
         out.extend_from_slice(b"  ");
-        self.write_addrs(out, r.src, r.dst);
+        self.write_addrs(out, r.conn, r.src, r.dst);
         out.push(b' ');
         write_sid(out, r.from_sid, true);
         out.extend_from_slice(b" -> ");
@@ -66,8 +67,14 @@ impl TextWriter {
     }
 
     /// `src -> dst` padded to [`ADDRS_WIDTH`] characters (`-` when unknown).
-    fn write_addrs(&mut self, out: &mut Vec<u8>, src: Option<SocketAddr>, dst: Option<SocketAddr>) {
-        out.extend_from_slice(self.addrs.text(src, dst, |text| {
+    fn write_addrs(
+        &mut self,
+        out: &mut Vec<u8>,
+        conn: Option<ConnId>,
+        src: Option<SocketAddr>,
+        dst: Option<SocketAddr>,
+    ) {
+        out.extend_from_slice(self.addrs.text(conn, src, dst, |text| {
             match (src, dst) {
                 (Some(s), Some(d)) => {
                     write_addr(text, s, false);
