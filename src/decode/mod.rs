@@ -115,6 +115,10 @@ struct State {
     configs: identity::ConfigCache,
     /// The connections being decoded (dense, see [`ConnTable`]).
     conns: ConnTable<ConnId, Conn>,
+    /// The slot in `conns` found last, tried first (checked before use: removals move
+    /// entries): a segment's events, and the records they make, are mostly of one connection,
+    /// and a notification's length and payload come in two segments in a row.
+    last_slot: std::cell::Cell<usize>,
     /// A connection opened by the last event, not yet in `conns`: most dials of an ensemble
     /// with servers down are refused, their `Closed` the very next event, and such a
     /// connection never needs a table entry (nor does it give a record, unless closes are
@@ -351,6 +355,7 @@ impl<S: SegmentSource> Decoder<S> {
                 book: options.book,
                 configs: identity::ConfigCache::default(),
                 conns: ConnTable::default(),
+                last_slot: std::cell::Cell::new(0),
                 opened: None,
                 ignore: Vec::new(),
                 out: VecDeque::new(),
@@ -461,6 +466,25 @@ impl<S: SegmentSource> Decoder<S> {
 }
 
 impl State {
+    /// The slot of `conn` in `conns`, the last one found tried first.
+    fn slot(&self, conn: ConnId) -> Option<usize> {
+        let last = self.last_slot.get();
+        if self.conns.get_index(last).is_some_and(|(k, _)| *k == conn) {
+            return Some(last);
+        }
+        let slot = self.conns.get_index_of(&conn)?;
+        self.last_slot.set(slot);
+        Some(slot)
+    }
+
+    fn conn(&self, conn: ConnId) -> Option<&Conn> {
+        self.slot(conn).map(|i| &self.conns[i])
+    }
+
+    fn conn_mut(&mut self, conn: ConnId) -> Option<&mut Conn> {
+        self.slot(conn).map(|i| &mut self.conns[i])
+    }
+
     fn handle(&mut self, event: StreamEvent<&[u8]>) {
         if let Some((id, opening)) = self.opened.take() {
             match event {
@@ -541,9 +565,10 @@ impl State {
                 missing,
             } => {
                 let dir = self.our_dir(conn, dir);
-                let Some(c) = self.conns.get_mut(&conn) else {
+                let Some(slot) = self.slot(conn) else {
                     return;
                 };
+                let c = &mut self.conns[slot];
                 if c.recognising.is_some() {
                     self.conns.swap_remove(&conn);
                     self.ignore.push(conn);
@@ -621,16 +646,17 @@ impl State {
 
     /// A reassembly direction in terms of our initiator and acceptor.
     fn our_dir(&self, conn: ConnId, dir: CapDir) -> CapDir {
-        match self.conns.get(&conn) {
+        match self.conn(conn) {
             Some(c) if c.flipped => dir.reverse(),
             _ => dir,
         }
     }
 
     fn data(&mut self, conn: ConnId, dir: CapDir, time: Timestamp, bytes: &[u8]) {
-        let Some((slot, _, c)) = self.conns.get_full_mut(&conn) else {
+        let Some(slot) = self.slot(conn) else {
             return;
         };
+        let c = &mut self.conns[slot];
         // On an election or quorum port, the first bytes tell TLS from plaintext; a TLS
         // connection is reported once and its bytes skipped.
         if c.recognising.is_none() && !bytes.is_empty() {
@@ -723,7 +749,8 @@ impl State {
             let (body, raw) = match item {
                 StreamItem::Initial { message, raw, .. } => {
                     self.book.learn_initial(&message);
-                    if let Some(c) = self.conns.get_mut(&conn) {
+                    if let Some(slot) = self.slot(conn) {
+                        let c = &mut self.conns[slot];
                         c.initiator_sid = Some(message.sid);
                         self.book.learn_dialler(message.sid, c.initiator.ip());
                     }
@@ -734,7 +761,7 @@ impl State {
                     continue;
                 }
                 StreamItem::Auth { packet, raw, .. } => {
-                    let Some(c) = self.conns.get_mut(&conn) else {
+                    let Some(c) = self.conn_mut(conn) else {
                         continue;
                     };
                     let accepted = match packet.status {
@@ -827,7 +854,7 @@ impl State {
 
     /// Decodes bytes of a quorum-port connection.
     fn quorum_data(&mut self, conn: ConnId, dir: CapDir, time: Timestamp, bytes: &[u8]) {
-        let Some(q) = self.conns.get_mut(&conn).and_then(|c| c.quorum.as_mut()) else {
+        let Some(q) = self.conn_mut(conn).and_then(|c| c.quorum.as_mut()) else {
             return;
         };
         let d = &mut q[index(dir)];
@@ -905,8 +932,9 @@ impl State {
         }
         let learner = out.iter().find_map(|(_, m)| m.learner.map(|l| l.sid));
         if let Some(sid) = learner
-            && let Some(c) = self.conns.get_mut(&conn)
+            && let Some(slot) = self.slot(conn)
         {
+            let c = &mut self.conns[slot];
             c.initiator_sid = Some(sid);
             self.book.learn_dialler(sid, c.initiator.ip());
         }
@@ -923,7 +951,7 @@ impl State {
             self.push_problems_up_to(conn, dir, time, &mut problems_in_order, at);
             let snap = m.ptype == ptype::SNAP;
             let r = self.record(conn, dir, time, Some(at), Body::Quorum(m));
-            if snap && let Some(q) = self.conns.get_mut(&conn).and_then(|c| c.quorum.as_mut()) {
+            if snap && let Some(q) = self.conn_mut(conn).and_then(|c| c.quorum.as_mut()) {
                 // Handed out once the snapshot has streamed, with its size.
                 q[index(dir)].snap = Some((r.record, 0));
                 continue;
@@ -935,9 +963,10 @@ impl State {
 
     /// A connection ended: a record for FIN/RST, and a warning for a message left unfinished.
     fn closed(&mut self, conn: ConnId, time: Timestamp, how: CloseKind) {
-        let Some(c) = self.conns.get(&conn) else {
+        let Some(slot) = self.slot(conn) else {
             return;
         };
+        let c = &self.conns[slot];
         let mut unfinished = Vec::new();
         for dir in [CapDir::FromInitiator, CapDir::FromAcceptor] {
             let i = index(dir);
@@ -995,7 +1024,8 @@ impl State {
             );
             self.push(r);
         }
-        self.conns.swap_remove(&conn);
+        // Making records does not change the table: the slot still holds the connection.
+        self.conns.swap_remove_index(slot);
     }
 
     /// The sid listening on a connection's acceptor address.
@@ -1016,7 +1046,7 @@ impl State {
     fn push_record(&mut self, record: Record) {
         let acceptor = record
             .conn
-            .and_then(|c| self.conns.get(&c))
+            .and_then(|c| self.conn(c))
             .and_then(|c| waits_for(&record, c));
         self.push(Pending { record, acceptor });
     }
@@ -1080,7 +1110,7 @@ impl State {
             raw: Vec::new(),
             body,
         };
-        let Some(c) = self.conns.get(&conn) else {
+        let Some(c) = self.conn(conn) else {
             return Pending {
                 record,
                 acceptor: None,
