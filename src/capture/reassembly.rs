@@ -276,7 +276,18 @@ impl std::hash::Hash for Key {
 
 impl Key {
     fn new(a: SocketAddr, b: SocketAddr) -> Key {
-        if a <= b { Key(a, b) } else { Key(b, a) }
+        // Two IPv4 addresses (nearly every segment) compared as words: the order of
+        // `SocketAddr` (address, then port), without its matching on both variants.
+        let first = match (a, b) {
+            (SocketAddr::V4(x), SocketAddr::V4(y)) => {
+                let word = |v: std::net::SocketAddrV4| {
+                    (u64::from(v.ip().to_bits()) << 16) | u64::from(v.port())
+                };
+                word(x) <= word(y)
+            }
+            _ => a <= b,
+        };
+        if first { Key(a, b) } else { Key(b, a) }
     }
 
     /// An IPv4 tuple in 12 bytes: both addresses in one word, both ports in the other.
@@ -1267,10 +1278,12 @@ fn handle<S: FnMut(StreamEvent<&[u8]>)>(
             offset: start as u64,
             bytes: seg.payload,
         });
-    } else {
+    } else if seq_len > 0 || seg.fin {
         let pieces = buffer(half, seg, start, end, config, stats);
         push_pieces(&mut conn.info.streams[d], id, dir, seg.time, pieces, sink);
     }
+    // Otherwise a bare ACK (or a SYN without data): nothing to place, and buffering it would
+    // change nothing (no bytes, no FIN, the buffer already drained).
     conn.halves
         .iter()
         .all(Half::fin_reached)
@@ -1374,6 +1387,15 @@ mod tests {
             let packed = key.packed().unwrap();
             prop_assert_eq!(Key::unpacked(packed), key);
             prop_assert_eq!(Key::new(v4(b, pb), v4(a, pa)).packed(), Some(packed));
+        }
+
+        /// A key puts the lower address first, in the order of `SocketAddr`.
+        #[test]
+        fn keys_order_their_addresses_as_socket_addr_does(
+            a in any::<[u8; 4]>(), pa in any::<u16>(), b in any::<[u8; 4]>(), pb in any::<u16>()
+        ) {
+            let (x, y) = (v4(a, pa), v4(b, pb));
+            prop_assert_eq!(Key::new(x, y), Key(x.min(y), x.max(y)));
         }
 
         /// The two queues pop in the order entries were pushed, whatever their families.
