@@ -722,7 +722,12 @@ impl State {
                 let payload = copy_into_spare(&mut self.spare, payload);
                 self.frame_record(conn, dir, time, at, payload);
             }
-            if bytes.is_empty() {
+            // Then the next frame's length, which comes alone as often as its payload does.
+            if bytes.is_empty()
+                || self.conns[slot].dirs[index(dir)]
+                    .decoder
+                    .frame_length(&mut bytes)
+            {
                 return;
             }
         }

@@ -203,6 +203,28 @@ impl StreamDecoder {
         Some((offset, payload))
     }
 
+    /// Takes a frame's length arriving alone (Java writes it apart from the payload) when
+    /// nothing is pending: true, with `input` consumed and the stream as the general path would
+    /// leave it (the length pending, its payload awaited). False, with nothing consumed, for
+    /// anything else, including a length out of range.
+    pub fn frame_length(&mut self, input: &mut &[u8]) -> bool {
+        if self.failed.is_some() || self.expect_initial || !self.pending.is_empty() {
+            return false;
+        }
+        let Some(head) = input.first_chunk::<LENGTH_BYTES>() else {
+            return false;
+        };
+        if input.len() != LENGTH_BYTES
+            || may_open_auth_packet(head)
+            || check_frame_len(i64::from(i32::from_be_bytes(*head)), self.offset).is_err()
+        {
+            return false;
+        }
+        self.pending.extend_from_slice(head);
+        *input = &[];
+        true
+    }
+
     fn decode_inner(&mut self, input: &mut &[u8]) -> Result<Option<StreamItem>, WireError> {
         // A frame whose payload is whole at the start of the input: take the payload straight
         // from the input rather than through `pending`. (Anything else, including a bad length, takes the
@@ -212,6 +234,9 @@ impl StreamDecoder {
                 offset,
                 payload: payload.to_vec(),
             }));
+        }
+        if self.frame_length(input) {
+            return Ok(None);
         }
         // Likewise a whole initial message (a connection's first segment, mostly).
         if self.pending.is_empty()
@@ -353,6 +378,9 @@ mod tests {
                         items.push(format!("frame {offset} {payload:?}"));
                         continue;
                     }
+                    if borrow && d.frame_length(&mut input) {
+                        continue;
+                    }
                     match d.decode(&mut input).unwrap() {
                         Some(StreamItem::Frame { offset, payload }) => {
                             items.push(format!("frame {offset} {payload:?}"))
@@ -381,6 +409,28 @@ mod tests {
                 "chunks of {size}"
             );
         }
+    }
+
+    /// A length alone is taken only when it is in range: an out-of-range one is left to
+    /// `decode`, which reports it where the general path does.
+    #[test]
+    fn a_lone_length_out_of_range_is_left_to_decode() {
+        let bad = (MAX_FRAME_BYTES as i32 + 1).to_be_bytes();
+        let mut d = StreamDecoder::new(Direction::FromAcceptor);
+        let mut input = &bad[..];
+        assert!(!d.frame_length(&mut input));
+        assert_eq!(input.len(), 4);
+        let mut reference = StreamDecoder::new(Direction::FromAcceptor);
+        let one_by_one: Vec<_> = bad
+            .chunks(1)
+            .map(|b| reference.decode(&mut &b[..]))
+            .collect();
+        assert_eq!(Some(&d.decode(&mut input)), one_by_one.last());
+        let mut d = StreamDecoder::new(Direction::FromAcceptor);
+        let mut input = &40i32.to_be_bytes()[..];
+        assert!(d.frame_length(&mut input));
+        assert!(input.is_empty());
+        assert_eq!(d.buffered(), 4);
     }
 
     /// [`stream`] with a quorum SASL packet before its two frames: the stream, where the
