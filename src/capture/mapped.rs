@@ -143,7 +143,20 @@ impl MappedPcap {
                 self.done = true;
                 return Some(Err(truncated(self.records)));
             }
-            let caplen = self.u32_at(at + 8) as usize;
+            // The record header's four words, in the file's byte order.
+            let header: [u8; RECORD_HEADER] = self.map[at..at + RECORD_HEADER]
+                .try_into()
+                .unwrap_or([0; RECORD_HEADER]);
+            let word = |i: usize| {
+                let b = [header[i], header[i + 1], header[i + 2], header[i + 3]];
+                if self.be {
+                    u32::from_be_bytes(b)
+                } else {
+                    u32::from_le_bytes(b)
+                }
+            };
+            let [secs, frac, caplen, orig_len] = [word(0), word(4), word(8), word(12)];
+            let caplen = caplen as usize;
             // The reader's bound on one block (its header counted with 8 bytes of slack),
             // checked before the end of the file, as the reader does.
             if caplen + 24 > MAX_BLOCK {
@@ -154,7 +167,7 @@ impl MappedPcap {
                     limit: MAX_BLOCK,
                 }));
             }
-            if caplen == 0 && super::reader::is_joined_header(self.u32_at(at), 0) {
+            if caplen == 0 && super::reader::is_joined_header(secs, 0) {
                 self.done = true;
                 return Some(Err(CaptureError::Joined {
                     offset: at as u64,
@@ -166,9 +179,6 @@ impl MappedPcap {
                 self.done = true;
                 return Some(Err(truncated(self.records)));
             }
-            let secs = self.u32_at(at);
-            let frac = self.u32_at(at + 4);
-            let orig_len = self.u32_at(at + 12);
             self.pos = end;
             self.records += 1;
             self.stats.packets += 1;

@@ -123,7 +123,7 @@ struct State {
     /// with servers down are refused, their `Closed` the very next event, and such a
     /// connection never needs a table entry (nor does it give a record, unless closes are
     /// reported).
-    opened: Option<(ConnId, Opening)>,
+    opened: Option<(ConnId, SocketAddr, SocketAddr)>,
     /// Connections to tell reassembly to ignore, once it has finished the current segment.
     ignore: Vec<ConnId>,
     out: VecDeque<Pending>,
@@ -385,10 +385,21 @@ impl<S: SegmentSource> Decoder<S> {
     /// Reads on until the oldest waiting record is ready to be handed out; false at the end.
     fn wait_ready(&mut self) -> bool {
         if std::mem::take(&mut self.lent) {
-            if let Some(p) = self.state.out.pop_front() {
-                self.state.recycle(p.record);
+            // Its buffers are taken where it lies, rather than the whole record moved out.
+            let state = &mut self.state;
+            if let Some(p) = state.out.front_mut() {
+                let raw = std::mem::take(&mut p.record.raw);
+                let config = match &mut p.record.body {
+                    Body::Notification(n) => n.config.take(),
+                    _ => None,
+                };
+                state.keep_spare(raw);
+                if let Some(config) = config {
+                    state.keep_spare(config);
+                }
+                state.out.pop_front();
             }
-            self.state.out_changed = true;
+            state.out_changed = true;
         }
         loop {
             if self.state.front_ready() {
@@ -485,11 +496,45 @@ impl State {
         self.slot(conn).map(|i| &mut self.conns[i])
     }
 
+    /// What a connection reassembly opened is: election or quorum traffic, on a known port or
+    /// still to be recognised, and which side initiated it.
+    fn opening(&self, initiator: SocketAddr, acceptor: SocketAddr, mid_stream: bool) -> Opening {
+        // A quorum port, or a member's quorum address named by a config.
+        let quorum = self.quorum_ports.contains(&acceptor.port())
+            || (mid_stream && self.quorum_ports.contains(&initiator.port()))
+            || self.book.quorum_sid_of(acceptor).is_some();
+        let ports = if quorum {
+            &self.quorum_ports
+        } else {
+            &self.ports
+        };
+        let on_port = quorum
+            || self.ports.contains(&acceptor.port())
+            || (mid_stream && self.ports.contains(&initiator.port()));
+        // A mid-stream guess of who initiated can be wrong; the listening port decides.
+        let flipped =
+            mid_stream && ports.contains(&initiator.port()) && !ports.contains(&acceptor.port());
+        let (initiator, acceptor) = if flipped {
+            (acceptor, initiator)
+        } else {
+            (initiator, acceptor)
+        };
+        Opening {
+            initiator,
+            acceptor,
+            flipped,
+            on_port,
+            quorum,
+            mid_stream,
+        }
+    }
+
     fn handle(&mut self, event: StreamEvent<&[u8]>) {
-        if let Some((id, opening)) = self.opened.take() {
+        if let Some((id, initiator, acceptor)) = self.opened.take() {
             match event {
                 StreamEvent::Closed { conn, .. } if conn == id && !self.closes => return,
                 _ => {
+                    let opening = self.opening(initiator, acceptor, false);
                     self.conns.insert(id, opening.conn());
                 }
             }
@@ -502,50 +547,24 @@ impl State {
                 time,
                 mid_stream,
             } => {
-                // A quorum port, or a member's quorum address named by a config.
-                let quorum = self.quorum_ports.contains(&acceptor.port())
-                    || (mid_stream && self.quorum_ports.contains(&initiator.port()))
-                    || self.book.quorum_sid_of(acceptor).is_some();
-                let ports = if quorum {
-                    &self.quorum_ports
-                } else {
-                    &self.ports
-                };
-                let on_port = quorum
-                    || self.ports.contains(&acceptor.port())
-                    || (mid_stream && self.ports.contains(&initiator.port()));
-                // A mid-stream guess of who initiated can be wrong; the listening port decides.
-                let flipped = mid_stream
-                    && ports.contains(&initiator.port())
-                    && !ports.contains(&acceptor.port());
-                let (initiator, acceptor) = if flipped {
-                    (acceptor, initiator)
-                } else {
-                    (initiator, acceptor)
-                };
-                if !on_port && mid_stream {
+                if !mid_stream {
+                    // What it is is worked out with its next event, which is mostly its close.
+                    self.opened = Some((conn, initiator, acceptor));
+                    return;
+                }
+                let opening = self.opening(initiator, acceptor, true);
+                if !opening.on_port {
                     self.ignore.push(conn);
                     return;
                 }
-                let opening = Opening {
-                    initiator,
-                    acceptor,
-                    flipped,
-                    on_port,
-                    quorum,
-                    mid_stream,
-                };
-                if !mid_stream {
-                    self.opened = Some((conn, opening));
-                } else {
-                    self.conns.insert(conn, opening.conn());
-                    let message = format!(
-                        "connection {initiator} -> {acceptor} started before the capture; joining it at the first frame boundary"
-                    );
-                    let problem = Problem::new(Severity::Warning, ProblemKind::MidStream, message);
-                    let r = self.problem(conn, CapDir::FromInitiator, time, 0, problem);
-                    self.push(r);
-                }
+                let (initiator, acceptor) = (opening.initiator, opening.acceptor);
+                self.conns.insert(conn, opening.conn());
+                let message = format!(
+                    "connection {initiator} -> {acceptor} started before the capture; joining it at the first frame boundary"
+                );
+                let problem = Problem::new(Severity::Warning, ProblemKind::MidStream, message);
+                let r = self.problem(conn, CapDir::FromInitiator, time, 0, problem);
+                self.push(r);
             }
             StreamEvent::Data {
                 conn,
@@ -800,19 +819,7 @@ impl State {
         self.problems = problems;
     }
 
-    /// Keeps the buffers of a record that has been handed out, for the next ones.
-    fn recycle(&mut self, record: Record) {
-        let Record { raw, body, .. } = record;
-        self.keep_spare(raw);
-        if let Body::Notification(Notification {
-            config: Some(config),
-            ..
-        }) = body
-        {
-            self.keep_spare(config);
-        }
-    }
-
+    /// Keeps a buffer of a record that has been handed out, for the next records.
     fn keep_spare(&mut self, buf: Vec<u8>) {
         if self.spare.len() < SPARE_BUFFERS
             && (SPARE_MIN_BYTES..=SPARE_BUFFER_BYTES).contains(&buf.capacity())
