@@ -407,11 +407,17 @@ fn json_time(out: &mut Vec<u8>, time: Timestamp) {
     let _ = serde_json::to_writer(&mut *out, &x);
 }
 
-fn json_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
-    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+fn json_int<I: itoa::Integer + Copy + TryInto<u8>>(out: &mut Vec<u8>, v: I) {
+    // One digit (most sids, states, versions and epochs) is one byte pushed: a copy of itoa's
+    // text is a call to `memcpy` for a byte or two. (Pushing up to four digits one by one
+    // cost more than itoa: docs/benchmarks.md, eleventh round.)
+    match v.try_into() {
+        Ok(d) if d < 10 => out.push(b'0' + d),
+        _ => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
+    }
 }
 
-fn json_opt_int(out: &mut Vec<u8>, v: Option<impl itoa::Integer>) {
+fn json_opt_int<I: itoa::Integer + Copy + TryInto<u8>>(out: &mut Vec<u8>, v: Option<I>) {
     match v {
         Some(v) => json_int(out, v),
         None => out.extend_from_slice(b"null"),
