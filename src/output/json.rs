@@ -98,14 +98,15 @@ impl JsonWriter {
 
     /// Appends `r`'s JSON object (without a newline) to `out`.
     pub fn record(&mut self, out: &mut Vec<u8>, r: &Record) {
-        let kind: &[u8] = match &r.body {
-            Body::Initial(_) => b"{\"type\":\"initial\",\"time\":",
-            Body::Notification(_) => b"{\"type\":\"notification\",\"time\":",
-            Body::Quorum(_) => b"{\"type\":\"quorum\",\"time\":",
-            Body::Closed { .. } => b"{\"type\":\"closed\",\"time\":",
-            Body::Problem(_) => b"{\"type\":\"error\",\"time\":",
-        };
-        out.extend_from_slice(kind);
+        // Each arm appends its own literal: copies of a length known at compile time are a few
+        // moves, where one of several lengths is a call to `memcpy`.
+        match &r.body {
+            Body::Initial(_) => out.extend_from_slice(b"{\"type\":\"initial\",\"time\":"),
+            Body::Notification(_) => out.extend_from_slice(b"{\"type\":\"notification\",\"time\":"),
+            Body::Quorum(_) => out.extend_from_slice(b"{\"type\":\"quorum\",\"time\":"),
+            Body::Closed { .. } => out.extend_from_slice(b"{\"type\":\"closed\",\"time\":"),
+            Body::Problem(_) => out.extend_from_slice(b"{\"type\":\"error\",\"time\":"),
+        }
         json_time(out, r.time);
         self.write_addrs(out, r.conn, r.src, r.dst);
         out.extend_from_slice(b",\"from_sid\":");
@@ -148,10 +149,24 @@ impl JsonWriter {
     }
 
     fn write_notification(&mut self, out: &mut Vec<u8>, n: &Notification) {
-        out.extend_from_slice(b",\"state\":\"");
-        out.extend_from_slice(n.state.name().as_bytes());
-        out.extend_from_slice(b"\",\"state_code\":");
-        json_int(out, n.state.code());
+        match n.state {
+            ServerState::Looking => {
+                out.extend_from_slice(b",\"state\":\"LOOKING\",\"state_code\":0")
+            }
+            ServerState::Following => {
+                out.extend_from_slice(b",\"state\":\"FOLLOWING\",\"state_code\":1")
+            }
+            ServerState::Leading => {
+                out.extend_from_slice(b",\"state\":\"LEADING\",\"state_code\":2")
+            }
+            ServerState::Observing => {
+                out.extend_from_slice(b",\"state\":\"OBSERVING\",\"state_code\":3")
+            }
+            ServerState::Unknown(code) => {
+                out.extend_from_slice(b",\"state\":\"UNKNOWN\",\"state_code\":");
+                json_int(out, code);
+            }
+        }
         out.extend_from_slice(b",\"leader\":");
         json_int(out, n.leader);
         out.extend_from_slice(b",\"zxid\":");
@@ -197,11 +212,11 @@ impl JsonWriter {
             out.extend_from_slice(hex::encode(&n.trailing).as_bytes());
             out.push(b'"');
         }
-        out.extend_from_slice(if matches!(n.java_view(), JavaView::Accepted { .. }) {
-            b",\"java_accepts\":true"
+        if matches!(n.java_view(), JavaView::Accepted { .. }) {
+            out.extend_from_slice(b",\"java_accepts\":true");
         } else {
-            b",\"java_accepts\":false"
-        });
+            out.extend_from_slice(b",\"java_accepts\":false");
+        }
         if let Some(note) = notification_note(n) {
             out.extend_from_slice(b",\"note\":");
             json_str(out, &note);
@@ -382,23 +397,26 @@ fn json_time(out: &mut Vec<u8>, time: Timestamp) {
             // |micros/10^6 - in_steps/2^steps| < half a step, in units of 2^-steps/10^6.
             let distance = (micros << steps).abs_diff(in_steps * 1_000_000);
             if distance < 500_000 {
-                out.extend_from_slice(itoa::Buffer::new().format(time.secs).as_bytes());
-                out.push(b'.');
-                if micros == 0 {
-                    out.push(b'0');
-                } else {
-                    let mut digits = *b"000000";
-                    let mut rest = micros;
-                    for d in digits.iter_mut().rev() {
-                        *d = b'0' + (rest % 10) as u8;
-                        rest /= 10;
-                    }
-                    let mut kept = 6;
-                    while digits[kept - 1] == b'0' {
-                        kept -= 1;
-                    }
-                    out.extend_from_slice(&digits[..kept]);
+                // Seconds in this range have ten digits: `ssssssssss.uuuuuu`, composed whole
+                // and appended at once (a copy of known length), then its trailing zeros cut
+                // (one kept after the point).
+                let mut text = *b"0000000000.000000";
+                let mut rest = time.secs as u64;
+                for d in text[..10].iter_mut().rev() {
+                    *d = b'0' + (rest % 10) as u8;
+                    rest /= 10;
                 }
+                let mut rest = micros;
+                for d in text[11..].iter_mut().rev() {
+                    *d = b'0' + (rest % 10) as u8;
+                    rest /= 10;
+                }
+                let mut kept = text.len();
+                while kept > 12 && text[kept - 1] == b'0' {
+                    kept -= 1;
+                }
+                out.extend_from_slice(&text);
+                out.truncate(out.len() - (text.len() - kept));
                 return;
             }
         }
