@@ -250,21 +250,13 @@ pub struct ReassemblyStats {
     pub evicted: u64,
 }
 
-/// A connection's 4-tuple, normalised so both directions map to the same key: the lower
-/// endpoint (in the order of `SocketAddr`: address, then port) first.
+/// A connection's 4-tuple, normalised so both directions map to the same key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Key {
-    /// Two IPv4 endpoints, nearly every segment's, packed: both addresses in one word, both
-    /// ports in the other. Made, hashed and compared as three integers, where a pair of
-    /// `SocketAddr`s is 64 bytes matched variant by variant; a key is made and looked up for
-    /// every segment.
-    V4(u64, u32),
-    /// Anything else (IPv6, mixed families).
-    Other(SocketAddr, SocketAddr),
-}
+struct Key(SocketAddr, SocketAddr);
 
-/// Hashes the addresses and ports only, as words. Consistent with `Eq` (equal keys have equal
-/// addresses and ports).
+/// Hashes the addresses and ports only, as two words: the derived impl feeds the hasher a
+/// dozen small pieces per key, and a key is hashed for every segment. Consistent with `Eq`
+/// (equal keys have equal addresses and ports).
 impl std::hash::Hash for Key {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         fn word(a: &SocketAddr) -> u64 {
@@ -277,69 +269,45 @@ impl std::hash::Hash for Key {
                 }
             }
         }
-        match self {
-            Key::V4(ips, ports) => {
-                h.write_u64(*ips);
-                h.write_u32(*ports);
-            }
-            Key::Other(a, b) => {
-                h.write_u64(word(a));
-                h.write_u64(word(b));
-            }
-        }
+        h.write_u64(word(&self.0));
+        h.write_u64(word(&self.1));
     }
 }
 
 impl Key {
     fn new(a: SocketAddr, b: SocketAddr) -> Key {
-        match (a, b) {
+        // Two IPv4 addresses (nearly every segment) compared as words: the order of
+        // `SocketAddr` (address, then port), without its matching on both variants.
+        let first = match (a, b) {
             (SocketAddr::V4(x), SocketAddr::V4(y)) => {
                 let word = |v: std::net::SocketAddrV4| {
                     (u64::from(v.ip().to_bits()) << 16) | u64::from(v.port())
                 };
-                let (lo, hi) = if word(x) <= word(y) { (x, y) } else { (y, x) };
-                Key::V4(
-                    (u64::from(lo.ip().to_bits()) << 32) | u64::from(hi.ip().to_bits()),
-                    (u32::from(lo.port()) << 16) | u32::from(hi.port()),
-                )
+                word(x) <= word(y)
             }
-            _ if a <= b => Key::Other(a, b),
-            _ => Key::Other(b, a),
-        }
+            _ => a <= b,
+        };
+        if first { Key(a, b) } else { Key(b, a) }
     }
 
     /// An IPv4 tuple in 12 bytes: both addresses in one word, both ports in the other.
     fn packed(&self) -> Option<(u64, u32)> {
-        match *self {
-            Key::V4(ips, ports) => Some((ips, ports)),
-            Key::Other(..) => None,
+        match (self.0, self.1) {
+            (SocketAddr::V4(a), SocketAddr::V4(b)) => Some((
+                (u64::from(a.ip().to_bits()) << 32) | u64::from(b.ip().to_bits()),
+                (u32::from(a.port()) << 16) | u32::from(b.port()),
+            )),
+            _ => None,
         }
     }
 
     /// The key [`Key::packed`] was made from.
     fn unpacked((ips, ports): (u64, u32)) -> Key {
-        Key::V4(ips, ports)
+        let addr = |ip: u64, port: u32| {
+            SocketAddr::from((std::net::Ipv4Addr::from_bits(ip as u32), port as u16))
+        };
+        Key(addr(ips >> 32, ports >> 16), addr(ips, ports))
     }
-
-    /// The lower endpoint.
-    fn first(&self) -> SocketAddr {
-        match *self {
-            Key::V4(ips, ports) => v4_endpoint((ips >> 32) as u32, (ports >> 16) as u16),
-            Key::Other(a, _) => a,
-        }
-    }
-
-    /// The higher endpoint.
-    fn second(&self) -> SocketAddr {
-        match *self {
-            Key::V4(ips, ports) => v4_endpoint(ips as u32, ports as u16),
-            Key::Other(_, b) => b,
-        }
-    }
-}
-
-fn v4_endpoint(ip: u32, port: u16) -> SocketAddr {
-    SocketAddr::from((std::net::Ipv4Addr::from_bits(ip), port))
 }
 
 /// A table keyed by 4-tuple for the big tables (the closed tuples, the SYN-only connections):
@@ -895,7 +863,7 @@ impl Reassembler {
                 seq: seg.seq,
                 time: seg.time,
                 record: seg.record,
-                from_first: seg.src == key.first(),
+                from_first: seg.src == key.0,
             },
         );
         self.syn_order.push_back(id, key);
@@ -1036,19 +1004,15 @@ struct SynOnly {
 
 impl SynOnly {
     fn src(&self, key: &Key) -> SocketAddr {
-        if self.from_first {
-            key.first()
-        } else {
-            key.second()
-        }
+        if self.from_first { key.0 } else { key.1 }
     }
 
     /// The SYN as a segment again.
     fn segment(&self, key: &Key) -> TcpSegmentRef<'static> {
         let (src, dst) = if self.from_first {
-            (key.first(), key.second())
+            (key.0, key.1)
         } else {
-            (key.second(), key.first())
+            (key.1, key.0)
         };
         TcpSegmentRef {
             time: self.time,
@@ -1431,8 +1395,7 @@ mod tests {
             a in any::<[u8; 4]>(), pa in any::<u16>(), b in any::<[u8; 4]>(), pb in any::<u16>()
         ) {
             let (x, y) = (v4(a, pa), v4(b, pb));
-            let key = Key::new(x, y);
-            prop_assert_eq!((key.first(), key.second()), (x.min(y), x.max(y)));
+            prop_assert_eq!(Key::new(x, y), Key(x.min(y), x.max(y)));
         }
 
         /// The two queues pop in the order entries were pushed, whatever their families.
