@@ -262,7 +262,7 @@ impl std::hash::Hash for Key {
         fn word(a: &SocketAddr) -> u64 {
             let port = u64::from(a.port());
             match a {
-                SocketAddr::V4(v) => (u64::from(v.ip().to_bits()) << 16) | port,
+                SocketAddr::V4(v) => v4_word(*v),
                 SocketAddr::V6(v) => {
                     let b = v.ip().to_bits();
                     (b as u64) ^ ((b >> 64) as u64).rotate_left(29) ^ (port << 48) ^ 1
@@ -274,17 +274,17 @@ impl std::hash::Hash for Key {
     }
 }
 
+/// An IPv4 endpoint as one word, address above port: ordered as `SocketAddr` orders them.
+fn v4_word(v: std::net::SocketAddrV4) -> u64 {
+    (u64::from(v.ip().to_bits()) << 16) | u64::from(v.port())
+}
+
 impl Key {
     fn new(a: SocketAddr, b: SocketAddr) -> Key {
         // Two IPv4 addresses (nearly every segment) compared as words: the order of
         // `SocketAddr` (address, then port), without its matching on both variants.
         let first = match (a, b) {
-            (SocketAddr::V4(x), SocketAddr::V4(y)) => {
-                let word = |v: std::net::SocketAddrV4| {
-                    (u64::from(v.ip().to_bits()) << 16) | u64::from(v.port())
-                };
-                word(x) <= word(y)
-            }
+            (SocketAddr::V4(x), SocketAddr::V4(y)) => v4_word(x) <= v4_word(y),
             _ => a <= b,
         };
         if first { Key(a, b) } else { Key(b, a) }

@@ -149,6 +149,8 @@ impl JsonWriter {
     }
 
     fn write_notification(&mut self, out: &mut Vec<u8>, n: &Notification) {
+        // `ServerState::name` and `code`, written as one literal per state (a copy of known
+        // length, as in `record`); the read-back tests hold the two to each other.
         match n.state {
             ServerState::Looking => {
                 out.extend_from_slice(b",\"state\":\"LOOKING\",\"state_code\":0")
@@ -683,6 +685,23 @@ mod tests {
         for n in forms {
             assert_eq!(back(&n), n);
             assert_eq!(back(&n).encode().unwrap(), n.encode().unwrap());
+        }
+    }
+
+    /// Each state's literal says what `ServerState::name` and `code` say.
+    #[test]
+    fn states_are_written_by_name_and_code() {
+        for state in [
+            ServerState::Looking,
+            ServerState::Following,
+            ServerState::Leading,
+            ServerState::Observing,
+            ServerState::Unknown(7),
+        ] {
+            let n = Notification::current(state, 3, 1, 4, 1, "version=0");
+            let v = message_value(&Message::Notification(n));
+            assert_eq!(v["state"], state.name(), "{state:?}");
+            assert_eq!(v["state_code"], state.code(), "{state:?}");
         }
     }
 

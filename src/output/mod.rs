@@ -124,13 +124,7 @@ impl AddrPairs {
         if !(slot.made && slot.conn == conn && slot.src == src && slot.dst == dst) {
             slot.text.clear();
             make(&mut slot.text);
-            *slot = AddrPair {
-                conn,
-                src,
-                dst,
-                text: std::mem::take(&mut slot.text),
-                made: true,
-            };
+            (slot.conn, slot.src, slot.dst, slot.made) = (conn, src, dst, true);
         }
         &slot.text
     }

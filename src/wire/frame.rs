@@ -227,8 +227,9 @@ impl StreamDecoder {
 
     fn decode_inner(&mut self, input: &mut &[u8]) -> Result<Option<StreamItem>, WireError> {
         // A frame whose payload is whole at the start of the input: take the payload straight
-        // from the input rather than through `pending`. (Anything else, including a bad length, takes the
-        // byte-by-byte path below, which also decides how much input an error consumes.)
+        // from the input rather than through `pending`; likewise a length arriving alone.
+        // (Anything else, including a bad length, takes the byte-by-byte path below, which
+        // also decides how much input an error consumes.)
         if let Some((offset, payload)) = self.whole_frame(input) {
             return Ok(Some(StreamItem::Frame {
                 offset,
