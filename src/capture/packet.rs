@@ -274,6 +274,10 @@ pub fn decode_tcp(packet: &Packet) -> Result<TcpSegment, Skip> {
 }
 
 /// [`decode_tcp`] without copying: the segment's payload is borrowed from the packet.
+///
+/// Inlined into the readers' loops, so that the segment (over 100 bytes) is built where it is
+/// used rather than returned through memory.
+#[inline]
 pub fn decode_tcp_ref<'a>(packet: &PacketRef<'a>) -> Result<TcpSegmentRef<'a>, Skip> {
     let data = packet.data;
     let ip = match packet.linktype {
@@ -330,6 +334,7 @@ fn plain_ipv4_tcp<'a>(packet: &PacketRef<'a>, ip: &'a [u8]) -> Option<TcpSegment
 
 /// [`decode_tcp_ref`] with every packet read by etherparse's lax slicer (no fast path).
 #[doc(hidden)]
+#[inline(never)]
 pub fn decode_tcp_lax<'a>(packet: &PacketRef<'a>) -> Result<TcpSegmentRef<'a>, Skip> {
     let data = packet.data;
     let sliced = match packet.linktype {

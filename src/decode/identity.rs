@@ -40,6 +40,9 @@ pub struct AddressBook {
     quorum_by_name: rustc_hash::FxHashSet<(i64, u16)>,
     /// The sids seen dialling from each IP (at most [`MAX_DIALLER_IPS`] IPs).
     diallers: HashMap<IpAddr, Diallers>,
+    /// Counts the changes that can change an answer of `sid_of` or `quorum_sid_of`, so that
+    /// an answer can be kept until the next (see [`AddressBook::version`]).
+    version: u64,
 }
 
 /// Addresses remembered (by socket, by name and quorum addresses, each): an ensemble has a few
@@ -76,13 +79,20 @@ impl AddressBook {
         }
         match addr.socket_addr() {
             Some(sa) => {
-                insert_bounded(&mut self.by_socket, sa, sid);
+                if insert_bounded(&mut self.by_socket, sa, sid).is_some_and(|old| old != Some(sid))
+                {
+                    self.version += 1;
+                }
             }
             None => {
                 let key = (addr.host.to_ascii_lowercase(), addr.port);
                 let Some(replaced) = insert_bounded(&mut self.by_name, key, sid) else {
                     return;
                 };
+                if replaced == Some(sid) {
+                    return;
+                }
+                self.version += 1;
                 if let Some(old) = replaced
                     && let Some(n) = self.named_ports.get_mut(&(old, addr.port))
                 {
@@ -109,6 +119,7 @@ impl AddressBook {
         if let Some(sids) = &mut entry.0
             && !sids.contains(&sid)
         {
+            self.version += 1;
             if sids.len() == MAX_DIALLERS_PER_IP {
                 entry.0 = None;
             } else {
@@ -146,18 +157,25 @@ impl AddressBook {
             self.members.insert(server.id, server.role());
             for a in &server.addresses {
                 self.learn(server.id, &a.election());
-                match a.quorum_socket_addr() {
-                    Some(q) => {
-                        insert_bounded(&mut self.quorum, q, server.id);
-                    }
+                let changed = match a.quorum_socket_addr() {
+                    Some(q) => insert_bounded(&mut self.quorum, q, server.id)
+                        .is_some_and(|old| old != Some(server.id)),
                     None => {
-                        if self.quorum_by_name.len() < MAX_ADDRESSES {
-                            self.quorum_by_name.insert((server.id, a.quorum_port));
-                        }
+                        self.quorum_by_name.len() < MAX_ADDRESSES
+                            && self.quorum_by_name.insert((server.id, a.quorum_port))
                     }
+                };
+                if changed {
+                    self.version += 1;
                 }
             }
         }
+    }
+
+    /// Changes with every change that can change what `sid_of` or `quorum_sid_of` answers (and
+    /// only with such changes): an answer got at one version holds while it stays.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// The sid listening on `addr`, if known: named by that address, or dialling from its IP

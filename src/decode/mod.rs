@@ -196,6 +196,9 @@ struct Conn {
     tls: Option<bool>,
     /// The user a quorum SASL learner answered as, for the server's verdict.
     sasl_user: Option<String>,
+    /// The acceptor's sid as the address book last answered it: (the book's version, whether
+    /// asked as a quorum connection, the answer). Every record of the connection needs it.
+    acceptor_sid: std::cell::Cell<Option<(u64, bool, Option<i64>)>>,
 }
 
 /// A connection as its `Opened` event describes it, before its decoding state is made.
@@ -218,6 +221,7 @@ impl Opening {
             recognising: (!self.on_port).then(Vec::new),
             initiator_sid: None,
             sasl_user: None,
+            acceptor_sid: std::cell::Cell::new(None),
             dirs: [
                 DirState::new(Direction::FromInitiator, mid_stream),
                 DirState::new(Direction::FromAcceptor, mid_stream),
@@ -1042,11 +1046,19 @@ impl State {
 
     /// The sid listening on a connection's acceptor address.
     fn acceptor_sid(&self, c: &Conn) -> Option<i64> {
-        if c.quorum.is_some() {
+        let (version, quorum) = (self.book.version(), c.quorum.is_some());
+        if let Some((v, q, sid)) = c.acceptor_sid.get()
+            && (v, q) == (version, quorum)
+        {
+            return sid;
+        }
+        let sid = if quorum {
             self.book.quorum_sid_of(c.acceptor)
         } else {
             self.book.sid_of(c.acceptor)
-        }
+        };
+        c.acceptor_sid.set(Some((version, quorum, sid)));
+        sid
     }
 
     fn push(&mut self, pending: Pending) {

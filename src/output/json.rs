@@ -108,13 +108,7 @@ impl JsonWriter {
             Body::Problem(_) => out.extend_from_slice(b"{\"type\":\"error\",\"time\":"),
         }
         json_time(out, r.time);
-        self.write_addrs(out, r.conn, r.src, r.dst);
-        out.extend_from_slice(b",\"from_sid\":");
-        json_opt_int(out, r.from_sid);
-        out.extend_from_slice(b",\"to_sid\":");
-        json_opt_int(out, r.to_sid);
-        out.extend_from_slice(b",\"connection\":");
-        json_opt_int(out, r.conn.map(|c| c.0));
+        self.write_envelope(out, r);
         out.extend_from_slice(b",\"offset\":");
         json_opt_int(out, r.offset);
         match &r.body {
@@ -133,18 +127,22 @@ impl JsonWriter {
         out.push(b'}');
     }
 
-    fn write_addrs(
-        &mut self,
-        out: &mut Vec<u8>,
-        conn: Option<crate::capture::ConnId>,
-        src: Option<std::net::SocketAddr>,
-        dst: Option<std::net::SocketAddr>,
-    ) {
-        out.extend_from_slice(self.addrs.text(conn, src, dst, |json| {
+    /// Addresses, sids and connection: the same for most of a connection direction's records,
+    /// so kept as text (see [`super::AddrPairs`]).
+    fn write_envelope(&mut self, out: &mut Vec<u8>, r: &Record) {
+        let (conn, src, dst) = (r.conn, r.src, r.dst);
+        let sids = (r.from_sid, r.to_sid);
+        out.extend_from_slice(self.addrs.text(conn, src, dst, sids, |json| {
             json.extend_from_slice(b",\"src\":");
             json_addr(json, src);
             json.extend_from_slice(b",\"dst\":");
             json_addr(json, dst);
+            json.extend_from_slice(b",\"from_sid\":");
+            json_opt_int(json, sids.0);
+            json.extend_from_slice(b",\"to_sid\":");
+            json_opt_int(json, sids.1);
+            json.extend_from_slice(b",\"connection\":");
+            json_opt_int(json, conn.map(|c| c.0));
         }));
     }
 

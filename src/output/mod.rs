@@ -72,11 +72,12 @@ impl Collected {
     }
 }
 
-/// The text of the address pairs of recent connections: each connection's records share the
-/// text of its two directions, so a pair's text is mostly made once a connection and direction,
-/// not once a record. A table indexed by connection id and direction (a connection reaches its
-/// slot at once; records of the connections open at a time seldom share one) rather than a
-/// short list searched in order: a capture interleaves the records of tens of connections.
+/// The text of the address pairs of recent connections (for the JSON lines, with the sids and
+/// the connection beside them): each connection's records share the text of its two
+/// directions, so a pair's text is mostly made once a connection and direction, not once a
+/// record. A table indexed by connection id and direction (a connection reaches its slot at
+/// once; records of the connections open at a time seldom share one) rather than a short list
+/// searched in order: a capture interleaves the records of tens of connections.
 #[derive(Debug)]
 pub struct AddrPairs {
     slots: Vec<AddrPair>,
@@ -87,6 +88,7 @@ struct AddrPair {
     conn: Option<ConnId>,
     src: Option<SocketAddr>,
     dst: Option<SocketAddr>,
+    sids: (Option<i64>, Option<i64>),
     text: Vec<u8>,
     /// Whether `text` was made for this slot's key (a fresh slot holds nothing).
     made: bool,
@@ -106,13 +108,15 @@ impl Default for AddrPairs {
 }
 
 impl AddrPairs {
-    /// The text of `src` and `dst` on connection `conn`; `make` writes it (into an empty
-    /// buffer) when not kept.
+    /// The text of `src` and `dst` on connection `conn`, and of the sender's and receiver's
+    /// `sids` for a writer that puts them beside (others pass `(None, None)`); `make` writes
+    /// it (into an empty buffer) when not kept.
     pub fn text(
         &mut self,
         conn: Option<ConnId>,
         src: Option<SocketAddr>,
         dst: Option<SocketAddr>,
+        sids: (Option<i64>, Option<i64>),
         make: impl FnOnce(&mut Vec<u8>),
     ) -> &[u8] {
         // A connection's two directions get neighbouring slots: the side with the lower port
@@ -121,10 +125,15 @@ impl AddrPairs {
         let dir = usize::from(port(src) < port(dst));
         let id = conn.map_or(0, |c| c.0 as usize);
         let slot = &mut self.slots[(id.wrapping_mul(2) + dir) & (ADDR_PAIR_SLOTS - 1)];
-        if !(slot.made && slot.conn == conn && slot.src == src && slot.dst == dst) {
+        if !(slot.made
+            && slot.conn == conn
+            && slot.src == src
+            && slot.dst == dst
+            && slot.sids == sids)
+        {
             slot.text.clear();
             make(&mut slot.text);
-            (slot.conn, slot.src, slot.dst, slot.made) = (conn, src, dst, true);
+            (slot.conn, slot.src, slot.dst, slot.sids, slot.made) = (conn, src, dst, sids, true);
         }
         &slot.text
     }

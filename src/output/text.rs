@@ -74,7 +74,7 @@ impl TextWriter {
         src: Option<SocketAddr>,
         dst: Option<SocketAddr>,
     ) {
-        out.extend_from_slice(self.addrs.text(conn, src, dst, |text| {
+        out.extend_from_slice(self.addrs.text(conn, src, dst, (None, None), |text| {
             match (src, dst) {
                 (Some(s), Some(d)) => {
                     write_addr(text, s, false);
