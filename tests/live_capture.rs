@@ -193,10 +193,16 @@ fn live_capture_equals_decoding_the_file() {
         "{}",
         String::from_utf8_lossy(&piped.stderr)
     );
-    // Two packet sockets (libpcap's and tcpdump's) may stamp a packet a microsecond apart.
+    // Two packet sockets (libpcap's and tcpdump's) may stamp a packet a microsecond apart,
+    // and may see the SYNs of two connections opened at the same instant (a server dialling
+    // two peers from two threads) in either order. Connection ids are given in the order
+    // connections are first seen, so the two decodes may number such connections the other
+    // way round: records are matched without their ids, then the ids must correspond one to
+    // one (`same_connections`).
     let untimed = |v: &Value| {
         let mut v = v.clone();
         v.as_object_mut().unwrap().remove("time");
+        v.as_object_mut().unwrap().remove("connection");
         v
     };
     let piped_records = jsonl(&String::from_utf8_lossy(&piped.stdout));
@@ -207,9 +213,11 @@ fn live_capture_equals_decoding_the_file() {
         live_records.len(),
         "live capture stderr: {live_err}"
     );
-    for (l, f) in pair_up(&live_records, &piped_records, |l, f| {
+    let pairs = pair_up(&live_records, &piped_records, |l, f| {
         untimed(l) == untimed(f)
-    }) {
+    });
+    same_connections(&pairs);
+    for (l, f) in pairs {
         let dt = l["time"].as_f64().unwrap() - f["time"].as_f64().unwrap();
         assert!(dt.abs() < 0.001, "{l} vs {f}");
     }
@@ -232,7 +240,9 @@ fn live_capture_equals_decoding_the_file() {
         v.as_object_mut().unwrap().remove("to_sid");
         v
     };
-    for (l, f) in pair_up(&live_records, &file_records, |l, f| strip(l) == strip(f)) {
+    let pairs = pair_up(&live_records, &file_records, |l, f| strip(l) == strip(f));
+    same_connections(&pairs);
+    for (l, f) in pairs {
         for key in ["from_sid", "to_sid"] {
             assert!(l[key].is_null() || l[key] == f[key], "{l} vs {f}");
         }
@@ -278,6 +288,26 @@ fn pair_up<'a>(
         pairs.push((l, &other[found]));
     }
     pairs
+}
+
+/// Checks that paired records' connection ids correspond one to one: each connection of one
+/// decode is one connection of the other, whatever its number.
+fn same_connections(pairs: &[(&Value, &Value)]) {
+    let mut there = std::collections::HashMap::new();
+    let mut back = std::collections::HashMap::new();
+    for (l, f) in pairs {
+        let (a, b) = (l["connection"].clone(), f["connection"].clone());
+        let seen = there.entry(a.to_string()).or_insert_with(|| b.clone());
+        assert_eq!(
+            *seen, b,
+            "connection {a} is two connections of the other decode: {l} vs {f}"
+        );
+        let seen = back.entry(b.to_string()).or_insert_with(|| a.clone());
+        assert_eq!(
+            *seen, a,
+            "connection {b} is two connections of the live decode: {l} vs {f}"
+        );
+    }
 }
 
 /// The sid a live summary saw leading first.
