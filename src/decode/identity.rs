@@ -74,10 +74,12 @@ fn insert_bounded<K: std::hash::Hash + Eq, V>(
 impl AddressBook {
     /// Records that `sid` listens on `addr`. The newest statement wins.
     pub fn learn(&mut self, sid: i64, addr: &ElectionAddress) {
-        if addr.is_wildcard() {
+        // The host is read once (`is_wildcard` would read it again).
+        let socket = addr.socket_addr();
+        if socket.is_some_and(|a| a.ip().is_unspecified()) {
             return;
         }
-        match addr.socket_addr() {
+        match socket {
             Some(sa) => {
                 if insert_bounded(&mut self.by_socket, sa, sid).is_some_and(|old| old != Some(sid))
                 {
