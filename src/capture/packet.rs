@@ -333,6 +333,7 @@ fn plain_ipv4_tcp<'a>(packet: &PacketRef<'a>, ip: &'a [u8]) -> Option<TcpSegment
 }
 
 /// [`decode_tcp_ref`] with every packet read by etherparse's lax slicer (no fast path).
+/// Kept out of line: it is the rare path of the inlined [`decode_tcp_ref`].
 #[doc(hidden)]
 #[inline(never)]
 pub fn decode_tcp_lax<'a>(packet: &PacketRef<'a>) -> Result<TcpSegmentRef<'a>, Skip> {
