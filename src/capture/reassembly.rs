@@ -404,6 +404,118 @@ impl SynOrder {
     }
 }
 
+/// How many of the newest SYN-only connections wait in [`SynOnlyTable`]'s short list.
+const RECENT_SYNS: usize = 8;
+
+/// The connections seen only as a SYN so far, oldest dropped first beyond a cap. The newest
+/// [`RECENT_SYNS`] wait in a short list before the table: a refused dial's reset follows its
+/// SYN within a few other SYNs, and finds it there, so most SYN-only connections cost neither
+/// an insert into the table nor a removal from it (a churn that leaves the table's tombstones
+/// to rehash, and the table is cache-cold once big). Every entry of the list is newer than
+/// every entry of the table, so dropping the table's oldest first, then the list's (the lowest
+/// id), drops them in arrival order.
+#[derive(Default)]
+struct SynOnlyTable {
+    /// The newest entries' [`tuple_tag`]s, scanned before their keys are compared.
+    recent_tags: Vec<u64>,
+    /// The newest entries, in no order (ids tell their age), beside their tags.
+    recent: Vec<(Key, SynOnly)>,
+    table: TupleMap<SynOnly>,
+    /// `table`'s entries in arrival order (stale entries skipped).
+    order: SynOrder,
+}
+
+/// A word that differs for most keys that differ, compared before the keys themselves.
+fn tuple_tag(key: &Key) -> u64 {
+    match key.packed() {
+        Some((ips, ports)) => ips ^ u64::from(ports).rotate_left(32),
+        None => u64::MAX,
+    }
+}
+
+impl SynOnlyTable {
+    fn len(&self) -> usize {
+        self.recent.len() + self.table.len()
+    }
+
+    /// Takes out the entry of `key`, with whether it was in the short list.
+    fn remove(&mut self, key: &Key) -> Option<(SynOnly, bool)> {
+        let tag = tuple_tag(key);
+        for (i, t) in self.recent_tags.iter().enumerate() {
+            if *t == tag && self.recent[i].0 == *key {
+                self.recent_tags.swap_remove(i);
+                return Some((self.recent.swap_remove(i).1, true));
+            }
+        }
+        if self.table.len() == 0 {
+            return None;
+        }
+        self.table.remove(key).map(|s| (s, false))
+    }
+
+    /// Puts back where it was an entry [`SynOnlyTable::remove`] took out (the table's order
+    /// still holds it).
+    fn restore(&mut self, key: Key, s: SynOnly, recent: bool) {
+        if recent {
+            self.recent_tags.push(tuple_tag(&key));
+            self.recent.push((key, s));
+        } else {
+            self.table.insert(key, s);
+        }
+    }
+
+    /// The oldest entry of the short list, taken out of it.
+    fn pop_oldest_recent(&mut self) -> Option<(Key, SynOnly)> {
+        let (i, _) = self
+            .recent
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, (_, s))| s.id)?;
+        self.recent_tags.swap_remove(i);
+        Some(self.recent.swap_remove(i))
+    }
+
+    /// Adds the newest entry (for a key it does not hold), first dropping the oldest while it
+    /// holds `cap` or more; returns how many were dropped.
+    fn insert(&mut self, key: Key, s: SynOnly, cap: usize) -> u64 {
+        let mut dropped = 0;
+        while self.len() >= cap {
+            if let Some((id, old)) = self.order.pop_front() {
+                if self.table.get(&old).is_some_and(|s| s.id == id) {
+                    self.table.remove(&old);
+                    dropped += 1;
+                }
+            } else if self.pop_oldest_recent().is_some() {
+                dropped += 1;
+            } else {
+                break;
+            }
+        }
+        if self.recent.len() >= RECENT_SYNS
+            && let Some((old, first)) = self.pop_oldest_recent()
+        {
+            self.order.push_back(first.id, old);
+            self.table.insert(old, first);
+            // Stale entries (opened or replaced since) are swept when they dominate.
+            if self.order.len() > 2 * self.table.len() + 1024 {
+                let table = &self.table;
+                self.order
+                    .retain(|id, k| table.get(k).is_some_and(|s| s.id == id));
+            }
+        }
+        self.recent_tags.push(tuple_tag(&key));
+        self.recent.push((key, s));
+        dropped
+    }
+
+    fn clear(&mut self) {
+        self.recent_tags.clear();
+        self.recent.clear();
+        self.table.clear();
+        self.order.clear();
+    }
+}
+
 /// An out-of-order range of one direction: bytes, or bytes known to be lost (snap length).
 #[derive(Debug)]
 enum Chunk {
@@ -600,9 +712,7 @@ pub struct Reassembler {
     /// or timed-out dial) costs this entry, not a full [`Conn`], and produces no events; the
     /// first other segment of its tuple opens it as if the SYN had just been seen. At most
     /// `max_connections`, oldest dropped first.
-    syn_only: TupleMap<SynOnly>,
-    /// `syn_only` in arrival order (stale entries skipped): which to drop first.
-    syn_order: SynOrder,
+    syn_only: SynOnlyTable,
     /// Latest capture time seen; the time of events produced by `finish`.
     now: Timestamp,
     stats: ReassemblyStats,
@@ -620,8 +730,7 @@ impl Reassembler {
             clock: 0,
             next_id: 1,
             closed: ClosedTuples::default(),
-            syn_only: TupleMap::default(),
-            syn_order: SynOrder::default(),
+            syn_only: SynOnlyTable::default(),
             now: Timestamp::default(),
             stats: ReassemblyStats::default(),
         }
@@ -696,10 +805,10 @@ impl Reassembler {
             }
             self.close(key, CloseKind::Reused, seg.time, sink);
         }
-        if let Some(first) = self.syn_only.remove(&key) {
+        if let Some((first, recent)) = self.syn_only.remove(&key) {
             if is_bare_syn(seg) && seg.seq == first.seq && seg.src == first.src(&key) {
                 // The SYN again (a retransmission): still nothing more.
-                self.syn_only.insert(key, first);
+                self.syn_only.restore(key, first, recent);
                 return;
             }
             if seg.rst && !seg.syn && seg.payload.is_empty() && seg.missing == 0 {
@@ -771,7 +880,6 @@ impl Reassembler {
         self.closed.clear();
         self.victims.clear();
         self.syn_only.clear();
-        self.syn_order.clear();
     }
 
     /// The least recently used open connection, taken off the victims list.
@@ -844,35 +952,17 @@ impl Reassembler {
     /// Remembers a connection's bare SYN in the compact table.
     fn note_syn(&mut self, key: Key, seg: &TcpSegmentRef<'_>) {
         let cap = self.config.max_connections.max(1);
-        while self.syn_only.len() >= cap {
-            let Some((id, old)) = self.syn_order.pop_front() else {
-                break;
-            };
-            if self.syn_only.get(&old).is_some_and(|s| s.id == id) {
-                self.syn_only.remove(&old);
-                self.stats.evicted += 1;
-            }
-        }
         let id = ConnId(self.next_id);
         self.next_id += 1;
         self.stats.connections += 1;
-        self.syn_only.insert(
-            key,
-            SynOnly {
-                id,
-                seq: seg.seq,
-                time: seg.time,
-                record: seg.record,
-                from_first: seg.src == key.0,
-            },
-        );
-        self.syn_order.push_back(id, key);
-        // Stale entries (opened or replaced since) are swept when they dominate.
-        if self.syn_order.len() > 2 * self.syn_only.len() + 1024 {
-            let table = &self.syn_only;
-            self.syn_order
-                .retain(|id, k| table.get(k).is_some_and(|s| s.id == id));
-        }
+        let first = SynOnly {
+            id,
+            seq: seg.seq,
+            time: seg.time,
+            record: seg.record,
+            from_first: seg.src == key.0,
+        };
+        self.stats.evicted += self.syn_only.insert(key, first, cap);
     }
 
     fn open<S: FnMut(StreamEvent<&[u8]>)>(
@@ -1394,6 +1484,77 @@ mod tests {
                         prop_assert_eq!(closed.contains(&key, cap), expected);
                     }
                 }
+            }
+        }
+
+        /// The SYN-only table holds, and drops first, what a list in arrival order capped at
+        /// `cap` would, whether its entries sit in the short list or the table (IPv6 keys too).
+        #[test]
+        fn syn_only_table_drops_the_oldest_first(
+            cap in 1usize..24,
+            ops in proptest::collection::vec((0u8..3, 0u16..40), 1..400),
+        ) {
+            let mut table = SynOnlyTable::default();
+            // The model: live entries in arrival order.
+            let mut model: Vec<(u16, u64)> = Vec::new();
+            let mut next_id = 0;
+            // Every third port an IPv6 tuple.
+            let key = |port: u16| {
+                if port % 3 == 0 {
+                    Key::new(
+                        SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 40_000 + port)),
+                        SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 3888)),
+                    )
+                } else {
+                    Key::new(v4([10, 0, 0, 1], 40_000 + port), v4([10, 0, 0, 2], 3888))
+                }
+            };
+            let entry = |id: u64| SynOnly {
+                id: ConnId(id),
+                seq: id as u32,
+                time: Timestamp::default(),
+                record: id,
+                from_first: true,
+            };
+            for (op, port) in ops {
+                let k = key(port);
+                match op {
+                    0 => {
+                        if model.iter().any(|(p, _)| *p == port) {
+                            continue;
+                        }
+                        next_id += 1;
+                        let mut dropped = 0;
+                        while model.len() >= cap {
+                            model.remove(0);
+                            dropped += 1;
+                        }
+                        model.push((port, next_id));
+                        prop_assert_eq!(table.insert(k, entry(next_id), cap), dropped);
+                    }
+                    1 => {
+                        let expected = model.iter().position(|(p, _)| *p == port);
+                        let got = table.remove(&k);
+                        prop_assert_eq!(got.as_ref().map(|(s, _)| s.id.0), expected.map(|i| model[i].1));
+                        if let Some(i) = expected {
+                            model.remove(i);
+                        }
+                    }
+                    _ => {
+                        // Taken out and put back, as for a retransmitted SYN: nothing changes.
+                        if let Some((s, recent)) = table.remove(&k) {
+                            table.restore(k, s, recent);
+                        }
+                    }
+                }
+                prop_assert_eq!(table.len(), model.len());
+            }
+            // Then each insert at the table's size drops the oldest entry, in arrival order.
+            for (i, (port, _)) in model.iter().enumerate() {
+                next_id += 1;
+                let n = table.len();
+                prop_assert_eq!(table.insert(key(1000 + i as u16), entry(next_id), n), 1);
+                prop_assert!(table.remove(&key(*port)).is_none());
             }
         }
 
