@@ -143,19 +143,19 @@ impl MappedPcap {
                 self.done = true;
                 return Some(Err(truncated(self.records)));
             }
-            // The record header's four words, in the file's byte order.
+            // The record header's four words, in the file's byte order (one branch on it for
+            // the four).
             let header: [u8; RECORD_HEADER] = self.map[at..at + RECORD_HEADER]
                 .try_into()
                 .unwrap_or([0; RECORD_HEADER]);
             let word = |i: usize| {
-                let b = [header[i], header[i + 1], header[i + 2], header[i + 3]];
-                if self.be {
-                    u32::from_be_bytes(b)
-                } else {
-                    u32::from_le_bytes(b)
-                }
+                u32::from_le_bytes([header[i], header[i + 1], header[i + 2], header[i + 3]])
             };
-            let [secs, frac, caplen, orig_len] = [word(0), word(4), word(8), word(12)];
+            let mut words = [word(0), word(4), word(8), word(12)];
+            if self.be {
+                words = words.map(u32::swap_bytes);
+            }
+            let [secs, frac, caplen, orig_len] = words;
             let caplen = caplen as usize;
             // The reader's bound on one block (its header counted with 8 bytes of slack),
             // checked before the end of the file, as the reader does.

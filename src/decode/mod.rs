@@ -40,7 +40,8 @@ use crate::wire::resync::{
     tls_record_start,
 };
 use crate::wire::{
-    Direction, InitialMessage, Notification, PartialNotification, StreamDecoder, StreamItem,
+    Direction, InitialCache, InitialMessage, Notification, PartialNotification, StreamDecoder,
+    StreamItem,
 };
 
 pub use identity::AddressBook;
@@ -113,6 +114,8 @@ struct State {
     closes: bool,
     book: AddressBook,
     configs: identity::ConfigCache,
+    /// Initial messages decoded before, by their bytes.
+    initials: InitialCache,
     /// The connections being decoded (dense, see [`ConnTable`]).
     conns: ConnTable<ConnId, Conn>,
     /// The slot in `conns` found last, tried first (checked before use: removals move
@@ -358,6 +361,7 @@ impl<S: SegmentSource> Decoder<S> {
                 closes: options.closes,
                 book: options.book,
                 configs: identity::ConfigCache::default(),
+                initials: InitialCache::default(),
                 conns: ConnTable::default(),
                 last_slot: std::cell::Cell::new(0),
                 opened: None,
@@ -438,8 +442,10 @@ impl<S: SegmentSource> Decoder<S> {
             state.cut = (seg.missing > 0).then_some(seg.payload.len());
             reassembler.push_with(seg, &mut |e| state.handle(e));
         });
-        for conn in state.ignore.drain(..) {
-            reassembler.ignore(conn);
+        if !state.ignore.is_empty() {
+            for conn in state.ignore.drain(..) {
+                reassembler.ignore(conn);
+            }
         }
         match next {
             Some(Ok(())) => {}
@@ -763,10 +769,11 @@ impl State {
             // While hunting for a frame boundary the decoder is not fed: after an error it
             // would only repeat that error.
             let d = &mut c.dirs[index(dir)];
+            let initials = &mut self.initials;
             if d.hunt.is_some() {
-                hunt(d, bytes, &mut items, &mut problems);
+                hunt(d, bytes, initials, &mut items, &mut problems);
             } else {
-                decode_all(d, bytes, &mut items, &mut problems);
+                decode_all(d, bytes, initials, &mut items, &mut problems);
             }
         }
         // Problems and items are reported in stream order (a problem first at a tie: a
@@ -1209,6 +1216,7 @@ fn waits_for(record: &Record, c: &Conn) -> Option<(SocketAddr, bool, bool)> {
 fn hunt(
     d: &mut DirState,
     input: &[u8],
+    initials: &mut InitialCache,
     items: &mut Vec<(u64, StreamItem)>,
     problems: &mut Vec<(u64, Problem)>,
 ) {
@@ -1223,7 +1231,7 @@ fn hunt(
             problems.extend(h.skipped(at, "frame boundary"));
             d.hunt = None;
             d.decoder.resync(resume);
-            decode_all(d, &rest, items, problems);
+            decode_all(d, &rest, initials, items, problems);
         }
         // Offsets before `at` cannot start a frame: forget them, which also keeps the buffer
         // within one frame's size.
@@ -1234,11 +1242,12 @@ fn hunt(
 fn decode_all(
     d: &mut DirState,
     mut input: &[u8],
+    initials: &mut InitialCache,
     items: &mut Vec<(u64, StreamItem)>,
     problems: &mut Vec<(u64, Problem)>,
 ) {
     loop {
-        match d.decoder.decode(&mut input) {
+        match d.decoder.decode_with(&mut input, initials) {
             Ok(Some(item)) => {
                 let at = match &item {
                     StreamItem::Initial { offset, .. }
@@ -1259,7 +1268,7 @@ fn decode_all(
                 ));
                 // What follows in this piece is hunted through like any resync.
                 d.hunt = Some(Hunt::at(d.decoder.position()));
-                return hunt(d, input, items, problems);
+                return hunt(d, input, initials, items, problems);
             }
         }
     }

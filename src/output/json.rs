@@ -73,6 +73,8 @@ pub struct JsonWriter {
     /// `,"src":…,"dst":…` for the last few address pairs (a connection's two directions,
     /// mostly).
     addrs: super::AddrPairs,
+    /// The seconds of the last time written, as text.
+    seconds: SecondsText,
 }
 
 impl JsonWriter {
@@ -107,7 +109,7 @@ impl JsonWriter {
             Body::Closed { .. } => out.extend_from_slice(b"{\"type\":\"closed\",\"time\":"),
             Body::Problem(_) => out.extend_from_slice(b"{\"type\":\"error\",\"time\":"),
         }
-        json_time(out, r.time);
+        json_time(out, r.time, &mut self.seconds);
         self.write_envelope(out, r);
         out.extend_from_slice(b",\"offset\":");
         json_opt_int(out, r.offset);
@@ -384,10 +386,10 @@ fn write_quorum(out: &mut Vec<u8>, q: &QuorumMessage) {
 /// digits does: the seconds, a point and the microseconds without trailing zeros. Whether the
 /// microseconds read back (the float is the sum of two roundings, so it may be a step away from
 /// the nearest) is checked exactly, in integers. Anything else takes serde_json's own way.
-fn json_time(out: &mut Vec<u8>, time: Timestamp) {
+fn json_time(out: &mut Vec<u8>, time: Timestamp, seconds: &mut SecondsText) {
     let x = time.as_secs_f64();
     if (1 << 30..1 << 32).contains(&time.secs) && time.nanos.is_multiple_of(1000) {
-        let micros = u64::from(time.nanos / 1000);
+        let micros = time.nanos / 1000;
         // The float's step is 2^-steps seconds; the fraction (exact: x is within a second of
         // the seconds) is a whole number of steps.
         let steps: u32 = if time.secs < 1 << 31 { 22 } else { 21 };
@@ -395,21 +397,19 @@ fn json_time(out: &mut Vec<u8>, time: Timestamp) {
         if (0.0..1.0).contains(&fraction) {
             let in_steps = (fraction * f64::from(1u32 << steps)) as u64;
             // |micros/10^6 - in_steps/2^steps| < half a step, in units of 2^-steps/10^6.
-            let distance = (micros << steps).abs_diff(in_steps * 1_000_000);
+            let distance = (u64::from(micros) << steps).abs_diff(in_steps * 1_000_000);
             if distance < 500_000 {
                 // Seconds in this range have ten digits: `ssssssssss.uuuuuu`, composed whole
-                // and appended at once (a copy of known length), then its trailing zeros cut
-                // (one kept after the point).
+                // (the seconds' digits kept from the last time: records come seconds apart at
+                // most) and appended at once (a copy of known length), then its trailing zeros
+                // cut (one kept after the point).
                 let mut text = *b"0000000000.000000";
-                let mut rest = time.secs as u64;
-                for d in text[..10].iter_mut().rev() {
-                    *d = b'0' + (rest % 10) as u8;
-                    rest /= 10;
-                }
-                let mut rest = micros;
-                for d in text[11..].iter_mut().rev() {
-                    *d = b'0' + (rest % 10) as u8;
-                    rest /= 10;
+                text[..10].copy_from_slice(seconds.digits(time.secs as u64));
+                let mut rest = micros as usize;
+                for pair in text[11..].rchunks_exact_mut(2) {
+                    let at = 2 * (rest % 100);
+                    pair.copy_from_slice(&DIGIT_PAIRS[at..at + 2]);
+                    rest /= 100;
                 }
                 let mut kept = text.len();
                 while kept > 12 && text[kept - 1] == b'0' {
@@ -423,6 +423,35 @@ fn json_time(out: &mut Vec<u8>, time: Timestamp) {
     }
     // Writing to a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, &x);
+}
+
+/// `00` to `99`, two bytes each.
+const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// The ten digits of a time's whole seconds, kept for the next time with the same seconds.
+#[derive(Default)]
+struct SecondsText {
+    secs: u64,
+    digits: [u8; 10],
+}
+
+impl SecondsText {
+    /// The ten digits of `secs` (below 10^10).
+    fn digits(&mut self, secs: u64) -> &[u8; 10] {
+        if self.secs != secs || self.digits[0] == 0 {
+            let mut rest = secs;
+            for d in self.digits.iter_mut().rev() {
+                *d = b'0' + (rest % 10) as u8;
+                rest /= 10;
+            }
+            self.secs = secs;
+        }
+        &self.digits
+    }
 }
 
 fn json_int<I: itoa::Integer + Copy + TryInto<u8>>(out: &mut Vec<u8>, v: I) {
@@ -806,11 +835,33 @@ mod tests {
         ) {
             let time = Timestamp { secs, nanos: micros * 1000 + if whole_micros { 0 } else { nanos } };
             let mut out = Vec::new();
-            json_time(&mut out, time);
+            json_time(&mut out, time, &mut SecondsText::default());
             proptest::prop_assert_eq!(
                 String::from_utf8(out).unwrap(),
                 serde_json::to_string(&time.as_secs_f64()).unwrap()
             );
+        }
+    }
+
+    proptest::proptest! {
+        /// Times in a row, as a decode writes them, share the kept seconds' text.
+        #[test]
+        fn times_in_a_row_are_written_as_serde_json_writes_their_floats(
+            times in proptest::collection::vec(
+                (proptest::prop_oneof![1_795_973_510i64..1_795_973_520, 0i64..1 << 33], 0u32..1_000_000),
+                1..50,
+            ),
+        ) {
+            let mut seconds = SecondsText::default();
+            for (secs, micros) in times {
+                let time = Timestamp { secs, nanos: micros * 1000 };
+                let mut out = Vec::new();
+                json_time(&mut out, time, &mut seconds);
+                proptest::prop_assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    serde_json::to_string(&time.as_secs_f64()).unwrap()
+                );
+            }
         }
     }
 
@@ -826,13 +877,14 @@ mod tests {
             (1 << 32) - 1,
         ] {
             let mut out = Vec::new();
+            let mut seconds = SecondsText::default();
             for micros in 0..1_000_000u32 {
                 let time = Timestamp {
                     secs,
                     nanos: micros * 1000,
                 };
                 out.clear();
-                json_time(&mut out, time);
+                json_time(&mut out, time, &mut seconds);
                 assert_eq!(
                     std::str::from_utf8(&out).unwrap(),
                     serde_json::to_string(&time.as_secs_f64()).unwrap(),

@@ -6,7 +6,7 @@
 //! current item needs, so it never buffers more than one item (at most 4 + 512 KiB).
 
 use super::error::{ErrorKind, WireError};
-use super::initial::{InitialMessage, Probe};
+use super::initial::{InitialCache, InitialMessage, Probe};
 use super::quorum_auth::{QuorumAuthPacket, auth_packet_len, may_open_auth_packet};
 
 /// `QuorumCnxManager.PACKETMAXSIZE`: the largest frame payload Java accepts.
@@ -168,10 +168,20 @@ impl StreamDecoder {
     /// Consumes bytes from `input` (advancing it) until one item is complete, and returns it;
     /// `Ok(None)` when `input` is used up first.
     pub fn decode(&mut self, input: &mut &[u8]) -> Result<Option<StreamItem>, WireError> {
+        self.decode_with(input, &mut InitialCache::default())
+    }
+
+    /// [`StreamDecoder::decode`], taking an initial message from `initials` when its bytes
+    /// were decoded before.
+    pub fn decode_with(
+        &mut self,
+        input: &mut &[u8],
+        initials: &mut InitialCache,
+    ) -> Result<Option<StreamItem>, WireError> {
         if let Some(e) = &self.failed {
             return Err((**e).clone());
         }
-        let result = self.decode_inner(input);
+        let result = self.decode_inner(input, initials);
         if let Err(e) = &result {
             self.failed = Some(Box::new(e.clone()));
         }
@@ -225,7 +235,11 @@ impl StreamDecoder {
         true
     }
 
-    fn decode_inner(&mut self, input: &mut &[u8]) -> Result<Option<StreamItem>, WireError> {
+    fn decode_inner(
+        &mut self,
+        input: &mut &[u8],
+        initials: &mut InitialCache,
+    ) -> Result<Option<StreamItem>, WireError> {
         // A frame whose payload is whole at the start of the input: take the payload straight
         // from the input rather than through `pending`; likewise a length arriving alone.
         // (Anything else, including a bad length, takes the byte-by-byte path below, which
@@ -243,7 +257,7 @@ impl StreamDecoder {
         if self.pending.is_empty()
             && self.expect_initial
             && let Ok(Probe::Complete(size)) = InitialMessage::probe(input)
-            && let Ok(message) = InitialMessage::decode(&input[..size])
+            && let Ok(message) = initials.decode(&input[..size])
         {
             let item = StreamItem::Initial {
                 offset: self.offset,
@@ -258,7 +272,7 @@ impl StreamDecoder {
         loop {
             let need = self.needed()?;
             if self.pending.len() >= need {
-                return Ok(Some(self.take_item(need)?));
+                return Ok(Some(self.take_item(need, initials)?));
             }
             if input.is_empty() {
                 return Ok(None);
@@ -293,11 +307,15 @@ impl StreamDecoder {
         Ok(LENGTH_BYTES + check_frame_len(i64::from(len), self.offset)?)
     }
 
-    fn take_item(&mut self, size: usize) -> Result<StreamItem, WireError> {
+    fn take_item(
+        &mut self,
+        size: usize,
+        initials: &mut InitialCache,
+    ) -> Result<StreamItem, WireError> {
         let offset = self.offset;
         let item = if self.expect_initial {
             let raw = self.pending[..size].to_vec();
-            let message = InitialMessage::decode(&raw).map_err(|e| e.at(offset))?;
+            let message = initials.decode(&raw).map_err(|e| e.at(offset))?;
             self.expect_initial = false;
             StreamItem::Initial {
                 offset,

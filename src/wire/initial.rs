@@ -78,6 +78,43 @@ pub enum Probe {
     NeedAtLeast(usize),
 }
 
+/// The initial messages decoded last, by their bytes. Each member sends the same initial
+/// message on every connection it dials, so a capture of an ensemble that keeps reconnecting
+/// holds a few messages many times: a copy of the decoded message is cheaper than decoding
+/// its addresses again. Bounded: [`INITIAL_CACHE_ENTRIES`] messages of at most
+/// [`INITIAL_CACHE_BYTES`] bytes.
+#[derive(Debug, Default)]
+pub struct InitialCache {
+    entries: Vec<(Vec<u8>, InitialMessage)>,
+    /// The entry replaced next once the cache is full.
+    next: usize,
+}
+
+/// How many messages an [`InitialCache`] keeps.
+pub const INITIAL_CACHE_ENTRIES: usize = 16;
+/// The largest message an [`InitialCache`] keeps (an ensemble's are a few tens of bytes).
+pub const INITIAL_CACHE_BYTES: usize = 512;
+
+impl InitialCache {
+    /// [`InitialMessage::decode`], from the cache when these bytes were decoded before.
+    pub fn decode(&mut self, raw: &[u8]) -> Result<InitialMessage, WireError> {
+        if let Some((_, message)) = self.entries.iter().find(|(r, _)| r == raw) {
+            return Ok(message.clone());
+        }
+        let message = InitialMessage::decode(raw)?;
+        if raw.len() <= INITIAL_CACHE_BYTES {
+            let entry = (raw.to_vec(), message.clone());
+            if self.entries.len() < INITIAL_CACHE_ENTRIES {
+                self.entries.push(entry);
+            } else {
+                self.entries[self.next] = entry;
+                self.next = (self.next + 1) % INITIAL_CACHE_ENTRIES;
+            }
+        }
+        Ok(message)
+    }
+}
+
 impl InitialMessage {
     /// The sender's sid from the first bytes of an initial message cut short (a capture's snap
     /// length), when they reach it: the first 8 bytes for the legacy form, bytes 8-16 after a
@@ -290,6 +327,30 @@ mod tests {
         b.extend_from_slice(&(text.len() as i32).to_be_bytes());
         b.extend_from_slice(text);
         b
+    }
+
+    /// The cache gives what decoding gives, errors included, for repeated and new messages,
+    /// and keeps at most its bound of them.
+    #[test]
+    fn the_cache_decodes_as_decode_does() {
+        let mut cache = InitialCache::default();
+        let mut inputs: Vec<Vec<u8>> = (0..40)
+            .map(|i| v(-65536, i % 20, format!("10.0.0.{}:3888", i % 20).as_bytes()))
+            .collect();
+        inputs.push(v(-65536, 1, b"10.0.0.1:99999"));
+        inputs.push(v(-65536, 1, b"10.0.0.1:99999"));
+        inputs.push(v(-65535, 1, "x".repeat(INITIAL_CACHE_BYTES + 1).as_bytes()));
+        inputs.push(5i64.to_be_bytes().to_vec());
+        for raw in inputs.iter().chain(inputs.iter().rev()) {
+            assert_eq!(cache.decode(raw), InitialMessage::decode(raw), "{raw:02x?}");
+            assert!(cache.entries.len() <= INITIAL_CACHE_ENTRIES);
+            assert!(
+                cache
+                    .entries
+                    .iter()
+                    .all(|(r, _)| r.len() <= INITIAL_CACHE_BYTES)
+            );
+        }
     }
 
     #[test]

@@ -42,6 +42,6 @@ pub use addr::ElectionAddress;
 pub use config::{ConfigLine, QuorumConfig, Role, ServerLine};
 pub use error::{ErrorKind, WireError};
 pub use frame::{Direction, StreamDecoder, StreamItem, encode_frame};
-pub use initial::{InitialMessage, ProtocolVersion};
+pub use initial::{InitialCache, InitialMessage, ProtocolVersion};
 pub use notification::{JavaView, Notification, PartialNotification, ServerState};
 pub use reader::{FrameReader, ReadError};
