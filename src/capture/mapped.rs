@@ -104,21 +104,6 @@ impl MappedPcap {
         if self.done {
             return None;
         }
-        if self.pos - self.released >= RELEASE_STEP {
-            let upto = self.pos & !(4096 - 1);
-            // SAFETY: a read-only shared file mapping: MADV_DONTNEED drops these pages from
-            // this process, and a later read (there is none: the reader only moves forward,
-            // and no packet of an earlier call is still lent out) would fault them back in
-            // from the file.
-            let _ = unsafe {
-                self.map.unchecked_advise_range(
-                    memmap2::UncheckedAdvice::DontNeed,
-                    self.released,
-                    upto - self.released,
-                )
-            };
-            self.released = upto;
-        }
         if self.map.len() < HEADER {
             self.done = true;
             return Some(Err(CaptureError::Truncated {
@@ -127,6 +112,21 @@ impl MappedPcap {
             }));
         }
         loop {
+            if self.pos - self.released >= RELEASE_STEP {
+                let upto = self.pos & !(4096 - 1);
+                // SAFETY: a read-only shared file mapping: MADV_DONTNEED drops these pages
+                // from this process, and a later read (there is none: the reader only moves
+                // forward, and no packet already handed to `f` is still lent out) would fault
+                // them back in from the file.
+                let _ = unsafe {
+                    self.map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        self.released,
+                        upto - self.released,
+                    )
+                };
+                self.released = upto;
+            }
             let at = self.pos;
             let len = self.map.len();
             if at == len {

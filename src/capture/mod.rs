@@ -181,6 +181,22 @@ pub trait SegmentSource {
         &mut self,
         f: F,
     ) -> Option<Result<(), CaptureError>>;
+
+    /// Calls `f` with segment after segment until it returns false for one: `Some(Ok(()))`
+    /// then. `None` when the source ends first; an error ends the source. A source may loop
+    /// inside rather than return through its layers after each segment.
+    fn segments_while<F: FnMut(&TcpSegmentRef<'_>) -> bool>(
+        &mut self,
+        mut f: F,
+    ) -> Option<Result<(), CaptureError>> {
+        loop {
+            let mut more = true;
+            match self.next_segment(|seg| more = f(seg))? {
+                Ok(()) if more => {}
+                done => return Some(done),
+            }
+        }
+    }
 }
 
 impl SegmentSource for TcpSegments {
@@ -189,6 +205,29 @@ impl SegmentSource for TcpSegments {
         f: F,
     ) -> Option<Result<(), CaptureError>> {
         self.next_with(f)
+    }
+
+    /// The packets are read in one loop, the reader's own: a segment `f` wants more after
+    /// costs no return through the readers.
+    fn segments_while<F: FnMut(&TcpSegmentRef<'_>) -> bool>(
+        &mut self,
+        mut f: F,
+    ) -> Option<Result<(), CaptureError>> {
+        self.reader
+            .next_with(|packet, stats| match decode_tcp_ref(packet) {
+                Ok(seg) => {
+                    stats.tcp += 1;
+                    if seg.missing > 0 {
+                        stats.truncated_tcp += 1;
+                        stats.cut_at = stats.cut_at.max(packet.data.len() as u32);
+                    }
+                    (!f(&seg)).then_some(())
+                }
+                Err(skip) => {
+                    stats.note(skip);
+                    None
+                }
+            })
     }
 }
 

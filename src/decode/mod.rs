@@ -438,15 +438,18 @@ impl<S: SegmentSource> Decoder<S> {
             state,
             ..
         } = self;
-        let next = segments.next_segment(|seg| {
+        // Segments are pushed until one changes what waits to be handed out (most change
+        // nothing: a record needs a few segments, and many carry none).
+        let next = segments.segments_while(|seg| {
             state.cut = (seg.missing > 0).then_some(seg.payload.len());
             reassembler.push_with(seg, &mut |e| state.handle(e));
-        });
-        if !state.ignore.is_empty() {
-            for conn in state.ignore.drain(..) {
-                reassembler.ignore(conn);
+            if !state.ignore.is_empty() {
+                for conn in state.ignore.drain(..) {
+                    reassembler.ignore(conn);
+                }
             }
-        }
+            !state.out_changed
+        });
         match next {
             Some(Ok(())) => {}
             Some(Err(e)) => {
