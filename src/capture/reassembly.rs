@@ -1154,8 +1154,8 @@ fn is_bare_syn(seg: &TcpSegmentRef<'_>) -> bool {
 /// modulo 2^32, is exact for any `cap` below [`MAX_CLOSED_CAP`].
 #[derive(Default)]
 struct ClosedTuples {
-    current: TupleMap<u32>,
-    previous: TupleMap<u32>,
+    current: Generations,
+    previous: Generations,
     /// Inserts into `current` since it was emptied.
     in_current: usize,
     /// Closes not yet in `current`, oldest first, with their generations.
@@ -1176,11 +1176,7 @@ impl ClosedTuples {
         let cap = cap.min(MAX_CLOSED_CAP) as u32;
         let latest = match self.recent.iter().rev().find(|(k, _)| k == key) {
             Some((_, g)) => Some(*g as u32),
-            None => self
-                .current
-                .get(key)
-                .or_else(|| self.previous.get(key))
-                .copied(),
+            None => self.current.get(key).or_else(|| self.previous.get(key)),
         };
         // Closes since, modulo 2^32 (exact: see the type).
         latest.is_some_and(|g| (self.generation as u32).wrapping_sub(g) < cap)
@@ -1188,8 +1184,12 @@ impl ClosedTuples {
 
     fn remove(&mut self, key: &Key) {
         self.recent.retain(|(k, _)| k != key);
-        self.current.remove(key);
-        self.previous.remove(key);
+        // Entries are not deleted (see the type): an entry made older than any `cap` reads as
+        // absent (its age stays below 2^32 for the table's life, at most 2 * MAX_CLOSED_CAP
+        // more closes).
+        let forgotten = (self.generation as u32).wrapping_sub(MAX_CLOSED_CAP as u32);
+        self.current.overwrite(key, forgotten);
+        self.previous.overwrite(key, forgotten);
     }
 
     fn insert(&mut self, key: Key, cap: usize) {
@@ -1208,16 +1208,183 @@ impl ClosedTuples {
             self.in_current = 0;
         }
         self.in_current += self.recent.len();
-        for (key, g) in self.recent.drain(..) {
-            self.current.insert(key, g as u32);
+        // A table takes at most `cap` closes and one batch before it is emptied: sized for
+        // them at once, it is never rehashed.
+        self.current
+            .insert_all(self.recent.drain(..), cap + CLOSE_BATCH);
+    }
+
+    /// Forgets every close, and the tables' memory.
+    fn clear(&mut self) {
+        *self = ClosedTuples {
+            generation: self.generation,
+            ..ClosedTuples::default()
+        };
+    }
+}
+
+/// One of [`ClosedTuples`]' tables: a tuple's latest close generation (its low 32 bits).
+#[derive(Default)]
+struct Generations {
+    v4: V4Generations,
+    /// IPv6 and mixed tuples, and the one IPv4 tuple `V4Generations` cannot hold.
+    other: HashMap<Key, u32>,
+}
+
+impl Generations {
+    fn get(&self, key: &Key) -> Option<u32> {
+        match key.packed().filter(|&k| k != V4Generations::EMPTY) {
+            Some((ips, ports)) => self.v4.get(ips, ports),
+            None => self.other.get(key).copied(),
+        }
+    }
+
+    /// Sets the generation of a tuple already held; nothing for one not held.
+    fn overwrite(&mut self, key: &Key, generation: u32) {
+        match key.packed().filter(|&k| k != V4Generations::EMPTY) {
+            Some((ips, ports)) => {
+                if self.v4.get(ips, ports).is_some() {
+                    self.v4.insert(ips, ports, generation);
+                }
+            }
+            None => {
+                if let Some(g) = self.other.get_mut(key) {
+                    *g = generation;
+                }
+            }
+        }
+    }
+
+    /// Inserts closes in order (a tuple's latest generation wins). The IPv4 tuples' slots are
+    /// asked into the cache first, so that their misses overlap instead of coming one by one.
+    fn insert_all(&mut self, closes: impl ExactSizeIterator<Item = (Key, u64)>, size: usize) {
+        self.v4
+            .reserve(closes.len().max(size.saturating_sub(self.v4.len)));
+        let mut batch = [(0u64, 0u32, 0u32); CLOSE_BATCH];
+        let mut n = 0;
+        for (key, generation) in closes {
+            match key.packed().filter(|&k| k != V4Generations::EMPTY) {
+                Some((ips, ports)) if n < CLOSE_BATCH => {
+                    self.v4.prefetch(ips, ports);
+                    batch[n] = (ips, ports, generation as u32);
+                    n += 1;
+                }
+                Some((ips, ports)) => self.v4.insert(ips, ports, generation as u32),
+                None => {
+                    self.other.insert(key, generation as u32);
+                }
+            }
+        }
+        for &(ips, ports, generation) in &batch[..n] {
+            self.v4.insert(ips, ports, generation);
         }
     }
 
     fn clear(&mut self) {
-        self.current.clear();
-        self.previous.clear();
-        self.in_current = 0;
-        self.recent.clear();
+        self.v4.clear();
+        self.other.clear();
+    }
+}
+
+/// IPv4 tuples (packed as [`Key::packed`]) and their generations, in an open-addressing table
+/// with linear probing, at most 5/8 full, whose entries are never deleted (a table is emptied
+/// whole). Written here rather than taken from hashbrown because [`Generations::insert_all`]
+/// prefetches an insert's slot before making it, which needs the slot's address: the table is
+/// bigger than the caches, and a close lands at a random place in it.
+#[derive(Default)]
+struct V4Generations {
+    /// `(ips, ports, generation)`; [`V4Generations::EMPTY`] marks a free slot. A power of two
+    /// long, or empty.
+    slots: Vec<(u64, u32, u32)>,
+    len: usize,
+}
+
+impl V4Generations {
+    /// The tuple of a free slot (0.0.0.0:0 both ways, kept by [`Generations::other`]).
+    const EMPTY: (u64, u32) = (0, 0);
+
+    fn home(&self, ips: u64, ports: u32) -> usize {
+        const K: u64 = 0x9e37_79b9_7f4a_7c15;
+        let h = (ips.wrapping_mul(K) ^ u64::from(ports)).wrapping_mul(K);
+        // The high bits are the best mixed.
+        (h >> 32) as usize & (self.slots.len() - 1)
+    }
+
+    fn get(&self, ips: u64, ports: u32) -> Option<u32> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(ips, ports);
+        loop {
+            let (a, p, g) = self.slots[i];
+            if (a, p) == (ips, ports) {
+                return Some(g);
+            }
+            if (a, p) == Self::EMPTY {
+                return None;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn prefetch(&self, ips: u64, ports: u32) {
+        #[cfg(target_arch = "x86_64")]
+        if !self.slots.is_empty() {
+            let slot = &self.slots[self.home(ips, ports)];
+            // SAFETY: a prefetch is a hint that reads nothing and cannot fault, and SSE, which
+            // it needs, is part of every x86_64 CPU.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    (slot as *const (u64, u32, u32)).cast(),
+                )
+            };
+        }
+    }
+
+    /// Room for `more` inserts with the table at most 5/8 full (linear probing then looks at
+    /// about four slots for a tuple it does not hold).
+    fn reserve(&mut self, more: usize) {
+        let needed = (self.len + more).saturating_mul(8).div_ceil(5);
+        if needed <= self.slots.len() {
+            return;
+        }
+        let old = std::mem::replace(
+            &mut self.slots,
+            vec![(0, 0, 0); needed.next_power_of_two().max(64)],
+        );
+        self.len = 0;
+        for (ips, ports, g) in old {
+            if (ips, ports) != Self::EMPTY {
+                self.insert(ips, ports, g);
+            }
+        }
+    }
+
+    fn insert(&mut self, ips: u64, ports: u32, generation: u32) {
+        self.reserve(1);
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(ips, ports);
+        loop {
+            let slot = &mut self.slots[i];
+            if (slot.0, slot.1) == (ips, ports) {
+                slot.2 = generation;
+                return;
+            }
+            if (slot.0, slot.1) == Self::EMPTY {
+                *slot = (ips, ports, generation);
+                self.len += 1;
+                return;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn clear(&mut self) {
+        if self.len > 0 {
+            self.slots.fill((0, 0, 0));
+            self.len = 0;
+        }
     }
 }
 
@@ -1484,6 +1651,48 @@ mod tests {
                         prop_assert_eq!(closed.contains(&key, cap), expected);
                     }
                 }
+            }
+        }
+
+        /// A table of generations holds what a map would, for IPv4 tuples (the all-zero one
+        /// too, which marks a free slot), IPv6 ones, and however many (it grows).
+        #[test]
+        fn generations_hold_what_a_map_holds(
+            ops in proptest::collection::vec((0u8..4, 0u16..300, any::<u32>()), 1..800),
+        ) {
+            let mut table = Generations::default();
+            let mut model: std::collections::HashMap<Key, u32> = Default::default();
+            let key = |n: u16| match n % 7 {
+                0 => Key::new(v4([0, 0, 0, 0], 0), v4([0, 0, 0, 0], 0)),
+                1 => Key::new(
+                    SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, n)),
+                    SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 3888)),
+                ),
+                _ => Key::new(v4([10, 0, (n >> 8) as u8, n as u8], n), v4([10, 0, 0, 2], 3888)),
+            };
+            for (op, n, g) in ops {
+                let k = key(n);
+                match op {
+                    0 | 1 => {
+                        table.insert_all([(k, u64::from(g))].into_iter(), 0);
+                        model.insert(k, g);
+                    }
+                    2 => {
+                        table.overwrite(&k, g);
+                        if let Some(m) = model.get_mut(&k) {
+                            *m = g;
+                        }
+                    }
+                    _ if n == 299 => {
+                        table.clear();
+                        model.clear();
+                    }
+                    _ => {}
+                }
+                prop_assert_eq!(table.get(&k), model.get(&k).copied());
+            }
+            for n in 0..300 {
+                prop_assert_eq!(table.get(&key(n)), model.get(&key(n)).copied());
             }
         }
 
