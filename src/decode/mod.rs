@@ -129,7 +129,7 @@ struct State {
     opened: Option<(ConnId, SocketAddr, SocketAddr)>,
     /// Connections to tell reassembly to ignore, once it has finished the current segment.
     ignore: Vec<ConnId>,
-    out: VecDeque<Pending>,
+    out: Waiting,
     /// Whether `out` changed (or the input ended) since `front_ready` last found nothing ready:
     /// a record's readiness depends only on the records behind it, so between pushes there is
     /// nothing new to check (most segments push nothing).
@@ -175,6 +175,62 @@ struct Pending {
     /// The acceptor's address, whether the record was sent by the initiator, and whether the
     /// address is a quorum port.
     acceptor: Option<(SocketAddr, bool, bool)>,
+}
+
+/// The records waiting to be handed out, oldest first. A record handed out by
+/// [`Decoder::next_record`] is retired where it lies and dropped with [`RETIRED_BATCH`] others
+/// at once, rather than moved out of the queue to be dropped (a record is a few hundred bytes).
+#[derive(Default)]
+struct Waiting {
+    queue: VecDeque<Pending>,
+    /// How many records at the front of `queue` were handed out.
+    retired: usize,
+}
+
+/// How many retired records are kept before they are dropped together.
+const RETIRED_BATCH: usize = 64;
+
+impl Waiting {
+    fn oldest(&self) -> Option<&Pending> {
+        self.queue.get(self.retired)
+    }
+
+    fn oldest_mut(&mut self) -> Option<&mut Pending> {
+        self.queue.get_mut(self.retired)
+    }
+
+    fn newest(&self) -> Option<&Pending> {
+        (self.queue.len() > self.retired)
+            .then(|| self.queue.back())
+            .flatten()
+    }
+
+    /// How many wait.
+    fn len(&self) -> usize {
+        self.queue.len() - self.retired
+    }
+
+    fn push(&mut self, pending: Pending) {
+        self.queue.push_back(pending);
+    }
+
+    /// The oldest, handed out, stays until the batch it is in is dropped.
+    fn retire_oldest(&mut self) {
+        if self.retired < self.queue.len() {
+            self.retired += 1;
+        }
+        if self.retired >= RETIRED_BATCH {
+            self.queue.drain(..self.retired);
+            self.retired = 0;
+        }
+    }
+
+    /// The oldest, moved out.
+    fn pop_oldest(&mut self) -> Option<Pending> {
+        self.queue.drain(..self.retired);
+        self.retired = 0;
+        self.queue.pop_front()
+    }
 }
 
 /// How long, in capture time, a record waits for its sids to become known.
@@ -366,7 +422,7 @@ impl<S: SegmentSource> Decoder<S> {
                 last_slot: std::cell::Cell::new(0),
                 opened: None,
                 ignore: Vec::new(),
-                out: VecDeque::new(),
+                out: Waiting::default(),
                 out_changed: false,
                 finished: false,
                 streaming: options.streaming,
@@ -384,7 +440,7 @@ impl<S: SegmentSource> Decoder<S> {
     pub fn next_record(&mut self) -> Option<&Record> {
         if self.wait_ready() {
             self.lent = true;
-            self.state.out.front().map(|p| &p.record)
+            self.state.out.oldest().map(|p| &p.record)
         } else {
             None
         }
@@ -395,7 +451,7 @@ impl<S: SegmentSource> Decoder<S> {
         if std::mem::take(&mut self.lent) {
             // Its buffers are taken where it lies, rather than the whole record moved out.
             let state = &mut self.state;
-            if let Some(p) = state.out.front_mut() {
+            if let Some(p) = state.out.oldest_mut() {
                 let raw = std::mem::take(&mut p.record.raw);
                 let config = match &mut p.record.body {
                     Body::Notification(n) => n.config.take(),
@@ -405,7 +461,7 @@ impl<S: SegmentSource> Decoder<S> {
                 if let Some(config) = config {
                     state.keep_spare(config);
                 }
-                state.out.pop_front();
+                state.out.retire_oldest();
             }
             state.out_changed = true;
         }
@@ -456,7 +512,11 @@ impl<S: SegmentSource> Decoder<S> {
                 // What reassembly still holds is reported first; the damage ends the output.
                 self.finish();
                 let state = &mut self.state;
-                let time = state.out.back().map(|p| p.record.time).unwrap_or_default();
+                let time = state
+                    .out
+                    .newest()
+                    .map(|p| p.record.time)
+                    .unwrap_or_default();
                 state.push_record(Record {
                     time,
                     conn: None,
@@ -1072,7 +1132,7 @@ impl State {
     }
 
     fn push(&mut self, pending: Pending) {
-        self.out.push_back(pending);
+        self.out.push(pending);
         self.out_changed = true;
     }
 
@@ -1092,7 +1152,7 @@ impl State {
             return false;
         }
         self.out_changed = false;
-        let (Some(newest), Some(oldest)) = (self.out.back(), self.out.front()) else {
+        let (Some(newest), Some(oldest)) = (self.out.newest(), self.out.oldest()) else {
             return false;
         };
         let ready = self.finished
@@ -1104,7 +1164,7 @@ impl State {
         }
         // The next may be ready too.
         self.out_changed = true;
-        let Some(Pending { record, acceptor }) = self.out.front_mut() else {
+        let Some(Pending { record, acceptor }) = self.out.oldest_mut() else {
             return false;
         };
         if let Some((addr, from_initiator, quorum)) = acceptor.take()
@@ -1309,7 +1369,7 @@ impl<S: SegmentSource> Iterator for Decoder<S> {
 
     fn next(&mut self) -> Option<Record> {
         self.wait_ready()
-            .then(|| self.state.out.pop_front().map(|p| p.record))
+            .then(|| self.state.out.pop_oldest().map(|p| p.record))
             .flatten()
     }
 }
