@@ -277,7 +277,7 @@ pub fn decode_tcp(packet: &Packet) -> Result<TcpSegment, Skip> {
 ///
 /// Inlined into the readers' loops, so that the segment (over 100 bytes) is built where it is
 /// used rather than returned through memory.
-#[inline]
+#[inline(always)]
 pub fn decode_tcp_ref<'a>(packet: &PacketRef<'a>) -> Result<TcpSegmentRef<'a>, Skip> {
     let data = packet.data;
     let ip = match packet.linktype {
