@@ -759,15 +759,25 @@ impl SegmentSource for MergedSegments {
         &mut self,
         mut f: F,
     ) -> Option<Result<(), CaptureError>> {
+        self.segments_while(|seg| {
+            f(seg);
+            false
+        })
+    }
+
+    fn segments_while<F: FnMut(&TcpSegmentRef<'_>) -> bool>(
+        &mut self,
+        mut f: F,
+    ) -> Option<Result<(), CaptureError>> {
         loop {
             let (i, keep) = match self.next_head()? {
                 Ok(x) => x,
                 Err(e) => return Some(Err(e)),
             };
             let input = &mut self.inputs[i];
-            if keep && let Some(seg) = input.head_ref() {
-                f(&seg);
-            }
+            // A copy dropped as a duplicate is skipped; a kept segment ends the loop unless
+            // `f` wants more.
+            let more = !keep || input.head_ref().is_some_and(|seg| f(&seg));
             input.advance();
             if let Some(at) = input.head_at() {
                 let head = (at, i);
@@ -777,7 +787,7 @@ impl SegmentSource for MergedSegments {
                     self.heap.push(Reverse(head));
                 }
             }
-            if keep {
+            if !more {
                 return Some(Ok(()));
             }
         }
