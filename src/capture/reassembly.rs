@@ -1709,7 +1709,7 @@ mod tests {
             let mut next_id = 0;
             // Every third port an IPv6 tuple.
             let key = |port: u16| {
-                if port % 3 == 0 {
+                if port.is_multiple_of(3) {
                     Key::new(
                         SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 40_000 + port)),
                         SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 3888)),
