@@ -1166,6 +1166,10 @@ struct ClosedTuples {
 /// Closes gathered before they go into the table.
 const CLOSE_BATCH: usize = 32;
 
+/// The most closes a table is sized for before it fills (the default cap): a larger cap, set
+/// by a caller, allocates only as its table fills.
+const PRESIZED_CLOSES: usize = 1 << 16;
+
 /// The most closes [`ClosedTuples`] remembers, whatever it is asked: ages modulo 2^32 stay
 /// exact below it (and its tables would take tens of GB long before).
 const MAX_CLOSED_CAP: usize = 1 << 30;
@@ -1209,9 +1213,12 @@ impl ClosedTuples {
         }
         self.in_current += self.recent.len();
         // A table takes at most `cap` closes and one batch before it is emptied: sized for
-        // them at once, it is never rehashed.
-        self.current
-            .insert_all(self.recent.drain(..), cap + CLOSE_BATCH);
+        // them at once (up to the default cap's; a bigger one grows as it fills), it is never
+        // rehashed.
+        self.current.insert_all(
+            self.recent.drain(..),
+            cap.min(PRESIZED_CLOSES) + CLOSE_BATCH,
+        );
     }
 
     /// Forgets every close, and the tables' memory.
@@ -1814,6 +1821,19 @@ mod tests {
             }
             prop_assert_eq!(order.pop_front(), None);
         }
+    }
+
+    /// A caller's cap far above the default does not allocate for it up front.
+    #[test]
+    fn a_huge_cap_grows_its_table_as_it_fills() {
+        let mut closed = ClosedTuples::default();
+        for port in 0..100 {
+            let key = Key::new(v4([10, 0, 0, 1], 40_000 + port), v4([10, 0, 0, 2], 3888));
+            closed.insert(key, MAX_CLOSED_CAP);
+        }
+        assert!(closed.current.v4.slots.len() <= 2 * (PRESIZED_CLOSES + CLOSE_BATCH));
+        let key = Key::new(v4([10, 0, 0, 1], 40_007), v4([10, 0, 0, 2], 3888));
+        assert!(closed.contains(&key, MAX_CLOSED_CAP));
     }
 
     #[test]
