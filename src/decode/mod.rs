@@ -646,8 +646,15 @@ impl State {
                 bytes,
                 ..
             } => {
-                let dir = self.our_dir(conn, dir);
-                self.data(conn, dir, time, bytes)
+                // One lookup of the connection for both (a connection not decoded is none).
+                let Some(slot) = self.slot(conn) else {
+                    return;
+                };
+                let dir = match self.conns[slot].flipped {
+                    true => dir.reverse(),
+                    false => dir,
+                };
+                self.data_at(slot, conn, dir, time, bytes)
             }
             StreamEvent::Gap {
                 conn,
@@ -745,9 +752,13 @@ impl State {
     }
 
     fn data(&mut self, conn: ConnId, dir: CapDir, time: Timestamp, bytes: &[u8]) {
-        let Some(slot) = self.slot(conn) else {
-            return;
-        };
+        if let Some(slot) = self.slot(conn) {
+            self.data_at(slot, conn, dir, time, bytes);
+        }
+    }
+
+    /// [`State::data`] for the connection at `slot` in `conns`.
+    fn data_at(&mut self, slot: usize, conn: ConnId, dir: CapDir, time: Timestamp, bytes: &[u8]) {
         let c = &mut self.conns[slot];
         // On an election or quorum port, the first bytes tell TLS from plaintext; a TLS
         // connection is reported once and its bytes skipped.
