@@ -75,8 +75,6 @@ pub struct JsonWriter {
     addrs: super::AddrPairs,
     /// The seconds of the last time written, as text.
     seconds: SecondsText,
-    /// The last few notifications' own fields as written (after the envelope).
-    bodies: NotificationTexts,
 }
 
 impl JsonWriter {
@@ -117,7 +115,7 @@ impl JsonWriter {
         json_opt_int(out, r.offset);
         match &r.body {
             Body::Initial(m) => write_initial(out, m),
-            Body::Notification(n) => self.write_notification_kept(out, n),
+            Body::Notification(n) => self.write_notification(out, n),
             Body::Quorum(q) => write_quorum(out, q),
             Body::Closed { reset } => {
                 out.extend_from_slice(if *reset {
@@ -148,18 +146,6 @@ impl JsonWriter {
             json.extend_from_slice(b",\"connection\":");
             json_opt_int(json, conn.map(|c| c.0));
         }));
-    }
-
-    /// [`JsonWriter::write_notification`], copied from the text of an equal notification
-    /// among the last few written when there is one.
-    fn write_notification_kept(&mut self, out: &mut Vec<u8>, n: &Notification) {
-        if let Some(text) = self.bodies.find(n) {
-            out.extend_from_slice(text);
-            return;
-        }
-        let start = out.len();
-        self.write_notification(out, n);
-        self.bodies.keep(n, &out[start..]);
     }
 
     fn write_notification(&mut self, out: &mut Vec<u8>, n: &Notification) {
@@ -237,66 +223,6 @@ impl JsonWriter {
             out.extend_from_slice(b",\"note\":");
             json_str(out, &note);
         }
-    }
-}
-
-/// The last few notifications written and their fields' JSON: an ensemble's members send the
-/// same vote to each peer and repeat it, so most notifications equal one of the last few (four
-/// in five on a re-electing ensemble's traffic), and their text is one copy. What is written
-/// depends on the notification alone, so an equal one is written the same.
-#[derive(Default)]
-struct NotificationTexts {
-    kept: Vec<(Notification, Vec<u8>)>,
-    /// The entry replaced next once all are kept.
-    next: usize,
-}
-
-/// How many notifications [`NotificationTexts`] keeps.
-const KEPT_NOTIFICATIONS: usize = 8;
-/// The longest text kept (a notification of a small ensemble writes about 400 bytes; a config
-/// can make one of up to a frame's 512 KiB).
-const KEPT_TEXT_BYTES: usize = 4096;
-
-impl NotificationTexts {
-    fn find(&self, n: &Notification) -> Option<&[u8]> {
-        self.kept
-            .iter()
-            .find(|(kept, _)| kept == n)
-            .map(|(_, text)| text.as_slice())
-    }
-
-    fn keep(&mut self, n: &Notification, text: &[u8]) {
-        if text.len() > KEPT_TEXT_BYTES {
-            return;
-        }
-        if self.kept.len() < KEPT_NOTIFICATIONS {
-            self.kept.push((n.clone(), text.to_vec()));
-            return;
-        }
-        let (kept, kept_text) = &mut self.kept[self.next];
-        self.next = (self.next + 1) % KEPT_NOTIFICATIONS;
-        // Field by field, so that the buffers are reused (the destructuring names every field:
-        // a field added to `Notification` must be added here).
-        let Notification {
-            state,
-            leader,
-            zxid,
-            election_epoch,
-            peer_epoch,
-            version,
-            config,
-            trailing,
-        } = n;
-        kept.state = *state;
-        kept.leader = *leader;
-        kept.zxid = *zxid;
-        kept.election_epoch = *election_epoch;
-        kept.peer_epoch = *peer_epoch;
-        kept.version = *version;
-        kept.config.clone_from(config);
-        kept.trailing.clone_from(trailing);
-        kept_text.clear();
-        kept_text.extend_from_slice(text);
     }
 }
 
@@ -935,45 +861,6 @@ mod tests {
                     String::from_utf8(out).unwrap(),
                     serde_json::to_string(&time.as_secs_f64()).unwrap()
                 );
-            }
-        }
-    }
-
-    proptest::proptest! {
-        /// Notifications written one after another, repeating and differing in every field,
-        /// are written as a fresh writer writes each.
-        #[test]
-        fn kept_notifications_are_written_as_fresh_ones(
-            picks in proptest::collection::vec((0usize..12, 0u8..8), 1..200),
-        ) {
-            let base = Notification {
-                state: ServerState::Looking,
-                leader: 1,
-                zxid: 0x1_0000_0002,
-                election_epoch: 3,
-                peer_epoch: Some(1),
-                version: Some(2),
-                config: Some(b"server.1=127.0.0.1:2888:3888:participant\nversion=0".to_vec()),
-                trailing: Vec::new(),
-            };
-            let mut kept = JsonWriter::new();
-            for (pick, field) in picks {
-                let mut n = base.clone();
-                let v = pick as i64;
-                match field {
-                    0 => n.state = ServerState::from_code(v as i32 % 5),
-                    1 => n.leader = v,
-                    2 => n.zxid = v,
-                    3 => n.election_epoch = v,
-                    4 => n.peer_epoch = (v > 0).then_some(v),
-                    5 => n.version = (v > 0).then_some(v as i32),
-                    6 => n.config = (v > 0).then(|| format!("version={v:x}").into_bytes()),
-                    _ => n.trailing = vec![0; pick],
-                }
-                let (mut a, mut b) = (Vec::new(), Vec::new());
-                kept.write_notification_kept(&mut a, &n);
-                JsonWriter::new().write_notification(&mut b, &n);
-                proptest::prop_assert_eq!(a, b);
             }
         }
     }
