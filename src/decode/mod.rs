@@ -260,6 +260,13 @@ struct Conn {
     acceptor_sid: std::cell::Cell<Option<(u64, bool, Option<i64>)>>,
 }
 
+impl Conn {
+    /// A reassembly direction in terms of our initiator and acceptor.
+    fn our_dir(&self, dir: CapDir) -> CapDir {
+        if self.flipped { dir.reverse() } else { dir }
+    }
+}
+
 /// A connection as its `Opened` event describes it, before its decoding state is made.
 struct Opening {
     initiator: SocketAddr,
@@ -650,10 +657,7 @@ impl State {
                 let Some(slot) = self.slot(conn) else {
                     return;
                 };
-                let dir = match self.conns[slot].flipped {
-                    true => dir.reverse(),
-                    false => dir,
-                };
+                let dir = self.conns[slot].our_dir(dir);
                 self.data_at(slot, conn, dir, time, bytes)
             }
             StreamEvent::Gap {
@@ -663,10 +667,10 @@ impl State {
                 offset,
                 missing,
             } => {
-                let dir = self.our_dir(conn, dir);
                 let Some(slot) = self.slot(conn) else {
                     return;
                 };
+                let dir = self.conns[slot].our_dir(dir);
                 let c = &mut self.conns[slot];
                 if c.recognising.is_some() {
                     self.conns.swap_remove(&conn);
@@ -740,14 +744,6 @@ impl State {
                 self.push(r);
             }
             StreamEvent::Closed { conn, time, how } => self.closed(conn, time, how),
-        }
-    }
-
-    /// A reassembly direction in terms of our initiator and acceptor.
-    fn our_dir(&self, conn: ConnId, dir: CapDir) -> CapDir {
-        match self.conn(conn) {
-            Some(c) if c.flipped => dir.reverse(),
-            _ => dir,
         }
     }
 
