@@ -245,6 +245,8 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let mut options = DecodeOptions {
         ports: args.ports.clone(),
         book,
+        // No output prints a message's bytes.
+        keep_raw: false,
         ..DecodeOptions::default()
     };
     if !args.quorum_ports.is_empty() {

@@ -78,6 +78,10 @@ pub struct DecodeOptions {
     /// known at that moment, instead of waiting up to `RESOLVE_WINDOW_SECS` of capture
     /// time for sids learned a little later.
     pub streaming: bool,
+    /// Whether each record keeps its message's exact bytes in [`Record::raw`]. Re-encoding
+    /// and byte-level checks need them; printing does not, and without them a notification
+    /// is decoded straight from the captured segment, never copied whole.
+    pub keep_raw: bool,
 }
 
 impl Default for DecodeOptions {
@@ -89,6 +93,7 @@ impl Default for DecodeOptions {
             book: AddressBook::default(),
             reassembly: ReassemblyConfig::default(),
             streaming: false,
+            keep_raw: true,
         }
     }
 }
@@ -136,6 +141,7 @@ struct State {
     out_changed: bool,
     finished: bool,
     streaming: bool,
+    keep_raw: bool,
     /// The segment being reassembled was cut by the snap length: TCP payload bytes captured.
     cut: Option<usize>,
     /// Scratch lists for `data`, kept so their memory is reused.
@@ -433,6 +439,7 @@ impl<S: SegmentSource> Decoder<S> {
                 out_changed: false,
                 finished: false,
                 streaming: options.streaming,
+                keep_raw: options.keep_raw,
                 cut: None,
                 items: Vec::new(),
                 problems: Vec::new(),
@@ -818,7 +825,6 @@ impl State {
             while let Some((_, c)) = self.conns.get_index_mut(slot)
                 && let Some((at, payload)) = c.dirs[index(dir)].decoder.whole_frame(&mut bytes)
             {
-                let payload = copy_into_spare(&mut self.spare, payload);
                 self.frame_record(conn, dir, time, at, payload);
             }
             // Then the next frame's length, which comes alone as often as its payload does.
@@ -859,10 +865,14 @@ impl State {
                         c.initiator_sid = Some(message.sid);
                         self.book.learn_dialler(message.sid, c.initiator.ip());
                     }
-                    (Body::Initial(message), raw)
+                    (
+                        Body::Initial(message),
+                        if self.keep_raw { raw } else { Vec::new() },
+                    )
                 }
                 StreamItem::Frame { payload, .. } => {
-                    self.frame_record(conn, dir, time, at, payload);
+                    self.frame_record(conn, dir, time, at, &payload);
+                    self.keep_spare(payload);
                     continue;
                 }
                 StreamItem::Auth { packet, raw, .. } => {
@@ -916,10 +926,10 @@ impl State {
         dir: CapDir,
         time: Timestamp,
         at: u64,
-        payload: Vec<u8>,
+        payload: &[u8],
     ) {
         let body =
-            match Notification::decode_copying(&payload, |b| copy_into_spare(&mut self.spare, b)) {
+            match Notification::decode_copying(payload, |b| copy_into_spare(&mut self.spare, b)) {
                 Ok(n) => {
                     if let Some(raw) = &n.config
                         && let Some(cfg) = self.configs.new_config(raw)
@@ -941,7 +951,9 @@ impl State {
                 }
             };
         let mut r = self.record(conn, dir, time, Some(at), body);
-        r.record.raw = payload;
+        if self.keep_raw {
+            r.record.raw = copy_into_spare(&mut self.spare, payload);
+        }
         self.push(r);
     }
 
