@@ -57,7 +57,7 @@ mod testutil;
 
 pub use packet::{
     CaptureStats, Packet, PacketRef, Skip, TcpSegment, TcpSegmentRef, Timestamp, decode_tcp,
-    decode_tcp_ref, linktype,
+    decode_tcp_ref, linktype, with_tcp_segment,
 };
 pub use reader::{CaptureError, CaptureReader};
 pub use reassembly::{
@@ -153,23 +153,23 @@ impl TcpSegments {
 
 /// `f` of the TCP segment of `packet`, counted in `stats` (and as cut by the snap length when
 /// it is); `None`, with why counted, for a packet that is not TCP. The segment is lent to `f`
-/// where it is built (returned, its 120 bytes were moved for every packet), inlined into the
-/// readers' loops as [`decode_tcp_ref`] is.
+/// where it is built (see [`with_tcp_segment`]).
 #[inline(always)]
 fn with_counted_segment<T>(
     packet: &PacketRef<'_>,
     stats: &mut CaptureStats,
     f: impl FnOnce(&TcpSegmentRef<'_>) -> Option<T>,
 ) -> Option<T> {
-    match decode_tcp_ref(packet) {
-        Ok(seg) => {
-            stats.tcp += 1;
-            if seg.missing > 0 {
-                stats.truncated_tcp += 1;
-                stats.cut_at = stats.cut_at.max(packet.data.len() as u32);
-            }
-            f(&seg)
+    let counted = with_tcp_segment(packet, |seg| {
+        stats.tcp += 1;
+        if seg.missing > 0 {
+            stats.truncated_tcp += 1;
+            stats.cut_at = stats.cut_at.max(packet.data.len() as u32);
         }
+        f(seg)
+    });
+    match counted {
+        Ok(t) => t,
         Err(skip) => {
             stats.note(skip);
             None

@@ -274,11 +274,18 @@ pub fn decode_tcp(packet: &Packet) -> Result<TcpSegment, Skip> {
 }
 
 /// [`decode_tcp`] without copying: the segment's payload is borrowed from the packet.
-///
-/// Inlined into the readers' loops, so that the segment (over 100 bytes) is built where it is
-/// used rather than returned through memory.
-#[inline(always)]
 pub fn decode_tcp_ref<'a>(packet: &PacketRef<'a>) -> Result<TcpSegmentRef<'a>, Skip> {
+    with_tcp_segment(packet, |seg| *seg)
+}
+
+/// `f` of the packet's TCP segment (its payload borrowed from the packet), or why there is
+/// none. Inlined into the readers' loops, the segment (over 100 bytes) is built where `f` reads
+/// it: returned, wrapped in an `Option` and then a `Result`, it was moved twice for every packet.
+#[inline(always)]
+pub fn with_tcp_segment<'a, T>(
+    packet: &PacketRef<'a>,
+    f: impl FnOnce(&TcpSegmentRef<'a>) -> T,
+) -> Result<T, Skip> {
     let data = packet.data;
     let ip = match packet.linktype {
         linktype::RAW
@@ -291,18 +298,38 @@ pub fn decode_tcp_ref<'a>(packet: &PacketRef<'a>) -> Result<TcpSegmentRef<'a>, S
         linktype::LINUX_SLL2 if data.get(..2) == Some(&[0x08, 0x00]) => data.get(20..),
         _ => None,
     };
-    if let Some(segment) = ip.and_then(|ip| plain_ipv4_tcp(packet, ip)) {
-        return Ok(segment);
+    if let Some(ip) = ip
+        && let Some(tcp_len) = plain_ipv4_tcp(ip)
+    {
+        const IP: usize = 20;
+        let tcp = &ip[IP..];
+        let word = |at: usize| u32::from_be_bytes([tcp[at], tcp[at + 1], tcp[at + 2], tcp[at + 3]]);
+        let addr = |at: usize| std::net::Ipv4Addr::new(ip[at], ip[at + 1], ip[at + 2], ip[at + 3]);
+        let flags = tcp[13];
+        return Ok(f(&TcpSegmentRef {
+            time: packet.time,
+            src: SocketAddr::new(IpAddr::V4(addr(12)), u16::from_be_bytes([tcp[0], tcp[1]])),
+            dst: SocketAddr::new(IpAddr::V4(addr(16)), u16::from_be_bytes([tcp[2], tcp[3]])),
+            seq: word(4),
+            ack: (flags & 0x10 != 0).then(|| word(8)),
+            syn: flags & 0x02 != 0,
+            fin: flags & 0x01 != 0,
+            rst: flags & 0x04 != 0,
+            payload: &tcp[tcp_len..],
+            missing: 0,
+            record: packet.record,
+        }));
     }
-    decode_tcp_lax(packet)
+    decode_tcp_lax(packet).map(|seg| f(&seg))
 }
 
 /// The common case read directly: an IPv4 packet without options or fragmentation, carrying
-/// TCP, whose total length is exactly the bytes captured (nothing cut off, no padding).
-/// `None` for anything else, which etherparse's lax slicer then reads in full; for the
-/// packets this accepts, the result is the same as the slicer's (checked by
+/// TCP, whose total length is exactly the bytes captured (nothing cut off, no padding): the
+/// TCP header's length. `None` for anything else, which etherparse's lax slicer then reads in
+/// full; for the packets this accepts, the segment is the same as the slicer's (checked by
 /// `capture::tests::plain_ipv4_fast_path_agrees_with_etherparse`).
-fn plain_ipv4_tcp<'a>(packet: &PacketRef<'a>, ip: &'a [u8]) -> Option<TcpSegmentRef<'a>> {
+#[inline(always)]
+fn plain_ipv4_tcp(ip: &[u8]) -> Option<usize> {
     const IP: usize = 20;
     if ip.len() < IP + 20 || ip[0] != 0x45 || ip[9] != ip_number::TCP.0 {
         return None;
@@ -313,23 +340,7 @@ fn plain_ipv4_tcp<'a>(packet: &PacketRef<'a>, ip: &'a [u8]) -> Option<TcpSegment
     if total != ip.len() || fragment != 0 || tcp_len < 20 || IP + tcp_len > total {
         return None;
     }
-    let tcp = &ip[IP..];
-    let word = |at: usize| u32::from_be_bytes([tcp[at], tcp[at + 1], tcp[at + 2], tcp[at + 3]]);
-    let addr = |at: usize| std::net::Ipv4Addr::new(ip[at], ip[at + 1], ip[at + 2], ip[at + 3]);
-    let flags = tcp[13];
-    Some(TcpSegmentRef {
-        time: packet.time,
-        src: SocketAddr::new(IpAddr::V4(addr(12)), u16::from_be_bytes([tcp[0], tcp[1]])),
-        dst: SocketAddr::new(IpAddr::V4(addr(16)), u16::from_be_bytes([tcp[2], tcp[3]])),
-        seq: word(4),
-        ack: (flags & 0x10 != 0).then(|| word(8)),
-        syn: flags & 0x02 != 0,
-        fin: flags & 0x01 != 0,
-        rst: flags & 0x04 != 0,
-        payload: &tcp[tcp_len..],
-        missing: 0,
-        record: packet.record,
-    })
+    Some(tcp_len)
 }
 
 /// [`decode_tcp_ref`] with every packet read by etherparse's lax slicer (no fast path).
