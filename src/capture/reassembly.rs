@@ -250,27 +250,47 @@ pub struct ReassemblyStats {
     pub evicted: u64,
 }
 
-/// A connection's 4-tuple, normalised so both directions map to the same key.
+/// A connection's 4-tuple, normalised so both directions map to the same key: the lower
+/// endpoint (in the order of `SocketAddr`: address, then port) first. An IPv4 tuple, nearly
+/// every one, is two words, both addresses in one and both ports in the other: built, compared
+/// and hashed as two words, where a pair of `SocketAddr`s is 64 bytes and a match on their
+/// variants. (A `SocketAddrV6`'s flow label and scope id are not part of a TCP tuple, and a
+/// captured packet has none.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Key(SocketAddr, SocketAddr);
+enum Key {
+    V4 {
+        /// The first endpoint's address above the second's.
+        ips: u64,
+        /// The first endpoint's port above the second's.
+        ports: u32,
+    },
+    /// Two IPv6 endpoints, or one of each (from segments not read from a packet).
+    Other {
+        ips: [[u8; 16]; 2],
+        ports: [u16; 2],
+        /// Which endpoints are IPv4 addresses (bit 0 the first), kept as mapped IPv6 ones.
+        v4: u8,
+    },
+}
 
-/// Hashes the addresses and ports only, as two words: the derived impl feeds the hasher a
-/// dozen small pieces per key, and a key is hashed for every segment. Consistent with `Eq`
-/// (equal keys have equal addresses and ports).
+/// Hashes the words that tell keys apart (consistent with `Eq`): the derived impl feeds the
+/// hasher the variant and each field, and a key is hashed for every segment.
 impl std::hash::Hash for Key {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        fn word(a: &SocketAddr) -> u64 {
-            let port = u64::from(a.port());
-            match a {
-                SocketAddr::V4(v) => v4_word(*v),
-                SocketAddr::V6(v) => {
-                    let b = v.ip().to_bits();
-                    (b as u64) ^ ((b >> 64) as u64).rotate_left(29) ^ (port << 48) ^ 1
+        match self {
+            Key::V4 { ips, ports } => {
+                h.write_u64(*ips);
+                h.write_u32(*ports);
+            }
+            Key::Other { ips, ports, v4 } => {
+                for ip in ips {
+                    let b = u128::from_be_bytes(*ip);
+                    h.write_u64((b as u64) ^ ((b >> 64) as u64).rotate_left(29));
                 }
+                h.write_u32((u32::from(ports[0]) << 16) | u32::from(ports[1]));
+                h.write_u8(*v4 | 4);
             }
         }
-        h.write_u64(word(&self.0));
-        h.write_u64(word(&self.1));
     }
 }
 
@@ -281,32 +301,73 @@ fn v4_word(v: std::net::SocketAddrV4) -> u64 {
 
 impl Key {
     fn new(a: SocketAddr, b: SocketAddr) -> Key {
-        // Two IPv4 addresses (nearly every segment) compared as words: the order of
-        // `SocketAddr` (address, then port), without its matching on both variants.
-        let first = match (a, b) {
-            (SocketAddr::V4(x), SocketAddr::V4(y)) => v4_word(x) <= v4_word(y),
-            _ => a <= b,
+        if let (SocketAddr::V4(x), SocketAddr::V4(y)) = (a, b) {
+            // Two IPv4 endpoints compared as words: the order of `SocketAddr`.
+            let (first, second) = if v4_word(x) <= v4_word(y) {
+                (x, y)
+            } else {
+                (y, x)
+            };
+            return Key::V4 {
+                ips: (u64::from(first.ip().to_bits()) << 32) | u64::from(second.ip().to_bits()),
+                ports: (u32::from(first.port()) << 16) | u32::from(second.port()),
+            };
+        }
+        let (first, second) = if a <= b { (a, b) } else { (b, a) };
+        let ip = |s: SocketAddr| match s.ip() {
+            std::net::IpAddr::V4(v) => v.to_ipv6_mapped().octets(),
+            std::net::IpAddr::V6(v) => v.octets(),
         };
-        if first { Key(a, b) } else { Key(b, a) }
+        Key::Other {
+            ips: [ip(first), ip(second)],
+            ports: [first.port(), second.port()],
+            v4: u8::from(first.is_ipv4()) | (u8::from(second.is_ipv4()) << 1),
+        }
+    }
+
+    /// The lower endpoint, or the higher one.
+    fn endpoint(&self, second: bool) -> SocketAddr {
+        match *self {
+            Key::V4 { ips, ports } => {
+                let (ip, port) = if second {
+                    (ips as u32, ports as u16)
+                } else {
+                    ((ips >> 32) as u32, (ports >> 16) as u16)
+                };
+                SocketAddr::from((std::net::Ipv4Addr::from_bits(ip), port))
+            }
+            Key::Other { ips, ports, v4 } => {
+                let i = usize::from(second);
+                let ip = std::net::Ipv6Addr::from(ips[i]);
+                match ip.to_ipv4_mapped() {
+                    Some(ip4) if v4 & (1 << i) != 0 => SocketAddr::from((ip4, ports[i])),
+                    _ => SocketAddr::from((ip, ports[i])),
+                }
+            }
+        }
+    }
+
+    /// The lower endpoint.
+    fn first(&self) -> SocketAddr {
+        self.endpoint(false)
+    }
+
+    /// The higher endpoint.
+    fn second(&self) -> SocketAddr {
+        self.endpoint(true)
     }
 
     /// An IPv4 tuple in 12 bytes: both addresses in one word, both ports in the other.
     fn packed(&self) -> Option<(u64, u32)> {
-        match (self.0, self.1) {
-            (SocketAddr::V4(a), SocketAddr::V4(b)) => Some((
-                (u64::from(a.ip().to_bits()) << 32) | u64::from(b.ip().to_bits()),
-                (u32::from(a.port()) << 16) | u32::from(b.port()),
-            )),
-            _ => None,
+        match *self {
+            Key::V4 { ips, ports } => Some((ips, ports)),
+            Key::Other { .. } => None,
         }
     }
 
     /// The key [`Key::packed`] was made from.
     fn unpacked((ips, ports): (u64, u32)) -> Key {
-        let addr = |ip: u64, port: u32| {
-            SocketAddr::from((std::net::Ipv4Addr::from_bits(ip as u32), port as u16))
-        };
-        Key(addr(ips >> 32, ports >> 16), addr(ips, ports))
+        Key::V4 { ips, ports }
     }
 }
 
@@ -960,7 +1021,7 @@ impl Reassembler {
             seq: seg.seq,
             time: seg.time,
             record: seg.record,
-            from_first: seg.src == key.0,
+            from_first: seg.src == key.first(),
         };
         self.stats.evicted += self.syn_only.insert(key, first, cap);
     }
@@ -1094,15 +1155,19 @@ struct SynOnly {
 
 impl SynOnly {
     fn src(&self, key: &Key) -> SocketAddr {
-        if self.from_first { key.0 } else { key.1 }
+        if self.from_first {
+            key.first()
+        } else {
+            key.second()
+        }
     }
 
     /// The SYN as a segment again.
     fn segment(&self, key: &Key) -> TcpSegmentRef<'static> {
         let (src, dst) = if self.from_first {
-            (key.0, key.1)
+            (key.first(), key.second())
         } else {
-            (key.1, key.0)
+            (key.second(), key.first())
         };
         TcpSegmentRef {
             time: self.time,
@@ -1790,7 +1855,29 @@ mod tests {
             a in any::<[u8; 4]>(), pa in any::<u16>(), b in any::<[u8; 4]>(), pb in any::<u16>()
         ) {
             let (x, y) = (v4(a, pa), v4(b, pb));
-            prop_assert_eq!(Key::new(x, y), Key(x.min(y), x.max(y)));
+            let key = Key::new(x, y);
+            prop_assert_eq!((key.first(), key.second()), (x.min(y), x.max(y)));
+            prop_assert_eq!(Key::new(y, x), key);
+        }
+
+        /// Any two endpoints, IPv4 or IPv6 or one of each, make the same key in either order,
+        /// and give it back in the order of `SocketAddr`.
+        #[test]
+        fn keys_of_any_families_give_their_endpoints_back(
+            a in any::<(bool, [u8; 16], u16)>(), b in any::<(bool, [u8; 16], u16)>()
+        ) {
+            let addr = |(four, ip, port): (bool, [u8; 16], u16)| {
+                if four {
+                    v4([ip[0], ip[1], ip[2], ip[3]], port)
+                } else {
+                    SocketAddr::from((std::net::Ipv6Addr::from(ip), port))
+                }
+            };
+            let (x, y) = (addr(a), addr(b));
+            let key = Key::new(x, y);
+            prop_assert_eq!(Key::new(y, x), key);
+            prop_assert_eq!((key.first(), key.second()), (x.min(y), x.max(y)));
+            prop_assert_eq!(key.packed().is_some(), x.is_ipv4() && y.is_ipv4());
         }
 
         /// The two queues pop in the order entries were pushed, whatever their families.
