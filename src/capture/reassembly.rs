@@ -300,8 +300,9 @@ fn v4_word(v: std::net::SocketAddrV4) -> u64 {
 }
 
 impl Key {
-    fn new(a: SocketAddr, b: SocketAddr) -> Key {
+    fn new(a: &SocketAddr, b: &SocketAddr) -> Key {
         if let (SocketAddr::V4(x), SocketAddr::V4(y)) = (a, b) {
+            let (x, y) = (*x, *y);
             // Two IPv4 endpoints compared as words: the order of `SocketAddr`.
             let (first, second) = if v4_word(x) <= v4_word(y) {
                 (x, y)
@@ -313,7 +314,7 @@ impl Key {
                 ports: (u32::from(first.port()) << 16) | u32::from(second.port()),
             };
         }
-        let (first, second) = if a <= b { (a, b) } else { (b, a) };
+        let (first, second) = if a <= b { (*a, *b) } else { (*b, *a) };
         let ip = |s: SocketAddr| match s.ip() {
             std::net::IpAddr::V4(v) => v.to_ipv6_mapped().octets(),
             std::net::IpAddr::V6(v) => v.octets(),
@@ -844,7 +845,7 @@ impl Reassembler {
     ) {
         self.stats.segments += 1;
         self.now = self.now.max(seg.time);
-        let key = Key::new(seg.src, seg.dst);
+        let key = Key::new(&seg.src, &seg.dst);
         // Segments of one connection mostly come in runs (data, then its ACK): the slot of the
         // last one is tried first, by comparing keys, before the table is searched.
         let slot = match self.last_slot {
@@ -988,18 +989,18 @@ impl Reassembler {
         rst: &TcpSegmentRef<'_>,
         sink: &mut S,
     ) {
-        let syn = first.segment(&key);
         if self.conns.len() >= self.config.max_connections.max(1)
             && let Some(victim) = self.pop_lru()
         {
             self.stats.evicted += 1;
-            self.close(victim, CloseKind::Evicted, syn.time, sink);
+            self.close(victim, CloseKind::Evicted, first.time, sink);
         }
+        let (initiator, acceptor) = first.endpoints(&key);
         sink(StreamEvent::Opened {
             conn: first.id,
-            initiator: syn.src,
-            acceptor: syn.dst,
-            time: syn.time,
+            initiator,
+            acceptor,
+            time: first.time,
             mid_stream: false,
         });
         sink(StreamEvent::Closed {
@@ -1162,13 +1163,18 @@ impl SynOnly {
         }
     }
 
-    /// The SYN as a segment again.
-    fn segment(&self, key: &Key) -> TcpSegmentRef<'static> {
-        let (src, dst) = if self.from_first {
+    /// The SYN's source and destination.
+    fn endpoints(&self, key: &Key) -> (SocketAddr, SocketAddr) {
+        if self.from_first {
             (key.first(), key.second())
         } else {
             (key.second(), key.first())
-        };
+        }
+    }
+
+    /// The SYN as a segment again.
+    fn segment(&self, key: &Key) -> TcpSegmentRef<'static> {
+        let (src, dst) = self.endpoints(key);
         TcpSegmentRef {
             time: self.time,
             src,
@@ -1690,6 +1696,10 @@ mod tests {
         SocketAddr::from((a, port))
     }
 
+    fn key_of(a: SocketAddr, b: SocketAddr) -> Key {
+        Key::new(&a, &b)
+    }
+
     proptest! {
         /// The recently closed tuples, batched, remember exactly what a queue of the last
         /// `cap` closes would.
@@ -1705,7 +1715,7 @@ mod tests {
             // The model: every close in order, a removal forgetting the tuple's earlier ones.
             let mut model: Vec<Option<u16>> = Vec::new();
             for (op, port) in ops {
-                let key = Key::new(v4([10, 0, 0, 1], 40_000 + port), v4([10, 0, 0, 2], 3888));
+                let key = key_of(v4([10, 0, 0, 1], 40_000 + port), v4([10, 0, 0, 2], 3888));
                 match op {
                     0 => {
                         closed.insert(key, cap);
@@ -1735,12 +1745,12 @@ mod tests {
             let mut table = Generations::default();
             let mut model: std::collections::HashMap<Key, u32> = Default::default();
             let key = |n: u16| match n % 7 {
-                0 => Key::new(v4([0, 0, 0, 0], 0), v4([0, 0, 0, 0], 0)),
-                1 => Key::new(
+                0 => key_of(v4([0, 0, 0, 0], 0), v4([0, 0, 0, 0], 0)),
+                1 => key_of(
                     SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, n)),
                     SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 3888)),
                 ),
-                _ => Key::new(v4([10, 0, (n >> 8) as u8, n as u8], n), v4([10, 0, 0, 2], 3888)),
+                _ => key_of(v4([10, 0, (n >> 8) as u8, n as u8], n), v4([10, 0, 0, 2], 3888)),
             };
             for (op, n, g) in ops {
                 let k = key(n);
@@ -1782,12 +1792,12 @@ mod tests {
             // Every third port an IPv6 tuple.
             let key = |port: u16| {
                 if port.is_multiple_of(3) {
-                    Key::new(
+                    key_of(
                         SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 40_000 + port)),
                         SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 3888)),
                     )
                 } else {
-                    Key::new(v4([10, 0, 0, 1], 40_000 + port), v4([10, 0, 0, 2], 3888))
+                    key_of(v4([10, 0, 0, 1], 40_000 + port), v4([10, 0, 0, 2], 3888))
                 }
             };
             let entry = |id: u64| SynOnly {
@@ -1843,10 +1853,10 @@ mod tests {
         fn packed_ipv4_tuples_unpack_to_the_same_key(
             a in any::<[u8; 4]>(), pa in any::<u16>(), b in any::<[u8; 4]>(), pb in any::<u16>()
         ) {
-            let key = Key::new(v4(a, pa), v4(b, pb));
+            let key = key_of(v4(a, pa), v4(b, pb));
             let packed = key.packed().unwrap();
             prop_assert_eq!(Key::unpacked(packed), key);
-            prop_assert_eq!(Key::new(v4(b, pb), v4(a, pa)).packed(), Some(packed));
+            prop_assert_eq!(key_of(v4(b, pb), v4(a, pa)).packed(), Some(packed));
         }
 
         /// A key puts the lower address first, in the order of `SocketAddr`.
@@ -1855,9 +1865,9 @@ mod tests {
             a in any::<[u8; 4]>(), pa in any::<u16>(), b in any::<[u8; 4]>(), pb in any::<u16>()
         ) {
             let (x, y) = (v4(a, pa), v4(b, pb));
-            let key = Key::new(x, y);
+            let key = key_of(x, y);
             prop_assert_eq!((key.first(), key.second()), (x.min(y), x.max(y)));
-            prop_assert_eq!(Key::new(y, x), key);
+            prop_assert_eq!(key_of(y, x), key);
         }
 
         /// Any two endpoints, IPv4 or IPv6 or one of each, make the same key in either order,
@@ -1874,8 +1884,8 @@ mod tests {
                 }
             };
             let (x, y) = (addr(a), addr(b));
-            let key = Key::new(x, y);
-            prop_assert_eq!(Key::new(y, x), key);
+            let key = key_of(x, y);
+            prop_assert_eq!(key_of(y, x), key);
             prop_assert_eq!((key.first(), key.second()), (x.min(y), x.max(y)));
             prop_assert_eq!(key.packed().is_some(), x.is_ipv4() && y.is_ipv4());
         }
@@ -1890,12 +1900,12 @@ mod tests {
                 .map(|(i, &six)| {
                     let port = i as u16 + 1;
                     if six {
-                        Key::new(
+                        key_of(
                             SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port)),
                             SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 3888)),
                         )
                     } else {
-                        Key::new(v4([127, 0, 0, 1], port), v4([127, 0, 0, 2], 3888))
+                        key_of(v4([127, 0, 0, 1], port), v4([127, 0, 0, 2], 3888))
                     }
                 })
                 .collect();
@@ -1915,19 +1925,19 @@ mod tests {
     fn a_huge_cap_grows_its_table_as_it_fills() {
         let mut closed = ClosedTuples::default();
         for port in 0..100 {
-            let key = Key::new(v4([10, 0, 0, 1], 40_000 + port), v4([10, 0, 0, 2], 3888));
+            let key = key_of(v4([10, 0, 0, 1], 40_000 + port), v4([10, 0, 0, 2], 3888));
             closed.insert(key, MAX_CLOSED_CAP);
         }
         assert!(closed.current.v4.slots.len() <= 2 * (PRESIZED_CLOSES + CLOSE_BATCH));
-        let key = Key::new(v4([10, 0, 0, 1], 40_007), v4([10, 0, 0, 2], 3888));
+        let key = key_of(v4([10, 0, 0, 1], 40_007), v4([10, 0, 0, 2], 3888));
         assert!(closed.contains(&key, MAX_CLOSED_CAP));
     }
 
     #[test]
     fn tuple_map_keeps_ipv4_and_ipv6_apart() {
         let mut m = TupleMap::default();
-        let k4 = Key::new(v4([10, 0, 0, 1], 40000), v4([10, 0, 0, 2], 3888));
-        let k6 = Key::new(
+        let k4 = key_of(v4([10, 0, 0, 1], 40000), v4([10, 0, 0, 2], 3888));
+        let k6 = key_of(
             SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 40000)),
             SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 3888)),
         );
