@@ -860,6 +860,13 @@ impl Reassembler {
                     self.clock += 1;
                     conn.tick = self.clock;
                 }
+                if is_bare_ack(seg) {
+                    // A third of a capture's segments. It places nothing and ends nothing: an
+                    // open connection is one whose FINs have not all been reached, and this
+                    // moves no stream.
+                    conn.info.last_seen = seg.time;
+                    return;
+                }
                 if let Some(how) = handle(conn, seg, &self.config, &mut self.stats, sink) {
                     self.close(key, how, seg.time, sink);
                 }
@@ -1189,6 +1196,12 @@ impl SynOnly {
             record: self.record,
         }
     }
+}
+
+/// A segment with no payload (none missing either) and no SYN, FIN or RST: an acknowledgement
+/// alone, or a keepalive.
+fn is_bare_ack(seg: &TcpSegmentRef<'_>) -> bool {
+    !(seg.syn || seg.fin || seg.rst) && seg.payload.is_empty() && seg.missing == 0
 }
 
 /// A SYN without ACK, payload, FIN or RST: the first segment of a dial.
