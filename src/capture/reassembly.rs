@@ -348,12 +348,24 @@ impl Key {
         }
     }
 
+    /// Whether `a` is the lower endpoint (compared packed, rather than unpacked into an
+    /// address: a SYN-only connection asks it of every SYN).
+    fn is_first(&self, a: &SocketAddr) -> bool {
+        match (self, a) {
+            (Key::V4 { ips, ports }, SocketAddr::V4(a)) => {
+                a.ip().to_bits() == (ips >> 32) as u32 && a.port() == (ports >> 16) as u16
+            }
+            _ => self.first() == *a,
+        }
+    }
+
     /// The lower endpoint.
     fn first(&self) -> SocketAddr {
         self.endpoint(false)
     }
 
     /// The higher endpoint.
+    #[cfg(test)]
     fn second(&self) -> SocketAddr {
         self.endpoint(true)
     }
@@ -875,7 +887,7 @@ impl Reassembler {
             self.close(key, CloseKind::Reused, seg.time, sink);
         }
         if let Some((first, recent)) = self.syn_only.remove(&key) {
-            if is_bare_syn(seg) && seg.seq == first.seq && seg.src == first.src(&key) {
+            if is_bare_syn(seg) && seg.seq == first.seq && first.same_sender(&key, seg) {
                 // The SYN again (a retransmission): still nothing more.
                 self.syn_only.restore(key, first, recent);
                 return;
@@ -885,7 +897,7 @@ impl Reassembler {
             }
             if !is_bare_syn(seg) {
                 // Past its SYN: open it as the SYN would have, then take this segment.
-                let syn = first.segment(&key);
+                let syn = first.segment(&key, seg);
                 self.open_as(key, &syn, Some(first.id), sink);
                 if let Some(conn) = self.conns.get_mut(&key) {
                     let _ = handle(conn, &syn, &self.config, &mut self.stats, sink);
@@ -1002,7 +1014,7 @@ impl Reassembler {
             self.stats.evicted += 1;
             self.close(victim, CloseKind::Evicted, first.time, sink);
         }
-        let (initiator, acceptor) = first.endpoints(&key);
+        let (initiator, acceptor) = first.endpoints(&key, rst);
         sink(StreamEvent::Opened {
             conn: first.id,
             initiator,
@@ -1029,7 +1041,7 @@ impl Reassembler {
             seq: seg.seq,
             time: seg.time,
             record: seg.record,
-            from_first: seg.src == key.first(),
+            from_first: key.is_first(&seg.src),
         };
         self.stats.evicted += self.syn_only.insert(key, first, cap);
     }
@@ -1162,26 +1174,24 @@ struct SynOnly {
 }
 
 impl SynOnly {
-    fn src(&self, key: &Key) -> SocketAddr {
-        if self.from_first {
-            key.first()
+    /// Whether `seg`, a later segment of the same tuple, comes from the SYN's sender.
+    fn same_sender(&self, key: &Key, seg: &TcpSegmentRef<'_>) -> bool {
+        key.is_first(&seg.src) == self.from_first
+    }
+
+    /// The SYN's source and destination, taken from `seg`, a later segment of the same tuple
+    /// (rather than unpacked from the key, an address rebuilt byte by byte).
+    fn endpoints(&self, key: &Key, seg: &TcpSegmentRef<'_>) -> (SocketAddr, SocketAddr) {
+        if self.same_sender(key, seg) {
+            (seg.src, seg.dst)
         } else {
-            key.second()
+            (seg.dst, seg.src)
         }
     }
 
-    /// The SYN's source and destination.
-    fn endpoints(&self, key: &Key) -> (SocketAddr, SocketAddr) {
-        if self.from_first {
-            (key.first(), key.second())
-        } else {
-            (key.second(), key.first())
-        }
-    }
-
-    /// The SYN as a segment again.
-    fn segment(&self, key: &Key) -> TcpSegmentRef<'static> {
-        let (src, dst) = self.endpoints(key);
+    /// The SYN as a segment again (see [`SynOnly::endpoints`]).
+    fn segment(&self, key: &Key, seg: &TcpSegmentRef<'_>) -> TcpSegmentRef<'static> {
+        let (src, dst) = self.endpoints(key, seg);
         TcpSegmentRef {
             time: self.time,
             src,
@@ -1901,6 +1911,7 @@ mod tests {
             prop_assert_eq!(key_of(y, x), key);
             prop_assert_eq!((key.first(), key.second()), (x.min(y), x.max(y)));
             prop_assert_eq!(key.packed().is_some(), x.is_ipv4() && y.is_ipv4());
+            prop_assert_eq!((key.is_first(&x), key.is_first(&y)), (x <= y, y <= x));
         }
 
         /// The two queues pop in the order entries were pushed, whatever their families.
