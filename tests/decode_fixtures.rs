@@ -20,8 +20,8 @@ fn every_message_round_trips_byte_exactly() {
         for r in &records {
             let msg = match &r.body {
                 Body::Initial(m) => {
-                    assert_eq!(InitialMessage::decode(&r.raw).as_ref(), Ok(m));
-                    Message::Initial(m.clone())
+                    assert_eq!(InitialMessage::decode(&r.raw).as_ref(), Ok(&**m));
+                    Message::Initial(InitialMessage::clone(m))
                 }
                 Body::Notification(n) => {
                     assert_eq!(Notification::decode(&r.raw).as_ref(), Ok(n));

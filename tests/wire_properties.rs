@@ -191,7 +191,7 @@ proptest! {
             rest = &rest[k..];
         }
         prop_assert_eq!(items.len(), ns.len() + 1);
-        let first_is_initial = matches!(&items[0], StreamItem::Initial { message, .. } if *message == m);
+        let first_is_initial = matches!(&items[0], StreamItem::Initial { message, .. } if **message == m);
         prop_assert!(first_is_initial);
         for (item, n) in items[1..].iter().zip(&ns) {
             match item {

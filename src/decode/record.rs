@@ -33,7 +33,8 @@ pub struct Record {
 /// The content of a [`Record`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Body {
-    Initial(InitialMessage),
+    /// Shared with the other records of the same message (see [`crate::wire::InitialCache`]).
+    Initial(std::sync::Arc<InitialMessage>),
     Notification(Notification),
     /// A packet on the quorum (Zab) port.
     Quorum(QuorumMessage),

@@ -465,7 +465,9 @@ pub(crate) async fn read_initial(
         total += n;
         let mut s = &buf[..n];
         match dec.decode(&mut s).map_err(Handshake::Bad)? {
-            Some(StreamItem::Initial { message, .. }) => return Ok((message, dec, s.to_vec())),
+            Some(StreamItem::Initial { message, .. }) => {
+                return Ok((std::sync::Arc::unwrap_or_clone(message), dec, s.to_vec()));
+            }
             Some(StreamItem::Frame { .. } | StreamItem::Auth { .. }) => {
                 unreachable!("frames and auth packets come after the initial message")
             }

@@ -942,8 +942,8 @@ mod tests {
             }),
             Body::Notification(cur.clone()),
             Body::Notification(cur),
-            Body::Initial(InitialMessage::legacy(3)),
-            Body::Initial(InitialMessage::legacy(-3)),
+            Body::Initial(InitialMessage::legacy(3).into()),
+            Body::Initial(InitialMessage::legacy(-3).into()),
             Body::Problem(crate::decode::Problem {
                 severity: Severity::Warning,
                 kind: ProblemKind::Resynced { skipped: 3 },
@@ -980,7 +980,7 @@ mod tests {
             b.extend_from_slice(&(text.len() as i32).to_be_bytes());
             b.extend_from_slice(text.as_bytes());
             if let Ok(m) = InitialMessage::decode(&b) {
-                bodies.push(Body::Initial(m));
+                bodies.push(Body::Initial(m.into()));
             }
         }
         let mut w = JsonWriter::new();

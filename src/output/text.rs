@@ -218,11 +218,14 @@ mod tests {
     #[test]
     fn a_peers_address_cannot_break_the_line_or_drive_the_terminal() {
         let mut r = closed(Some("10.0.0.1:40000"), Some("10.0.0.2:3888"), Some(2));
-        r.body = Body::Initial(crate::wire::InitialMessage::with_address_text(
-            crate::wire::ProtocolVersion::V2,
-            2,
-            "evil\n2026-12-01 fake line\u{1b}[2J:3888",
-        ));
+        r.body = Body::Initial(
+            crate::wire::InitialMessage::with_address_text(
+                crate::wire::ProtocolVersion::V2,
+                2,
+                "evil\n2026-12-01 fake line\u{1b}[2J:3888",
+            )
+            .into(),
+        );
         let mut line = Vec::new();
         TextWriter::default().record(&mut line, &r, "T");
         let line = String::from_utf8(line).unwrap();

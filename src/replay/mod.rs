@@ -154,7 +154,9 @@ impl RecordingBuilder {
                 if from == sid {
                     self.own_initials.push(at_ms);
                 } else {
-                    self.peer_initials.entry(from).or_insert_with(|| m.clone());
+                    self.peer_initials
+                        .entry(from)
+                        .or_insert_with(|| InitialMessage::clone(m));
                 }
             }
             (Body::Notification(n), Some(from), Some(to))

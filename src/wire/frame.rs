@@ -6,6 +6,8 @@
 //! current item needs, so it never buffers more than one item (at most 4 + 512 KiB).
 
 use super::error::{ErrorKind, WireError};
+use std::sync::Arc;
+
 use super::initial::{InitialCache, InitialMessage, Probe};
 use super::quorum_auth::{QuorumAuthPacket, auth_packet_len, may_open_auth_packet};
 
@@ -73,7 +75,8 @@ pub enum StreamItem {
     /// The initial message, its exact bytes, and the stream offset where it started.
     Initial {
         offset: u64,
-        message: InitialMessage,
+        /// Shared: an ensemble's members send the same message on every connection they dial.
+        message: Arc<InitialMessage>,
         raw: Vec<u8>,
     },
     /// A frame's payload (decode it with `Notification::decode`), and the stream offset of its

@@ -7,6 +7,8 @@
 //! | V1, -65536 | `i64 -65536, i64 sid, i32 len, len bytes "host:port"` |
 //! | V2, -65535 | as V1, addresses joined by `\|` |
 
+use std::sync::Arc;
+
 use super::addr::{ElectionAddress, java_split};
 use super::cursor::Cursor;
 use super::error::{ErrorKind, WireError};
@@ -80,12 +82,12 @@ pub enum Probe {
 
 /// The initial messages decoded last, by their bytes. Each member sends the same initial
 /// message on every connection it dials, so a capture of an ensemble that keeps reconnecting
-/// holds a few messages many times: a copy of the decoded message is cheaper than decoding
-/// its addresses again. Bounded: [`INITIAL_CACHE_ENTRIES`] messages of at most
+/// holds a few messages many times: the decoded message is shared (an `Arc`), not decoded, nor
+/// copied with its strings, again. Bounded: [`INITIAL_CACHE_ENTRIES`] messages of at most
 /// [`INITIAL_CACHE_BYTES`] bytes.
 #[derive(Debug, Default)]
 pub struct InitialCache {
-    entries: Vec<(Vec<u8>, InitialMessage)>,
+    entries: Vec<(Vec<u8>, Arc<InitialMessage>)>,
     /// The entry replaced next once the cache is full.
     next: usize,
 }
@@ -97,13 +99,13 @@ pub const INITIAL_CACHE_BYTES: usize = 512;
 
 impl InitialCache {
     /// [`InitialMessage::decode`], from the cache when these bytes were decoded before.
-    pub fn decode(&mut self, raw: &[u8]) -> Result<InitialMessage, WireError> {
+    pub fn decode(&mut self, raw: &[u8]) -> Result<Arc<InitialMessage>, WireError> {
         if let Some((_, message)) = self.entries.iter().find(|(r, _)| r == raw) {
-            return Ok(message.clone());
+            return Ok(Arc::clone(message));
         }
-        let message = InitialMessage::decode(raw)?;
+        let message = Arc::new(InitialMessage::decode(raw)?);
         if raw.len() <= INITIAL_CACHE_BYTES {
-            let entry = (raw.to_vec(), message.clone());
+            let entry = (raw.to_vec(), Arc::clone(&message));
             if self.entries.len() < INITIAL_CACHE_ENTRIES {
                 self.entries.push(entry);
             } else {
@@ -342,7 +344,11 @@ mod tests {
         inputs.push(v(-65535, 1, "x".repeat(INITIAL_CACHE_BYTES + 1).as_bytes()));
         inputs.push(5i64.to_be_bytes().to_vec());
         for raw in inputs.iter().chain(inputs.iter().rev()) {
-            assert_eq!(cache.decode(raw), InitialMessage::decode(raw), "{raw:02x?}");
+            assert_eq!(
+                cache.decode(raw).map(Arc::unwrap_or_clone),
+                InitialMessage::decode(raw),
+                "{raw:02x?}"
+            );
             assert!(cache.entries.len() <= INITIAL_CACHE_ENTRIES);
             assert!(
                 cache

@@ -185,7 +185,7 @@ fn check_round_trip(item: StreamItem) -> Received {
                 Ok(raw.as_slice()),
                 "Java's initial message re-encodes byte for byte"
             );
-            Received::Initial(message, raw)
+            Received::Initial(std::sync::Arc::unwrap_or_clone(message), raw)
         }
         StreamItem::Frame { payload, .. } => {
             let n = Notification::decode(&payload)
