@@ -298,7 +298,7 @@ pub fn with_tcp_segment<'a, T>(
         linktype::LINUX_SLL2 if data.get(..2) == Some(&[0x08, 0x00]) => data.get(20..),
         _ => None,
     };
-    if let Some(ip) = ip
+    let seg = if let Some(ip) = ip
         && let Some(tcp_len) = plain_ipv4_tcp(ip)
     {
         const IP: usize = 20;
@@ -306,7 +306,7 @@ pub fn with_tcp_segment<'a, T>(
         let word = |at: usize| u32::from_be_bytes([tcp[at], tcp[at + 1], tcp[at + 2], tcp[at + 3]]);
         let addr = |at: usize| std::net::Ipv4Addr::new(ip[at], ip[at + 1], ip[at + 2], ip[at + 3]);
         let flags = tcp[13];
-        return Ok(f(&TcpSegmentRef {
+        TcpSegmentRef {
             time: packet.time,
             src: SocketAddr::new(IpAddr::V4(addr(12)), u16::from_be_bytes([tcp[0], tcp[1]])),
             dst: SocketAddr::new(IpAddr::V4(addr(16)), u16::from_be_bytes([tcp[2], tcp[3]])),
@@ -318,9 +318,12 @@ pub fn with_tcp_segment<'a, T>(
             payload: &tcp[tcp_len..],
             missing: 0,
             record: packet.record,
-        }));
-    }
-    decode_tcp_lax(packet).map(|seg| f(&seg))
+        }
+    } else {
+        decode_tcp_lax(packet)?
+    };
+    // One call of `f`, so that it is inlined here however big it is.
+    Ok(f(&seg))
 }
 
 /// The common case read directly: an IPv4 packet without options or fragmentation, carrying
