@@ -391,14 +391,15 @@ struct Input {
 }
 
 impl Input {
-    /// The head segment, its payload lent from the map or from its copy.
-    fn head_ref(&self) -> Option<TcpSegmentRef<'_>> {
+    /// `f` of the head segment, its payload lent from the map or from its copy (lent where it
+    /// is made: returned, the segment was moved twice for every segment of every file).
+    fn with_head<R>(&self, f: impl FnOnce(&TcpSegmentRef<'_>) -> R) -> Option<R> {
         let head = self.head.as_ref().filter(|_| self.live)?;
         let mut seg = head.seg.as_ref();
         if let (Some((start, end)), Some(map)) = (head.in_map, self.segments.mapped_bytes()) {
             seg.payload = map.get(start..end)?;
         }
-        Some(seg)
+        Some(f(&seg))
     }
 
     /// The corrected time of the head segment, if there is one.
@@ -685,16 +686,19 @@ impl MergedSegments {
         };
         self.expire(at);
         let input = &self.inputs[i];
-        let seg = input.head_ref()?;
-        let fp = fingerprint(&seg);
-        // Pure ACKs are neither compared nor counted; coverage comes from the others.
-        let conn = if fp.is_some() {
-            connection_hash(seg.src, seg.dst)
-        } else {
-            0
-        };
-        // The addresses are copied out only when the coverage table needs them.
-        let note = (fp.is_some() && input.noted != conn).then_some((seg.src, seg.dst));
+        let (fp, conn, note, reverse, bytes) = input.with_head(|seg| {
+            let fp = fingerprint(seg);
+            // Pure ACKs are neither compared nor counted; coverage comes from the others.
+            let conn = if fp.is_some() {
+                connection_hash(seg.src, seg.dst)
+            } else {
+                0
+            };
+            // The addresses are copied out only when the coverage table needs them.
+            let note = (fp.is_some() && input.noted != conn).then_some((seg.src, seg.dst));
+            let bytes = seg.payload.len() as u64 + u64::from(seg.missing);
+            (fp, conn, note, seg.src > seg.dst, bytes)
+        })?;
         let keep = match fp {
             None => true,
             Some(fp) => match self.seen.get_mut(&fp) {
@@ -734,8 +738,8 @@ impl MergedSegments {
                             kept: 1,
                             others: [(0, 0); 3],
                             conn,
-                            reverse: seg.src > seg.dst,
-                            bytes: seg.payload.len() as u64 + u64::from(seg.missing),
+                            reverse,
+                            bytes,
                         },
                     );
                     self.expiry.push_back((at, fp));
@@ -777,7 +781,7 @@ impl SegmentSource for MergedSegments {
             let input = &mut self.inputs[i];
             // A copy dropped as a duplicate is skipped; a kept segment ends the loop unless
             // `f` wants more.
-            let more = !keep || input.head_ref().is_some_and(|seg| f(&seg));
+            let more = !keep || input.with_head(&mut f).unwrap_or(false);
             input.advance();
             if let Some(at) = input.head_at() {
                 let head = (at, i);
