@@ -102,7 +102,8 @@ impl Default for DecodeOptions {
 ///
 /// The segments come from a [`SegmentSource`]: a capture file ([`Decoder::from_capture`])
 /// lends each segment's payload from its read buffer, and reassembly lends in-order bytes on
-/// to the stream decoders, so a payload is copied once, into the record that holds it.
+/// to the stream decoders, so a payload is copied at most once, into the record that holds it
+/// (without [`DecodeOptions::keep_raw`], only what a record needs of it: a config's text).
 pub struct Decoder<S> {
     segments: S,
     reassembler: Reassembler,

@@ -24,7 +24,8 @@ pub struct Record {
     pub to_sid: Option<i64>,
     /// Offset in the sender's byte stream of this connection (in the file, for file problems).
     pub offset: Option<u64>,
-    /// The message's exact bytes (a notification's frame payload); empty for problems.
+    /// The message's exact bytes (a notification's frame payload); empty for problems, and
+    /// when the decoder was asked not to keep them ([`crate::decode::DecodeOptions::keep_raw`]).
     pub raw: Vec<u8>,
     /// What it is.
     pub body: Body,
