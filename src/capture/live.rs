@@ -2,7 +2,7 @@
 //! `capture::libpcap`).
 //!
 //! [`LiveSegments`] is a [`SegmentSource`] like a capture file: packets go through the same
-//! [`decode_tcp_ref`], so a live capture decodes exactly as the file `tcpdump -w` would have
+//! [`super::with_tcp_segment`], counted alike, so a live capture decodes exactly as the file `tcpdump -w` would have
 //! written. It polls with a short timeout so that a stop request (Ctrl-C) is seen even when
 //! the wire is quiet.
 
@@ -10,8 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::libpcap::{Capture, ERROR_PERM_DENIED, Read};
-use super::packet::decode_tcp_ref;
-use super::{CaptureError, CaptureStats, PacketRef, SegmentSource, TcpSegmentRef, Timestamp};
+use super::{
+    CaptureError, CaptureStats, PacketRef, SegmentSource, TcpSegmentRef, Timestamp,
+    with_counted_segment,
+};
 
 /// How long one poll of libpcap waits for a packet, milliseconds.
 const POLL_MS: i32 = 100;
@@ -142,17 +144,12 @@ impl SegmentSource for LiveSegments {
                 data: packet.data,
                 orig_len: packet.header.len,
             };
-            match decode_tcp_ref(&pref) {
-                Ok(seg) => {
-                    self.stats.tcp += 1;
-                    if seg.missing > 0 {
-                        self.stats.truncated_tcp += 1;
-                        self.stats.cut_at = self.stats.cut_at.max(pref.data.len() as u32);
-                    }
-                    f(&seg);
-                    return Some(Ok(()));
-                }
-                Err(skip) => self.stats.note(skip),
+            let counted = with_counted_segment(&pref, &mut self.stats, |seg| {
+                f(seg);
+                Some(())
+            });
+            if counted.is_some() {
+                return Some(Ok(()));
             }
         }
     }

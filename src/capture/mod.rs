@@ -155,7 +155,7 @@ impl TcpSegments {
 /// it is); `None`, with why counted, for a packet that is not TCP. The segment is lent to `f`
 /// where it is built (see [`with_tcp_segment`]).
 #[inline(always)]
-fn with_counted_segment<T>(
+pub(crate) fn with_counted_segment<T>(
     packet: &PacketRef<'_>,
     stats: &mut CaptureStats,
     f: impl FnOnce(&TcpSegmentRef<'_>) -> Option<T>,

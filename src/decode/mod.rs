@@ -22,6 +22,7 @@ pub mod live;
 mod record;
 pub mod summary;
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use crate::capture::reassembly::ConnTable;
@@ -826,7 +827,7 @@ impl State {
             while let Some((_, c)) = self.conns.get_index_mut(slot)
                 && let Some((at, payload)) = c.dirs[index(dir)].decoder.whole_frame(&mut bytes)
             {
-                self.frame_record(conn, dir, time, at, payload);
+                self.frame_record(conn, dir, time, at, Cow::Borrowed(payload));
             }
             // Then the next frame's length, which comes alone as often as its payload does.
             if bytes.is_empty()
@@ -872,8 +873,7 @@ impl State {
                     )
                 }
                 StreamItem::Frame { payload, .. } => {
-                    self.frame_record(conn, dir, time, at, &payload);
-                    self.keep_spare(payload);
+                    self.frame_record(conn, dir, time, at, Cow::Owned(payload));
                     continue;
                 }
                 StreamItem::Auth { packet, raw, .. } => {
@@ -920,17 +920,18 @@ impl State {
         }
     }
 
-    /// Records the notification framed at stream offset `at` (or why it is malformed).
+    /// Records the notification framed at stream offset `at` (or why it is malformed). An owned
+    /// payload becomes the record's bytes as it is; a lent one is copied, if they are kept.
     fn frame_record(
         &mut self,
         conn: ConnId,
         dir: CapDir,
         time: Timestamp,
         at: u64,
-        payload: &[u8],
+        payload: Cow<'_, [u8]>,
     ) {
         let body =
-            match Notification::decode_copying(payload, |b| copy_into_spare(&mut self.spare, b)) {
+            match Notification::decode_copying(&payload, |b| copy_into_spare(&mut self.spare, b)) {
                 Ok(n) => {
                     if let Some(raw) = &n.config
                         && let Some(cfg) = self.configs.new_config(raw)
@@ -953,7 +954,10 @@ impl State {
             };
         let mut r = self.record(conn, dir, time, Some(at), body);
         if self.keep_raw {
-            r.record.raw = copy_into_spare(&mut self.spare, payload);
+            r.record.raw = match payload {
+                Cow::Owned(owned) => owned,
+                Cow::Borrowed(lent) => copy_into_spare(&mut self.spare, lent),
+            };
         }
         self.push(r);
     }
