@@ -513,3 +513,31 @@ fn a_config_without_servers_is_refused() {
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+#[test]
+fn text_times_are_the_captures_own_microseconds() {
+    // A float of seconds since the epoch holds no exact microseconds: truncating one printed
+    // about half of all times a microsecond early. The JSON's time is written from the
+    // capture's own microseconds, so each text line's fraction must be its record's.
+    for name in ["basic3", "staggered5", "v3.9.5-basic3", "pcapng"] {
+        let capture = std::fs::read_dir(fixture(name))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "pcap" || e == "pcapng"))
+            .unwrap();
+        let capture = capture.to_str().unwrap();
+        let timeline = text(&zkfle(&["decode", capture], b"").stdout);
+        let jsonl = text(&zkfle(&["decode", "--format", "jsonl", "--closes", capture], b"").stdout);
+        let text_fractions: Vec<&str> = timeline.lines().map(|l| &l[20..26]).collect();
+        let json_fractions: Vec<String> = jsonl
+            .lines()
+            .map(|l| {
+                let time = l.split("\"time\":").nth(1).unwrap();
+                let time = &time[..time.find(',').unwrap()];
+                let fraction = time.split_once('.').map_or("", |(_, f)| f);
+                format!("{fraction:0<6}")
+            })
+            .collect();
+        assert_eq!(text_fractions, json_fractions, "{name}");
+    }
+}

@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use clap::{Args, ValueEnum};
 
 use super::CliError;
-use super::decode_time::{When, format_wall, parse_when};
+use super::decode_time::{When, elapsed_text, format_wall, parse_when};
 use crate::capture::merge::{ClockOffset, Loss, MergedSegments};
-use crate::capture::{self, CaptureStats, SegmentSource};
+use crate::capture::{self, CaptureStats, SegmentSource, Timestamp};
 use crate::decode::live::LiveDecisions;
 use crate::decode::summary::Summarizer;
 use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity};
@@ -437,8 +437,11 @@ struct Output {
     filter: RecordFilter,
     summarizer: Summarizer,
     live: LiveDecisions,
+    /// The first record's time, as seconds (for filters and the summary) and exactly.
     t0: Option<f64>,
-    previous: Option<f64>,
+    first: Option<Timestamp>,
+    /// The time of the previous record printed.
+    previous: Option<Timestamp>,
     lines: JsonWriter,
     texts: TextWriter,
     /// The line's time, as text.
@@ -486,6 +489,7 @@ impl Output {
             summarizer,
             live: LiveDecisions::default(),
             t0: None,
+            first: None,
             previous: None,
             lines: JsonWriter::new(),
             texts: TextWriter::default(),
@@ -509,11 +513,6 @@ impl Output {
             verbose: args.verbose,
             ports: args.ports.clone(),
         }
-    }
-
-    fn wall(&self, t: f64) -> String {
-        let secs = t.floor();
-        format_wall(secs as i64, ((t - secs) * 1e9) as u32, self.local)
     }
 
     fn print_clocks(&mut self) -> Result<(), CliError> {
@@ -543,6 +542,7 @@ impl Output {
     fn record(&mut self, record: &Record) -> Result<(), CliError> {
         let time = record.time.as_secs_f64();
         let start = *self.t0.get_or_insert(time);
+        let first = *self.first.get_or_insert(record.time);
         match &record.body {
             Body::Problem(p) => {
                 if self.first_problem.is_none() {
@@ -575,7 +575,7 @@ impl Output {
                     match self.format {
                         Format::Jsonl => writeln!(self.out, "{}", d.to_json(time)),
                         _ => {
-                            let stamp = self.stamp(time, start);
+                            let stamp = self.stamp(record.time, first);
                             writeln!(self.out, "{}", d.to_text(&stamp))
                         }
                     }
@@ -590,7 +590,7 @@ impl Output {
             Format::Jsonl => self.lines.record(&mut self.line, record),
             Format::Text => {
                 let mut stamp = std::mem::take(&mut self.stamp);
-                self.stamp_into(&mut stamp, time, start);
+                self.stamp_into(&mut stamp, record.time, first);
                 self.texts.record(&mut self.line, record, &stamp);
                 self.stamp = stamp;
             }
@@ -602,31 +602,29 @@ impl Output {
             self.out.write_all(&self.line).map_err(broken_pipe_or)?;
             self.line.clear();
         }
-        self.previous = Some(time);
+        self.previous = Some(record.time);
         if self.streaming {
             self.out.flush().map_err(broken_pipe_or)?;
         }
         Ok(())
     }
 
-    fn stamp(&mut self, time: f64, start: f64) -> String {
+    fn stamp(&mut self, time: Timestamp, start: Timestamp) -> String {
         let mut stamp = String::new();
         self.stamp_into(&mut stamp, time, start);
         stamp
     }
 
-    /// The time of a line, as `--time` asks, in `stamp` (emptied first).
-    fn stamp_into(&mut self, stamp: &mut String, time: f64, start: f64) {
-        use std::fmt::Write as _;
+    /// The time of a line, as `--time` asks, in `stamp` (emptied first). From the capture's
+    /// own seconds and nanoseconds: a float of seconds since the epoch holds no exact
+    /// microseconds.
+    fn stamp_into(&mut self, stamp: &mut String, time: Timestamp, start: Timestamp) {
         stamp.clear();
-        // Writing to a String cannot fail.
-        let _ = match self.time {
+        match self.time {
             TimeMode::Absolute => {
-                // As `wall`, with the text up to the seconds kept from the last line: lines
-                // come many to a second.
-                let secs = time.floor();
-                let micros = ((time - secs) * 1e9) as u32 / 1000;
-                let secs = secs as i64;
+                // As `format_wall`, with the text up to the seconds kept from the last line:
+                // lines come many to a second.
+                let secs = time.secs;
                 if self.wall_second.as_ref().is_none_or(|(s, _)| *s != secs) {
                     let text = format_wall(secs, 0, self.local);
                     let seconds = text.rsplit_once(',').map_or(&text[..], |(s, _)| s);
@@ -636,17 +634,16 @@ impl Output {
                 stamp.push_str(seconds);
                 stamp.push(',');
                 let mut digits = itoa::Buffer::new();
-                let digits = digits.format(micros);
+                let digits = digits.format(time.nanos / 1000);
                 stamp.extend(std::iter::repeat_n(
                     '0',
                     6usize.saturating_sub(digits.len()),
                 ));
                 stamp.push_str(digits);
-                Ok(())
             }
-            TimeMode::Relative => write!(stamp, "{:>+12.6}", time - start),
-            TimeMode::Delta => write!(stamp, "{:>+12.6}", time - self.previous.unwrap_or(start)),
-        };
+            TimeMode::Relative => elapsed_text(stamp, start, time),
+            TimeMode::Delta => elapsed_text(stamp, self.previous.unwrap_or(start), time),
+        }
     }
 
     fn finish(
@@ -700,11 +697,11 @@ impl Output {
                     let t0 = self.t0.unwrap_or(0.0);
                     // The anchor of the relative times goes last: the summary's first lines
                     // are what an operator reads first.
-                    let tail = match self.t0 {
+                    let tail = match self.first {
                         None => "no election traffic in the capture\n".to_string(),
-                        Some(t0) => format!(
+                        Some(first) => format!(
                             "(times relative to {} {})\n",
-                            self.wall(t0),
+                            format_wall(first.secs, first.nanos, self.local),
                             if self.local { "local time" } else { "UTC" }
                         ),
                     };

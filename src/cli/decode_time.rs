@@ -5,6 +5,8 @@
 //! formulas (days ↔ year/month/day) and, for `--local`, the C library's own `localtime_r`,
 //! which reads the same TZ setting the servers' JVMs do.
 
+use crate::capture::Timestamp;
+
 /// How far local time is ahead of UTC at `secs` since the epoch (the C library's view).
 pub fn local_offset_secs(secs: i64) -> i64 {
     let t: libc::time_t = secs as libc::time_t;
@@ -64,6 +66,22 @@ pub fn format_wall(secs: i64, nanos: u32, local: bool) -> String {
         sod % 60,
         nanos / 1000
     )
+}
+
+/// `to - from` in seconds as `{:>+12.6}` prints a float (`   +0.102000`), from the exact
+/// times, rounded to the microsecond (halves away from zero).
+pub fn elapsed_text(out: &mut String, from: Timestamp, to: Timestamp) {
+    use std::fmt::Write as _;
+    let nanos = (i128::from(to.secs) - i128::from(from.secs)) * 1_000_000_000
+        + (i128::from(to.nanos) - i128::from(from.nanos));
+    let micros = (nanos.unsigned_abs() + 500) / 1000;
+    let (secs, fraction) = (micros / 1_000_000, micros % 1_000_000);
+    // Sign, seconds, point and six digits, right-aligned in twelve columns.
+    let width = 8 + secs.checked_ilog10().unwrap_or(0) as usize + 1;
+    out.extend(std::iter::repeat_n(' ', 12usize.saturating_sub(width)));
+    let sign = if nanos < 0 { '-' } else { '+' };
+    // Writing to a String cannot fail.
+    let _ = write!(out, "{sign}{secs}.{fraction:06}");
 }
 
 /// Parses a `--since`/`--until` value: seconds since the epoch (`1764437396.291`), a date and
@@ -162,6 +180,34 @@ mod tests {
             format_wall(secs, 291_123_456, false),
             "2026-11-29 17:29:56,291123"
         );
+    }
+
+    #[test]
+    fn elapsed_times_are_exact_to_the_microsecond() {
+        let at = |secs, nanos| Timestamp { secs, nanos };
+        let text = |from, to| {
+            let mut out = String::new();
+            elapsed_text(&mut out, from, to);
+            out
+        };
+        // 1700000000.102 has no exact float: its difference as floats prints 0.101999.
+        let start = at(1_700_000_000, 0);
+        assert_eq!(text(start, at(1_700_000_000, 102_000_000)), "   +0.102000");
+        assert_eq!(text(start, at(1_700_000_000, 999_999_000)), "   +0.999999");
+        assert_eq!(text(at(1_700_000_001, 7_000), start), "   -1.000007");
+        assert_eq!(text(start, start), "   +0.000000");
+        assert_eq!(text(start, at(1_700_000_000, 1_499)), "   +0.000001");
+        assert_eq!(text(start, at(1_700_000_000, 1_500)), "   +0.000002");
+        assert_eq!(text(start, at(1_700_012_345, 0)), "+12345.000000");
+        // Every microsecond of a second, against the float's own text where the float is
+        // exact (seconds that are a power of two apart, fractions of 2^-6).
+        for k in 0..64u32 {
+            let nanos = k * 15_625_000;
+            assert_eq!(
+                text(at(0, 0), at(1, nanos)),
+                format!("{:>+12.6}", 1.0 + f64::from(nanos) * 1e-9)
+            );
+        }
     }
 
     #[test]

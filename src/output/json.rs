@@ -827,6 +827,31 @@ mod tests {
         }
 
         #[test]
+        fn every_integer_is_written_as_display_does(
+            wide in proptest::prelude::any::<i64>(),
+            digits in 0u32..20,
+            unsigned in proptest::prelude::any::<u64>(),
+            narrow in proptest::prelude::any::<i32>(),
+        ) {
+            // Every length of text, both signs, and the extremes.
+            let short = wide.signum() * (wide.unsigned_abs() % 10u64.pow(digits)) as i64;
+            for v in [wide, short, i64::MIN, i64::MAX, 0, -1, 9, 10, -10, 99, 100] {
+                let mut out = b"x".to_vec();
+                json_int(&mut out, v);
+                proptest::prop_assert_eq!(out, format!("x{v}").into_bytes());
+            }
+            for v in [unsigned, unsigned >> (3 * digits), u64::MAX] {
+                let mut out = Vec::new();
+                json_int(&mut out, v);
+                proptest::prop_assert_eq!(out, v.to_string().into_bytes());
+            }
+            let mut out = Vec::new();
+            json_int(&mut out, narrow);
+            json_int(&mut out, i32::MIN);
+            proptest::prop_assert_eq!(out, format!("{narrow}{}", i32::MIN).into_bytes());
+        }
+
+        #[test]
         fn every_time_is_written_as_serde_json_writes_its_float(
             secs in proptest::prop_oneof![0i64..1 << 33, (1i64 << 30) - 2..(1 << 30) + 2, (1i64 << 31) - 2..(1 << 31) + 2, (1i64 << 32) - 2..(1 << 32) + 2, proptest::prelude::any::<i64>()],
             micros in proptest::prop_oneof![0u32..1_000_000, 0u32..10, 999_990u32..1_000_000, proptest::strategy::Strategy::prop_map(0u32..10_000, |m| m * 100)],
