@@ -168,13 +168,17 @@ impl CaptureReader {
         mut input: Box<dyn Read + Send>,
         depth: u8,
     ) -> Result<CaptureReader, CaptureError> {
-        let mut magic = Vec::with_capacity(8);
-        read_up_to(&mut input, &mut magic, 8)
+        // Twelve bytes: a pcapng's byte-order magic too, which says how to read the length of
+        // its section header block.
+        let mut first = Vec::with_capacity(12);
+        read_up_to(&mut input, &mut first, 12)
             .map_err(|source| CaptureError::Read { offset: 0, source })?;
-        if magic.is_empty() {
+        if first.is_empty() {
             return Err(CaptureError::Empty);
         }
-        let head = io::Cursor::new(magic.clone()).chain(input);
+        let magic = first[..first.len().min(8)].to_vec();
+        let header_bytes = header_bytes(&first);
+        let head = io::Cursor::new(first).chain(input);
         // One level of compression only: a gzip inside a gzip is not a capture habit, and the
         // bound keeps a crafted file from nesting decoders.
         if depth == 0 {
@@ -196,7 +200,8 @@ impl CaptureReader {
         let io_error = Arc::new(Mutex::new(None));
         let src = Greedy {
             inner: head,
-            greedy_left: INITIAL_BUFFER,
+            greedy_left: header_bytes,
+            pending: None,
             error: Arc::clone(&io_error),
         };
         let built = match &magic[..magic.len().min(4)] {
@@ -651,22 +656,58 @@ fn read_up_to<R: Read>(input: &mut R, buf: &mut Vec<u8>, want: usize) -> io::Res
     Ok(())
 }
 
+/// How many bytes pcap-parser needs from its first read (see [`Greedy`]): a legacy pcap's
+/// file header, or a pcapng's section header block, whose length is read in the byte order of
+/// its byte-order magic. At most [`INITIAL_BUFFER`], the first read's buffer.
+fn header_bytes(first: &[u8]) -> usize {
+    const PCAP_HEADER: usize = 24;
+    let shb = match first {
+        [0x0a, 0x0d, 0x0d, 0x0a, l @ .., 0x4d, 0x3c, 0x2b, 0x1a] => {
+            u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize
+        }
+        [0x0a, 0x0d, 0x0d, 0x0a, l @ .., 0x1a, 0x2b, 0x3c, 0x4d] => {
+            u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize
+        }
+        // Not a pcapng header pcap-parser can read: its error comes from what there is.
+        [0x0a, 0x0d, 0x0d, 0x0a, ..] => first.len(),
+        _ => PCAP_HEADER,
+    };
+    shb.clamp(first.len(), INITIAL_BUFFER)
+}
+
 /// Read adapter between the input and pcap-parser.
 ///
 /// pcap-parser parses the file header (for pcapng a whole section header block, options
 /// included) from the result of a *single* `read`, so a pipe returning a few bytes at a time
-/// would fail. The first [`INITIAL_BUFFER`] bytes are therefore read greedily (until the
-/// caller's buffer is full or the input ends); after that, reads pass straight through so that
-/// a live pipe (`tcpdump -w - | zkfle ... -`) is not held back. pcap-parser also reduces I/O
-/// errors to a bare `ReadError`; the real error is kept here for [`CaptureError::Read`].
+/// would fail. The header's bytes are therefore read greedily (until they are all there or the
+/// input ends); after that, reads pass straight through, so that a live pipe
+/// (`tcpdump -w - | zkfle ... -`) is not held back: a record is decoded as soon as its bytes
+/// arrive. pcap-parser also reduces I/O errors to a bare `ReadError`; the real error is kept
+/// here for [`CaptureError::Read`].
 struct Greedy<R> {
     inner: R,
     greedy_left: usize,
+    /// An error met after some bytes were read: those bytes are handed over first, and the
+    /// error on the next read (a decompressor reports a bad checksum once, after the data).
+    pending: Option<io::Error>,
     error: Arc<Mutex<Option<io::Error>>>,
+}
+
+impl<R: Read> Greedy<R> {
+    fn fail(&mut self, e: io::Error) -> io::Error {
+        let kind = e.kind();
+        if let Ok(mut slot) = self.error.lock() {
+            *slot = Some(e);
+        }
+        io::Error::from(kind)
+    }
 }
 
 impl<R: Read> Read for Greedy<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(e) = self.pending.take() {
+            return Err(self.fail(e));
+        }
         let mut filled = 0;
         loop {
             match self.inner.read(&mut buf[filled..]) {
@@ -679,17 +720,11 @@ impl<R: Read> Read for Greedy<R> {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    if filled > 0 {
-                        // Deliver what we have; the error will recur on the next read.
-                        return Ok(filled);
-                    }
-                    let kind = e.kind();
-                    if let Ok(mut slot) = self.error.lock() {
-                        *slot = Some(e);
-                    }
-                    return Err(io::Error::from(kind));
+                Err(e) if filled > 0 => {
+                    self.pending = Some(e);
+                    return Ok(filled);
                 }
+                Err(e) => return Err(self.fail(e)),
             }
         }
     }

@@ -245,6 +245,117 @@ fn short_reads_are_fine() {
     }
 }
 
+/// A pipe that has delivered only `open` bytes so far: reading more fails the test, the way a
+/// live `tcpdump -w -` would block until its next packet.
+struct Pipe {
+    data: Vec<u8>,
+    at: usize,
+    open: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+impl Read for Pipe {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let open = self.open.load(std::sync::atomic::Ordering::Relaxed);
+        let open = open.min(self.data.len());
+        assert!(
+            self.at < open || open == self.data.len(),
+            "read past what the pipe has"
+        );
+        let n = buf.len().min(open - self.at);
+        buf[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+#[test]
+fn each_packet_is_handed_over_as_soon_as_its_bytes_arrive() {
+    // A quiet `tcpdump -U -w - | zkfle decode -` must not wait for more input (64 KiB once)
+    // before decoding what has come.
+    let s = sample(A, B);
+    let (lt, data) = frame(Link::Ethernet, &s);
+    let legacy = pcap(
+        false,
+        false,
+        lt,
+        &(0..3)
+            .map(|i| Rec::new(i, 0, data.clone()))
+            .collect::<Vec<_>>(),
+    );
+    let iface = || Iface {
+        linktype: lt,
+        tsresol: None,
+    };
+    let epbs: Vec<_> = (0..3).map(|i| Epb::new(0, i, data.clone())).collect();
+    for file in [
+        legacy,
+        pcapng(false, &[iface()], &epbs),
+        pcapng(true, &[iface()], &epbs),
+    ] {
+        let open = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let header = first_header(&file);
+        let packet = (file.len() - header) / 3;
+        let pipe = Pipe {
+            data: file.clone(),
+            at: 0,
+            open: open.clone(),
+        };
+        let arrived = |n| open.store(header + n * packet, std::sync::atomic::Ordering::Relaxed);
+        arrived(1);
+        let mut segments = TcpSegments::from_reader(pipe).unwrap();
+        assert!(segments.next().unwrap().is_ok());
+        arrived(2);
+        assert!(segments.next().unwrap().is_ok());
+        arrived(3);
+        assert!(segments.next().unwrap().is_ok());
+        assert!(segments.next().is_none());
+    }
+}
+
+/// The bytes before the first packet of a file written by `pcap` or `pcapng` (with one
+/// interface): the file header, or the section header and interface description blocks.
+fn first_header(file: &[u8]) -> usize {
+    if file[..4] == [0x0a, 0x0d, 0x0d, 0x0a] {
+        let be = file[8] == 0x1a;
+        let len = |at: usize| {
+            let b = [file[at], file[at + 1], file[at + 2], file[at + 3]];
+            (if be {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }) as usize
+        };
+        let shb = len(4);
+        shb + len(shb + 4)
+    } else {
+        24
+    }
+}
+
+#[test]
+fn a_bad_gzip_checksum_is_reported_after_a_small_capture() {
+    use std::io::Write as _;
+    let s = sample(A, B);
+    let (lt, data) = frame(Link::Ethernet, &s);
+    let file = pcap(false, false, lt, &[Rec::new(1, 0, data)]);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&file).unwrap();
+    let mut gz = gz.finish().unwrap();
+    // The CRC-32 of the data is the trailer's first four bytes.
+    let crc = gz.len() - 8;
+    gz[crc] ^= 0xff;
+    let got: Vec<_> = TcpSegments::from_reader(io::Cursor::new(gz))
+        .unwrap()
+        .collect();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got[0].is_ok());
+    match &got[1] {
+        Err(CaptureError::Read { source, .. }) => {
+            assert!(source.to_string().contains("checksum"), "{source}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn large_records_grow_the_buffer() {
     let mut s = sample(A, B);
