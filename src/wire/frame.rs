@@ -281,8 +281,11 @@ impl StreamDecoder {
                 return Ok(None);
             }
             let n = (need - self.pending.len()).min(input.len());
-            // What the item is known to need, at once: it grows as its header is read.
-            self.pending.reserve_exact(need - self.pending.len());
+            // Room grows with the bytes that came (doubling, up to what the item needs), not
+            // with what its length claims: a peer's or a capture's 512 KiB length prefix,
+            // on thousands of connections, allocates nothing it does not send.
+            let room = n.max(self.pending.len()).min(need - self.pending.len());
+            self.pending.reserve_exact(room);
             self.pending.extend_from_slice(&input[..n]);
             *input = &input[n..];
         }
@@ -361,6 +364,27 @@ impl StreamDecoder {
 mod tests {
     use super::*;
     use crate::wire::initial::ProtocolVersion;
+
+    #[test]
+    fn a_long_frame_takes_room_for_the_bytes_that_came() {
+        // A 512 KiB length prefix and a byte, on each of thousands of connections, must not
+        // take 512 KiB each.
+        let mut d = StreamDecoder::new(Direction::FromAcceptor);
+        let mut input: &[u8] = &[0, 8, 0, 0, 7];
+        assert!(d.decode(&mut input).unwrap().is_none());
+        assert!(d.pending.capacity() < 64, "{}", d.pending.capacity());
+        // The frame still comes whole, in room that grows with it.
+        let rest = vec![7u8; 512 * 1024 - 1];
+        let mut items = Vec::new();
+        for chunk in rest.chunks(1000) {
+            let mut input = chunk;
+            items.extend(d.decode(&mut input).unwrap());
+            assert!(d.pending.capacity() <= 2 * (LENGTH_BYTES + 512 * 1024));
+        }
+        assert!(
+            matches!(&items[..], [StreamItem::Frame { offset: 0, payload }] if payload.len() == 512 * 1024 && payload.iter().all(|&b| b == 7))
+        );
+    }
 
     #[test]
     fn quorum_sasl_packets_are_items_of_their_own() {
