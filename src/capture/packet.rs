@@ -454,9 +454,13 @@ fn segment_from<'a>(
         return Err(Skip::Malformed);
     };
     let payload = tcp.payload();
+    // Bytes the IP header says there are and the capture lacks: at most what the capture
+    // says it cut (its record's original length). An IP total length beyond that is the
+    // header's error, not a snap length, and claims no bytes.
     let missing = if ip_payload.incomplete {
         let tcp_declared = declared_payload.saturating_sub(tcp.header_slice().len());
-        u32::try_from(tcp_declared.saturating_sub(payload.len())).unwrap_or(u32::MAX)
+        let cut = (packet.orig_len as usize).saturating_sub(packet.data.len());
+        u32::try_from(tcp_declared.saturating_sub(payload.len()).min(cut)).unwrap_or(u32::MAX)
     } else {
         0
     };

@@ -468,6 +468,36 @@ fn snaplen_truncation_marks_missing_payload() {
 }
 
 #[test]
+fn an_ip_length_beyond_what_the_capture_cut_claims_no_bytes() {
+    // The record says the packet was captured whole; its IP header claims 4000 bytes more. A
+    // lie (or damage), not a snap length: nothing is missing, and no hole is made.
+    let mut s = sample(A, B);
+    s.payload = (0..100).collect();
+    let (lt, mut data) = frame(Link::Ethernet, &s);
+    let ip = 14;
+    let total = u16::from_be_bytes([data[ip + 2], data[ip + 3]]) + 4000;
+    data[ip + 2..ip + 4].copy_from_slice(&total.to_be_bytes());
+    let got = ok_segs(pcap(false, false, lt, &[Rec::new(0, 0, data.clone())]));
+    assert_eq!(got[0].payload, s.payload);
+    assert_eq!(got[0].missing, 0);
+    // Cut by 30 bytes at capture: 30 missing, whatever the header claims.
+    let full = data.len() as u32;
+    data.truncate(data.len() - 30);
+    let got = ok_segs(pcap(
+        false,
+        false,
+        lt,
+        &[Rec {
+            secs: 0,
+            frac: 0,
+            data,
+            orig_len: full,
+        }],
+    ));
+    assert_eq!(got[0].missing, 30);
+}
+
+#[test]
 fn non_tcp_is_counted_not_an_error() {
     let s = sample(A, B);
     let mut recs = Vec::new();
