@@ -393,6 +393,33 @@ fn captures_without_election_traffic_say_so() {
         "{}",
         text(&out.stderr)
     );
+
+    // Packets to the election port whose TCP header cannot be read (data offset 4): the
+    // capture has traffic, damaged, and says so rather than only that none was found.
+    let mut packet = vec![
+        0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+    ];
+    packet.extend_from_slice(&[0x9c, 0x40, 0x0f, 0x30, 0, 0, 0, 1, 0, 0, 0, 0, 0x40, 0x02]);
+    packet.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]);
+    let mut pcap = Vec::new();
+    for v in [0xa1b2c3d4u32, 0x0004_0002, 0, 0, 65535, 101] {
+        pcap.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in [1_000_000u32, 0, 40, 40] {
+        pcap.extend_from_slice(&v.to_le_bytes());
+    }
+    pcap.extend_from_slice(&packet);
+    let damaged = tmp.join("damaged.pcap");
+    std::fs::write(&damaged, &pcap).unwrap();
+    let out = zkfle(&["decode", damaged.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains(
+            "1 packet(s) with IP or TCP headers that could not be read (damaged, or not what their link type says); skipped"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
     std::fs::remove_dir_all(&tmp).ok();
 }
 

@@ -737,6 +737,26 @@ impl Output {
             }
         }
         for (file, s) in stats {
+            // Packets skipped unread: if election traffic was among them, this is why it is
+            // missing from the story.
+            for (count, what) in [
+                (
+                    s.malformed,
+                    "with IP or TCP headers that could not be read (damaged, or not what their link type says)",
+                ),
+                (
+                    s.unknown_interface,
+                    "naming a pcapng interface that no interface description block describes",
+                ),
+                (
+                    s.fragments,
+                    "that are IP fragments (zkfle does not reassemble IP fragments)",
+                ),
+            ] {
+                if count > 0 {
+                    eprintln!("zkfle: warning: {file}: {count} packet(s) {what}; skipped");
+                }
+            }
             if s.truncated_tcp > 0 {
                 eprintln!(
                     "zkfle: warning: {file}: {} packets were cut at {} bytes by the capture's snap length, so their messages are incomplete; capture whole packets with `tcpdump -s 0`",
