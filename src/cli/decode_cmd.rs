@@ -102,7 +102,8 @@ pub struct DecodeArgs {
 
 fn parse_round(s: &str) -> Result<i64, String> {
     let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(hex) => i64::from_str_radix(hex, 16),
+        // As Java logs it (`Long.toHexString`): a negative round's 64 bits, unsigned.
+        Some(hex) => u64::from_str_radix(hex, 16).map(|r| r as i64),
         None => s.parse(),
     };
     r.map_err(|_| format!("{s:?} is not a round number (decimal or 0x hex)"))
@@ -242,6 +243,17 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         since: parse_bound("--since", args.since.as_deref(), args.local)?,
         until: parse_bound("--until", args.until.as_deref(), args.local)?,
     };
+    if let (Some(since), Some(until)) = (filter.since, filter.until)
+        && let (When::Absolute(a), When::Absolute(b)) | (When::Relative(a), When::Relative(b)) =
+            (since, until)
+        && a > b
+    {
+        return Err(CliError::input(format!(
+            "--since {:?} is after --until {:?}: no record can be in between",
+            args.since.as_deref().unwrap_or_default(),
+            args.until.as_deref().unwrap_or_default()
+        )));
+    }
     let mut options = DecodeOptions {
         ports: args.ports.clone(),
         book,
@@ -364,7 +376,9 @@ fn parse_clock_offsets(entries: &[String], files: &[String]) -> Result<Vec<Optio
             .ok()
             .filter(|s: &f64| s.is_finite() && s.abs() < 1e9)
             .ok_or_else(|| {
-                CliError::input(format!("--clock-offset {entry:?}: bad seconds {secs:?}"))
+                CliError::input(format!(
+                    "--clock-offset {entry:?}: bad seconds {secs:?} (a number of seconds, below 10^9 either way)"
+                ))
             })?;
         let base = |p: &str| {
             std::path::Path::new(p)
@@ -380,6 +394,12 @@ fn parse_clock_offsets(entries: &[String], files: &[String]) -> Result<Vec<Optio
                     "--clock-offset {entry:?}: {file:?} is not one of the captures given"
                 ))
             })?;
+        if out[i].is_some() {
+            return Err(CliError::input(format!(
+                "--clock-offset {entry:?}: {:?} has an offset already",
+                files[i]
+            )));
+        }
         out[i] = Some((secs * 1e9).round() as i64);
     }
     Ok(out)
@@ -394,6 +414,14 @@ struct RecordFilter {
 }
 
 impl RecordFilter {
+    /// Whether any filter was asked for.
+    fn is_active(&self) -> bool {
+        !self.sids.is_empty()
+            || !self.types.is_empty()
+            || self.since.is_some()
+            || self.until.is_some()
+    }
+
     fn keeps(&self, r: &Record, t0: f64) -> bool {
         let t = r.time.as_secs_f64();
         if self.since.is_some_and(|w| t < w.resolve(t0)) {
@@ -462,6 +490,8 @@ struct Output {
     name: String,
     /// Records that are not problems.
     decoded: u64,
+    /// Records the filters kept (problems included).
+    kept: u64,
     /// The first problem of any severity, for the message when nothing decoded.
     first_problem: Option<String>,
     verbose: bool,
@@ -509,6 +539,7 @@ impl Output {
                 .clone()
                 .unwrap_or_else(|| args.captures.join(" ")),
             decoded: 0,
+            kept: 0,
             first_problem: None,
             verbose: args.verbose,
             ports: args.ports.clone(),
@@ -561,6 +592,7 @@ impl Output {
         if !self.filter.keeps(record, start) {
             return Ok(());
         }
+        self.kept += 1;
         if self.drawing {
             self.summarizer.add(record);
             return self
@@ -789,6 +821,12 @@ impl Output {
                 }
             )));
         }
+        if self.kept == 0 && self.filter.is_active() {
+            eprintln!(
+                "zkfle: warning: {name}: none of the {} decoded records matched --sid, --type, --since or --until",
+                self.decoded
+            );
+        }
         if self.errors > 0 {
             return Err(CliError::failure(format!(
                 "{name}: {} error(s) in the capture; first: {}",
@@ -846,4 +884,30 @@ fn open_with_progress(path: &str) -> Result<capture::TcpSegments, CliError> {
         return capture::TcpSegments::from_reader(bar.wrap_read(file)).map_err(open_err);
     }
     capture::TcpSegments::from_file(file).map_err(open_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_parse_as_the_summary_and_java_print_them() {
+        assert_eq!(parse_round("0x8000000000000000"), Ok(i64::MIN));
+        assert_eq!(parse_round("0xffffffffffffffff"), Ok(-1));
+        assert_eq!(parse_round("0x1a"), Ok(26));
+        assert_eq!(parse_round("-9223372036854775808"), Ok(i64::MIN));
+        assert!(parse_round("0x10000000000000000").is_err());
+    }
+
+    #[test]
+    fn a_file_given_two_clock_offsets_is_refused() {
+        let files = ["a/h1.pcap".to_string(), "h2.pcap".to_string()];
+        let entries = ["h1.pcap=0.5".to_string(), "a/h1.pcap=2".to_string()];
+        assert!(parse_clock_offsets(&entries, &files).is_err());
+        let entries = ["h1.pcap=0.5".to_string(), "h2.pcap=-2".to_string()];
+        assert_eq!(
+            parse_clock_offsets(&entries, &files).unwrap(),
+            [Some(500_000_000), Some(-2_000_000_000)]
+        );
+    }
 }
