@@ -38,8 +38,10 @@ use crate::capture::ConnId;
 use crate::decode::{Body, Record};
 
 /// At most this many records are held for one drawing: a page or diagram of more could not be
-/// read by a browser anyway (about 330 bytes a record in the page).
-pub const MAX_RECORDS: usize = 1_000_000;
+/// read by a browser anyway (about 330 bytes a record in the page, 66 MB at the bound), and
+/// holding them takes about 600 bytes each (120 MB at the bound; the whole capture's elections
+/// are a few thousand records).
+pub const MAX_RECORDS: usize = 200_000;
 
 /// An output that cannot be made.
 #[derive(Debug, Clone, PartialEq, Eq)]
