@@ -207,11 +207,7 @@ impl CaptureReader {
         let built = match &magic[..magic.len().min(4)] {
             [0x0a, 0x0d, 0x0d, 0x0a] => PcapNGReader::new(INITIAL_BUFFER, src)
                 .map(|r| Box::new(r) as Box<dyn PcapReaderIterator + Send>),
-            [0xd4, 0xc3, 0xb2, 0xa1]
-            | [0xa1, 0xb2, 0xc3, 0xd4]
-            | [0x4d, 0x3c, 0xb2, 0xa1]
-            | [0xa1, 0xb2, 0x3c, 0x4d]
-            | [0x34, 0xcd, 0xb2, 0xa1] => LegacyPcapReader::new(INITIAL_BUFFER, src)
+            m if is_legacy_magic(m) => LegacyPcapReader::new(INITIAL_BUFFER, src)
                 .map(|r| Box::new(r) as Box<dyn PcapReaderIterator + Send>),
             _ => return Err(CaptureError::NotACapture { magic }),
         };
@@ -292,18 +288,34 @@ impl CaptureReader {
                     if self.inner.data().is_empty() {
                         Step::End
                     } else {
-                        Step::Fail(CaptureError::Truncated { offset, record })
+                        // A block whose lengths are wrong can look cut short: say which.
+                        Step::Fail(block_failure(
+                            self.state.format,
+                            self.inner.data(),
+                            offset,
+                            record,
+                            CaptureError::Truncated { offset, record },
+                        ))
                     }
                 }
                 Err(PcapError::ReadError) => Step::Fail(CaptureError::Read {
                     offset,
                     source: take_io_error(&self.io_error),
                 }),
-                Err(other) => Step::Fail(CaptureError::Malformed {
-                    offset,
-                    record,
-                    detail: describe(&other),
-                }),
+                Err(other) => {
+                    let detail = describe(&other);
+                    Step::Fail(block_failure(
+                        self.state.format,
+                        self.inner.data(),
+                        offset,
+                        record,
+                        CaptureError::Malformed {
+                            offset,
+                            record,
+                            detail,
+                        },
+                    ))
+                }
             };
             match step {
                 Step::Block(len, packet) => {
@@ -545,6 +557,92 @@ fn declared_len(format: Format, data: &[u8]) -> Option<usize> {
             word(4, be)
         }
     }
+}
+
+/// The magic numbers of legacy pcap files (both byte orders; microseconds, nanoseconds, and
+/// Kuznetzov's modified format).
+fn is_legacy_magic(magic: &[u8]) -> bool {
+    matches!(
+        magic,
+        [0xd4, 0xc3, 0xb2, 0xa1]
+            | [0xa1, 0xb2, 0xc3, 0xd4]
+            | [0x4d, 0x3c, 0xb2, 0xa1]
+            | [0xa1, 0xb2, 0x3c, 0x4d]
+            | [0x34, 0xcd, 0xb2, 0xa1]
+    )
+}
+
+/// The error for a pcapng block that cannot be read, at the start of `data`: a legacy pcap
+/// file header there is files joined end to end; a block's wrong lengths are named;
+/// anything else is `otherwise`.
+fn block_failure(
+    format: Format,
+    data: &[u8],
+    offset: u64,
+    record: u64,
+    otherwise: CaptureError,
+) -> CaptureError {
+    if matches!(format, Format::Ng { .. }) && data.get(..4).is_some_and(is_legacy_magic) {
+        return CaptureError::Joined { offset, record };
+    }
+    match block_problem(format, data) {
+        Some(detail) => CaptureError::Malformed {
+            offset,
+            record,
+            detail,
+        },
+        None => otherwise,
+    }
+}
+
+/// What is wrong with the framing of the pcapng block at the start of `data`, in words (the
+/// parser's own error names only the combinator that failed).
+fn block_problem(format: Format, data: &[u8]) -> Option<String> {
+    let Format::Ng { be } = format else {
+        return None;
+    };
+    let word = |at: usize| -> Option<u32> {
+        let b: [u8; 4] = data.get(at..at.checked_add(4)?)?.try_into().ok()?;
+        Some(if be {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        })
+    };
+    let kind = word(0)?;
+    // The block types a capture's packets come in, and the least each one's fields take.
+    let (block, least) = match kind {
+        0x0a0d_0d0a => ("pcapng section header block".to_string(), 28),
+        1 => ("pcapng interface description block".to_string(), 20),
+        3 => ("pcapng simple packet block".to_string(), 16),
+        6 => ("pcapng enhanced packet block".to_string(), 32),
+        _ => (format!("pcapng block of type 0x{kind:08x}"), 12),
+    };
+    let len = word(4)?;
+    if len < least {
+        return Some(format!(
+            "{block} declares a total length of {len} bytes, fewer than the {least} of its own fields"
+        ));
+    }
+    if len % 4 != 0 {
+        return Some(format!(
+            "{block} declares a total length of {len} bytes, not a multiple of 4"
+        ));
+    }
+    let tail = word(usize::try_from(len).ok()? - 4)?;
+    if tail != len {
+        return Some(format!(
+            "{block} declares a total length of {len} bytes at its start and {tail} at its end"
+        ));
+    }
+    // An enhanced packet block's captured length must fit in it.
+    let captured = word(20)?;
+    (kind == 6 && captured > len - 32).then(|| {
+        format!(
+            "{block} of {len} bytes declares {captured} captured bytes, more than the {} it holds",
+            len - 32
+        )
+    })
 }
 
 /// Timestamp units per second for a pcapng `if_tsresol` value: `10^v`, or `2^(v & 0x7f)` when

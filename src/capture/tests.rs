@@ -332,6 +332,59 @@ fn first_header(file: &[u8]) -> usize {
 }
 
 #[test]
+fn a_pcapng_block_with_bad_lengths_is_named_with_what_is_wrong() {
+    let s = sample(A, B);
+    let (lt, data) = frame(Link::Ethernet, &s);
+    let iface = Iface {
+        linktype: lt,
+        tsresol: None,
+    };
+    let good = pcapng(false, &[iface], &[Epb::new(0, 1, data)]);
+    let at = first_header(&good);
+    let len = good.len() - at;
+    let with = |opening: usize, closing: usize| {
+        let mut file = good.clone();
+        file[at + 4..at + 8].copy_from_slice(&(opening as u32).to_le_bytes());
+        let end = file.len();
+        file[end - 4..].copy_from_slice(&(closing as u32).to_le_bytes());
+        file
+    };
+    for (file, expected) in [
+        (
+            with(12, len),
+            "pcapng enhanced packet block declares a total length of 12 bytes, fewer than the 32 of its own fields",
+        ),
+        (with(len - 2, len), "not a multiple of 4"),
+        (
+            with(len, len + 4),
+            &format!(
+                "declares a total length of {len} bytes at its start and {} at its end",
+                len + 4
+            ),
+        ),
+    ] {
+        let (got, _) = segs_of(file);
+        match got.last() {
+            Some(Err(e @ CaptureError::Malformed { .. })) => {
+                assert!(e.to_string().contains(expected), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // A legacy pcap after it (`cat a.pcapng b.pcap`): files joined end to end.
+    let mut joined = good.clone();
+    joined.extend(pcap(false, false, lt, &[Rec::new(0, 0, vec![0; 40])]));
+    let (got, _) = segs_of(joined);
+    assert!(
+        matches!(
+            got.last(),
+            Some(Err(CaptureError::Joined { record: 1, .. }))
+        ),
+        "{got:?}"
+    );
+}
+
+#[test]
 fn a_bad_gzip_checksum_is_reported_after_a_small_capture() {
     use std::io::Write as _;
     let s = sample(A, B);
