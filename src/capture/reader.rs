@@ -759,12 +759,12 @@ fn read_up_to<R: Read>(input: &mut R, buf: &mut Vec<u8>, want: usize) -> io::Res
 /// its byte-order magic. At most [`INITIAL_BUFFER`], the first read's buffer.
 fn header_bytes(first: &[u8]) -> usize {
     const PCAP_HEADER: usize = 24;
-    let shb = match first {
-        [0x0a, 0x0d, 0x0d, 0x0a, l @ .., 0x4d, 0x3c, 0x2b, 0x1a] => {
-            u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize
+    let shb = match *first {
+        [0x0a, 0x0d, 0x0d, 0x0a, a, b, c, d, 0x4d, 0x3c, 0x2b, 0x1a] => {
+            u32::from_le_bytes([a, b, c, d]) as usize
         }
-        [0x0a, 0x0d, 0x0d, 0x0a, l @ .., 0x1a, 0x2b, 0x3c, 0x4d] => {
-            u32::from_be_bytes([l[0], l[1], l[2], l[3]]) as usize
+        [0x0a, 0x0d, 0x0d, 0x0a, a, b, c, d, 0x1a, 0x2b, 0x3c, 0x4d] => {
+            u32::from_be_bytes([a, b, c, d]) as usize
         }
         // Not a pcapng header pcap-parser can read: its error comes from what there is.
         [0x0a, 0x0d, 0x0d, 0x0a, ..] => first.len(),

@@ -385,6 +385,39 @@ fn a_pcapng_block_with_bad_lengths_is_named_with_what_is_wrong() {
 }
 
 #[test]
+fn every_prefix_of_a_file_header_is_an_error_not_a_panic() {
+    let s = sample(A, B);
+    let (lt, data) = frame(Link::Ethernet, &s);
+    let iface = || Iface {
+        linktype: lt,
+        tsresol: None,
+    };
+    for file in [
+        pcap(false, false, lt, &[Rec::new(0, 0, data.clone())]),
+        pcapng(false, &[iface()], &[Epb::new(0, 1, data.clone())]),
+        pcapng(true, &[iface()], &[Epb::new(0, 1, data.clone())]),
+    ] {
+        for end in 0..64.min(file.len()) {
+            let mut it = match TcpSegments::from_reader(io::Cursor::new(file[..end].to_vec())) {
+                Ok(it) => it,
+                Err(_) => continue,
+            };
+            while let Some(Ok(_)) = it.next() {}
+        }
+    }
+    // A pcapng magic then a byte-order magic where the length should be, cut anywhere (found
+    // by fuzzing).
+    let odd = [
+        0x0a, 0x0d, 0x0d, 0x0a, 0x4d, 0x3c, 0x2b, 0x1a, 0x4d, 0x3c, 0x2b, 0x1a,
+    ];
+    for end in 0..=odd.len() {
+        if let Ok(mut it) = TcpSegments::from_reader(io::Cursor::new(odd[..end].to_vec())) {
+            while let Some(Ok(_)) = it.next() {}
+        }
+    }
+}
+
+#[test]
 fn a_bad_gzip_checksum_is_reported_after_a_small_capture() {
     use std::io::Write as _;
     let s = sample(A, B);
