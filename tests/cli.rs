@@ -323,6 +323,16 @@ fn legacy_capture_without_config_names_no_winner() {
 fn captures_without_election_traffic_say_so() {
     let tmp = std::env::temp_dir().join(format!("zkfle-cli-none-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
+    // Decoding `file` fails on its data (exit 1), saying `expected`.
+    let fails_saying = |file: &std::path::Path, expected: &str| {
+        let out = zkfle(&["decode", file.to_str().unwrap()], b"");
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            text(&out.stderr).contains(expected),
+            "{}",
+            text(&out.stderr)
+        );
+    };
     let web = tmp.join("web.pcap");
     let s = zkfle::capture::TcpSegment {
         time: zkfle::capture::Timestamp {
@@ -341,13 +351,7 @@ fn captures_without_election_traffic_say_so() {
         record: 0,
     };
     write_pcap(&web, std::slice::from_ref(&s));
-    let out = zkfle(&["decode", web.to_str().unwrap()], b"");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("no election traffic found"),
-        "{}",
-        text(&out.stderr)
-    );
+    fails_saying(&web, "no election traffic found");
 
     // Traffic on the election port that never decodes is not "no election traffic": the
     // message says what went wrong with it.
@@ -358,41 +362,15 @@ fn captures_without_election_traffic_say_so() {
         ..s
     };
     write_pcap(&noise, &[s]);
-    let out = zkfle(&["decode", noise.to_str().unwrap()], b"");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains(
-            "no election message could be decoded; first problem: connection 10.0.0.1:40000 -> 10.0.0.2:3888 started before the capture"
-        ),
-        "{}",
-        text(&out.stderr)
+    fails_saying(
+        &noise,
+        "no election message could be decoded; first problem: connection 10.0.0.1:40000 -> 10.0.0.2:3888 started before the capture",
     );
 
     // A pcap of 802.11 radiotap frames (link type 127).
-    let mut pcap = Vec::new();
-    for v in [
-        0xa1b2c3d4u32.to_le_bytes().as_slice(),
-        &2u16.to_le_bytes(),
-        &4u16.to_le_bytes(),
-    ] {
-        pcap.extend_from_slice(v);
-    }
-    for v in [0u32, 0, 65535, 127] {
-        pcap.extend_from_slice(&v.to_le_bytes());
-    }
-    for v in [1_000_000u32, 0, 8, 8] {
-        pcap.extend_from_slice(&v.to_le_bytes());
-    }
-    pcap.extend_from_slice(&[0u8; 8]);
     let radio = tmp.join("radiotap.pcap");
-    std::fs::write(&radio, &pcap).unwrap();
-    let out = zkfle(&["decode", radio.to_str().unwrap()], b"");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("unsupported link type 127 (IEEE802_11_RADIOTAP)"),
-        "{}",
-        text(&out.stderr)
-    );
+    std::fs::write(&radio, one_packet_pcap(127, &[0u8; 8])).unwrap();
+    fails_saying(&radio, "unsupported link type 127 (IEEE802_11_RADIOTAP)");
 
     // Packets to the election port whose TCP header cannot be read (data offset 4): the
     // capture has traffic, damaged, and says so rather than only that none was found.
@@ -401,26 +379,37 @@ fn captures_without_election_traffic_say_so() {
     ];
     packet.extend_from_slice(&[0x9c, 0x40, 0x0f, 0x30, 0, 0, 0, 1, 0, 0, 0, 0, 0x40, 0x02]);
     packet.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]);
-    let mut pcap = Vec::new();
-    for v in [0xa1b2c3d4u32, 0x0004_0002, 0, 0, 65535, 101] {
-        pcap.extend_from_slice(&v.to_le_bytes());
-    }
-    for v in [1_000_000u32, 0, 40, 40] {
-        pcap.extend_from_slice(&v.to_le_bytes());
-    }
-    pcap.extend_from_slice(&packet);
     let damaged = tmp.join("damaged.pcap");
-    std::fs::write(&damaged, &pcap).unwrap();
-    let out = zkfle(&["decode", damaged.to_str().unwrap()], b"");
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains(
-            "1 packet(s) with IP or TCP headers that could not be read (damaged, or not what their link type says); skipped"
-        ),
-        "{}",
-        text(&out.stderr)
+    std::fs::write(&damaged, one_packet_pcap(101, &packet)).unwrap();
+    fails_saying(
+        &damaged,
+        "1 packet(s) with IP or TCP headers that could not be read (damaged, or not what their link type says); skipped",
     );
     std::fs::remove_dir_all(&tmp).ok();
+}
+
+/// A little-endian pcap (version 2.4, snap length 65535) of link type `linktype` holding
+/// `packet` as its one record, written by hand: for link types and headers zkfle's own
+/// writer does not make.
+fn one_packet_pcap(linktype: u32, packet: &[u8]) -> Vec<u8> {
+    let len = packet.len() as u32;
+    let mut pcap = Vec::new();
+    for v in [
+        0xa1b2c3d4u32,
+        0x0004_0002,
+        0,
+        0,
+        65535,
+        linktype,
+        1_000_000,
+        0,
+        len,
+        len,
+    ] {
+        pcap.extend_from_slice(&v.to_le_bytes());
+    }
+    pcap.extend_from_slice(packet);
+    pcap
 }
 
 /// A capture that ends in the middle of a message reports the unfinished message.

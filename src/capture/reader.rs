@@ -536,15 +536,7 @@ fn lent_data(data: &[u8], caplen: usize) -> &[u8] {
 
 /// Total length the block at the start of `data` declares, from its header.
 fn declared_len(format: Format, data: &[u8]) -> Option<usize> {
-    let word = |at: usize, be: bool| -> Option<usize> {
-        let b: [u8; 4] = data.get(at..at + 4)?.try_into().ok()?;
-        let v = if be {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        };
-        usize::try_from(v).ok()
-    };
+    let word = |at: usize, be: bool| usize::try_from(word_at(data, at, be)?).ok();
     let shb_magic = data.get(..4) == Some(&[0x0a, 0x0d, 0x0d, 0x0a][..]);
     match format {
         // Record header: ts_sec ts_frac caplen origlen, then caplen bytes. (The rare
@@ -557,6 +549,16 @@ fn declared_len(format: Format, data: &[u8]) -> Option<usize> {
             word(4, be)
         }
     }
+}
+
+/// The 32-bit word at `at` in `data`, in the given byte order; `None` past the end.
+fn word_at(data: &[u8], at: usize, be: bool) -> Option<u32> {
+    let b: [u8; 4] = data.get(at..at.checked_add(4)?)?.try_into().ok()?;
+    Some(if be {
+        u32::from_be_bytes(b)
+    } else {
+        u32::from_le_bytes(b)
+    })
 }
 
 /// The magic numbers of legacy pcap files (both byte orders; microseconds, nanoseconds, and
@@ -601,14 +603,7 @@ fn block_problem(format: Format, data: &[u8]) -> Option<String> {
     let Format::Ng { be } = format else {
         return None;
     };
-    let word = |at: usize| -> Option<u32> {
-        let b: [u8; 4] = data.get(at..at.checked_add(4)?)?.try_into().ok()?;
-        Some(if be {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        })
-    };
+    let word = |at: usize| word_at(data, at, be);
     let kind = word(0)?;
     // The block types a capture's packets come in, and the least each one's fields take.
     let (block, least) = match kind {

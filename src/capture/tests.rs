@@ -535,20 +535,8 @@ fn header_only_and_bad_magic() {
 fn snaplen_truncation_marks_missing_payload() {
     let mut s = sample(A, B);
     s.payload = (0..100).collect();
-    let (lt, mut data) = frame(Link::Ethernet, &s);
-    let full = data.len() as u32;
-    data.truncate(data.len() - 30);
-    let got = ok_segs(pcap(
-        false,
-        false,
-        lt,
-        &[Rec {
-            secs: 0,
-            frac: 0,
-            data,
-            orig_len: full,
-        }],
-    ));
+    let (lt, data) = frame(Link::Ethernet, &s);
+    let got = ok_segs(pcap(false, false, lt, &[Rec::cut(0, 0, data, 30)]));
     assert_eq!(got[0].payload, s.payload[..70]);
     assert_eq!(got[0].missing, 30);
 }
@@ -567,19 +555,7 @@ fn an_ip_length_beyond_what_the_capture_cut_claims_no_bytes() {
     assert_eq!(got[0].payload, s.payload);
     assert_eq!(got[0].missing, 0);
     // Cut by 30 bytes at capture: 30 missing, whatever the header claims.
-    let full = data.len() as u32;
-    data.truncate(data.len() - 30);
-    let got = ok_segs(pcap(
-        false,
-        false,
-        lt,
-        &[Rec {
-            secs: 0,
-            frac: 0,
-            data,
-            orig_len: full,
-        }],
-    ));
+    let got = ok_segs(pcap(false, false, lt, &[Rec::cut(0, 0, data, 30)]));
     assert_eq!(got[0].missing, 30);
 }
 

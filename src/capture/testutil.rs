@@ -145,6 +145,18 @@ impl Rec {
             orig_len,
         }
     }
+
+    /// A record of `data` whose last `cut` bytes the capture did not keep (a snap length).
+    pub fn cut(secs: u32, frac: u32, mut data: Vec<u8>, cut: usize) -> Rec {
+        let orig_len = data.len() as u32;
+        data.truncate(data.len() - cut);
+        Rec {
+            secs,
+            frac,
+            data,
+            orig_len,
+        }
+    }
 }
 
 fn put32(v: &mut Vec<u8>, be: bool, x: u32) {

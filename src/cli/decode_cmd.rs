@@ -465,8 +465,7 @@ struct Output {
     filter: RecordFilter,
     summarizer: Summarizer,
     live: LiveDecisions,
-    /// The first record's time, as seconds (for filters and the summary) and exactly.
-    t0: Option<f64>,
+    /// The first record's time.
     first: Option<Timestamp>,
     /// The time of the previous record printed.
     previous: Option<Timestamp>,
@@ -518,7 +517,6 @@ impl Output {
             filter,
             summarizer,
             live: LiveDecisions::default(),
-            t0: None,
             first: None,
             previous: None,
             lines: JsonWriter::new(),
@@ -572,8 +570,8 @@ impl Output {
 
     fn record(&mut self, record: &Record) -> Result<(), CliError> {
         let time = record.time.as_secs_f64();
-        let start = *self.t0.get_or_insert(time);
         let first = *self.first.get_or_insert(record.time);
+        let start = first.as_secs_f64();
         match &record.body {
             Body::Problem(p) => {
                 if self.first_problem.is_none() {
@@ -726,7 +724,7 @@ impl Output {
                     writeln!(self.out, "{v}")
                 }
                 _ => {
-                    let t0 = self.t0.unwrap_or(0.0);
+                    let t0 = self.first.map_or(0.0, Timestamp::as_secs_f64);
                     // The anchor of the relative times goes last: the summary's first lines
                     // are what an operator reads first.
                     let tail = match self.first {

@@ -199,8 +199,8 @@ mod tests {
         assert_eq!(text(start, at(1_700_000_000, 1_499)), "   +0.000001");
         assert_eq!(text(start, at(1_700_000_000, 1_500)), "   +0.000002");
         assert_eq!(text(start, at(1_700_012_345, 0)), "+12345.000000");
-        // Every microsecond of a second, against the float's own text where the float is
-        // exact (seconds that are a power of two apart, fractions of 2^-6).
+        // Against the float's own text where the float is exact: times a second and k/64 of a
+        // second apart.
         for k in 0..64u32 {
             let nanos = k * 15_625_000;
             assert_eq!(
