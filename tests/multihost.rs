@@ -329,6 +329,30 @@ fn cli_prints_clocks_and_takes_overrides() {
                 .any(|l| l.contains(other.to_str().unwrap()) && l.contains("unaligned")),
             "{text}"
         );
+
+        // One file given twice, under another name: refused, naming both, for decode and
+        // replay alike.
+        let again = format!(
+            "{}/./{}",
+            dir.display(),
+            hosts[0].rsplit('/').next().unwrap()
+        );
+        for command in [&["decode"][..], &["replay", "--as", "1"][..]] {
+            let out = zkfle()
+                .args(command)
+                .args([&hosts[0], &hosts[1], &again])
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{command:?}: {err}");
+            assert!(
+                err.contains(&format!(
+                    "{again} is the same file as {}: give each capture once",
+                    hosts[0]
+                )),
+                "{command:?}: {err}"
+            );
+        }
     }
 }
 

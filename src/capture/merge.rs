@@ -798,6 +798,31 @@ impl SegmentSource for MergedSegments {
     }
 }
 
+/// A file given twice (a shell glob and a name, a link, `./` before it) would be merged with
+/// itself: the same story, at several times the cost of reading it once. Files that cannot be
+/// looked at are left to the open that follows, and its error.
+fn refuse_same_file(paths: &[String]) -> Result<(), CaptureError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let mut seen: Vec<((u64, u64), &String)> = Vec::with_capacity(paths.len());
+        for path in paths {
+            let Ok(meta) = std::fs::metadata(path) else {
+                continue;
+            };
+            let id = (meta.dev(), meta.ino());
+            if let Some((_, first)) = seen.iter().find(|(seen_id, _)| *seen_id == id) {
+                return Err(CaptureError::SameFile {
+                    path: path.clone(),
+                    first: (*first).clone(),
+                });
+            }
+            seen.push((id, path));
+        }
+    }
+    Ok(())
+}
+
 /// Reads every file once to index its segments (pass 1), aligns the clocks, and opens them
 /// again merged (pass 2). `fixed[i]` overrides file i's offset (nanoseconds). A file that
 /// fails part-way is indexed up to the failure; its error comes out of the merge.
@@ -814,6 +839,7 @@ pub fn open_files(
             }),
         });
     }
+    refuse_same_file(paths)?;
     let in_file = |path: &String, e: CaptureError| CaptureError::InFile {
         path: path.clone(),
         source: Box::new(e),

@@ -80,6 +80,14 @@ pub enum CaptureError {
         /// What went wrong in it.
         source: Box<CaptureError>,
     },
+    /// One file given twice to be merged (under the same or another name).
+    #[error("{path} is the same file as {first}: give each capture once")]
+    SameFile {
+        /// The file as given the second time.
+        path: String,
+        /// The same file as given first.
+        first: String,
+    },
     /// A second pcap file header where a packet record should be: files joined end to end.
     #[error(
         "a second pcap file header at byte offset {offset} (after packet record {record}): this file is captures joined end to end (as `cat a.pcap b.pcap` makes); give zkfle the files themselves, which it reads as one capture, or join them with `mergecap -w joined.pcap a.pcap b.pcap`"

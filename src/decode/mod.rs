@@ -1383,7 +1383,7 @@ fn file_offset(e: &CaptureError) -> Option<u64> {
         | CaptureError::TooLarge { offset, .. }
         | CaptureError::Joined { offset, .. } => Some(*offset),
         CaptureError::NotACapture { .. } | CaptureError::Empty => Some(0),
-        CaptureError::Open { .. } => None,
+        CaptureError::Open { .. } | CaptureError::SameFile { .. } => None,
         CaptureError::InFile { source, .. } => file_offset(source),
     }
 }
