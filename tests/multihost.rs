@@ -13,7 +13,7 @@ use std::process::Command;
 
 use common::*;
 use zkfle::capture::merge::{ClockOffset, open_files};
-use zkfle::decode::{Body, Decoder, Record};
+use zkfle::decode::{Body, Decoder, ProblemKind, Record};
 
 fn zkfle() -> Command {
     Command::new(env!("CARGO_BIN_EXE_zkfle"))
@@ -154,8 +154,16 @@ fn each_connection_is_reported_once_with_sids_from_every_file() {
         let merged = messages(merged);
         let mut seen = HashSet::new();
         for r in &merged {
+            // A message its sender cut short is in the traffic itself, not made by the merge
+            // (3.6.3: a length prefix written, then the peer's RST; the union check below
+            // finds it in a single file too). Nothing else may be reported.
             if let Body::Problem(p) = &r.body {
-                panic!("{}: {}", dir.display(), p.message);
+                assert!(
+                    matches!(p.kind, ProblemKind::Unfinished { .. }),
+                    "{}: {}",
+                    dir.display(),
+                    p.message
+                );
             }
             assert!(
                 seen.insert((r.src, r.dst, r.offset)),
