@@ -303,7 +303,9 @@ impl Election {
         self.outofelection.clear();
         self.not_timeout = self.cfg.min_notification_interval_ms;
         self.phase = Phase::Polling;
-        self.lc += 1;
+        // Java's `logicalclock.incrementAndGet()` wraps: a peer may have pushed the round to
+        // i64::MAX.
+        self.lc = self.lc.wrapping_add(1);
         self.proposal = self.init_proposal();
         info!(
             "New election. My id = {}, proposed zxid=0x{:x}",
@@ -909,6 +911,18 @@ mod reconfig_tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// A peer can push the round to i64::MAX; the next election's round then wraps to
+    /// i64::MIN, as Java's `logicalclock.incrementAndGet()` does, instead of panicking.
+    #[test]
+    fn the_round_wraps_past_i64_max_as_javas_does() {
+        let mut e = election(false);
+        let looking = Notification::current(ServerState::Looking, 4, 0, i64::MAX, 0, Vec::new());
+        e.on_notification(10, 1, &looking);
+        assert_eq!(e.logical_clock(), i64::MAX);
+        e.start(20);
+        assert_eq!(e.logical_clock(), i64::MIN);
     }
 
     /// Java's FastLeaderElection takes a newer config from a notification while LOOKING, shuts

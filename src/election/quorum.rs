@@ -22,7 +22,23 @@ pub enum QuorumError {
     /// Hierarchical: a sid in two `group.` lines.
     #[error("server {0} is in multiple groups")]
     MultipleGroups(i64),
+    /// A notification to every voter carries the whole config: too many voters times too
+    /// long a text (a peer's config of 10,000 members in 460 KB would take gigabytes).
+    #[error(
+        "the config names {voters} voters in {bytes} bytes: a notification to each would take {} bytes, more than {MAX_FANOUT_BYTES}",
+        .voters * .bytes
+    )]
+    TooLarge {
+        /// Its voting members.
+        voters: usize,
+        /// The length of its text.
+        bytes: usize,
+    },
 }
+
+/// The most bytes one round of notifications (one to each voter, each with the config) may
+/// take. Real ensembles are far below it (100 voters and a 5 KB config take 500 KB).
+pub const MAX_FANOUT_BYTES: usize = 32 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Kind {
@@ -96,8 +112,10 @@ impl QuorumVerifier {
             let mut group_weight = BTreeMap::new();
             for (sid, gid) in &group_of {
                 // Java unboxes a missing weight here; a grouped non-participant without a
-                // weight line counts 0.
-                *group_weight.entry(*gid).or_insert(0) += weight.get(sid).copied().unwrap_or(0);
+                // weight line counts 0. Java's long sums wrap, and so do these: a peer's
+                // config with weights near i64::MAX is Java's to judge, not a reason to stop.
+                let sum = group_weight.entry(*gid).or_insert(0i64);
+                *sum = sum.wrapping_add(weight.get(sid).copied().unwrap_or(0));
             }
             num_groups -= group_weight.values().filter(|&&w| w == 0).count() as i64;
             Kind::Hierarchical {
@@ -107,8 +125,15 @@ impl QuorumVerifier {
                 num_groups,
             }
         };
+        let text = config.to_string();
+        if voters.len().saturating_mul(text.len()) > MAX_FANOUT_BYTES {
+            return Err(QuorumError::TooLarge {
+                voters: voters.len(),
+                bytes: text.len(),
+            });
+        }
         Ok(QuorumVerifier {
-            text: config.to_string(),
+            text,
             config: config.clone(),
             voters,
             observers,
@@ -167,7 +192,8 @@ impl QuorumVerifier {
                 let mut acked: BTreeMap<i64, i64> = BTreeMap::new();
                 for sid in set {
                     if let Some(gid) = group_of.get(sid) {
-                        *acked.entry(*gid).or_insert(0) += weight.get(sid).copied().unwrap_or(0);
+                        let sum = acked.entry(*gid).or_insert(0i64);
+                        *sum = sum.wrapping_add(weight.get(sid).copied().unwrap_or(0));
                     }
                 }
                 let satisfied = acked
@@ -243,6 +269,38 @@ mod tests {
         let q4 = QuorumVerifier::majority(&[1, 2, 3, 4], &[]);
         assert!(!q4.contains_quorum(&set(&[1, 2])));
         assert!(q4.contains_quorum(&set(&[1, 2, 3])));
+    }
+
+    /// A peer's config with weights whose sums overflow builds a verifier (the sums wrap, as
+    /// Java's longs do) instead of panicking: any peer can send one in a notification.
+    #[test]
+    fn overflowing_weights_wrap_as_java_longs_do() {
+        let max = i64::MAX;
+        let extra = format!("group.1=1:2:3\nweight.1={max}\nweight.2={max}\n");
+        let text = synthetic_text(&[1, 2, 3], &[], &extra);
+        let q = QuorumVerifier::from_config(&QuorumConfig::parse(&text).unwrap()).unwrap();
+        // The group weighs max + max + 1 = 0 (wrapped): a group of weight 0 does not count,
+        // so no set is a quorum, as in Java.
+        assert!(!q.contains_quorum(&set(&[1, 2, 3])));
+        assert!(!q.contains_quorum(&set(&[1, 2])));
+    }
+
+    /// A config whose round of notifications would not fit [`MAX_FANOUT_BYTES`] is refused,
+    /// so that one peer's notification cannot make the election queue gigabytes.
+    #[test]
+    fn a_config_too_large_to_send_to_every_voter_is_refused() {
+        let voters: Vec<i64> = (1..=10_000).collect();
+        let text = synthetic_text(&voters, &[], "");
+        let config = QuorumConfig::parse(&text).unwrap();
+        let err = QuorumVerifier::from_config(&config).unwrap_err();
+        assert!(
+            matches!(err, QuorumError::TooLarge { voters: 10_000, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("more than 33554432"), "{err}");
+        let voters: Vec<i64> = (1..=255).collect();
+        let text = synthetic_text(&voters, &[], "");
+        assert!(QuorumVerifier::from_config(&QuorumConfig::parse(&text).unwrap()).is_ok());
     }
 
     #[test]

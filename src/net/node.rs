@@ -125,6 +125,7 @@ pub async fn run(
         events,
         storage,
         ack_stats: AckStats::default(),
+        unsynced_ends: 0,
         start_follow: None,
         start_lead: None,
         established_epoch: Arc::new(AtomicI64::new(-1)),
@@ -141,11 +142,15 @@ pub async fn run(
         {
             let epoch0 = node.epoch0;
             let mut stats = std::mem::take(&mut node.ack_stats);
+            let pause = failed_follow_pause(node.unsynced_ends);
             task = Some(tokio::spawn(async move {
                 let end = follow(fc, &mut st, &mut stats, move || {
                     epoch0.elapsed().as_millis() as u64
                 })
                 .await;
+                if !end.synced {
+                    tokio::time::sleep(pause).await;
+                }
                 ZabEnd::Follow(st, stats, end)
             }));
         }
@@ -188,6 +193,16 @@ pub async fn run(
     }
 }
 
+/// How long a follow session that ends unsynced waits before the election starts again,
+/// after `before` such sessions in a row: nothing the first time (a leader that just went
+/// away), then 50 ms doubling to 2 s (a leader that fails every session).
+fn failed_follow_pause(before: u32) -> Duration {
+    match before {
+        0 => Duration::ZERO,
+        n => Duration::from_millis(50u64 << (n - 1).min(6)).min(Duration::from_secs(2)),
+    }
+}
+
 struct Node {
     /// Where follow sessions report the configs they see and activate.
     activated_tx: mpsc::UnboundedSender<ConfigNews>,
@@ -204,6 +219,10 @@ struct Node {
     /// The durable state; `None` without Zab or while a follow session holds it.
     storage: Option<Storage>,
     ack_stats: AckStats,
+    /// Follow sessions in a row that ended before syncing (a leader that fails every
+    /// session at once would otherwise be re-elected and redialled hundreds of times a
+    /// second).
+    unsynced_ends: u32,
     /// A follow session to start (set on a FOLLOWING decision).
     start_follow: Option<FollowConfig>,
     /// A leadership to start (set on a LEADING decision).
@@ -252,7 +271,21 @@ impl Node {
         );
         self.storage = Some(st);
         self.ack_stats = stats;
-        info!("FOLLOWING: {}; looking for a leader again", end.reason);
+        if end.synced {
+            self.unsynced_ends = 0;
+            info!("FOLLOWING: {}; looking for a leader again", end.reason);
+        } else {
+            self.unsynced_ends = self.unsynced_ends.saturating_add(1);
+            // Java warns too ("Exception when following the leader").
+            warn!(
+                "FOLLOWING: never synced: {}; looking for a leader again{}",
+                end.reason,
+                match failed_follow_pause(self.unsynced_ends).as_millis() {
+                    0 => String::new(),
+                    ms => format!(" (the next failed session pauses {ms} ms)"),
+                }
+            );
+        }
         self.start();
     }
 
@@ -594,5 +627,20 @@ impl Node {
             info!("{}: {why}; looking for a leader again", state.name());
             self.start();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_follow_sessions_pause_longer_each_time_up_to_two_seconds() {
+        let ms = |n| failed_follow_pause(n).as_millis();
+        assert_eq!(
+            (0..9).map(ms).collect::<Vec<_>>(),
+            [0, 50, 100, 200, 400, 800, 1600, 2000, 2000]
+        );
+        assert_eq!(ms(u32::MAX), 2000);
     }
 }
