@@ -17,6 +17,7 @@
 //!   `autopurge.snapRetainCount` newest valid snapshots and the logs they need
 //!   (`PurgeTxnLog.purge`).
 
+use crate::throttle::{LogThrottle, suppressed};
 use std::collections::VecDeque;
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -38,6 +39,10 @@ pub const MIN_SNAP_RETAIN: usize = 3;
 /// Proposals logged but not yet committed that a follower keeps in memory (bytes). A leader
 /// that leaves more than this uncommitted ends the session.
 pub const MAX_PENDING_BYTES: usize = 256 << 20;
+/// What one waiting proposal costs beside its bytes (its slot in the queue and its
+/// allocation's header), charged against [`MAX_PENDING_BYTES`]: without it, a leader sending
+/// millions of tiny proposals held 2.6 times the limit.
+const PENDING_ENTRY_COST: usize = 64;
 
 /// When to snapshot and purge, from zoo.cfg and Java's system properties.
 #[derive(Debug, Clone)]
@@ -90,6 +95,8 @@ pub(super) struct Db {
     /// Snapshots taken and skipped, for the log.
     pub(super) snapshots_taken: u64,
     pub(super) snapshots_skipped: u64,
+    /// Txns a leader sent that do not decode are warned about at a bounded rate.
+    unreadable: LogThrottle,
 }
 
 impl Default for Db {
@@ -114,6 +121,7 @@ impl Default for Db {
             next_purge: None,
             snapshots_taken: 0,
             snapshots_skipped: 0,
+            unreadable: LogThrottle::new(),
         };
         db.reset_snapshot_stats();
         db
@@ -146,13 +154,13 @@ impl Db {
             let Some((z, txn)) = self.pending.pop_front() else {
                 break;
             };
-            self.pending_bytes -= txn.len();
-            apply(&mut self.tree, z, &txn);
+            self.pending_bytes -= txn.len() + PENDING_ENTRY_COST;
+            apply(&mut self.tree, z, &txn, &mut self.unreadable);
         }
     }
 }
 
-fn apply(tree: &mut DataTree, zxid: i64, txn: &[u8]) {
+fn apply(tree: &mut DataTree, zxid: i64, txn: &[u8], unreadable: &mut LogThrottle) {
     match decode_txn(txn) {
         Ok(t) => {
             let rc = tree.process(&t);
@@ -162,7 +170,13 @@ fn apply(tree: &mut DataTree, zxid: i64, txn: &[u8]) {
         }
         Err(e) => {
             // The learner checked the header; a record Java could not read either.
-            tracing::warn!("txn 0x{zxid:x} not applied to the data tree: {e}");
+            // A leader can send millions of them: one line each would fill a disk.
+            if let Some(left_out) = unreadable.allow("unreadable txn", now_ms().max(0) as u64) {
+                tracing::warn!(
+                    "txn 0x{zxid:x} not applied to the data tree: {e}{}",
+                    suppressed(left_out)
+                );
+            }
             tree.last_processed_zxid = tree.last_processed_zxid.max(zxid);
         }
     }
@@ -406,10 +420,11 @@ impl Storage {
         // The newest log starting at or before the snapshot, and every later one.
         let first = logs.iter().rposition(|(z, _)| *z <= from).unwrap_or(0);
         let mut n = 0u64;
+        let mut unreadable = LogThrottle::new();
         for (_, p) in &logs[first..] {
             for_each_log_entry(p, |zxid, txn| {
                 if zxid > from {
-                    apply(&mut tree, zxid, txn);
+                    apply(&mut tree, zxid, txn, &mut unreadable);
                     n += 1;
                 }
             })?;
@@ -451,13 +466,13 @@ impl Storage {
 
     /// A txn was appended: it waits for its COMMIT; the snapshot rule is checked.
     pub(super) fn db_on_append(&mut self, zxid: i64, txn: &[u8]) -> io::Result<()> {
-        if self.db.pending_bytes + txn.len() > MAX_PENDING_BYTES {
+        if self.db.pending_bytes + txn.len() + PENDING_ENTRY_COST > MAX_PENDING_BYTES {
             return Err(io::Error::other(format!(
                 "more than {MAX_PENDING_BYTES} bytes of proposals logged and not committed by the leader"
             )));
         }
         self.db.pending.push_back((zxid, txn.to_vec()));
-        self.db.pending_bytes += txn.len();
+        self.db.pending_bytes += txn.len() + PENDING_ENTRY_COST;
         self.db.apply_committed();
         self.db.txn_count += 1;
         let log_size = self.writer.as_ref().map_or(0, |w| w.size) as i64;
