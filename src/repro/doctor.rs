@@ -86,7 +86,7 @@ pub fn examine(mut members: Vec<Member>, opts: &DoctorOptions) -> Report {
         .filter_map(|a| a.as_ref().ok()?.config.clone())
         .max_by_key(|c| c.version());
     if let Some(config) = &newest {
-        let mut extra = Vec::new();
+        let mut extra: Vec<Member> = Vec::new();
         for line in config.servers() {
             let Some(addr) = line.addresses.first() else {
                 continue;
@@ -101,6 +101,8 @@ pub fn examine(mut members: Vec<Member>, opts: &DoctorOptions) -> Report {
                     m.sid = m.sid.or(Some(line.id));
                     m.client = m.client.clone().or(client);
                 }
+                // A config naming one address many times is dialled once.
+                None if extra.iter().any(|m| same_address(&m.address, &election)) => {}
                 None if extra.len() < probe::MAX_MEMBERS_DIALED => extra.push(Member {
                     address: election,
                     sid: Some(line.id),
@@ -172,7 +174,7 @@ pub fn examine(mut members: Vec<Member>, opts: &DoctorOptions) -> Report {
     }
     servers.sort_by_key(|s| (s.member.sid.is_none(), s.member.sid));
     check_agreement(&mut servers);
-    check_addresses(&mut servers);
+    check_addresses(&mut servers, opts.timeout);
     Report { servers }
 }
 
@@ -397,17 +399,30 @@ fn show_version(v: Option<u64>) -> String {
 }
 
 /// The addresses in the configs the servers carry: no wildcard, every host name resolves.
-fn check_addresses(servers: &mut [ServerReport]) {
+/// Servers mostly carry the same config: each distinct one is examined once.
+fn check_addresses(servers: &mut [ServerReport], timeout: Duration) {
+    let mut examined: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for s in servers.iter_mut() {
         let Ok(a) = &s.answer else { continue };
         let Some(config) = &a.config else { continue };
-        s.problems.extend(address_problems(config));
+        let problems = examined
+            .entry(config.to_string())
+            .or_insert_with(|| address_problems(config, timeout));
+        s.problems.extend(problems.iter().cloned());
     }
 }
 
-/// The problems with one config's addresses.
-pub fn address_problems(config: &QuorumConfig) -> Vec<String> {
+/// Host names one config may have looked up: each lookup can wait on a resolver, and a
+/// server's config (a peer's answer) can name thousands.
+const MAX_LOOKUPS: usize = 16;
+/// Address problems listed per config; the rest are counted in one more line.
+const MAX_ADDRESS_PROBLEMS: usize = 12;
+
+/// The problems with one config's addresses. Host names are looked up side by side, each
+/// given `timeout`; a name without an answer by then is said to be so.
+pub fn address_problems(config: &QuorumConfig, timeout: Duration) -> Vec<String> {
     let mut out = Vec::new();
+    let mut named: Vec<(i64, String, u16)> = Vec::new();
     for line in config.servers() {
         for addr in &line.addresses {
             let election = addr.election();
@@ -416,17 +431,74 @@ pub fn address_problems(config: &QuorumConfig) -> Vec<String> {
                     "its config gives server.{} the wildcard address {}: peers cannot dial it (ZOOKEEPER-2164)",
                     line.id, election.text
                 ));
-            } else if election.socket_addr().is_none()
-                && (addr.host.as_str(), addr.election_port)
-                    .to_socket_addrs()
-                    .map(|mut a| a.next().is_none())
-                    .unwrap_or(true)
-            {
-                out.push(format!(
-                    "its config gives server.{} the host {:?}, which does not resolve here",
-                    line.id, addr.host
-                ));
+            } else if election.socket_addr().is_none() {
+                named.push((line.id, addr.host.clone(), addr.election_port));
             }
+        }
+    }
+    let lookups = look_up(&named, timeout);
+    let mut not_looked_up = 0usize;
+    for (id, host, _) in &named {
+        match lookups.get(host) {
+            Some(Some(true)) => {}
+            Some(Some(false)) => out.push(format!(
+                "its config gives server.{id} the host {host:?}, which does not resolve here"
+            )),
+            Some(None) => out.push(format!(
+                "its config gives server.{id} the host {host:?}, which did not resolve within {} s",
+                timeout.as_secs_f64()
+            )),
+            None => not_looked_up += 1,
+        }
+    }
+    if out.len() > MAX_ADDRESS_PROBLEMS {
+        let more = out.len() - MAX_ADDRESS_PROBLEMS;
+        out.truncate(MAX_ADDRESS_PROBLEMS);
+        out.push(format!(
+            "and {more} more address problem(s) in the same config"
+        ));
+    }
+    if not_looked_up > 0 {
+        out.push(format!(
+            "its config names {not_looked_up} more server(s) by host names beyond the first {MAX_LOOKUPS} distinct ones, not looked up"
+        ));
+    }
+    out
+}
+
+/// Whether each of the first [`MAX_LOOKUPS`] distinct hosts resolves: `Some(true|false)`, or
+/// `None` when the resolver gave no answer within `timeout` (its thread is left to finish).
+fn look_up(named: &[(i64, String, u16)], timeout: Duration) -> BTreeMap<String, Option<bool>> {
+    let mut hosts: Vec<(&str, u16)> = Vec::new();
+    for (_, host, port) in named {
+        if hosts.len() == MAX_LOOKUPS {
+            break;
+        }
+        if !hosts.iter().any(|(h, _)| h == host) {
+            hosts.push((host, *port));
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (host, port) in &hosts {
+        let (tx, host, port) = (tx.clone(), host.to_string(), *port);
+        std::thread::spawn(move || {
+            let resolves = (host.as_str(), port)
+                .to_socket_addrs()
+                .is_ok_and(|mut a| a.next().is_some());
+            let _ = tx.send((host, resolves));
+        });
+    }
+    drop(tx);
+    let mut out: BTreeMap<String, Option<bool>> =
+        hosts.iter().map(|(h, _)| (h.to_string(), None)).collect();
+    let deadline = Instant::now() + timeout;
+    for _ in 0..hosts.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((host, resolves)) => {
+                out.insert(host, Some(resolves));
+            }
+            Err(_) => break,
         }
     }
     out
@@ -453,9 +525,24 @@ mod tests {
             "server.1=0.0.0.0:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:participant\nversion=0",
         )
         .unwrap();
-        let p = address_problems(&c);
+        let p = address_problems(&c, Duration::from_secs(1));
         assert_eq!(p.len(), 1, "{p:?}");
         assert!(p[0].contains("server.1") && p[0].contains("wildcard"));
+    }
+
+    /// A config (a peer's answer) naming thousands of bad addresses gives a bounded list.
+    #[test]
+    fn address_problems_are_listed_up_to_a_bound() {
+        let mut text: String = (1..=2000)
+            .map(|i| format!("server.{i}=0.0.0.0:2888:3888:participant\n"))
+            .collect();
+        text.push_str("version=0");
+        let p = address_problems(&QuorumConfig::parse(&text).unwrap(), Duration::from_secs(1));
+        assert_eq!(p.len(), MAX_ADDRESS_PROBLEMS + 1, "{p:?}");
+        assert_eq!(
+            p.last().unwrap(),
+            "and 1988 more address problem(s) in the same config"
+        );
     }
 
     fn answered(sid: i64, state: ServerState, leader: i64, round: i64) -> ServerReport {
