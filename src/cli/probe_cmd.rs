@@ -115,7 +115,7 @@ pub fn run(args: ProbeArgs) -> Result<(), CliError> {
     let failed = rows.iter().filter(|r| r.result.is_err()).count();
     if failed > 0 {
         return Err(CliError::failure(format!(
-            "probe: {failed} of {} server(s) did not answer",
+            "probe: {failed} of {} server(s) gave no readable answer (each one's line says why)",
             rows.len()
         )));
     }

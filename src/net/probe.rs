@@ -231,7 +231,14 @@ pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
         }
     }
     let _ = r.get_ref().stream.tcp().shutdown(std::net::Shutdown::Both);
-    let config = n.config_text().and_then(|t| QuorumConfig::parse(&t).ok());
+    // A config that does not parse is left out (`--all` then dials nobody from it), and said.
+    let config = n.config_text().and_then(|t| match QuorumConfig::parse(&t) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!("{target}: the config in its answer does not parse ({e}): left out");
+            None
+        }
+    });
     Ok(Answer {
         state: n.state,
         leader: n.leader,
