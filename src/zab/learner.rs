@@ -665,7 +665,7 @@ impl Learner {
                     self.append(p.zxid, txn, deferred);
                 }
             }
-            ptype::COMMIT => self.last_committed = self.last_committed.max(p.zxid),
+            ptype::COMMIT => self.commit(p.zxid),
             ptype::COMMITANDACTIVATE => {
                 self.last_committed = self.last_committed.max(p.zxid);
                 self.commit_and_activate(p);
@@ -674,6 +674,22 @@ impl Learner {
             _ => return false,
         }
         true
+    }
+
+    /// A COMMIT after NEWLEADER. Java's `FollowerZooKeeperServer.commit` warns of a commit
+    /// with nothing pending ("without seeing txn") and ignores it, and exits on one for
+    /// another txn than the next pending. zkfle ignores, with that warning, a commit beyond
+    /// every logged proposal: taken, it would commit proposals still to come before the
+    /// leader commits them.
+    fn commit(&mut self, zxid: i64) {
+        if zxid > self.last_zxid {
+            tracing::warn!(
+                "Committing 0x{zxid:x} without seeing txn (the last logged is 0x{:x}): ignored",
+                self.last_zxid
+            );
+            return;
+        }
+        self.last_committed = self.last_committed.max(zxid);
     }
 
     /// A reconfig txn among the proposals: its config becomes the last seen one (Java's
@@ -1281,6 +1297,25 @@ mod reconfig_tests {
         l.on_packet(2, reconfig_proposal(0x1_0000_0001, NEW));
         l.on_packet(3, commit_and_activate(0x1_0000_0001, 3));
         assert_eq!(l.phase(), Phase::Closed);
+    }
+
+    /// A hostile leader's COMMIT beyond every proposal would commit proposals still to come:
+    /// it is ignored, and the commit point stays; commits below it change nothing.
+    #[test]
+    fn a_commit_beyond_every_proposal_is_ignored() {
+        let commit = |zxid| QuorumPacket::new(ptype::COMMIT, zxid, None);
+        let mut l = broadcasting(Role::Participant);
+        let before = l.last_committed();
+        for zxid in [i64::MAX, -1, i64::MIN] {
+            l.on_packet(2, commit(zxid));
+        }
+        assert_eq!((l.phase(), l.last_committed()), (Phase::Broadcast, before));
+        l.on_packet(3, reconfig_proposal(0x1_0000_0001, NEW));
+        l.on_packet(4, commit(i64::MAX));
+        assert_eq!(l.last_committed(), before);
+        l.on_packet(5, commit(0x1_0000_0001));
+        assert_eq!(l.last_committed(), 0x1_0000_0001);
+        assert_eq!(l.phase(), Phase::Broadcast);
     }
 
     #[test]
