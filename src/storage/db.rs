@@ -44,6 +44,11 @@ pub const MAX_PENDING_BYTES: usize = 256 << 20;
 /// millions of tiny proposals held 2.6 times the limit.
 const PENDING_ENTRY_COST: usize = 64;
 
+/// What a waiting proposal of these bytes is charged against [`MAX_PENDING_BYTES`].
+fn pending_cost(txn: &[u8]) -> usize {
+    txn.len() + PENDING_ENTRY_COST
+}
+
 /// When to snapshot and purge, from zoo.cfg and Java's system properties.
 #[derive(Debug, Clone)]
 pub struct SnapConfig {
@@ -154,7 +159,7 @@ impl Db {
             let Some((z, txn)) = self.pending.pop_front() else {
                 break;
             };
-            self.pending_bytes -= txn.len() + PENDING_ENTRY_COST;
+            self.pending_bytes -= pending_cost(&txn);
             apply(&mut self.tree, z, &txn, &mut self.unreadable);
         }
     }
@@ -466,13 +471,13 @@ impl Storage {
 
     /// A txn was appended: it waits for its COMMIT; the snapshot rule is checked.
     pub(super) fn db_on_append(&mut self, zxid: i64, txn: &[u8]) -> io::Result<()> {
-        if self.db.pending_bytes + txn.len() + PENDING_ENTRY_COST > MAX_PENDING_BYTES {
+        if self.db.pending_bytes + pending_cost(txn) > MAX_PENDING_BYTES {
             return Err(io::Error::other(format!(
                 "more than {MAX_PENDING_BYTES} bytes of proposals logged and not committed by the leader"
             )));
         }
         self.db.pending.push_back((zxid, txn.to_vec()));
-        self.db.pending_bytes += txn.len() + PENDING_ENTRY_COST;
+        self.db.pending_bytes += pending_cost(txn);
         self.db.apply_committed();
         self.db.txn_count += 1;
         let log_size = self.writer.as_ref().map_or(0, |w| w.size) as i64;

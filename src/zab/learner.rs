@@ -667,7 +667,7 @@ impl Learner {
             }
             ptype::COMMIT => self.commit(p.zxid),
             ptype::COMMITANDACTIVATE => {
-                self.last_committed = self.last_committed.max(p.zxid);
+                self.commit(p.zxid);
                 self.commit_and_activate(p);
             }
             ptype::INFORM | ptype::INFORMANDACTIVATE if self.cfg.observer => self.inform(p),
@@ -676,7 +676,7 @@ impl Learner {
         true
     }
 
-    /// A COMMIT after NEWLEADER. Java's `FollowerZooKeeperServer.commit` warns of a commit
+    /// A COMMIT (or a COMMITANDACTIVATE's commit) after NEWLEADER. Java's `FollowerZooKeeperServer.commit` warns of a commit
     /// with nothing pending ("without seeing txn") and ignores it, and exits on one for
     /// another txn than the next pending. zkfle ignores, with that warning, a commit beyond
     /// every logged proposal: taken, it would commit proposals still to come before the
