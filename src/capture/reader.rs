@@ -279,6 +279,19 @@ impl CaptureReader {
         loop {
             let offset = self.inner.consumed() as u64;
             let record = self.state.records;
+            // pcap-parser 0.17 subtracts before it checks on some block types (a process
+            // information block shorter than 12 bytes panics), so lengths too short for any
+            // block are refused here, before it sees them.
+            if let Some(len) = short_ng_block(self.state.format, self.inner.data()) {
+                let detail = format!(
+                    "pcapng block declares a total length of {len} bytes, fewer than the 12 of any block's type and lengths"
+                );
+                return self.fail(CaptureError::Malformed {
+                    offset,
+                    record,
+                    detail,
+                });
+            }
             let step = match self.inner.next() {
                 Ok((_, PcapBlockOwned::Legacy(b))) if is_joined_header(b.ts_sec, b.caplen) => {
                     Step::Fail(CaptureError::Joined { offset, record })
@@ -557,6 +570,19 @@ fn declared_len(format: Format, data: &[u8]) -> Option<usize> {
             word(4, be)
         }
     }
+}
+
+/// The declared length of the pcapng block at the start of `data` when it is less than the 12
+/// bytes every block's type and two lengths take (a section header block's own shortness is
+/// left to the parser, which checks it, and its byte order may be a new one).
+fn short_ng_block(format: Format, data: &[u8]) -> Option<u32> {
+    let Format::Ng { be } = format else {
+        return None;
+    };
+    if data.get(..4)? == [0x0a, 0x0d, 0x0d, 0x0a] {
+        return None;
+    }
+    word_at(data, 4, be).filter(|&len| len < 12)
 }
 
 /// The 32-bit word at `at` in `data`, in the given byte order; `None` past the end.

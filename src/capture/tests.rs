@@ -418,6 +418,51 @@ fn every_prefix_of_a_file_header_is_an_error_not_a_panic() {
 }
 
 #[test]
+fn a_pcapng_block_shorter_than_its_lengths_is_refused_not_a_panic() {
+    // pcap-parser panics on a process information block (type 0x80000001) declaring fewer
+    // than 12 bytes (found by fuzzing); every block type is refused before it is parsed.
+    for kind in [0x8000_0001u32, 0x0000_0002, 0x1234_5678, 6] {
+        for len in [0u32, 4, 8, 11] {
+            for be in [false, true] {
+                let ethernet = Iface {
+                    linktype: 1,
+                    tsresol: None,
+                };
+                let mut file = pcapng(be, &[ethernet], &[]);
+                let word = |v: u32| if be { v.to_be_bytes() } else { v.to_le_bytes() };
+                file.extend_from_slice(&word(kind));
+                file.extend_from_slice(&word(len));
+                file.extend_from_slice(&[0; 24]);
+                let got: Vec<_> = TcpSegments::from_reader(io::Cursor::new(file))
+                    .unwrap()
+                    .collect();
+                match got.last() {
+                    Some(Err(CaptureError::Malformed { detail, .. })) => assert!(
+                        detail.contains(&format!("total length of {len} bytes")),
+                        "{detail}"
+                    ),
+                    other => panic!("type {kind:#x} length {len}: {other:?}"),
+                }
+            }
+        }
+    }
+    // The fuzzer's own input.
+    let found = [
+        0x0a, 0x0d, 0x0d, 0x0a, 0x63, 0x00, 0x00, 0x00, 0x4d, 0x3c, 0x2b, 0x1a, 0x41, 0x0d, 0x0d,
+        0x0d, 0x0a, 0x0d, 0x0d, 0x2b, 0xf0, 0x2c, 0xc3, 0xf2, 0x0a, 0x0d, 0x1a, 0x5c, 0x5d, 0x5d,
+        0x5d, 0x4d, 0xff, 0x0a, 0x0d, 0x1a, 0x2b, 0x3c, 0xf4, 0x4d, 0x00, 0x77, 0x00, 0x00, 0x08,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x3c, 0x2b, 0x1a, 0x41,
+        0x0d, 0x0d, 0x0d, 0x0a, 0x0d, 0x0d, 0x2b, 0x3c, 0xd3, 0x0d, 0x0d, 0x0a, 0x0d, 0x1a, 0x2b,
+        0x3c, 0xd3, 0x3c, 0x0d, 0x5d, 0x4d, 0xff, 0x0a, 0x0d, 0x1a, 0x2b, 0x3c, 0x00, 0xff, 0x09,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x80, 0x04, 0x00,
+        0x00, 0x00, 0x80, 0x4d, 0x48,
+    ];
+    if let Ok(mut it) = TcpSegments::from_reader(io::Cursor::new(found.to_vec())) {
+        while let Some(Ok(_)) = it.next() {}
+    }
+}
+
+#[test]
 fn a_bad_gzip_checksum_is_reported_after_a_small_capture() {
     use std::io::Write as _;
     let s = sample(A, B);
