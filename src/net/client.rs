@@ -31,6 +31,8 @@ pub struct Client {
     s: TcpStream,
     xid: i32,
     pub session_id: i64,
+    /// How long a frame, or the reply to a request, may take to arrive whole.
+    timeout: Duration,
 }
 
 impl Client {
@@ -46,6 +48,7 @@ impl Client {
             s,
             xid: 0,
             session_id: 0,
+            timeout,
         };
         c.write(&frame(&ConnectRequest::new_session(session_ms).encode()))?;
         let body = c.read_frame()?;
@@ -64,20 +67,41 @@ impl Client {
             .map_err(|e| format!("writing to the client port: {e}"))
     }
 
-    /// One frame's body (at most [`MAX_FRAME`] bytes).
+    /// One frame's body (at most [`MAX_FRAME`] bytes), whole within the timeout: a server
+    /// trickling a byte at a time cannot stretch it a read timeout per byte.
     fn read_frame(&mut self) -> Result<Vec<u8>, String> {
+        let deadline = Instant::now() + self.timeout;
         let mut prefix = [0u8; 4];
-        self.s
-            .read_exact(&mut prefix)
-            .map_err(|e| format!("reading from the client port: {e}"))?;
+        self.read_exact_by(&mut prefix, deadline)?;
         let len = frame_len(&prefix)
             .map_err(|e| e.to_string())?
             .unwrap_or(MAX_FRAME);
         let mut body = vec![0u8; len];
-        self.s
-            .read_exact(&mut body)
-            .map_err(|e| format!("reading from the client port: {e}"))?;
+        self.read_exact_by(&mut body, deadline)?;
         Ok(body)
+    }
+
+    fn read_exact_by(&mut self, mut buf: &mut [u8], deadline: Instant) -> Result<(), String> {
+        let failed = |e: std::io::Error| format!("reading from the client port: {e}");
+        while !buf.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(format!(
+                    "reading from the client port: no whole frame within {:.1} s",
+                    self.timeout.as_secs_f64()
+                ));
+            }
+            self.s.set_read_timeout(Some(left)).map_err(failed)?;
+            match self.s.read(buf) {
+                Ok(0) => {
+                    return Err(failed(std::io::ErrorKind::UnexpectedEof.into()));
+                }
+                Ok(n) => buf = &mut buf[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(failed(e)),
+            }
+        }
+        Ok(())
     }
 
     fn next_xid(&mut self) -> i32 {
@@ -113,6 +137,14 @@ impl Client {
             let body = self.read_frame()?;
             let h = ReplyHeader::decode(&body).map_err(|e| format!("a reply: {e}"))?;
             if h.xid == PING_XID || h.xid == NOTIFICATION_XID {
+                // Pings and watch events do not answer the request: it still waits, within
+                // the same bound as any read.
+                if sent.elapsed() >= self.timeout {
+                    return Err(format!(
+                        "no reply to request {index} within {:.1} s (only pings or watch events came)",
+                        self.timeout.as_secs_f64()
+                    ));
+                }
                 continue;
             }
             inflight.pop_front();

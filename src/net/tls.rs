@@ -885,8 +885,57 @@ impl io::Write for BlockingQuorumStream {
     }
 }
 
-/// Connects the way the ensemble speaks, blocking: the TLS handshake is completed here (within
-/// the socket's read and write timeouts) so that a refused certificate is reported as such.
+/// A socket whose every read and write ends by one deadline (rustls's `complete_io` loops over
+/// reads itself until the handshake is done, so a bound per read is no bound on the whole).
+struct HandshakeIo<'a> {
+    tcp: &'a mut std::net::TcpStream,
+    /// The deadline and the whole bound it came from (for the message).
+    deadline: Option<(std::time::Instant, std::time::Duration)>,
+}
+
+impl HandshakeIo<'_> {
+    /// Sets the socket's timeouts to what is left; an error once nothing is.
+    fn arm(&mut self) -> io::Result<()> {
+        let Some((deadline, limit)) = self.deadline else {
+            return Ok(());
+        };
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the server did not finish the TLS handshake within {:.1} s",
+                    limit.as_secs_f64()
+                ),
+            ));
+        }
+        self.tcp.set_read_timeout(Some(left))?;
+        self.tcp.set_write_timeout(Some(left))
+    }
+}
+
+impl io::Read for HandshakeIo<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.arm()?;
+        io::Read::read(self.tcp, buf)
+    }
+}
+
+impl io::Write for HandshakeIo<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.arm()?;
+        io::Write::write(self.tcp, buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::Write::flush(self.tcp)
+    }
+}
+
+/// Connects the way the ensemble speaks, blocking: the TLS handshake is completed here so that
+/// a refused certificate is reported as such. The socket's read timeout, as the caller set it,
+/// bounds the whole handshake (a server trickling its records a byte at a time would otherwise
+/// stretch it a read timeout per byte); the socket's timeouts are as they were afterwards.
 pub fn wrap_outgoing_blocking(
     tls: Option<&QuorumTls>,
     mut tcp: std::net::TcpStream,
@@ -901,10 +950,17 @@ pub fn wrap_outgoing_blocking(
     let name = ServerName::IpAddress(peer.ip().into());
     let mut conn = rustls::ClientConnection::new(t.client.clone(), name)
         .map_err(|e| explain(io::Error::other(e), "server"))?;
+    let (read_limit, write_limit) = (tcp.read_timeout()?, tcp.write_timeout()?);
+    let mut io = HandshakeIo {
+        tcp: &mut tcp,
+        deadline: read_limit.map(|l| (std::time::Instant::now() + l, l)),
+    };
     while conn.is_handshaking() {
-        conn.complete_io(&mut tcp)
+        conn.complete_io(&mut io)
             .map_err(|e| explain(e, "server"))?;
     }
+    tcp.set_read_timeout(read_limit)?;
+    tcp.set_write_timeout(write_limit)?;
     Ok(BlockingQuorumStream::Tls(Box::new(
         rustls::StreamOwned::new(conn, tcp),
     )))

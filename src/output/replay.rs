@@ -35,6 +35,7 @@ impl Report {
                 "recorded": note(&d.recorded),
                 "replayed": note(&d.replayed),
             })).collect::<Vec<_>>(),
+            "notes": self.notes,
         })
     }
 
@@ -90,6 +91,9 @@ impl Report {
                 show(&d.recorded),
                 show(&d.replayed)
             );
+        }
+        for note in &self.notes {
+            let _ = writeln!(s, "note: {note}");
         }
         s
     }

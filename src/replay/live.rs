@@ -49,6 +49,8 @@ pub const DEFAULT_WAIT_ANSWER: Duration = Duration::from_secs(10);
 const WAIT_INITIAL: Duration = Duration::from_secs(5);
 /// How long to wait for the target to dial back a smaller peer whose connection it closed.
 const WAIT_DIAL_BACK: Duration = Duration::from_secs(2);
+/// How long dialling the target as a peer may take, handshakes (TLS, SASL) included.
+const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a live replay could not run.
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +76,10 @@ pub enum LiveError {
     NoConnection(i64),
     #[error("the target is {0} already; start it afresh for the replay")]
     NotLooking(&'static str),
+    #[error(
+        "the target answered with state code {0}, which is no ZooKeeper state (0-3): is it a ZooKeeper election port?"
+    )]
+    BadState(i32),
     #[error("the target does not answer within {secs:.1} s: {source}")]
     NoAnswer { secs: f64, source: ProbeError },
     #[error("starting the connections' runtime: {source}")]
@@ -94,13 +100,70 @@ struct Shared {
     /// notified on every insert.
     conns: Mutex<HashMap<i64, mpsc::UnboundedSender<Vec<u8>>>>,
     attached: Condvar,
-    sent: Mutex<Vec<Sent>>,
+    sent: Mutex<KeptSent>,
     security: Security,
 }
+
+/// What the target sent, as the comparison needs it: a notification repeating the one before
+/// it to the same peer (in the fields compared) is not kept, since the report collapses such
+/// runs anyway; and the whole is bounded, because the target is not trusted to stop.
+#[derive(Default)]
+struct KeptSent {
+    list: Vec<Sent>,
+    /// The bytes of the configs kept.
+    config_bytes: usize,
+    /// Set once a bound was reached (reported with the outcome).
+    overflowed: bool,
+}
+
+/// The most distinct notifications kept from the target, and the most config bytes in them:
+/// a replay's elections need a few hundred; a target sending more is flooding.
+const MAX_SENT_KEPT: usize = 100_000;
+const MAX_SENT_CONFIG_BYTES: usize = 64 << 20;
 
 impl Shared {
     fn ms(&self) -> u64 {
         self.begin.elapsed().as_millis() as u64
+    }
+
+    /// Keeps `n`, sent by the target to peer `p`, unless it repeats the last one kept for `p`;
+    /// false when the bound is reached (nothing more is kept from anyone).
+    fn keep_sent(&self, p: i64, n: Notification) -> bool {
+        let at_ms = self.ms();
+        let mut kept = lock(&self.sent);
+        if kept.overflowed {
+            return false;
+        }
+        let key = |n: &Notification| {
+            (
+                n.state,
+                n.leader,
+                n.zxid,
+                n.election_epoch,
+                n.effective_peer_epoch(),
+            )
+        };
+        if kept
+            .list
+            .iter()
+            .rev()
+            .find(|s| s.to == p)
+            .is_some_and(|last| key(&last.notification) == key(&n))
+        {
+            return true;
+        }
+        let bytes = n.config.as_ref().map_or(0, Vec::len);
+        if kept.list.len() >= MAX_SENT_KEPT || kept.config_bytes + bytes > MAX_SENT_CONFIG_BYTES {
+            kept.overflowed = true;
+            return false;
+        }
+        kept.config_bytes += bytes;
+        kept.list.push(Sent {
+            at_ms,
+            to: p,
+            notification: n,
+        });
+        true
     }
 }
 
@@ -133,7 +196,7 @@ pub fn replay(
         begin: Instant::now(),
         conns: Mutex::new(HashMap::new()),
         attached: Condvar::new(),
-        sent: Mutex::new(Vec::new()),
+        sent: Mutex::new(KeptSent::default()),
         security,
     });
     let peers: Vec<i64> = rec.peers();
@@ -179,9 +242,20 @@ pub fn replay(
     lock(&shared.conns).clear();
     rt.shutdown_timeout(Duration::from_secs(1));
     let replayed = result?;
-    let mut sent = lock(&shared.sent).clone();
+    let (mut sent, overflowed) = {
+        let mut kept = lock(&shared.sent);
+        (std::mem::take(&mut kept.list), kept.overflowed)
+    };
     sent.sort_by_key(|s| s.at_ms);
-    Ok(Report::new(rec, target, replayed, &sent))
+    let mut report = Report::new(rec, target, replayed, &sent);
+    if overflowed {
+        report.notes.push(format!(
+            "the target sent more than {MAX_SENT_KEPT} distinct notifications or {} MiB of configs; \
+             the rest were not kept, and the connections that sent them were dropped",
+            MAX_SENT_CONFIG_BYTES >> 20
+        ));
+    }
+    Ok(report)
 }
 
 /// Accepts the target's connections to peer `p`: kept when `p` is smaller than the target's
@@ -244,13 +318,11 @@ fn attach(sh: &Arc<Shared>, p: i64, s: QuorumStream, mut dec: StreamDecoder, lef
             loop {
                 match dec.decode(&mut rest) {
                     Ok(Some(StreamItem::Frame { payload, .. })) => {
-                        if let Ok(n) = Notification::decode(&payload) {
-                            let at_ms = sh.ms();
-                            lock(&sh.sent).push(Sent {
-                                at_ms,
-                                to: p,
-                                notification: n,
-                            });
+                        if let Ok(n) = Notification::decode(&payload)
+                            && !sh.keep_sent(p, n)
+                        {
+                            // Past the bound: this connection is flooding; stop reading it.
+                            return;
                         }
                     }
                     Ok(Some(_)) => {}
@@ -286,19 +358,32 @@ fn send_as(
         lock(&sh.conns).remove(&p);
         // Dial as p: kept by the target when p is larger; otherwise it closes and dials back.
         let connect = |source| LiveError::Connect { sid: p, source };
+        // The whole handshake (TCP, TLS, initial message, SASL) within one bound: a target
+        // that accepts and then stalls must not hold the replay.
         let s = rt
             .block_on(async {
-                let tcp = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(target))
+                let dial = async {
+                    let tcp = TcpStream::connect(target).await?;
+                    let _ = tcp.set_nodelay(true);
+                    let mut s = wrap_outgoing(sh.security.tls.as_deref(), tcp, target).await?;
+                    s.write_all(initial).await?;
+                    s.flush().await?;
+                    if let Some(sasl) = sh.security.sasl.as_deref() {
+                        authenticate_learner(&mut s, sasl).await?;
+                    }
+                    Ok::<_, std::io::Error>(s)
+                };
+                tokio::time::timeout(DIAL_TIMEOUT, dial)
                     .await
-                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
-                let _ = tcp.set_nodelay(true);
-                let mut s = wrap_outgoing(sh.security.tls.as_deref(), tcp, target).await?;
-                s.write_all(initial).await?;
-                s.flush().await?;
-                if let Some(sasl) = sh.security.sasl.as_deref() {
-                    authenticate_learner(&mut s, sasl).await?;
-                }
-                Ok(s)
+                    .map_err(|_| {
+                        std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!(
+                                "no connection and handshake within {} s",
+                                DIAL_TIMEOUT.as_secs()
+                            ),
+                        )
+                    })?
             })
             .map_err(connect)?;
         if p > sid {
@@ -350,7 +435,12 @@ fn wait_looking(
     loop {
         match probe::probe(target, opts) {
             Ok(a) if a.state == ServerState::Looking => return Ok(a.state),
-            Ok(a) => return Err(LiveError::NotLooking(a.state.name())),
+            Ok(a) => {
+                return Err(match a.state {
+                    ServerState::Unknown(code) => LiveError::BadState(code),
+                    other => LiveError::NotLooking(other.name()),
+                });
+            }
             Err(source) if wait_start.elapsed() >= wait_answer => {
                 return Err(LiveError::NoAnswer {
                     secs: wait_answer.as_secs_f64(),

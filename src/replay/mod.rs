@@ -507,6 +507,8 @@ pub struct Report {
     pub recorded: Vec<Decided>,
     pub replayed: Vec<Decided>,
     pub differences: Vec<Difference>,
+    /// What limits the comparison (a target that sent more than was kept).
+    pub notes: Vec<String>,
 }
 
 impl Report {
@@ -542,6 +544,7 @@ impl Report {
             recorded: rec.decisions.clone(),
             replayed,
             differences,
+            notes: Vec::new(),
         }
     }
 

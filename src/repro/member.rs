@@ -413,6 +413,10 @@ fn secure_learner(
 /// holds at most 500 proposals and as many commits).
 const MAX_SYNC_PACKETS: usize = 10_000;
 
+/// How long ZOOKEEPER-2201's check reads back what the leader queued (at most 64 MiB, seconds
+/// at loopback speed) before it calls the connection kept.
+const DRAIN_LIMIT: Duration = Duration::from_secs(20);
+
 impl Learner {
     fn send(&mut self, p: &QuorumPacket) -> Result<(), String> {
         use std::io::Write;
@@ -460,7 +464,9 @@ impl Learner {
         }
     }
 
-    /// Reads until a packet of type `want`, replying to PINGs; the packets skipped.
+    /// Reads until a packet of type `want`, replying to PINGs; the packets read, that one
+    /// included, by type and zxid only: their data is dropped, so that a leader streaming
+    /// large packets holds one at a time, not [`MAX_SYNC_PACKETS`] of them.
     fn until(&mut self, want: i32, timeout: Duration) -> Result<Vec<QuorumPacket>, String> {
         let end = Instant::now() + timeout;
         let mut seen = Vec::new();
@@ -477,7 +483,7 @@ impl Learner {
                 self.send(&QuorumPacket::ping_reply(p.zxid))?;
             }
             let done = p.ptype == want;
-            seen.push(p);
+            seen.push(QuorumPacket::new(p.ptype, p.zxid, None));
             if done {
                 return Ok(seen);
             }
@@ -901,9 +907,18 @@ pub(super) fn zookeeper_2201(
     // 4. Now read: does the stream end (the leader dropped zkfle) after what was queued?
     let mut drained = 0usize;
     let mut buf = vec![0u8; 256 * 1024];
-    let _ = l.s.tcp().set_read_timeout(Some(Duration::from_secs(2)));
+    // Within an overall bound too: a leader trickling a byte every second would keep a
+    // per-read timeout from ever expiring.
+    let drain_until = Instant::now() + DRAIN_LIMIT;
     let end = loop {
         use std::io::Read;
+        let left = drain_until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break "";
+        }
+        let _ =
+            l.s.tcp()
+                .set_read_timeout(Some(left.min(Duration::from_secs(2))));
         match l.s.read(&mut buf) {
             Ok(0) => break "the leader had closed the connection",
             Ok(n) => drained += n,
