@@ -187,3 +187,57 @@ impl Client {
         let _ = self.write(&header_only_frame(xid, opcode::CLOSE_SESSION));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::client::ReplyHeader;
+
+    /// A server that opens the session, then answers every request with pings only: the
+    /// request's reply is waited for within the client's timeout, not for ever.
+    #[test]
+    fn a_reply_that_never_comes_past_pings_is_an_error_in_time() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let session = ConnectResponse {
+                protocol_version: 0,
+                timeout_ms: 30_000,
+                session_id: 7,
+                password: vec![0; 16],
+                read_only: Some(false),
+            };
+            s.write_all(&frame(&session.encode())).unwrap();
+            let mut ping = Vec::new();
+            ReplyHeader {
+                xid: PING_XID,
+                zxid: 0,
+                err: 0,
+            }
+            .encode_into(&mut ping);
+            let ping = frame(&ping);
+            for _ in 0..40 {
+                if s.write_all(&ping).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let mut c = Client::connect(addr, 30_000, Duration::from_millis(700)).unwrap();
+        let start = Instant::now();
+        let e = c
+            .pipeline(1, |c, _| c.create_frame("/x", b""), |i| i < 1, |_| {})
+            .unwrap_err();
+        assert!(e.contains("no reply to request 0"), "{e}");
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            start.elapsed()
+        );
+        drop(c);
+        server.join().unwrap();
+    }
+}

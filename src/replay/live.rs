@@ -596,6 +596,51 @@ impl Watch {
 mod tests {
     use super::*;
 
+    fn shared() -> Shared {
+        Shared {
+            begin: Instant::now(),
+            conns: Mutex::new(HashMap::new()),
+            attached: Condvar::new(),
+            sent: Mutex::new(KeptSent::default()),
+            security: Security::default(),
+        }
+    }
+
+    fn vote(leader: i64, config: usize) -> Notification {
+        Notification {
+            state: ServerState::Looking,
+            leader,
+            zxid: 0,
+            election_epoch: 1,
+            peer_epoch: Some(0),
+            version: Some(2),
+            config: Some(vec![b'x'; config]),
+            trailing: Vec::new(),
+        }
+    }
+
+    /// A target repeating itself costs nothing; one sending ever new votes is cut at the bound,
+    /// and the report says so.
+    #[test]
+    fn what_a_live_target_sends_is_kept_collapsed_and_bounded() {
+        let sh = shared();
+        for _ in 0..1000 {
+            assert!(sh.keep_sent(2, vote(1, 512 << 10)));
+        }
+        assert!(sh.keep_sent(3, vote(1, 0)));
+        assert!(sh.keep_sent(2, vote(2, 0)));
+        assert_eq!(lock(&sh.sent).list.len(), 3);
+        // Distinct votes with big configs: refused once 64 MiB of configs are kept.
+        let mut leader = 10;
+        while sh.keep_sent(2, vote(leader, 1 << 20)) {
+            leader += 1;
+            assert!(leader < 1000, "no bound");
+        }
+        let kept = lock(&sh.sent);
+        assert!(kept.overflowed);
+        assert!(kept.config_bytes <= MAX_SENT_CONFIG_BYTES);
+    }
+
     fn answer(state: ServerState, leader: i64, round: i64) -> probe::Answer {
         probe::Answer {
             state,
