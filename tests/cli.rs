@@ -17,8 +17,16 @@ fn zkfle(args: &[&str], stdin: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("zkfle runs");
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+    // Written beside the reading: `wire encode` answers as it reads, and with both pipes full
+    // neither side would move.
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
 }
 
 fn text(b: &[u8]) -> String {
@@ -137,6 +145,53 @@ fn bad_input_exits_2_with_one_line_naming_field_and_offset() {
         );
         assert!(out.stdout.is_empty());
     }
+}
+
+/// `wire encode` prints each object's hex as soon as the object has come, before stdin ends
+/// (a live `decode -i` piped into it), and refuses an object it would have to buffer without
+/// end.
+#[test]
+fn wire_encode_streams_and_bounds_an_object() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zkfle"))
+        .args(["wire", "encode"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("zkfle runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let vote = r#"{"type":"notification","state":"LOOKING","leader":1,"zxid":0,"election_epoch":1,"peer_epoch":0,"version":2,"config":"server.1=127.0.0.1:2888:3888:participant\nversion=0"}"#;
+    for _ in 0..2 {
+        writeln!(stdin, "{vote}").unwrap();
+        stdin.flush().unwrap();
+        // Read with stdin still open: a line comes only if it was printed as it came.
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(line.starts_with("00000000"), "{line}");
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+
+    let mut big = vec![b'['; 1];
+    big.resize(17 << 20, b' ');
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zkfle"))
+        .args(["wire", "encode"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("zkfle runs");
+    // zkfle stops reading at the bound, so the rest may not be taken.
+    let _ = child.stdin.take().unwrap().write_all(&big);
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("more than 16 MiB of input without a whole JSON object"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -44,25 +44,34 @@ pub fn run(cmd: WireCommand) -> Result<(), CliError> {
             Ok(())
         }
         WireCommand::Encode => {
-            let mut input = String::new();
-            std::io::stdin()
-                .read_to_string(&mut input)
-                .map_err(|e| CliError::failure(format!("wire encode: reading stdin: {e}")))?;
+            // Streamed: each object is encoded as soon as it has come whole (`zkfle decode -i
+            // ... | zkfle wire encode` prints as it goes), and one object may not take more
+            // than MAX_OBJECT_BYTES of input.
+            let taken = std::rc::Rc::new(std::cell::Cell::new(0u64));
+            let input = BoundedInput {
+                inner: std::io::stdin().lock(),
+                taken: taken.clone(),
+            };
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
             let mut count = 0;
             // One object, or a stream of them (e.g. `zkfle decode --format jsonl` output):
             // one line of hex each.
-            for (i, value) in serde_json::Deserializer::from_str(&input)
+            for (i, value) in serde_json::Deserializer::from_reader(input)
                 .into_iter::<serde_json::Value>()
                 .enumerate()
             {
+                taken.set(0);
                 let value = value.map_err(|e| {
-                    CliError::input(format!(
-                        "wire encode: stdin line {} column {}: {e}",
-                        e.line(),
-                        e.column()
-                    ))
+                    if e.is_io() {
+                        CliError::failure(format!("wire encode: reading stdin: {e}"))
+                    } else {
+                        CliError::input(format!(
+                            "wire encode: stdin line {} column {}: {e}",
+                            e.line(),
+                            e.column()
+                        ))
+                    }
                 })?;
                 let at = |e: &dyn std::fmt::Display| {
                     CliError::input(format!("wire encode: object {}: {e}", i + 1))
@@ -78,6 +87,30 @@ pub fn run(cmd: WireCommand) -> Result<(), CliError> {
             }
             Ok(())
         }
+    }
+}
+
+/// The most input one JSON object may take (a notification's config is at most 512 KiB, 1 MiB
+/// as hex): more is refused instead of buffered.
+const MAX_OBJECT_BYTES: u64 = 16 << 20;
+
+/// Stdin, refusing to give more than [`MAX_OBJECT_BYTES`] since `taken` was last reset.
+struct BoundedInput<R> {
+    inner: R,
+    taken: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl<R: Read> Read for BoundedInput<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.taken.get() >= MAX_OBJECT_BYTES {
+            return Err(std::io::Error::other(format!(
+                "more than {} MiB of input without a whole JSON object",
+                MAX_OBJECT_BYTES >> 20
+            )));
+        }
+        let n = self.inner.read(buf)?;
+        self.taken.set(self.taken.get() + n as u64);
+        Ok(n)
     }
 }
 
