@@ -70,6 +70,8 @@ pub struct JsonWriter {
     config_json: Vec<u8>,
     config_version: Option<u64>,
     config_valid: bool,
+    /// Why Java's receiver thread dies on that config ([`crate::wire::config::java_parse_dies`]).
+    config_kills: Option<String>,
     /// `,"src":…,"dst":…` for the last few address pairs (a connection's two directions,
     /// mostly).
     addrs: super::AddrPairs,
@@ -195,6 +197,7 @@ impl JsonWriter {
                         serde_json::to_writer(&mut self.config_json, &String::from_utf8_lossy(raw));
                     self.config_valid = std::str::from_utf8(raw).is_ok();
                     self.config_version = n.config_version();
+                    self.config_kills = crate::wire::config::java_parse_dies(raw);
                 }
                 out.extend_from_slice(&self.config_json);
                 (self.config_valid, self.config_version)
@@ -214,12 +217,16 @@ impl JsonWriter {
             out.extend_from_slice(hex::encode(&n.trailing).as_bytes());
             out.push(b'"');
         }
-        if matches!(n.java_view(), JavaView::Accepted { .. }) {
+        let kills = n.config.is_some() && self.config_kills.is_some();
+        if !kills && matches!(n.java_view(), JavaView::Accepted { .. }) {
             out.extend_from_slice(b",\"java_accepts\":true");
         } else {
             out.extend_from_slice(b",\"java_accepts\":false");
         }
-        if let Some(note) = notification_note(n) {
+        if let (true, Some(why)) = (kills, &self.config_kills) {
+            out.extend_from_slice(b",\"note\":");
+            json_str(out, why);
+        } else if let Some(note) = notification_note(n) {
             out.extend_from_slice(b",\"note\":");
             json_str(out, &note);
         }

@@ -137,6 +137,12 @@ fn write_notification_words(out: &mut Vec<u8>, n: &Notification) {
     }
     if let JavaView::Dropped(why) = view {
         let _ = write!(out, "  [{why}]");
+    } else if let Some(why) = n
+        .config
+        .as_deref()
+        .and_then(crate::wire::config::java_parse_dies)
+    {
+        let _ = write!(out, "  [{why}]");
     }
 }
 

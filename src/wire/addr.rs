@@ -193,6 +193,16 @@ pub(crate) fn java_parse_int(s: &str) -> Option<i32> {
     s.parse::<i32>().ok()
 }
 
+/// `Long.parseLong(s, radix)` for ASCII text: an optional sign, then at least one digit,
+/// within 64 bits.
+pub(crate) fn java_parse_long(s: &str, radix: u32) -> Option<i64> {
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    i64::from_str_radix(s, radix).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

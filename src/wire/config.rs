@@ -17,7 +17,8 @@ use std::fmt;
 use std::net::SocketAddr;
 
 use super::addr::{
-    ElectionAddress, format_host_port, host_and_port, java_parse_int, java_split, java_trim,
+    ElectionAddress, format_host_port, host_and_port, java_parse_int, java_parse_long, java_split,
+    java_trim,
 };
 use super::error::{ErrorKind, WireError};
 
@@ -325,9 +326,64 @@ pub fn version_of_bytes(text: &[u8]) -> Option<u64> {
         .find_map(|v| u64::from_str_radix(java_trim(v), 16).ok())
 }
 
+/// Why Java's config parser (`QuorumPeerConfig.parseDynamicConfig`) throws a
+/// `NumberFormatException` on this config text, if it does: a `server.` key whose id is not a
+/// number, or a `version` that is not hexadecimal. Nothing catches it in a 3.5+ server's
+/// election receiver (reference: "A RuntimeException from the parser is not caught"), whose
+/// thread dies: the server then answers no notification until it restarts. Other parse errors
+/// (`ConfigException`) are caught and the message is processed without its config. Cheap: on
+/// the path of every notification printed as text.
+pub fn java_parse_dies(text: &[u8]) -> Option<String> {
+    for raw in text.split(|b| *b == b'\n') {
+        let Ok(line) = std::str::from_utf8(raw) else {
+            continue;
+        };
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = java_trim(key);
+        // Java's digits include other scripts' (`Character.digit`): only ASCII is judged.
+        if !line.is_ascii() {
+            continue;
+        }
+        if let Some(id) = key.strip_prefix("server.") {
+            if java_parse_long(id, 10).is_none() {
+                return Some(format!(
+                    "its config's key {key:?} has no numeric id: Java's parser throws NumberFormatException, which kills a 3.5+ server's election receiver thread (it then answers no notification until restarted)"
+                ));
+            }
+        } else if key == "version" && java_parse_long(java_trim(value), 16).is_none() {
+            return Some(format!(
+                "its config's version {:?} is not hexadecimal: Java's parser throws NumberFormatException, which kills a 3.5+ server's election receiver thread (it then answers no notification until restarted)",
+                java_trim(value)
+            ));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_configs_that_kill_javas_receiver_are_named() {
+        let ok = b"server.1=127.0.0.1:2888:3888:participant\nversion=100000000";
+        assert_eq!(java_parse_dies(ok), None);
+        // A ConfigException (caught by Java), not a NumberFormatException.
+        assert_eq!(java_parse_dies(b"my very invalid config string"), None);
+        assert_eq!(java_parse_dies(b"server.1=nonsense\nversion=-1a"), None);
+        for bad in [
+            &b"server.x=a:1:2:participant\nversion=0"[..],
+            b"server.=a:1:2",
+            b"server.1=a:1:2\nversion=zz",
+            b"server.99999999999999999999=a:1:2",
+            b" server.+ =a:1:2",
+        ] {
+            let why = java_parse_dies(bad).unwrap_or_else(|| panic!("{bad:?}"));
+            assert!(why.contains("NumberFormatException"), "{why}");
+        }
+    }
 
     /// A bracketed host that itself starts with `[` (found by the `config` fuzz target) prints
     /// bracketed, so it parses back to the same config.
