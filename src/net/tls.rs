@@ -842,7 +842,7 @@ pub async fn wrap_incoming(
 /// plaintext or TLS.
 pub enum BlockingQuorumStream {
     Plain(std::net::TcpStream),
-    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>>),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TimedTcp>>),
 }
 
 impl BlockingQuorumStream {
@@ -850,16 +850,39 @@ impl BlockingQuorumStream {
     pub fn tcp(&self) -> &std::net::TcpStream {
         match self {
             BlockingQuorumStream::Plain(s) => s,
-            BlockingQuorumStream::Tls(s) => s.get_ref(),
+            BlockingQuorumStream::Tls(s) => &s.get_ref().tcp,
         }
     }
+}
+
+/// Runs one call on a TLS stream within the socket's timeout (read or write, as the caller
+/// set it) as a whole, as one call on a plain socket is: rustls reads until a record is
+/// complete, and a peer trickling it a byte at a time would otherwise stretch the call a
+/// timeout per byte. The socket's timeouts are as they were afterwards.
+fn within_timeout<T>(
+    s: &mut rustls::StreamOwned<rustls::ClientConnection, TimedTcp>,
+    call: impl FnOnce(&mut rustls::StreamOwned<rustls::ClientConnection, TimedTcp>) -> io::Result<T>,
+) -> io::Result<T> {
+    let tcp = &s.get_ref().tcp;
+    let (read_limit, write_limit) = (tcp.read_timeout()?, tcp.write_timeout()?);
+    let limit = match (read_limit, write_limit) {
+        (Some(r), Some(w)) => Some(r.max(w)),
+        (r, w) => r.or(w),
+    };
+    s.get_mut().deadline = limit.map(|l| (std::time::Instant::now() + l, l));
+    let result = call(s);
+    let timed = s.get_mut();
+    timed.deadline = None;
+    timed.tcp.set_read_timeout(read_limit)?;
+    timed.tcp.set_write_timeout(write_limit)?;
+    result
 }
 
 impl io::Read for BlockingQuorumStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             BlockingQuorumStream::Plain(s) => s.read(buf),
-            BlockingQuorumStream::Tls(s) => s.read(buf),
+            BlockingQuorumStream::Tls(s) => within_timeout(s, |s| s.read(buf)),
         }
     }
 }
@@ -869,31 +892,32 @@ impl io::Write for BlockingQuorumStream {
         match self {
             BlockingQuorumStream::Plain(s) => s.write(buf),
             // Each write goes out whole: callers write a message and then wait for an answer.
-            BlockingQuorumStream::Tls(s) => {
+            BlockingQuorumStream::Tls(s) => within_timeout(s, |s| {
                 let n = s.write(buf)?;
                 s.flush()?;
                 Ok(n)
-            }
+            }),
         }
     }
 
     fn flush(&mut self) -> io::Result<()> {
         match self {
             BlockingQuorumStream::Plain(s) => s.flush(),
-            BlockingQuorumStream::Tls(s) => s.flush(),
+            BlockingQuorumStream::Tls(s) => within_timeout(s, |s| s.flush()),
         }
     }
 }
 
-/// A socket whose every read and write ends by one deadline (rustls's `complete_io` loops over
-/// reads itself until the handshake is done, so a bound per read is no bound on the whole).
-struct HandshakeIo<'a> {
-    tcp: &'a mut std::net::TcpStream,
+/// The socket beneath a blocking TLS stream: while a deadline is set, every read and write
+/// ends by it (rustls's `complete_io` loops over reads itself until a handshake or a record is
+/// done, so a bound per read is no bound on the whole).
+pub struct TimedTcp {
+    tcp: std::net::TcpStream,
     /// The deadline and the whole bound it came from (for the message).
     deadline: Option<(std::time::Instant, std::time::Duration)>,
 }
 
-impl HandshakeIo<'_> {
+impl TimedTcp {
     /// Sets the socket's timeouts to what is left; an error once nothing is.
     fn arm(&mut self) -> io::Result<()> {
         let Some((deadline, limit)) = self.deadline else {
@@ -904,7 +928,7 @@ impl HandshakeIo<'_> {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!(
-                    "the server did not finish the TLS handshake within {:.1} s",
+                    "the server did not finish its TLS record or handshake within {:.1} s",
                     limit.as_secs_f64()
                 ),
             ));
@@ -914,21 +938,21 @@ impl HandshakeIo<'_> {
     }
 }
 
-impl io::Read for HandshakeIo<'_> {
+impl io::Read for TimedTcp {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.arm()?;
-        io::Read::read(self.tcp, buf)
+        io::Read::read(&mut self.tcp, buf)
     }
 }
 
-impl io::Write for HandshakeIo<'_> {
+impl io::Write for TimedTcp {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.arm()?;
-        io::Write::write(self.tcp, buf)
+        io::Write::write(&mut self.tcp, buf)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        io::Write::flush(self.tcp)
+        io::Write::flush(&mut self.tcp)
     }
 }
 
@@ -938,7 +962,7 @@ impl io::Write for HandshakeIo<'_> {
 /// stretch it a read timeout per byte); the socket's timeouts are as they were afterwards.
 pub fn wrap_outgoing_blocking(
     tls: Option<&QuorumTls>,
-    mut tcp: std::net::TcpStream,
+    tcp: std::net::TcpStream,
     peer: SocketAddr,
 ) -> io::Result<BlockingQuorumStream> {
     let Some(t) = tls.filter(|t| t.connect_with_tls) else {
@@ -951,18 +975,19 @@ pub fn wrap_outgoing_blocking(
     let mut conn = rustls::ClientConnection::new(t.client.clone(), name)
         .map_err(|e| explain(io::Error::other(e), "server"))?;
     let (read_limit, write_limit) = (tcp.read_timeout()?, tcp.write_timeout()?);
-    let mut io = HandshakeIo {
-        tcp: &mut tcp,
+    let mut timed = TimedTcp {
+        tcp,
         deadline: read_limit.map(|l| (std::time::Instant::now() + l, l)),
     };
     while conn.is_handshaking() {
-        conn.complete_io(&mut io)
+        conn.complete_io(&mut timed)
             .map_err(|e| explain(e, "server"))?;
     }
-    tcp.set_read_timeout(read_limit)?;
-    tcp.set_write_timeout(write_limit)?;
+    timed.deadline = None;
+    timed.tcp.set_read_timeout(read_limit)?;
+    timed.tcp.set_write_timeout(write_limit)?;
     Ok(BlockingQuorumStream::Tls(Box::new(
-        rustls::StreamOwned::new(conn, tcp),
+        rustls::StreamOwned::new(conn, timed),
     )))
 }
 
