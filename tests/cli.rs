@@ -133,6 +133,22 @@ fn bad_input_exits_2_with_one_line_naming_field_and_offset() {
             "field `leader`: missing",
         ),
         (&["wire", "encode"], "", "no JSON object"),
+        (
+            &["wireshark-dissector", "--election-port", "0"],
+            "",
+            "port 0 is no port",
+        ),
+        (
+            &[
+                "wireshark-dissector",
+                "--election-port",
+                "3888",
+                "--quorum-port",
+                "3888",
+            ],
+            "",
+            "port 3888 is given as both",
+        ),
     ];
     for (args, stdin, want) in cases {
         let out = zkfle(args, stdin.as_bytes());

@@ -17,6 +17,21 @@ pub struct WiresharkArgs {
 }
 
 pub fn run(args: WiresharkArgs) -> Result<(), CliError> {
+    let all = || args.election_ports.iter().chain(&args.quorum_ports);
+    if all().any(|&p| p == 0) {
+        return Err(CliError::input(
+            "wireshark-dissector: port 0 is no port a server listens on",
+        ));
+    }
+    if let Some(p) = args
+        .election_ports
+        .iter()
+        .find(|p| args.quorum_ports.contains(p))
+    {
+        return Err(CliError::input(format!(
+            "wireshark-dissector: port {p} is given as both an election and a quorum port; Wireshark hands a port to one dissector"
+        )));
+    }
     let or = |v: Vec<u16>, d: u16| if v.is_empty() { vec![d] } else { v };
     let lua = crate::output::wireshark::dissector(
         &or(args.election_ports, 3888),
