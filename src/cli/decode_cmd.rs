@@ -550,7 +550,10 @@ impl Output {
         }
         let text = clocks_text(&self.clocks);
         match self.format {
-            Format::Text => self.out.write_all(text.as_bytes()).map_err(broken_pipe_or),
+            Format::Text => self
+                .out
+                .write_all(text.as_bytes())
+                .map_err(CliError::writing),
             _ => {
                 eprint!("{text}");
                 Ok(())
@@ -609,9 +612,9 @@ impl Output {
                             writeln!(self.out, "{}", d.to_text(&stamp))
                         }
                     }
-                    .map_err(broken_pipe_or)?;
+                    .map_err(CliError::writing)?;
                 }
-                self.out.flush().map_err(broken_pipe_or)?;
+                self.out.flush().map_err(CliError::writing)?;
             }
             return Ok(());
         }
@@ -629,12 +632,12 @@ impl Output {
         }
         self.line.push(b'\n');
         if self.line.len() >= OUTPUT_CHUNK || self.streaming {
-            self.out.write_all(&self.line).map_err(broken_pipe_or)?;
+            self.out.write_all(&self.line).map_err(CliError::writing)?;
             self.line.clear();
         }
         self.previous = Some(record.time);
         if self.streaming {
-            self.out.flush().map_err(broken_pipe_or)?;
+            self.out.flush().map_err(CliError::writing)?;
         }
         Ok(())
     }
@@ -683,7 +686,7 @@ impl Output {
         losses: &[Loss],
         stats: &[(String, CaptureStats)],
     ) -> Result<(), CliError> {
-        self.out.write_all(&self.line).map_err(broken_pipe_or)?;
+        self.out.write_all(&self.line).map_err(CliError::writing)?;
         self.line.clear();
         let loss_text = losses_text(losses, clocks);
         if self.drawing {
@@ -708,7 +711,7 @@ impl Output {
                     .out
                     .write_all(crate::output::shiviz::log(records, &summary).as_bytes()),
             }
-            .map_err(broken_pipe_or)?;
+            .map_err(CliError::writing)?;
             if !loss_text.is_empty() {
                 eprint!("{loss_text}");
             }
@@ -742,17 +745,17 @@ impl Output {
                     )
                 }
             }
-            .map_err(broken_pipe_or)?;
+            .map_err(CliError::writing)?;
         } else if !loss_text.is_empty() {
             match self.format {
                 Format::Text => self
                     .out
                     .write_all(loss_text.as_bytes())
-                    .map_err(broken_pipe_or)?,
+                    .map_err(CliError::writing)?,
                 _ => eprint!("{loss_text}"),
             }
         }
-        self.out.flush().map_err(broken_pipe_or)?;
+        self.out.flush().map_err(CliError::writing)?;
         for (file, s) in stats {
             if let Some(t) = s.first_unsupported_link_type {
                 let what = format!(
@@ -853,14 +856,6 @@ fn linktype_name(t: u16) -> Option<&'static str> {
         220 => "USB_LINUX_MMAPPED",
         _ => return None,
     })
-}
-
-/// A closed pipe (`zkfle decode x | head`) ends the output quietly.
-fn broken_pipe_or(e: std::io::Error) -> CliError {
-    if e.kind() == std::io::ErrorKind::BrokenPipe {
-        return CliError::closed_pipe();
-    }
-    CliError::failure(format!("writing output: {e}"))
 }
 
 fn open_with_progress(path: &str) -> Result<capture::TcpSegments, CliError> {

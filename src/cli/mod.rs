@@ -74,6 +74,14 @@ impl CliError {
         }
     }
 
+    /// An error writing the output: a closed pipe ends it quietly, anything else fails.
+    pub fn writing(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return CliError::closed_pipe();
+        }
+        CliError::failure(format!("writing output: {e}"))
+    }
+
     /// The operation failed on its data or network (exit status 1; see the module docs).
     pub fn failure(message: impl Into<String>) -> Self {
         CliError {

@@ -78,8 +78,7 @@ pub fn run(cmd: WireCommand) -> Result<(), CliError> {
                 };
                 let msg = message_from_json(&value).map_err(|e| at(&e))?;
                 let bytes = msg.encode().map_err(|e| at(&e))?;
-                writeln!(out, "{}", hex::encode(bytes))
-                    .map_err(|e| CliError::failure(format!("wire encode: {e}")))?;
+                writeln!(out, "{}", hex::encode(bytes)).map_err(CliError::writing)?;
                 count += 1;
             }
             if count == 0 {

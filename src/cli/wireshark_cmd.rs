@@ -40,5 +40,5 @@ pub fn run(args: WiresharkArgs) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     out.write_all(lua.as_bytes())
         .and_then(|()| out.flush())
-        .map_err(|e| CliError::failure(format!("writing output: {e}")))
+        .map_err(CliError::writing)
 }
