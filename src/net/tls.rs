@@ -855,20 +855,19 @@ impl BlockingQuorumStream {
     }
 }
 
-/// Runs one call on a TLS stream within the socket's timeout (read or write, as the caller
-/// set it) as a whole, as one call on a plain socket is: rustls reads until a record is
-/// complete, and a peer trickling it a byte at a time would otherwise stretch the call a
-/// timeout per byte. The socket's timeouts are as they were afterwards.
+/// Runs one call on a TLS stream within the socket's timeout as a whole (its read timeout for
+/// a read, its write timeout for a write, as the caller set them), as one call on a plain
+/// socket is: rustls reads until a record is complete, and a peer trickling it a byte at a
+/// time would otherwise stretch the call a timeout per byte. The socket's timeouts are as they
+/// were afterwards.
 fn within_timeout<T>(
     s: &mut rustls::StreamOwned<rustls::ClientConnection, TimedTcp>,
+    reading: bool,
     call: impl FnOnce(&mut rustls::StreamOwned<rustls::ClientConnection, TimedTcp>) -> io::Result<T>,
 ) -> io::Result<T> {
     let tcp = &s.get_ref().tcp;
     let (read_limit, write_limit) = (tcp.read_timeout()?, tcp.write_timeout()?);
-    let limit = match (read_limit, write_limit) {
-        (Some(r), Some(w)) => Some(r.max(w)),
-        (r, w) => r.or(w),
-    };
+    let limit = if reading { read_limit } else { write_limit };
     s.get_mut().deadline = limit.map(|l| (std::time::Instant::now() + l, l));
     let result = call(s);
     let timed = s.get_mut();
@@ -882,7 +881,7 @@ impl io::Read for BlockingQuorumStream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             BlockingQuorumStream::Plain(s) => s.read(buf),
-            BlockingQuorumStream::Tls(s) => within_timeout(s, |s| s.read(buf)),
+            BlockingQuorumStream::Tls(s) => within_timeout(s, true, |s| s.read(buf)),
         }
     }
 }
@@ -892,7 +891,7 @@ impl io::Write for BlockingQuorumStream {
         match self {
             BlockingQuorumStream::Plain(s) => s.write(buf),
             // Each write goes out whole: callers write a message and then wait for an answer.
-            BlockingQuorumStream::Tls(s) => within_timeout(s, |s| {
+            BlockingQuorumStream::Tls(s) => within_timeout(s, false, |s| {
                 let n = s.write(buf)?;
                 s.flush()?;
                 Ok(n)
@@ -903,7 +902,7 @@ impl io::Write for BlockingQuorumStream {
     fn flush(&mut self) -> io::Result<()> {
         match self {
             BlockingQuorumStream::Plain(s) => s.flush(),
-            BlockingQuorumStream::Tls(s) => within_timeout(s, |s| s.flush()),
+            BlockingQuorumStream::Tls(s) => within_timeout(s, false, |s| s.flush()),
         }
     }
 }
