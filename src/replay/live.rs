@@ -110,6 +110,8 @@ struct Shared {
 #[derive(Default)]
 struct KeptSent {
     list: Vec<Sent>,
+    /// The last kept notification's compared fields, per peer.
+    last: HashMap<i64, super::Compared>,
     /// The bytes of the configs kept.
     config_bytes: usize,
     /// Set once a bound was reached (reported with the outcome).
@@ -134,22 +136,8 @@ impl Shared {
         if kept.overflowed {
             return false;
         }
-        let key = |n: &Notification| {
-            (
-                n.state,
-                n.leader,
-                n.zxid,
-                n.election_epoch,
-                n.effective_peer_epoch(),
-            )
-        };
-        if kept
-            .list
-            .iter()
-            .rev()
-            .find(|s| s.to == p)
-            .is_some_and(|last| key(&last.notification) == key(&n))
-        {
+        let key = super::compared(&n);
+        if kept.last.get(&p) == Some(&key) {
             return true;
         }
         let bytes = n.config.as_ref().map_or(0, Vec::len);
@@ -158,6 +146,7 @@ impl Shared {
             return false;
         }
         kept.config_bytes += bytes;
+        kept.last.insert(p, key);
         kept.list.push(Sent {
             at_ms,
             to: p,

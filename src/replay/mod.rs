@@ -558,19 +558,25 @@ impl Report {
     }
 }
 
-/// The fields compared: state, leader, zxid, round, peer epoch.
-type Key = ((ServerState, i64, i64, i64, i64), Notification);
+/// The fields of a notification a replay compares: state, leader, zxid, round, peer epoch.
+pub(crate) type Compared = (ServerState, i64, i64, i64, i64);
+
+pub(crate) fn compared(n: &Notification) -> Compared {
+    (
+        n.state,
+        n.leader,
+        n.zxid,
+        n.election_epoch,
+        n.effective_peer_epoch(),
+    )
+}
+
+type Key = (Compared, Notification);
 
 fn distinct<'a>(it: impl Iterator<Item = &'a Notification>) -> Vec<Key> {
     let mut out: Vec<Key> = Vec::new();
     for n in it {
-        let k = (
-            n.state,
-            n.leader,
-            n.zxid,
-            n.election_epoch,
-            n.effective_peer_epoch(),
-        );
+        let k = compared(n);
         if out.last().map(|l| l.0) != Some(k) {
             out.push((k, n.clone()));
         }
