@@ -9,14 +9,19 @@ use std::process::{Command, Output, Stdio};
 use common::*;
 use zkfle::decode::Body;
 
-fn zkfle(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkfle"))
+/// `zkfle ARGS` with its three streams piped.
+fn spawn(args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_zkfle"))
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("zkfle runs");
+        .expect("zkfle runs")
+}
+
+fn zkfle(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = spawn(args);
     // Written beside the reading: `wire encode` answers as it reads, and with both pipes full
     // neither side would move.
     let mut input = child.stdin.take().unwrap();
@@ -169,13 +174,7 @@ fn bad_input_exits_2_with_one_line_naming_field_and_offset() {
 #[test]
 fn wire_encode_streams_and_bounds_an_object() {
     use std::io::{BufRead, BufReader};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkfle"))
-        .args(["wire", "encode"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("zkfle runs");
+    let mut child = spawn(&["wire", "encode"]);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let vote = r#"{"type":"notification","state":"LOOKING","leader":1,"zxid":0,"election_epoch":1,"peer_epoch":0,"version":2,"config":"server.1=127.0.0.1:2888:3888:participant\nversion=0"}"#;
@@ -192,16 +191,8 @@ fn wire_encode_streams_and_bounds_an_object() {
 
     let mut big = vec![b'['; 1];
     big.resize(17 << 20, b' ');
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zkfle"))
-        .args(["wire", "encode"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("zkfle runs");
-    // zkfle stops reading at the bound, so the rest may not be taken.
-    let _ = child.stdin.take().unwrap().write_all(&big);
-    let out = child.wait_with_output().unwrap();
+    // zkfle stops reading at the bound; `zkfle` lets the rest go untaken.
+    let out = zkfle(&["wire", "encode"], &big);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(

@@ -865,15 +865,9 @@ fn within_timeout<T>(
     reading: bool,
     call: impl FnOnce(&mut rustls::StreamOwned<rustls::ClientConnection, TimedTcp>) -> io::Result<T>,
 ) -> io::Result<T> {
-    let tcp = &s.get_ref().tcp;
-    let (read_limit, write_limit) = (tcp.read_timeout()?, tcp.write_timeout()?);
-    let limit = if reading { read_limit } else { write_limit };
-    s.get_mut().deadline = limit.map(|l| (std::time::Instant::now() + l, l));
+    let saved = s.get_mut().begin(reading)?;
     let result = call(s);
-    let timed = s.get_mut();
-    timed.deadline = None;
-    timed.tcp.set_read_timeout(read_limit)?;
-    timed.tcp.set_write_timeout(write_limit)?;
+    s.get_mut().end(saved)?;
     result
 }
 
@@ -916,7 +910,26 @@ pub struct TimedTcp {
     deadline: Option<(std::time::Instant, std::time::Duration)>,
 }
 
+/// A socket's read and write timeouts, as its caller set them.
+type Timeouts = (Option<std::time::Duration>, Option<std::time::Duration>);
+
 impl TimedTcp {
+    /// Sets the deadline from the socket's read timeout (`reading`) or write timeout; returns
+    /// both, for [`TimedTcp::end`].
+    fn begin(&mut self, reading: bool) -> io::Result<Timeouts> {
+        let saved = (self.tcp.read_timeout()?, self.tcp.write_timeout()?);
+        let limit = if reading { saved.0 } else { saved.1 };
+        self.deadline = limit.map(|l| (std::time::Instant::now() + l, l));
+        Ok(saved)
+    }
+
+    /// Clears the deadline and gives the socket back its timeouts.
+    fn end(&mut self, (read, write): Timeouts) -> io::Result<()> {
+        self.deadline = None;
+        self.tcp.set_read_timeout(read)?;
+        self.tcp.set_write_timeout(write)
+    }
+
     /// Sets the socket's timeouts to what is left; an error once nothing is.
     fn arm(&mut self) -> io::Result<()> {
         let Some((deadline, limit)) = self.deadline else {
@@ -973,18 +986,16 @@ pub fn wrap_outgoing_blocking(
     let name = ServerName::IpAddress(peer.ip().into());
     let mut conn = rustls::ClientConnection::new(t.client.clone(), name)
         .map_err(|e| explain(io::Error::other(e), "server"))?;
-    let (read_limit, write_limit) = (tcp.read_timeout()?, tcp.write_timeout()?);
     let mut timed = TimedTcp {
         tcp,
-        deadline: read_limit.map(|l| (std::time::Instant::now() + l, l)),
+        deadline: None,
     };
+    let saved = timed.begin(true)?;
     while conn.is_handshaking() {
         conn.complete_io(&mut timed)
             .map_err(|e| explain(e, "server"))?;
     }
-    timed.deadline = None;
-    timed.tcp.set_read_timeout(read_limit)?;
-    timed.tcp.set_write_timeout(write_limit)?;
+    timed.end(saved)?;
     Ok(BlockingQuorumStream::Tls(Box::new(
         rustls::StreamOwned::new(conn, timed),
     )))
