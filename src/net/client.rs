@@ -9,6 +9,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use super::deadline::{Deadline, timed_out};
 use crate::wire::client::{
     ConnectRequest, ConnectResponse, CreateRequest, MAX_FRAME, NOTIFICATION_XID, PING_XID,
     ReplyHeader, SetDataRequest, frame, frame_len, header_only_frame, opcode,
@@ -70,7 +71,7 @@ impl Client {
     /// One frame's body (at most [`MAX_FRAME`] bytes), whole within the timeout: a server
     /// trickling a byte at a time cannot stretch it a read timeout per byte.
     fn read_frame(&mut self) -> Result<Vec<u8>, String> {
-        let deadline = Instant::now() + self.timeout;
+        let deadline = Deadline::after(self.timeout, "no whole frame");
         let mut prefix = [0u8; 4];
         self.read_exact_by(&mut prefix, deadline)?;
         let len = frame_len(&prefix)
@@ -81,23 +82,17 @@ impl Client {
         Ok(body)
     }
 
-    fn read_exact_by(&mut self, mut buf: &mut [u8], deadline: Instant) -> Result<(), String> {
+    fn read_exact_by(&mut self, mut buf: &mut [u8], deadline: Deadline) -> Result<(), String> {
         let failed = |e: std::io::Error| format!("reading from the client port: {e}");
         while !buf.is_empty() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(format!(
-                    "reading from the client port: no whole frame within {:.1} s",
-                    self.timeout.as_secs_f64()
-                ));
-            }
-            self.s.set_read_timeout(Some(left)).map_err(failed)?;
+            deadline.arm_read(&self.s).map_err(failed)?;
             match self.s.read(buf) {
                 Ok(0) => {
                     return Err(failed(std::io::ErrorKind::UnexpectedEof.into()));
                 }
                 Ok(n) => buf = &mut buf[n..],
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if timed_out(&e) => return Err(failed(deadline.passed())),
                 Err(e) => return Err(failed(e)),
             }
         }

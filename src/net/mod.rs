@@ -21,6 +21,7 @@
 
 pub mod client;
 pub mod core;
+pub mod deadline;
 pub mod dialect;
 pub mod follow;
 pub mod lead;

@@ -30,6 +30,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
+use super::deadline::Deadline;
 use super::tls::BlockingQuorumStream;
 
 use crate::wire::{
@@ -174,12 +175,13 @@ pub fn connect_election(
 /// Probes one server at `target` (`host:port`).
 pub fn probe(target: &str, opts: &ProbeOptions) -> Result<Answer, ProbeError> {
     let start = std::time::Instant::now();
+    let deadline = Deadline::after(opts.timeout, "no answer");
     let s = connect_election(target, opts.timeout, opts.tls.as_deref())?;
     let local = s
         .tcp()
         .local_addr()
         .map_err(|e| io_error(e, "connecting"))?;
-    let mut r = reader(s, start + opts.timeout);
+    let mut r = reader(s, deadline);
     match opts.sasl.as_deref() {
         // With quorum SASL the learner authenticates between its initial message and its
         // first notification.
@@ -272,22 +274,21 @@ fn same_vote(a: &Notification, b: &Notification) -> bool {
     )
 }
 
-/// An election connection we initiated (plain or TLS) whose reads wait at most until `end`:
-/// each read's time-out is what is left of it, so no sequence of slow reads outlasts the
-/// deadline.
-pub struct Deadline {
+/// An election connection we initiated (plain or TLS) whose reads end by its deadline: no
+/// sequence of slow reads outlasts it.
+pub struct TimedStream {
     pub stream: BlockingQuorumStream,
-    pub end: std::time::Instant,
+    pub deadline: Deadline,
 }
 
-impl Deadline {
+impl TimedStream {
     /// Writes all of `bytes` (within the socket's write time-out).
     pub fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes)
     }
 }
 
-impl Write for Deadline {
+impl Write for TimedStream {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.stream.write(buf)
     }
@@ -297,26 +298,26 @@ impl Write for Deadline {
     }
 }
 
-impl Read for Deadline {
+impl Read for TimedStream {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = self
-            .end
-            .saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(std::io::ErrorKind::TimedOut.into());
-        }
-        self.stream.tcp().set_read_timeout(Some(left))?;
+        self.deadline.arm_read(self.stream.tcp())?;
         self.stream.read(buf)
     }
 }
 
-/// The frames the server sends on `s` (a connection we initiated), read until `end`.
-pub fn reader(s: BlockingQuorumStream, end: std::time::Instant) -> FrameReader<Deadline> {
-    FrameReader::new(Deadline { stream: s, end }, Direction::FromAcceptor)
+/// The frames the server sends on `s` (a connection we initiated), read by `deadline`.
+pub fn reader(s: BlockingQuorumStream, deadline: Deadline) -> FrameReader<TimedStream> {
+    FrameReader::new(
+        TimedStream {
+            stream: s,
+            deadline,
+        },
+        Direction::FromAcceptor,
+    )
 }
 
 /// Reads one frame's payload before the reader's deadline.
-pub fn read_frame(r: &mut FrameReader<Deadline>) -> Result<Vec<u8>, ProbeError> {
+pub fn read_frame(r: &mut FrameReader<TimedStream>) -> Result<Vec<u8>, ProbeError> {
     match r.next_frame() {
         Ok(Some(payload)) => Ok(payload),
         Ok(None) | Err(ReadError::Truncated) => Err(ProbeError::Closed),

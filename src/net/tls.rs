@@ -24,6 +24,7 @@ use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureSc
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::deadline::Deadline;
 use crate::zoocfg::ZooCfg;
 
 /// The prefix of Java's quorum TLS system properties (`QuorumX509Util.getConfigPrefix`);
@@ -906,8 +907,7 @@ impl io::Write for BlockingQuorumStream {
 /// done, so a bound per read is no bound on the whole).
 pub struct TimedTcp {
     tcp: std::net::TcpStream,
-    /// The deadline and the whole bound it came from (for the message).
-    deadline: Option<(std::time::Instant, std::time::Duration)>,
+    deadline: Option<Deadline>,
 }
 
 /// A socket's read and write timeouts, as its caller set them.
@@ -919,7 +919,8 @@ impl TimedTcp {
     fn begin(&mut self, reading: bool) -> io::Result<Timeouts> {
         let saved = (self.tcp.read_timeout()?, self.tcp.write_timeout()?);
         let limit = if reading { saved.0 } else { saved.1 };
-        self.deadline = limit.map(|l| (std::time::Instant::now() + l, l));
+        self.deadline = limit
+            .map(|l| Deadline::after(l, "the server did not finish its TLS record or handshake"));
         Ok(saved)
     }
 
@@ -930,23 +931,12 @@ impl TimedTcp {
         self.tcp.set_write_timeout(write)
     }
 
-    /// Sets the socket's timeouts to what is left; an error once nothing is.
+    /// Sets the socket's timeouts to what is left of the deadline, if one is set.
     fn arm(&mut self) -> io::Result<()> {
-        let Some((deadline, limit)) = self.deadline else {
-            return Ok(());
-        };
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "the server did not finish its TLS record or handshake within {:.1} s",
-                    limit.as_secs_f64()
-                ),
-            ));
+        match &self.deadline {
+            Some(d) => d.arm(&self.tcp),
+            None => Ok(()),
         }
-        self.tcp.set_read_timeout(Some(left))?;
-        self.tcp.set_write_timeout(Some(left))
     }
 }
 

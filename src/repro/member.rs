@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{Target, Verdict};
+use crate::net::deadline::{Deadline, timed_out};
 use crate::net::dialect::WireDialect;
 use crate::net::manager::{Manager, NetConfig};
 use crate::net::probe::{self, Answer, ProbeOptions};
@@ -429,7 +430,7 @@ impl Learner {
     /// The next packet within `timeout` (snapshot bytes are skipped); `Ok(None)` on time-out.
     fn next(&mut self, timeout: Duration) -> Result<Option<QuorumPacket>, String> {
         use std::io::Read;
-        let end = Instant::now() + timeout;
+        let deadline = Deadline::after(timeout, "no packet");
         loop {
             let mut input = &self.pending[..];
             let item = self.decoder.decode(&mut input);
@@ -441,23 +442,14 @@ impl Learner {
                 Ok(None) => {}
                 Err(e) => return Err(format!("malformed packet from the leader: {e}")),
             }
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if deadline.arm_read(self.s.tcp()).is_err() {
                 return Ok(None);
             }
-            let _ = self.s.tcp().set_read_timeout(Some(left));
             let mut buf = [0u8; 64 * 1024];
             match self.s.read(&mut buf) {
                 Ok(0) => return Err("the leader closed the connection".into()),
                 Ok(n) => self.pending.extend_from_slice(&buf[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Ok(None);
-                }
+                Err(e) if timed_out(&e) => return Ok(None),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(format!("reading from the leader: {e}")),
             }
@@ -468,10 +460,10 @@ impl Learner {
     /// included, by type and zxid only: their data is dropped, so that a leader streaming
     /// large packets holds one at a time, not [`MAX_SYNC_PACKETS`] of them.
     fn until(&mut self, want: i32, timeout: Duration) -> Result<Vec<QuorumPacket>, String> {
-        let end = Instant::now() + timeout;
+        let deadline = Deadline::after(timeout, "no packet");
         let mut seen = Vec::new();
         while seen.len() < MAX_SYNC_PACKETS {
-            let left = end.saturating_duration_since(Instant::now());
+            let left = deadline.left().unwrap_or_default();
             let Some(p) = self.next(left)? else {
                 return Err(format!(
                     "no {} within {} s",
@@ -909,13 +901,12 @@ pub(super) fn zookeeper_2201(
     let mut buf = vec![0u8; 256 * 1024];
     // Within an overall bound too: a leader trickling a byte every second would keep a
     // per-read timeout from ever expiring.
-    let drain_until = Instant::now() + DRAIN_LIMIT;
+    let drain = Deadline::after(DRAIN_LIMIT, "no end of the stream");
     let end = loop {
         use std::io::Read;
-        let left = drain_until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        let Some(left) = drain.left() else {
             break "";
-        }
+        };
         let _ =
             l.s.tcp()
                 .set_read_timeout(Some(left.min(Duration::from_secs(2))));

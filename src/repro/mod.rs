@@ -20,6 +20,7 @@ use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use crate::net::deadline::{Deadline, timed_out};
 use crate::net::probe::{self, Answer, ProbeError, ProbeOptions};
 use crate::wire::{
     ElectionAddress, FrameReader, InitialMessage, Notification, ProtocolVersion, ServerState,
@@ -319,7 +320,7 @@ fn verdict_from_probes(target: &Target, opts: &ReproOptions, ev: &mut Vec<String
 
 /// A blocking election connection to the target that we initiated.
 struct Conn {
-    r: FrameReader<probe::Deadline>,
+    r: FrameReader<probe::TimedStream>,
 }
 
 impl Conn {
@@ -328,7 +329,7 @@ impl Conn {
         let s = probe::connect_election(&target.text, timeout, opts.tls.as_deref())
             .map_err(|e| format!("connecting: {e}"))?;
         Ok(Conn {
-            r: probe::reader(s, Instant::now() + timeout),
+            r: probe::reader(s, Deadline::after(timeout, "no frame")),
         })
     }
 
@@ -368,31 +369,23 @@ impl Conn {
 
     /// The next frame, within `timeout` from now.
     fn read_frame(&mut self, timeout: Duration) -> Result<Vec<u8>, ProbeError> {
-        self.r.get_mut().end = Instant::now() + timeout;
+        self.r.get_mut().deadline = Deadline::after(timeout, "no frame");
         probe::read_frame(&mut self.r)
     }
 
     /// Whether the server closed the connection within `wait` (reads and drops what comes).
     fn closed_within(&mut self, wait: Duration) -> bool {
-        let end = Instant::now() + wait;
+        let deadline = Deadline::after(wait, "no close");
         let mut buf = [0u8; 4096];
         loop {
-            let left = end.saturating_duration_since(Instant::now());
             let s = &mut self.r.get_mut().stream;
-            if left.is_zero() || s.tcp().set_read_timeout(Some(left)).is_err() {
+            if deadline.arm_read(s.tcp()).is_err() {
                 return false;
             }
             match s.read(&mut buf) {
                 Ok(0) => return true,
                 Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return false;
-                }
+                Err(e) if timed_out(&e) => return false,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => return true,
             }
