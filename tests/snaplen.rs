@@ -94,3 +94,84 @@ fn cut_captures_say_so_and_keep_the_fields_present() {
         let _ = std::fs::remove_file(&path);
     }
 }
+
+/// `zkfle decode --summary --format jsonl` of a capture file.
+fn summary_json(capture: &std::path::Path, zoo_cfg: &std::path::Path) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_zkfle"))
+        .args(["decode", "--summary", "--format", "jsonl", "--config"])
+        .arg(zoo_cfg)
+        .arg(capture)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A decision as the summary gives it: the round's kind, sid, state, leader, round, time
+/// (µs) and its sync's UPTODATE time (µs).
+type Told = (String, i64, String, i64, i64, i64, Option<i64>);
+
+/// Each round's decisions, in order.
+fn story(summary: &serde_json::Value) -> Vec<Told> {
+    let us = |v: &serde_json::Value| v.as_f64().map(|t| (t * 1e6).round() as i64);
+    summary["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            r["decisions"].as_array().unwrap().iter().map(move |d| {
+                (
+                    r["kind"].as_str().unwrap().to_string(),
+                    d["sid"].as_i64().unwrap(),
+                    d["state"].as_str().unwrap().to_string(),
+                    d["leader"].as_i64().unwrap(),
+                    d["election_epoch"].as_i64().unwrap(),
+                    us(&d["time"]).unwrap(),
+                    us(&d["sync"]["uptodate"]),
+                )
+            })
+        })
+        .collect()
+}
+
+/// `-s 128` keeps a notification's whole vote (its config is cut, so the sids of the servers
+/// that accepted connections come from `--config`, as for ZooKeeper 3.4): the summary tells the same
+/// elections as the whole capture, at the same times, and dates the quorum packets found
+/// again after each cut by when they came (not by the later packet that confirmed them).
+/// `-s 96` cuts the round: the summary says the elections cannot be told, and does not claim
+/// that the servers shut down while they were still voting.
+#[test]
+fn a_capture_cut_at_128_bytes_tells_the_same_elections() {
+    for name in ["late3", "v3.9.5-late3"] {
+        let dir = fixtures().into_iter().find(|d| d.ends_with(name)).unwrap();
+        let file = capture_file(&dir).unwrap();
+        let whole = summary_json(&file, &dir.join("zoo.cfg"));
+        let bytes = std::fs::read(&file).unwrap();
+        let path = std::env::temp_dir().join(format!(
+            "zkfle-snaplen-story-{name}-{}.pcap",
+            std::process::id()
+        ));
+        std::fs::write(&path, cut(&bytes, 128)).unwrap();
+        let cut128 = summary_json(&path, &dir.join("zoo.cfg"));
+        let expected = story(&whole);
+        assert!(expected.len() >= 4, "{name}: {expected:?}");
+        assert!(expected.iter().any(|d| d.6.is_some()), "{name}: no sync");
+        assert_eq!(story(&cut128), expected, "{name}");
+        assert!(cut128["cut_votes"].as_u64().unwrap() > 10, "{name}");
+        assert_eq!(cut128["cut_votes_lost"], 0, "{name}");
+        assert_eq!(whole["cut_votes"], 0, "{name}");
+
+        std::fs::write(&path, cut(&bytes, 96)).unwrap();
+        let cut96 = summary_json(&path, &dir.join("zoo.cfg"));
+        assert!(cut96["cut_votes_lost"].as_u64().unwrap() > 10, "{name}");
+        let last_vote = expected.iter().map(|d| d.5).max().unwrap();
+        if let Some(t) = cut96["shutdown"].as_f64() {
+            assert!((t * 1e6) as i64 > last_vote, "{name}: shutdown at {t}");
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+}

@@ -344,7 +344,14 @@ struct Hunt {
     /// Where the search began: what is skipped, if a boundary is found, is counted from here
     /// (bytes ruled out on the way are dropped from `held`, not from the count).
     from: u64,
+    /// Where each piece of `held` begins in the stream, and when it came (at most
+    /// [`MAX_HUNT_ARRIVALS`], the newest): a packet found in held bytes is dated by the
+    /// segment that completed it, not by the later one that confirmed the boundary.
+    arrivals: Vec<(u64, Timestamp)>,
 }
+
+/// The pieces of held bytes whose arrival times a [`Hunt`] keeps.
+const MAX_HUNT_ARRIVALS: usize = 64;
 
 impl Hunt {
     fn at(offset: u64) -> Hunt {
@@ -356,7 +363,18 @@ impl Hunt {
             held,
             start,
             from: start,
+            arrivals: Vec::new(),
         }
+    }
+
+    /// Holds `bytes`, which came at `time`.
+    fn hold(&mut self, bytes: &[u8], time: Timestamp) {
+        if self.arrivals.len() >= MAX_HUNT_ARRIVALS {
+            self.arrivals.remove(0);
+        }
+        self.arrivals
+            .push((self.start + self.held.len() as u64, time));
+        self.held.extend_from_slice(bytes);
     }
 
     /// The warning for the bytes skipped before a boundary found at `at` in `held`, if any.
@@ -380,7 +398,23 @@ impl Hunt {
         let at = at.max(self.held.len().saturating_sub(bound));
         self.held.drain(..at);
         self.start += at as u64;
+        // The pieces wholly before the new start are not needed to date anything.
+        let first_needed = self
+            .arrivals
+            .iter()
+            .rposition(|&(offset, _)| offset <= self.start)
+            .unwrap_or(0);
+        self.arrivals.drain(..first_needed);
     }
+}
+
+/// When the stream byte at `offset` came, from the arrivals of a finished [`Hunt`].
+fn arrival_of(arrivals: &[(u64, Timestamp)], offset: u64) -> Option<Timestamp> {
+    arrivals
+        .iter()
+        .rev()
+        .find(|&&(start, _)| start <= offset)
+        .map(|&(_, time)| time)
 }
 
 impl DirState {
@@ -968,19 +1002,21 @@ impl State {
             return;
         };
         let d = &mut q[index(dir)];
-        let mut out: Vec<(u64, QuorumMessage)> = Vec::new();
+        let mut out: Vec<(u64, Timestamp, QuorumMessage)> = Vec::new();
         let mut problems = Vec::new();
         let mut snap_done: Option<(Record, u64)> = None;
         let mut input: &[u8] = bytes;
         let held: Vec<u8>;
+        let mut arrivals = Vec::new();
         if let Some(h) = &mut d.hunt {
-            h.held.extend_from_slice(bytes);
+            h.hold(bytes, time);
             match find_packet_start(&h.held) {
                 FrameSearch::Found(at) => {
                     problems.extend(h.skipped(at, "quorum packet"));
                     d.base = h.start + at as u64;
                     d.decoder = QuorumStreamDecoder::new();
                     held = h.held.split_off(at);
+                    arrivals = std::mem::take(&mut h.arrivals);
                     d.hunt = None;
                 }
                 FrameSearch::NotBefore(at) => {
@@ -993,7 +1029,10 @@ impl State {
         loop {
             match d.decoder.decode(&mut input) {
                 Ok(Some(QuorumItem::Packet { offset, packet })) => {
-                    out.push((d.base + offset, QuorumMessage::of(&packet)));
+                    // Dated by the piece holding its last byte (held bytes came earlier).
+                    let last = (d.base + d.decoder.position()).saturating_sub(1);
+                    let at = arrival_of(&arrivals, last).unwrap_or(time);
+                    out.push((d.base + offset, at, QuorumMessage::of(&packet)));
                 }
                 Ok(Some(QuorumItem::SnapshotData { bytes, .. })) => {
                     if let Some((_, n)) = &mut d.snap {
@@ -1040,7 +1079,7 @@ impl State {
                 }
             }
         }
-        let learner = out.iter().find_map(|(_, m)| m.learner.map(|l| l.sid));
+        let learner = out.iter().find_map(|(_, _, m)| m.learner.map(|l| l.sid));
         if let Some(sid) = learner
             && let Some(slot) = self.slot(conn)
         {
@@ -1057,10 +1096,10 @@ impl State {
             self.push_record(r);
         }
         let mut problems_in_order = problems.into_iter().peekable();
-        for (at, m) in out {
+        for (at, packet_time, m) in out {
             self.push_problems_up_to(conn, dir, time, &mut problems_in_order, at);
             let snap = m.ptype == ptype::SNAP;
-            let r = self.record(conn, dir, time, Some(at), Body::Quorum(m));
+            let r = self.record(conn, dir, packet_time, Some(at), Body::Quorum(m));
             if snap && let Some(q) = self.conn_mut(conn).and_then(|c| c.quorum.as_mut()) {
                 // Handed out once the snapshot has streamed, with its size.
                 q[index(dir)].snap = Some((r.record, 0));
@@ -1748,6 +1787,32 @@ mod tests {
     /// however many segments they take: the error is reported once, the skip once, and the
     /// frame found at its true offset. Before, each later segment repeated the error and
     /// restarted the hunt at the error's offset.
+    /// Held bytes keep when each piece came, so that what is found in them is dated by its
+    /// own segment; pieces wholly ruled out are forgotten, and at most the newest
+    /// [`MAX_HUNT_ARRIVALS`] are kept.
+    #[test]
+    fn a_hunt_dates_held_bytes_by_their_segments() {
+        let at = |secs| Timestamp { secs, nanos: 0 };
+        let mut h = Hunt::at(100);
+        h.hold(b"abc", at(1));
+        h.hold(b"defg", at(2));
+        assert_eq!(h.arrivals, vec![(100, at(1)), (103, at(2))]);
+        assert_eq!(arrival_of(&h.arrivals, 102), Some(at(1)));
+        assert_eq!(arrival_of(&h.arrivals, 106), Some(at(2)));
+        assert_eq!(arrival_of(&h.arrivals, 99), None);
+        h.rule_out(4, usize::MAX);
+        assert_eq!((h.start, &h.held[..]), (104, &b"efg"[..]));
+        assert_eq!(h.arrivals, vec![(103, at(2))]);
+        for i in 0..200 {
+            h.hold(b"x", at(10 + i));
+        }
+        assert_eq!(h.arrivals.len(), MAX_HUNT_ARRIVALS);
+        assert_eq!(
+            arrival_of(&h.arrivals, h.start + h.held.len() as u64 - 1),
+            Some(at(209))
+        );
+    }
+
     #[test]
     fn a_resynchronisation_spans_segments() {
         let (initial, frame) = initial_and_frame();

@@ -367,6 +367,35 @@ pub struct Summary {
     pub shutdown: Option<f64>,
     /// The configs the notifications carried, each newer than the last.
     pub configs: Vec<ConfigChange>,
+    /// Notifications cut by the capture's snap length that were counted from the vote in
+    /// their first bytes (their configs unknown).
+    pub cut_votes: u64,
+    /// Notifications cut before the end of their vote: not counted.
+    pub cut_votes_lost: u64,
+}
+
+/// The vote of a notification cut by the capture's snap length, when its first bytes hold
+/// all of it (state, leader, zxid, round, and the peer epoch of the forms that carry one):
+/// a capture made with `-s 128` has them, so its elections can still be told. The config,
+/// further on, is missing: the message is taken as one without (Java reads such a 40-byte
+/// form the same way). `None` when a field the election needs was cut.
+fn cut_vote(p: &crate::wire::PartialNotification) -> Option<Notification> {
+    let peer_epoch = match p.size {
+        ..28 => return None,
+        28 => None,
+        _ => Some(p.peer_epoch?),
+    };
+    Some(Notification {
+        state: p.state?,
+        leader: p.leader?,
+        zxid: p.zxid?,
+        election_epoch: p.election_epoch?,
+        peer_epoch,
+        // The 36-byte form has no version (current servers drop it, as for a whole one).
+        version: (p.size >= 40).then_some(0),
+        config: None,
+        trailing: Vec::new(),
+    })
 }
 
 /// Votes a server holds from voters (Java's `recvset`), counted the way Java's vote tracker
@@ -816,6 +845,11 @@ pub struct Summarizer {
     malformed: BTreeMap<String, u32>,
     unknown_sids: u64,
     notifications: u64,
+    /// Notifications cut by the capture's snap length whose vote was read from the bytes
+    /// captured (see [`cut_vote`]).
+    cut_votes: u64,
+    /// Cut notifications whose vote was not all captured (not counted).
+    cut_votes_lost: u64,
     /// Election connections: the two sids, and whether each direction carried a message.
     links: ConnMap<Link>,
     /// Open election connections per pair (min, max): working ones (traffic both ways).
@@ -968,6 +1002,21 @@ impl Summarizer {
                         other => format!("{other:?}"),
                     };
                     *self.malformed.entry(key).or_default() += 1;
+                }
+                if let super::ProblemKind::Cut {
+                    partial: Some(p), ..
+                } = &p.kind
+                {
+                    // A message all the same: the servers were still talking.
+                    self.last_message = time;
+                    self.link(r);
+                    match cut_vote(p) {
+                        Some(n) => {
+                            self.cut_votes += 1;
+                            self.notification(time, r.conn, r.from_sid, r.to_sid, &n);
+                        }
+                        None => self.cut_votes_lost += 1,
+                    }
                 }
             }
             Body::Notification(n) => {
@@ -1936,6 +1985,8 @@ impl Summarizer {
             rounds,
             anomalies: self.anomalies,
             quorum_port: self.quorum_packets > 0,
+            cut_votes: self.cut_votes,
+            cut_votes_lost: self.cut_votes_lost,
             sids_unknown,
             end: self.now,
             shutdown,

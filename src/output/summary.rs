@@ -138,6 +138,8 @@ impl Summary {
             "shutdown": self.shutdown,
             "quorum_port": self.quorum_port,
             "sids_unknown": self.sids_unknown,
+            "cut_votes": self.cut_votes,
+            "cut_votes_lost": self.cut_votes_lost,
             "rounds": rounds,
             "anomalies": anomalies,
             "configs": self.configs.iter().map(|c| json!({
@@ -157,7 +159,23 @@ impl Summary {
         let mut s = String::new();
         let rel = |t: f64| format!("+{:.3}s", t - t0);
         if self.sids_unknown {
-            s.push_str("sids unknown: most notifications are between servers the capture does not name (3.4 servers advertise no election addresses, and a capture started after the connections opened misses the initial messages that do); decisions and winners need --config zoo.cfg or --sid-map ADDR=SID\n");
+            s.push_str("sids unknown: most notifications are between servers the capture does not name (3.4 servers advertise no election addresses, a capture started after the connections opened misses the initial messages that do");
+            if self.cut_votes + self.cut_votes_lost > 0 {
+                s.push_str(", and a capture cut by its snap length misses the configs that map addresses to sids");
+            }
+            s.push_str("); decisions and winners need --config zoo.cfg or --sid-map ADDR=SID\n");
+        }
+        if self.cut_votes > 0 {
+            s.push_str(&format!(
+                "the capture's snap length cut {} notification(s): their votes are read from the bytes captured (state, leader, zxid, round), their configs are unknown; capture whole packets with `tcpdump -s 0`\n",
+                self.cut_votes
+            ));
+        }
+        if self.cut_votes_lost > 0 {
+            s.push_str(&format!(
+                "the capture's snap length cut {} notification(s) before the end of their vote: they are not counted, and the elections they belong to cannot be told; capture whole packets with `tcpdump -s 0`\n",
+                self.cut_votes_lost
+            ));
         }
         if !self.quorum_port && !self.rounds.is_empty() {
             s.push_str("the quorum port (2888) is not in this capture: sync and serving times are not in it\n");
@@ -272,12 +290,13 @@ impl Summary {
                 ));
                 if let Some(y) = &d.sync {
                     let at = y.sync_time.unwrap_or(y.started);
-                    let mut l = format!(
-                        "sid {} syncs with {} by {}",
-                        d.sid,
-                        d.leader,
-                        y.mode.unwrap_or("?")
-                    );
+                    let mut l = match y.mode {
+                        Some(mode) => format!("sid {} syncs with {} by {mode}", d.sid, d.leader),
+                        None => format!(
+                            "sid {} syncs with {} (its sync packet is not in the capture)",
+                            d.sid, d.leader
+                        ),
+                    };
                     if let Some(t) = y.newleader {
                         l.push_str(&format!(", NEWLEADER {}", rel(t)));
                     }
