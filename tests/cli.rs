@@ -356,6 +356,30 @@ fn summary_text_for_operators() {
         "{s}"
     );
     assert!(!s.contains("never reached a quorum"), "{s}");
+
+    // `--time absolute` writes the summary's times as the timeline and the logs do: the
+    // leader's decision at the time of the timeline's record that shows it, to the µs.
+    let out = zkfle(
+        &[
+            "decode",
+            "--summary",
+            "--time",
+            "absolute",
+            cap.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let s = text(&out.stdout);
+    assert!(
+        s.contains("election 1 at 2026-11-29 17:29:56,213683, round 0x1"),
+        "{s}"
+    );
+    assert!(
+        s.contains("  2026-11-29 17:29:56,436163  sid 3 LEADING (leader 3)"),
+        "{s}"
+    );
+    assert!(s.ends_with("(times in UTC)\n"), "{s}");
+    assert!(!s.contains(" +0."), "{s}");
 }
 
 /// A 3.4 capture without --config says at the top that the sids are unknown and names no

@@ -71,9 +71,10 @@ pub struct DecodeArgs {
         allow_hyphen_values = true
     )]
     pub clock_offsets: Vec<String>,
-    /// Times in the text timeline: wall clock, since the first record, or since the previous.
-    #[arg(long, value_enum, default_value_t = TimeMode::Absolute)]
-    pub time: TimeMode,
+    /// Times in the text timeline (default: absolute): wall clock, since the first record, or
+    /// since the previous. The summary's times are relative unless `--time absolute` is given.
+    #[arg(long, value_enum)]
+    pub time: Option<TimeMode>,
     /// Wall-clock times in the local time zone (as the servers' logs print them) instead of UTC.
     #[arg(long)]
     pub local: bool,
@@ -460,6 +461,8 @@ struct Output {
     format: Format,
     summary: bool,
     time: TimeMode,
+    /// The summary's times as wall-clock times (`--time absolute` given), not relative.
+    summary_wall_clock: bool,
     local: bool,
     streaming: bool,
     filter: RecordFilter,
@@ -511,7 +514,8 @@ impl Output {
         Output {
             format: args.format,
             summary: args.summary,
-            time: args.time,
+            time: args.time.unwrap_or(TimeMode::Absolute),
+            summary_wall_clock: args.time == Some(TimeMode::Absolute),
             local: args.local,
             streaming,
             filter,
@@ -728,21 +732,34 @@ impl Output {
                 }
                 _ => {
                     let t0 = self.first.map_or(0.0, Timestamp::as_secs_f64);
+                    let zone = if self.local { "local time" } else { "UTC" };
                     // The anchor of the relative times goes last: the summary's first lines
                     // are what an operator reads first.
                     let tail = match self.first {
                         None => "no election traffic in the capture\n".to_string(),
+                        Some(_) if self.summary_wall_clock => format!("(times in {zone})\n"),
                         Some(first) => format!(
-                            "(times relative to {} {})\n",
+                            "(times relative to {} {zone})\n",
                             format_wall(first.secs, first.nanos, self.local),
-                            if self.local { "local time" } else { "UTC" }
                         ),
                     };
-                    write!(
-                        self.out,
-                        "{}{loss_text}{tail}",
+                    let text = if self.summary_wall_clock {
+                        let local = self.local;
+                        summary.text_stamped(
+                            &|t: f64| {
+                                let micros = (t * 1e6).round() as i64;
+                                format_wall(
+                                    micros.div_euclid(1_000_000),
+                                    (micros.rem_euclid(1_000_000) * 1000) as u32,
+                                    local,
+                                )
+                            },
+                            self.verbose,
+                        )
+                    } else {
                         summary.text(t0, self.verbose)
-                    )
+                    };
+                    write!(self.out, "{text}{loss_text}{tail}")
                 }
             }
             .map_err(CliError::writing)?;

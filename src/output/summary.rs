@@ -156,8 +156,13 @@ impl Summary {
 
     /// The summary for people; `verbose` adds every vote change.
     pub fn text(&self, t0: f64, verbose: bool) -> String {
+        self.text_stamped(&|t: f64| format!("+{:.3}s", t - t0), verbose)
+    }
+
+    /// The summary for people, each time written by `stamp` (relative, or a wall-clock time).
+    pub fn text_stamped(&self, stamp: &dyn Fn(f64) -> String, verbose: bool) -> String {
         let mut s = String::new();
-        let rel = |t: f64| format!("+{:.3}s", t - t0);
+        let rel = stamp;
         if self.sids_unknown {
             s.push_str("sids unknown: most notifications are between servers the capture does not name (3.4 servers advertise no election addresses, a capture started after the connections opened misses the initial messages that do");
             if self.cut_votes + self.cut_votes_lost > 0 {
