@@ -56,6 +56,11 @@ const REFUSED_WINDOW_SECS: f64 = 2.0;
 const ANSWER_REPLACED_SECS: f64 = 0.02;
 /// Messages kept for a server whose election has not begun yet.
 const MAX_QUEUED: usize = 256;
+/// A leader that sent nothing on the quorum port for this long before an election began had
+/// fallen silent (it pings every learner each half tick).
+const SILENCE_SECS: f64 = 1.0;
+/// The silences kept per leader (the newest).
+const MAX_SILENCES: usize = 64;
 /// At most this many sids are named in one "why still LOOKING" list.
 const MAX_LISTED: usize = 12;
 
@@ -250,6 +255,10 @@ pub enum Cause {
     LeaderLost,
     /// The leader itself went LOOKING: it lost its quorum of followers.
     QuorumLost,
+    /// The leader stopped sending on the quorum port (no PING, nothing) well before the
+    /// election, its connections still open: cut off from its followers, which gave up on it
+    /// after `syncLimit` ticks. `leader_lost` is its last packet.
+    LeaderSilent,
 }
 
 impl Cause {
@@ -258,6 +267,7 @@ impl Cause {
             Cause::ServersStarted => "servers_started",
             Cause::LeaderLost => "leader_lost",
             Cause::QuorumLost => "quorum_lost",
+            Cause::LeaderSilent => "leader_silent",
         }
     }
 }
@@ -726,6 +736,9 @@ struct Server {
     since_sent: bool,
     /// Messages that reached it before its own first vote (it reads them once it looks).
     queued: Vec<(f64, i64, ServerState, VoteKey)>,
+    /// When it last answered decided, and how far its receiver was behind the wire then:
+    /// from the answered message's arrival to the answer.
+    answer_lag: (f64, f64),
     /// Every connection it had closed after it decided: the process is gone (a LOOKING vote
     /// from it now is a restart, even in an old round).
     gone: bool,
@@ -862,6 +875,9 @@ pub struct Summarizer {
     /// (leader, epoch) -> NEWLEADER ACKs from voters, and when a quorum was first reached.
     acks: HashMap<(i64, i64), (BTreeSet<i64>, Option<f64>)>,
     quorum_packets: u64,
+    /// Per leader sid: its last quorum-port packet to a learner, and its silences (from, to)
+    /// of more than [`SILENCE_SECS`] between packets, the newest [`MAX_SILENCES`].
+    leader_heard: HashMap<i64, (f64, Vec<(f64, f64)>)>,
     now: f64,
     /// Members that vote (participants) among `members`.
     participants: usize,
@@ -1593,6 +1609,11 @@ impl Summarizer {
                 } else {
                     std::mem::take(&mut s.queued)
                 };
+                // Only a lag seen just before (a receiver behind long ago says nothing now).
+                let lag = match s.answer_lag {
+                    (answered, lag) if answered >= time - QUEUE_WINDOW_SECS => lag,
+                    _ => 0.0,
+                };
                 // Whether it had not decided before this election (it just started).
                 let was_fresh = s.decision.is_none_or(|d| self.decisions[d].time >= s.since);
                 s.since_sent = true;
@@ -1641,7 +1662,15 @@ impl Summarizer {
                     // An answer is missing from the wire also when the server's first vote
                     // to that peer followed within milliseconds: Java's per-peer send queue
                     // holds one message, and the vote replaced the unsent answer.
-                    let replaced = !was_fresh && !leader_gone && at > time - ANSWER_REPLACED_SECS;
+                    // Not when its receiver was further behind the wire than that: a message
+                    // that came less than that lag before the vote was still unread when the
+                    // server turned LOOKING (a partitioned leader's followers: their answers
+                    // left 40 ms after what they answered, and what came after was logged
+                    // read LOOKING).
+                    let replaced = !was_fresh
+                        && !leader_gone
+                        && at > time - ANSWER_REPLACED_SECS
+                        && at <= time - lag;
                     if at >= time - QUEUE_WINDOW_SECS && !replaced {
                         self.receive(time, peer, from, state, v);
                     }
@@ -1669,7 +1698,18 @@ impl Summarizer {
                     s.queued.retain(|q| q.0 >= time - QUEUE_WINDOW_SECS);
                     match s.queued.iter().position(|q| q.1 == to) {
                         Some(answered) => {
-                            s.queued.drain(..=answered);
+                            s.answer_lag = (time, time - s.queued[answered].0);
+                            // Except another peer's LOOKING vote: one read while decided has
+                            // an answer of its own, and without one it may have been read
+                            // after (each peer's connection has its own reader thread, and
+                            // a busy server's can fall behind: a partitioned leader's
+                            // follower answered 2's vote of .431, then logged 4's of .422
+                            // read LOOKING, and counted it).
+                            let mut i = 0;
+                            s.queued.retain(|q| {
+                                i += 1;
+                                i > answered + 1 || (q.1 != to && q.2 == ServerState::Looking)
+                            });
                         }
                         None => s.queued.clear(),
                     }
@@ -1682,6 +1722,18 @@ impl Summarizer {
                         && d.election_epoch == n.election_epoch
                 });
                 let s = &self.servers[&from];
+                if same
+                    && s.looking
+                    && s.since_sent
+                    && s.pending.is_none()
+                    && time - s.since <= ANSWER_REPLACED_SECS
+                {
+                    // Its old decision, just after its first vote and on nothing the model
+                    // saw: an answer it built while still decided, which left after the vote
+                    // (a partitioned leader's follower answered 2's vote FOLLOWING at .418,
+                    // voted at .421, and the answer went out at .422, after the vote).
+                    return false;
+                }
                 if same && s.looking && !s.since_sent {
                     // Taken for gone when all its connections closed, it answers with the
                     // decision it had and no vote of its own came first: its peers went, it
@@ -1858,6 +1910,19 @@ impl Summarizer {
         }
     }
 
+    /// When `leader` last sent on the quorum port before `at`, if it had then been silent for
+    /// more than [`SILENCE_SECS`] (and had been heard at all).
+    fn silent_since(&self, leader: i64, at: f64) -> Option<f64> {
+        let (last, silences) = self.leader_heard.get(&leader)?;
+        if *last <= at - SILENCE_SECS {
+            return Some(*last);
+        }
+        silences
+            .iter()
+            .find(|&&(from, to)| from <= at - SILENCE_SECS && to >= at)
+            .map(|&(from, _)| from)
+    }
+
     fn quorum_packet(&mut self, time: f64, r: &Record, q: &super::QuorumMessage) {
         self.quorum_packets += 1;
         let Some(conn) = r.conn else { return };
@@ -1885,6 +1950,22 @@ impl Summarizer {
             }
             if c.leader.is_none() {
                 c.leader = r.from_sid;
+            }
+            if let Some(leader) = c.leader
+                && (self.leader_heard.len() < MAX_SERVERS
+                    || self.leader_heard.contains_key(&leader))
+            {
+                let (last, silences) = self
+                    .leader_heard
+                    .entry(leader)
+                    .or_insert((time, Vec::new()));
+                if time - *last > SILENCE_SECS {
+                    if silences.len() >= MAX_SILENCES {
+                        silences.remove(0);
+                    }
+                    silences.push((*last, time));
+                }
+                *last = last.max(time);
             }
         }
         match q.ptype {
@@ -2077,11 +2158,16 @@ impl Summarizer {
                 // Learned from answers, with no LEADING decision in this round: the leader
                 // was established before (fixtures/v3.8.0-zkfle-added: zkfle, started late
                 // as a non-voter, answered in the leader's round 0).
+                // One that began with the election but learned the leader from answers more
+                // than that after it decided was cut off meanwhile (a partitioned old leader,
+                // back 13 s later): it rejoins, and the election's duration is the others'.
                 let rejoin = !voters_decided
                     || (matches!(
                         d.evidence,
                         Evidence::QuorumReplies | Evidence::OwnNotification
-                    ) && (led.is_infinite() || d.looking_since >= led + REJOIN_GRACE_SECS));
+                    ) && (led.is_infinite() || d.looking_since >= led + REJOIN_GRACE_SECS))
+                    || (d.evidence == Evidence::QuorumReplies
+                        && d.time >= led + REJOIN_GRACE_SECS);
                 if rejoin {
                     rounds.push(Round {
                         kind: RoundKind::Rejoin,
@@ -2272,7 +2358,15 @@ impl Summarizer {
                         .map(|c| c.time)
                         .fold(f64::INFINITY, f64::min);
                     let restarted = lost.is_finite() && old_first_vote > r.started + 1.0;
-                    if r.participants.contains(&old) && !restarted {
+                    // Still connected but silent since before the election (a partition): its
+                    // followers gave up on it, whatever it did after.
+                    let silent = self
+                        .silent_since(old, r.started)
+                        .filter(|t| *t > old_decided && !quorum_only);
+                    if let Some(t) = silent {
+                        r.cause = Cause::LeaderSilent;
+                        r.leader_lost = Some(t);
+                    } else if r.participants.contains(&old) && !restarted {
                         r.cause = Cause::QuorumLost;
                         r.leader_lost = Some(r.started);
                     } else if lost.is_finite() {

@@ -229,6 +229,13 @@ impl Summary {
                             _ => "the leader fell silent".to_string(),
                         },
                         Cause::QuorumLost => "the leader lost its quorum".to_string(),
+                        Cause::LeaderSilent => match r.leader_lost {
+                            Some(t) => format!(
+                                "the leader's last quorum-port packet was at {}, its connections still open (cut off from its followers)",
+                                rel(t)
+                            ),
+                            None => "the leader fell silent".to_string(),
+                        },
                     };
                     let mut head = format!(
                         "election {n} at {}, round {:#x}: {cause}",
