@@ -147,13 +147,27 @@ pub struct SegmentIndex {
     /// retransmission) keeps its first copy's time, which the other file's first copy pairs
     /// with.
     pub segments: u64,
+    /// How many of those segments each address was an end of (at most [`MAX_HOSTS`]
+    /// addresses), to tell the capturing host's own ([`SegmentIndex::own_hosts`]).
+    hosts: FxHashMap<IpAddr, u64>,
 }
+
+/// Addresses counted per file for [`SegmentIndex::own_hosts`].
+const MAX_HOSTS: usize = 256;
 
 impl SegmentIndex {
     /// Notes a segment of this file.
     pub fn add(&mut self, seg: &TcpSegmentRef<'_>) {
         let Some(fp) = fingerprint(seg) else { return };
         self.segments += 1;
+        for ip in [seg.src.ip(), seg.dst.ip()] {
+            if self.hosts.len() < MAX_HOSTS || self.hosts.contains_key(&ip) {
+                *self.hosts.entry(ip).or_default() += 1;
+            }
+            if seg.src.ip() == seg.dst.ip() {
+                break;
+            }
+        }
         if fp & self.mask() != 0 {
             return;
         }
@@ -165,6 +179,24 @@ impl SegmentIndex {
             let mask = self.mask();
             self.entries.retain(|fp, _| fp & mask == 0);
         }
+    }
+
+    /// The capturing host's own address: the one address at an end of three in four of the
+    /// file's segments or more (a per-host capture's address is at an end of all of them but
+    /// the copies a switch or bridge floods to every port; a peer's, of its share of the
+    /// connections). None when no address or several are (a capture of a whole ensemble on
+    /// loopback or a mirror port, a host with two), or the file is too short to tell.
+    pub fn own_hosts(&self) -> Vec<IpAddr> {
+        if self.segments < 32 {
+            return Vec::new();
+        }
+        let own: Vec<IpAddr> = self
+            .hosts
+            .iter()
+            .filter(|&(_, &n)| n * 4 >= self.segments * 3)
+            .map(|(&ip, _)| ip)
+            .collect();
+        if own.len() == 1 { own } else { Vec::new() }
     }
 
     fn mask(&self) -> u64 {
@@ -388,6 +420,8 @@ struct Input {
     /// The connection whose coverage this file last noted: consecutive segments of one
     /// connection skip the table.
     noted: u64,
+    /// The capturing host's addresses (empty: unknown, every connection is its own).
+    own: Vec<IpAddr>,
 }
 
 impl Input {
@@ -550,6 +584,7 @@ impl MergedSegments {
                 last: i64::MIN,
                 error: None,
                 noted: 0,
+                own: Vec::new(),
             })
             .collect();
         let mut heap = BinaryHeap::new();
@@ -569,6 +604,16 @@ impl MergedSegments {
             coverage_sweep_at: COVERAGE_SWEEP_FIRST,
             losses: FxHashMap::default(),
             duplicates: 0,
+        }
+    }
+
+    /// Tells each file's capturing host's addresses, in the order of the files (see
+    /// [`SegmentIndex::own_hosts`]). A file covers only connections with an end among them:
+    /// a copy of another hosts' segment flooded to its port is passed on like any other, but
+    /// the segments of that connection it lacks are not its capture's loss.
+    pub fn set_own_hosts(&mut self, own: Vec<Vec<IpAddr>>) {
+        for (input, own) in self.inputs.iter_mut().zip(own) {
+            input.own = own;
         }
     }
 
@@ -645,13 +690,17 @@ impl MergedSegments {
         at: i64,
         (src, dst): (SocketAddr, SocketAddr),
     ) {
+        let own = &self.inputs[file].own;
+        let covers = own.is_empty() || own.contains(&src.ip()) || own.contains(&dst.ip());
         let e = self.coverage.entry(conn).or_insert_with(|| Coverage {
             files: 0,
             latest: at,
             lo: src.min(dst),
             hi: src.max(dst),
         });
-        e.files |= 1 << file;
+        if covers {
+            e.files |= 1 << file;
+        }
         e.latest = at;
         if self.coverage.len() > self.coverage_sweep_at {
             let horizon = at.saturating_sub(10 * DEDUP_WINDOW_NANOS);
@@ -898,7 +947,9 @@ pub fn open_files(
         let segments = super::open(path).map_err(|e| in_file(path, e))?;
         files.push((path.clone(), segments, *offset));
     }
-    Ok((MergedSegments::new(files), offsets))
+    let mut merged = MergedSegments::new(files);
+    merged.set_own_hosts(indexes.iter().map(SegmentIndex::own_hosts).collect());
+    Ok((merged, offsets))
 }
 
 #[cfg(test)]
@@ -1098,6 +1149,45 @@ mod tests {
                 for _ in it {}
             }
         }
+    }
+
+    /// A per-host capture's own address is the one at an end of most segments, copies of
+    /// other hosts' segments flooded to it (a bridge forgetting a cut-off host) included; a
+    /// capture of a whole ensemble has none, and neither has one too short to tell.
+    #[test]
+    fn a_per_host_capture_tells_its_own_address() {
+        let index = |segs: &[(&str, &str)]| {
+            let mut index = SegmentIndex::default();
+            for (i, (src, dst)) in segs.iter().enumerate() {
+                index.add(&seg(src, dst, i as u32, b"x").as_ref());
+            }
+            index
+        };
+        let mut host1 = Vec::new();
+        for i in 0..40 {
+            let peer = ["10.0.0.2:3888", "10.0.0.3:3888", "10.0.0.4:3888"][i % 3];
+            host1.push(if i % 2 == 0 {
+                ("10.0.0.1:40000", peer)
+            } else {
+                (peer, "10.0.0.1:40000")
+            });
+        }
+        // Flooded copies of a 2-3 connection: a tenth of what it holds.
+        host1.extend([("10.0.0.2:50000", "10.0.0.3:3888"); 4]);
+        let own: Vec<IpAddr> = vec!["10.0.0.1".parse().unwrap()];
+        assert_eq!(index(&host1).own_hosts(), own);
+
+        let mut all = Vec::new();
+        for i in 0..60 {
+            let pair = [
+                ("10.0.0.1:40000", "10.0.0.2:3888"),
+                ("10.0.0.2:40000", "10.0.0.3:3888"),
+                ("10.0.0.3:40000", "10.0.0.1:3888"),
+            ][i % 3];
+            all.push(pair);
+        }
+        assert_eq!(index(&all).own_hosts(), Vec::<IpAddr>::new());
+        assert_eq!(index(&host1[..20]).own_hosts(), Vec::<IpAddr>::new());
     }
 
     #[test]

@@ -2166,8 +2166,7 @@ impl Summarizer {
                         d.evidence,
                         Evidence::QuorumReplies | Evidence::OwnNotification
                     ) && (led.is_infinite() || d.looking_since >= led + REJOIN_GRACE_SECS))
-                    || (d.evidence == Evidence::QuorumReplies
-                        && d.time >= led + REJOIN_GRACE_SECS);
+                    || (d.evidence == Evidence::QuorumReplies && d.time >= led + REJOIN_GRACE_SECS);
                 if rejoin {
                     rounds.push(Round {
                         kind: RoundKind::Rejoin,

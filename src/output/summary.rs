@@ -164,9 +164,11 @@ impl Summary {
         let mut s = String::new();
         let rel = stamp;
         if self.sids_unknown {
-            s.push_str("sids unknown: most notifications are between servers the capture does not name (3.4 servers advertise no election addresses, a capture started after the connections opened misses the initial messages that do");
+            s.push_str("sids unknown: most notifications are between servers the capture does not name (3.4 servers advertise no election addresses, ");
             if self.cut_votes + self.cut_votes_lost > 0 {
-                s.push_str(", and a capture cut by its snap length misses the configs that map addresses to sids");
+                s.push_str("a capture started after the connections opened misses the initial messages that do, and a capture cut by its snap length misses the configs that map addresses to sids");
+            } else {
+                s.push_str("and a capture started after the connections opened misses the initial messages that do");
             }
             s.push_str("); decisions and winners need --config zoo.cfg or --sid-map ADDR=SID\n");
         }
