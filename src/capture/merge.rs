@@ -150,6 +150,8 @@ pub struct SegmentIndex {
     /// How many of those segments each address was an end of (at most [`MAX_HOSTS`]
     /// addresses), to tell the capturing host's own ([`SegmentIndex::own_hosts`]).
     hosts: FxHashMap<IpAddr, u64>,
+    /// The segments counted in `hosts` (the first [`INDEX_FIRST`]).
+    hosted: u64,
 }
 
 /// Addresses counted per file for [`SegmentIndex::own_hosts`].
@@ -160,12 +162,16 @@ impl SegmentIndex {
     pub fn add(&mut self, seg: &TcpSegmentRef<'_>) {
         let Some(fp) = fingerprint(seg) else { return };
         self.segments += 1;
-        for ip in [seg.src.ip(), seg.dst.ip()] {
-            if self.hosts.len() < MAX_HOSTS || self.hosts.contains_key(&ip) {
-                *self.hosts.entry(ip).or_default() += 1;
-            }
-            if seg.src.ip() == seg.dst.ip() {
-                break;
+        // The first segments tell the host as well as all of them would.
+        if self.segments <= INDEX_FIRST {
+            self.hosted += 1;
+            for ip in [seg.src.ip(), seg.dst.ip()] {
+                if self.hosts.len() < MAX_HOSTS || self.hosts.contains_key(&ip) {
+                    *self.hosts.entry(ip).or_default() += 1;
+                }
+                if seg.src.ip() == seg.dst.ip() {
+                    break;
+                }
             }
         }
         if fp & self.mask() != 0 {
@@ -187,13 +193,13 @@ impl SegmentIndex {
     /// connections). None when no address or several are (a capture of a whole ensemble on
     /// loopback or a mirror port, a host with two), or the file is too short to tell.
     pub fn own_hosts(&self) -> Vec<IpAddr> {
-        if self.segments < 32 {
+        if self.hosted < 32 {
             return Vec::new();
         }
         let own: Vec<IpAddr> = self
             .hosts
             .iter()
-            .filter(|&(_, &n)| n * 4 >= self.segments * 3)
+            .filter(|&(_, &n)| n * 4 >= self.hosted * 3)
             .map(|(&ip, _)| ip)
             .collect();
         if own.len() == 1 { own } else { Vec::new() }
@@ -422,6 +428,9 @@ struct Input {
     noted: u64,
     /// The capturing host's addresses (empty: unknown, every connection is its own).
     own: Vec<IpAddr>,
+    /// The last acknowledgement it passed to the coverage table: connection, sent by the
+    /// higher address, value.
+    acked: (u64, bool, u32),
 }
 
 impl Input {
@@ -528,6 +537,8 @@ struct Seen {
     /// It went from the connection's higher address to its lower (see [`Coverage`]).
     reverse: bool,
     bytes: u64,
+    /// The sequence number after it: its receiver acknowledging this far got it.
+    end: u32,
 }
 
 /// Which files hold segments of a connection, when it was last seen, and its two addresses
@@ -537,6 +548,14 @@ struct Coverage {
     latest: i64,
     lo: SocketAddr,
     hi: SocketAddr,
+    /// The highest acknowledgement each side sent (`lo`'s first), in any file.
+    acked: [Option<u32>; 2],
+}
+
+/// Whether an acknowledgement up to `ack` covers the sequence number `end` (sequence numbers
+/// wrap).
+fn acks(ack: Option<u32>, end: u32) -> bool {
+    ack.is_some_and(|a| a.wrapping_sub(end) as i32 >= 0)
 }
 
 /// Several captures read as one, in corrected time order, one copy of each segment.
@@ -585,6 +604,7 @@ impl MergedSegments {
                 error: None,
                 noted: 0,
                 own: Vec::new(),
+                acked: (0, false, 0),
             })
             .collect();
         let mut heap = BinaryHeap::new();
@@ -667,8 +687,15 @@ impl MergedSegments {
             } else {
                 (c.lo, c.hi)
             };
+            // Its receiver acknowledged it (in any file): it arrived.
+            let delivered = acks(c.acked[usize::from(!seen.reverse)], seen.end);
             for (i, input) in self.inputs.iter().enumerate() {
                 if lacking & (1u64 << i) == 0 {
+                    continue;
+                }
+                // The receiver's own capture lacks what the receiver never acknowledged: the
+                // network lost it (sent into a partition), not the capture.
+                if !delivered && input.own.contains(&dst.ip()) {
                     continue;
                 }
                 // Only while that file was capturing.
@@ -697,6 +724,7 @@ impl MergedSegments {
             latest: at,
             lo: src.min(dst),
             hi: src.max(dst),
+            acked: [None; 2],
         });
         if covers {
             e.files |= 1 << file;
@@ -735,10 +763,13 @@ impl MergedSegments {
         };
         self.expire(at);
         let input = &self.inputs[i];
-        let (fp, conn, note, reverse, bytes) = input.with_head(|seg| {
+        let (fp, conn, note, reverse, bytes, end, ack) = input.with_head(|seg| {
             let fp = fingerprint(seg);
-            // Pure ACKs are neither compared nor counted; coverage comes from the others.
-            let conn = if fp.is_some() {
+            // Pure ACKs are neither compared nor counted (coverage comes from the others),
+            // but what they acknowledge is kept.
+            let own_ack =
+                seg.ack.is_some() && (input.own.is_empty() || input.own.contains(&seg.src.ip()));
+            let conn = if fp.is_some() || own_ack {
                 connection_hash(seg.src, seg.dst)
             } else {
                 0
@@ -746,8 +777,27 @@ impl MergedSegments {
             // The addresses are copied out only when the coverage table needs them.
             let note = (fp.is_some() && input.noted != conn).then_some((seg.src, seg.dst));
             let bytes = seg.payload.len() as u64 + u64::from(seg.missing);
-            (fp, conn, note, seg.src > seg.dst, bytes)
+            let end = seg
+                .seq
+                .wrapping_add(bytes as u32)
+                .wrapping_add(u32::from(seg.syn) + u32::from(seg.fin));
+            // An acknowledgement is taken from its sender's own capture, where there is one
+            // (it is in the receiver's too), and only when it moved.
+            let reverse = seg.src > seg.dst;
+            let ack = seg
+                .ack
+                .filter(|&a| own_ack && input.acked != (conn, reverse, a));
+            (fp, conn, note, reverse, bytes, end, ack)
         })?;
+        if let Some(ack) = ack {
+            self.inputs[i].acked = (conn, reverse, ack);
+            if let Some(c) = self.coverage.get_mut(&conn) {
+                let side = &mut c.acked[usize::from(reverse)];
+                if !acks(*side, ack) {
+                    *side = Some(ack);
+                }
+            }
+        }
         let keep = match fp {
             None => true,
             Some(fp) => match self.seen.get_mut(&fp) {
@@ -789,6 +839,7 @@ impl MergedSegments {
                             conn,
                             reverse,
                             bytes,
+                            end,
                         },
                     );
                     self.expiry.push_back((at, fp));
@@ -1148,6 +1199,62 @@ mod tests {
             if let Ok(it) = TcpSegments::from_reader(Cursor::new(bytes)) {
                 for _ in it {}
             }
+        }
+    }
+
+    /// A segment its receiver's capture lacks is that capture's loss when the receiver
+    /// acknowledged it (it arrived), and the network's when it never did (sent into a
+    /// partition): only the first is reported.
+    #[test]
+    fn what_the_receiver_never_acknowledged_is_not_its_capture_loss() {
+        let base = 1_700_000_000_000_000_000i64;
+        for acked in [true, false] {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            // A request/answer exchange, 10 ms apart, 1 ms each way; B acknowledges what A
+            // sent with each answer. One of A's requests is missing from B's capture: B
+            // acknowledged it (`acked`) or never got it.
+            let mut a_next = 1000u32;
+            let mut b_next = 5000u32;
+            // Without it, B's acknowledgements stay at the hole (TCP's are cumulative).
+            let mut hole = None;
+            for i in 0..40i64 {
+                let mut q = seg("10.0.0.1:40000", "10.0.0.2:3888", a_next, &[i as u8; 10]);
+                q.ack = Some(b_next);
+                q.time = from_nanos(base + i * 20_000_000);
+                a.push(q.clone());
+                if i == 20 {
+                    hole = (!acked).then_some(a_next);
+                } else {
+                    q.time = from_nanos(base + i * 20_000_000 + 1_000_000);
+                    b.push(q);
+                }
+                a_next += 10;
+                let mut r = seg("10.0.0.2:3888", "10.0.0.1:40000", b_next, &[i as u8; 12]);
+                r.ack = Some(hole.unwrap_or(a_next));
+                b_next += 12;
+                r.time = from_nanos(base + i * 20_000_000 + 10_000_000);
+                b.push(r.clone());
+                r.time = from_nanos(base + i * 20_000_000 + 11_000_000);
+                a.push(r);
+                // Each host talks with a third too, so that its own address is the one at
+                // an end of everything its capture holds.
+                for (file, host) in [(&mut a, "10.0.0.1:41000"), (&mut b, "10.0.0.2:41000")] {
+                    let mut c = seg(host, "10.0.0.3:3888", 9000 + 7 * i as u32, &[7; 7]);
+                    c.time = from_nanos(base + i * 20_000_000 + 15_000_000);
+                    file.push(c);
+                }
+            }
+            let offsets = align(&[index(&a), index(&b)], &[None, None]);
+            let mut merged = MergedSegments::new(vec![
+                ("a".into(), open(file(&a)), offsets[0]),
+                ("b".into(), open(file(&b)), offsets[1]),
+            ]);
+            merged.set_own_hosts(vec![index(&a).own_hosts(), index(&b).own_hosts()]);
+            while let Some(r) = merged.next_segment(|_| {}) {
+                r.unwrap();
+            }
+            let lost: u64 = merged.losses().iter().map(|l| l.segments).sum();
+            assert_eq!(lost, u64::from(acked), "acked: {acked}");
         }
     }
 
