@@ -138,9 +138,19 @@ fn shifted_clocks_are_recovered_within_5_ms() {
     }
 }
 
+/// The fixtures in which every segment reached its receiver and no host captured another's
+/// traffic. A partition (`v3.9.5-partition5`) breaks both: segments are lost in the network,
+/// and frames for a cut-off host are flooded to every port; its own test checks its story.
+fn unpartitioned_fixtures() -> Vec<std::path::PathBuf> {
+    multihost_fixtures()
+        .into_iter()
+        .filter(|d| !d.to_string_lossy().contains("partition"))
+        .collect()
+}
+
 #[test]
 fn each_connection_is_reported_once_with_sids_from_every_file() {
-    for dir in multihost_fixtures() {
+    for dir in unpartitioned_fixtures() {
         let hosts = host_captures(&dir);
         let (merged, _) = decode(&hosts, &dir);
         // No message twice: (connection, direction's sender, offset) is unique.
@@ -192,7 +202,7 @@ fn each_connection_is_reported_once_with_sids_from_every_file() {
 /// Segments one host's capture lost are filled from another's and reported as its loss.
 #[test]
 fn a_lost_segment_is_filled_and_reported() {
-    for dir in multihost_fixtures() {
+    for dir in unpartitioned_fixtures() {
         let hosts = host_captures(&dir);
         let (reference, _) = decode(&hosts, &dir);
         let (header, records) = pcap_records(&std::fs::read(&hosts[1]).unwrap());
@@ -439,5 +449,75 @@ fn filters_and_wall_clock_times() {
     assert!(
         (shifted - 5.5 * 3600.0).abs() < 0.01,
         "{first_local} vs {first}"
+    );
+}
+
+/// A 5-host 3.9.5 ensemble whose leader, then two followers, were cut off for 15 s each
+/// (fixtures/v3.9.5-partition5/README.md), merged, against the servers' logs: every server
+/// of the failover decides in it, at the time it logged; the cut-off leader rejoins; the
+/// cause is the leader's silence; and nothing the network lost, or a bridge flooded to a
+/// bystander, is reported as capture loss.
+#[test]
+fn a_partitioned_leader_is_told_as_the_logs_tell_it() {
+    let dir = multihost_fixtures()
+        .into_iter()
+        .find(|d| d.ends_with("v3.9.5-partition5"))
+        .expect("fixture");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_zkfle"))
+        .args(["decode", "--summary", "--format", "jsonl"])
+        .args(host_captures(&dir))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["capture_losses"], serde_json::json!([]), "{v}");
+    let rounds = v["rounds"].as_array().unwrap();
+    assert!(rounds.iter().all(|r| r["stale"].is_null()), "{v}");
+    let failover = rounds
+        .iter()
+        .find(|r| r["kind"] == "election" && r["election_epoch"] == 2)
+        .expect("the failover");
+    assert_eq!(failover["winner"], 4);
+    assert_eq!(failover["cause"], "leader_silent");
+    let started = failover["started"].as_f64().unwrap();
+    let lost = failover["leader_lost"].as_f64().unwrap();
+    // The followers give up after syncLimit (5) ticks of 1 s: the leader's last packet is
+    // seconds before the election.
+    assert!(
+        started - lost > 4.0,
+        "leader lost {lost}, election {started}"
+    );
+    // Each server's decision at the time its log says it left FastLeaderElection.
+    let logged = |sid: i64| -> f64 {
+        let log = std::fs::read_to_string(dir.join(format!("server.{sid}.log"))).unwrap();
+        let line = log
+            .lines()
+            .find(|l| l.contains("About to leave FLE instance: leader=4"))
+            .unwrap_or_else(|| panic!("server.{sid}.log: no decision for 4"));
+        log_time(line)
+    };
+    let mut sids = Vec::new();
+    for d in failover["decisions"].as_array().unwrap() {
+        let sid = d["sid"].as_i64().unwrap();
+        let at = d["time"].as_f64().unwrap();
+        assert!(
+            (at - logged(sid)).abs() < 0.1,
+            "sid {sid}: decided at {at}, logged {}",
+            logged(sid)
+        );
+        sids.push(sid);
+    }
+    sids.sort();
+    assert_eq!(sids, [1, 2, 3, 4], "{failover}");
+    // The cut-off leader comes back 13 s later: a rejoin, not part of the failover.
+    assert!(
+        rounds.iter().any(|r| r["kind"] == "rejoin"
+            && r["decisions"][0]["sid"] == 5
+            && r["decisions"][0]["leader"] == 4),
+        "{v}"
     );
 }
