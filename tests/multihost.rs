@@ -139,8 +139,11 @@ fn shifted_clocks_are_recovered_within_5_ms() {
 }
 
 /// The fixtures in which every segment reached its receiver and no host captured another's
-/// traffic. A partition (`v3.9.5-partition5`) breaks both: segments are lost in the network,
-/// and frames for a cut-off host are flooded to every port; its own test checks its story.
+/// traffic. A partition (`v3.9.5-partition5`) breaks both: segments are lost in the network
+/// (so removing one from a capture is not always that capture's loss), and frames for a
+/// cut-off host are flooded to every port (a bystander's file, decoded alone, picks those
+/// connections up mid-stream, at offsets counted from its first copy: 7 such records, each at
+/// its true offset in the merge). Its own test checks its story.
 fn unpartitioned_fixtures() -> Vec<std::path::PathBuf> {
     multihost_fixtures()
         .into_iter()
