@@ -128,6 +128,8 @@ replay_cell() {
   fi
   for d in fixtures/*/; do
     grep -q "ZooKeeper \*\*$v\*\*" "$d/README.md" 2>/dev/null || continue
+    # A partition's lagging receivers are not replayed (docs/replay-probe.md, Limits).
+    [[ "$d" == *partition* ]] && continue
     cfgopt=()
     [[ "+$v+" =~ \+3\.4\. ]] && cfgopt=(--config "$d/zoo.cfg")
     for sid in $(sed -n 's/^server\.\([0-9]*\)=.*:participant.*/\1/p' "$d/zoo.cfg"); do
