@@ -30,6 +30,11 @@
 #   late3        3 participants; only 1 and 2 start, client writes, then 3 starts
 #                late (an empty server: SNAP from the leader), then the usual kill
 #                of the leader and its restart (DIFF)
+#   lagging3     3 participants; after the usual kill of the first leader and the writes
+#                that follow, the new leader is killed too, so the one server left has
+#                newer data (epoch, zxid) than the old leader, which is then restarted:
+#                the two elect the server with the newer data, not the higher sid; then
+#                the killed leader restarts
 #   reconfig4    4 participants with reconfigEnabled=true: `reconfig -remove` a follower,
 #                then `-add` it back, then `-remove` another follower, which is stopped (a
 #                removed server is a non-voting follower until shut down); then the usual
@@ -93,8 +98,9 @@ case "$SCENARIO" in
   mixed-34-38) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); MIXED="3.4.14 3.4.14 3.8.0" ;;
   mixed-36-39) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); MIXED="3.6.3 3.6.3 3.9.5" ;;
   late3) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); LATE=3 ;;
+  lagging3) ENS_OPTS=(--servers "1:participant,2:participant,3:participant") ;;
   reconfig4) ENS_OPTS=(--servers "1:participant,2:participant,3:participant,4:participant"); SIDS="1 2 3 4" ;;
-  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5, big, mixed-34-38, mixed-36-39, late3, reconfig4)" ;;
+  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5, big, mixed-34-38, mixed-36-39, late3, lagging3, reconfig4)" ;;
 esac
 if [ "$SCENARIO" = ipv6 ]; then
   PCAP_FILTER="tcp portrange 3881-3889"
@@ -293,6 +299,17 @@ event "kill -9 leader $old"
 sleep 1
 wait_stable "leader $old killed"
 writes b
+if [ "$SCENARIO" = lagging3 ]; then
+  new=$(leader_of)
+  "$ENS" stop-node "$WORK" "$new" --kill >/dev/null
+  event "kill -9 leader $new (the server left alone has newer data than server $old)"
+  sleep 2
+  "$ENS" start-node "$WORK" "$old" >/dev/null
+  event "restarted server $old (older data)"
+  wait_stable "server $old restarted with older data"
+  writes c
+  old=$new
+fi
 
 "$ENS" start-node "$WORK" "$old" >/dev/null
 event "restarted server $old"
