@@ -441,3 +441,40 @@ fn legacy_captures_need_the_config_for_sids() {
         assert!(unknown > 0, "{}: sids known without config?", dir.display());
     }
 }
+
+/// fixtures/v3.9.5-lagging3: the leader is killed twice, and server 1, left alone with the
+/// newer data, wins against the higher sid 3 restarted with older data. Server 1 went LOOKING
+/// when its leader died; its votes had nowhere to go until 3 came back 4.6 s later, and Java
+/// logged `LEADER ELECTION TOOK - 4857 MS`: its `took` counts from its Zab session's end, not
+/// from its first vote on the wire, and is no lower bound.
+#[test]
+fn an_election_won_by_newer_data_counts_from_the_lost_session() {
+    use zkfle::decode::summary::{Cause, RoundKind};
+    use zkfle::wire::ServerState;
+    let dir = all_fixtures()
+        .into_iter()
+        .find(|d| d.ends_with("v3.9.5-lagging3"))
+        .expect("fixtures/v3.9.5-lagging3");
+    let records = decode_segments(segments(&dir), options(&dir));
+    let summary = summarize(&records);
+    let elections: Vec<_> = summary
+        .rounds
+        .iter()
+        .filter(|r| r.kind == RoundKind::Election)
+        .collect();
+    let winners: Vec<_> = elections.iter().map(|r| r.winner).collect();
+    assert_eq!(winners[..3], [Some(3), Some(2), Some(1)], "{winners:?}");
+    let third = elections[2];
+    assert_eq!(third.cause, Cause::LeaderLost);
+    assert!(third.leader_closed);
+    let one = third
+        .decisions
+        .iter()
+        .find(|d| d.sid == 1)
+        .expect("sid 1 decided");
+    assert_eq!(one.state, ServerState::Leading);
+    assert!(!one.took_at_least, "{one:?}");
+    assert!((one.took - 4.857).abs() <= LOG_TOLERANCE_SECS, "{one:?}");
+    // Its election began when its session with leader 2 ended, which is when it lost 2.
+    assert_eq!(Some(one.looking_since), third.leader_lost);
+}

@@ -49,6 +49,10 @@ const REJOIN_GRACE_SECS: f64 = 1.0;
 /// How long before a server's first vote a message it did not answer counts as waiting in its
 /// queue (a server goes LOOKING just before its election begins).
 const QUEUE_WINDOW_SECS: f64 = 0.5;
+/// A learner's first vote this long after its Zab session ended was held back (its election
+/// began when the session ended); sooner, the vote's own time is the closer measure (Java
+/// shuts the learner down, some milliseconds, before its election begins).
+const HELD_VOTE_SECS: f64 = 0.5;
 /// Refused dials this long before a server's first vote make its `took` a lower bound.
 const REFUSED_WINDOW_SECS: f64 = 2.0;
 /// An unanswered message this soon before a decided server's first vote may have been
@@ -153,7 +157,8 @@ pub struct Decision {
     /// When it decided, estimated as Java decides (see the module docs).
     pub time: f64,
     pub evidence: Evidence,
-    /// When it began looking (its first LOOKING vote of this election on the wire).
+    /// When it began looking: its first LOOKING vote of this election on the wire, or the end
+    /// of its Zab session when its votes were held back (see `session_end_before_vote`).
     pub looking_since: f64,
     /// From `looking_since` to `time`, as Java logs `LEADER ELECTION TOOK`.
     pub took: f64,
@@ -304,13 +309,16 @@ pub struct Round {
     /// The participant that led (never an observer's choice); `None` when the sids are not
     /// known (a 3.4 capture without `--config`) or nobody led.
     pub winner: Option<i64>,
-    /// From the first LOOKING vote to the last decision.
+    /// From `started` (its first server began looking) to the last decision.
     pub duration: Option<f64>,
     /// Whether a participant decided.
     pub settled: bool,
     pub cause: Cause,
     /// When the old leader was lost (its connections closed), or the election began.
     pub leader_lost: Option<f64>,
+    /// `leader_lost` is when the old leader's connections closed, as the capture shows (at
+    /// or before the election began).
+    pub leader_closed: bool,
     /// When the new leader held NEWLEADER ACKs from a quorum (Java: `Have quorum of
     /// supporters`).
     pub serving: Option<f64>,
@@ -767,6 +775,8 @@ struct Episode {
     /// The server (re)started with this episode: first seen, or back after all its
     /// connections closed.
     started: bool,
+    /// Its first own vote's round, and the highest round a peer had shown it before.
+    first_vote: Option<(i64, i64)>,
 }
 
 /// A quorum-port connection's sync, as it happens.
@@ -1243,14 +1253,19 @@ impl Summarizer {
         evidence: Evidence,
     ) {
         let index = self.decisions.len();
+        let session_end = self.session_end_before_vote(sid);
         let s = self.servers.entry(sid);
         s.looking = false;
         s.config_restart = false;
         s.pending = None;
         s.decision = Some(index);
-        let since = s.since.min(time);
+        let mut since = s.since.min(time);
         // Only a server that just started can have begun before the wire shows it.
-        let started = s.episode.is_some_and(|e| self.episodes[e].started);
+        let mut started = s.episode.is_some_and(|e| self.episodes[e].started);
+        if let Some(end) = session_end.filter(|end| *end < since) {
+            since = end;
+            started = false;
+        }
         if let Some(e) = s.episode {
             self.episodes[e].decision = Some(index);
         }
@@ -1273,6 +1288,28 @@ impl Summarizer {
         });
     }
 
+    /// When `sid`'s election began, if not at its first vote on the wire: a learner goes
+    /// LOOKING the moment its Zab session ends, and when its first vote comes more than
+    /// [`HELD_VOTE_SECS`] later, its votes had nowhere to go (no peer listening) and waited
+    /// for one (fixtures/v3.9.5-lagging3: sid 1, alone after its leader died, voted 4.6 s
+    /// later, when the old leader came back; Java logged `LEADER ELECTION TOOK - 4857 MS`).
+    /// A server taken for gone (all its connections closed) qualifies only if its first vote
+    /// continues its last round: a restarted JVM counts rounds from 1 again, and reaches a
+    /// later round only from a peer.
+    fn session_end_before_vote(&self, sid: i64) -> Option<f64> {
+        let s = self.servers.get(&sid)?;
+        let episode = &self.episodes[s.episode?];
+        let last = &self.decisions[s.decision?];
+        let end = s.left_zab.filter(|t| *t > last.time)?;
+        if s.since - end <= HELD_VOTE_SECS {
+            return None;
+        }
+        let continued = episode.first_vote.is_some_and(|(round, heard)| {
+            last.election_epoch >= 1 && round == last.election_epoch + 1 && heard < round
+        });
+        (!episode.started || continued).then_some(end)
+    }
+
     /// A server begins looking (a new `lookForLeader`).
     fn begin(&mut self, sid: i64, time: f64, round: i64) {
         let first = !self.servers.get(&sid).is_some_and(|s| s.seen);
@@ -1285,6 +1322,7 @@ impl Summarizer {
             decision: None,
             first,
             started: first || gone,
+            first_vote: None,
         });
         let s = self.servers.entry(sid);
         s.seen = true;
@@ -1616,6 +1654,12 @@ impl Summarizer {
                 };
                 // Whether it had not decided before this election (it just started).
                 let was_fresh = s.decision.is_none_or(|d| self.decisions[d].time >= s.since);
+                if !s.since_sent
+                    && let Some(e) = s.episode
+                    && self.episodes[e].first_vote.is_none()
+                {
+                    self.episodes[e].first_vote = Some((vote.round, s.heard_round));
+                }
                 s.since_sent = true;
                 if s.last_sent != Some(vote) {
                     self.changes.push(VoteChange {
@@ -2371,6 +2415,7 @@ impl Summarizer {
                     } else if lost.is_finite() {
                         r.cause = Cause::LeaderLost;
                         r.leader_lost = Some(lost.min(r.started));
+                        r.leader_closed = lost <= r.started;
                     } else if firsts * 2 > r.participants.len() {
                         r.cause = Cause::ServersStarted;
                     } else {

@@ -225,7 +225,7 @@ impl Summary {
                     let cause = match r.cause {
                         Cause::ServersStarted => "servers starting".to_string(),
                         Cause::LeaderLost => match r.leader_lost {
-                            Some(t) if t < r.started => {
+                            Some(t) if r.leader_closed => {
                                 format!("the leader's connections closed at {}", rel(t))
                             }
                             _ => "the leader fell silent".to_string(),
