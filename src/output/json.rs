@@ -77,18 +77,7 @@ pub struct JsonWriter {
     addrs: super::AddrPairs,
     /// The seconds of the last time written, as text.
     seconds: SecondsText,
-    /// The last few notifications written and their fields' JSON (`,"state":` to the end),
-    /// replaced in turn: a server sends one vote to each of its peers and they answer alike,
-    /// so most notifications repeat one of the last few, and their fields are copied rather
-    /// than written again.
-    bodies: Vec<(Notification, Vec<u8>)>,
-    /// The entry of `bodies` to replace next, once it is full.
-    next_body: usize,
 }
-
-/// How many notifications [`JsonWriter`] keeps written: the votes in flight in an election
-/// of a few servers (each sends its vote to every peer, each peer answers).
-const BODY_CACHE: usize = 8;
 
 impl JsonWriter {
     /// A writer with an empty config cache.
@@ -161,28 +150,7 @@ impl JsonWriter {
         }));
     }
 
-    /// A notification's fields, from `,"state":`: a pure function of `n` (the config's
-    /// cache below only saves work), hence kept per notification.
     fn write_notification(&mut self, out: &mut Vec<u8>, n: &Notification) {
-        if let Some((_, body)) = self.bodies.iter().find(|(seen, _)| seen == n) {
-            out.extend_from_slice(body);
-            return;
-        }
-        let start = out.len();
-        self.write_notification_fields(out, n);
-        let body = &out[start..];
-        if self.bodies.len() < BODY_CACHE {
-            self.bodies.push((n.clone(), body.to_vec()));
-        } else {
-            let (seen, text) = &mut self.bodies[self.next_body];
-            seen.clone_from(n);
-            text.clear();
-            text.extend_from_slice(body);
-            self.next_body = (self.next_body + 1) % BODY_CACHE;
-        }
-    }
-
-    fn write_notification_fields(&mut self, out: &mut Vec<u8>, n: &Notification) {
         // `ServerState::name` and `code`, written as one literal per state (a copy of known
         // length, as in `record`); the read-back tests hold the two to each other.
         match n.state {
@@ -751,56 +719,6 @@ mod tests {
         for n in forms {
             assert_eq!(back(&n), n);
             assert_eq!(back(&n).encode().unwrap(), n.encode().unwrap());
-        }
-    }
-
-    /// A writer that has written notifications before writes each one as a fresh writer does,
-    /// however many it keeps written and whichever of its fields differ.
-    #[test]
-    fn notifications_written_again_read_as_written_fresh() {
-        let cur = Notification::current(ServerState::Looking, 3, 7, 2, 1, b"version=1".to_vec());
-        let mut forms = vec![cur.clone()];
-        for i in 0..(BODY_CACHE as i64 + 3) {
-            forms.push(Notification {
-                leader: i,
-                ..cur.clone()
-            });
-        }
-        forms.extend([
-            Notification {
-                config: Some(b"version=2".to_vec()),
-                ..cur.clone()
-            },
-            Notification {
-                config: Some(vec![0xff]),
-                ..cur.clone()
-            },
-            Notification {
-                trailing: vec![1],
-                ..cur.clone()
-            },
-            Notification {
-                state: ServerState::Following,
-                ..cur.clone()
-            },
-            Notification {
-                peer_epoch: None,
-                version: None,
-                config: None,
-                ..cur.clone()
-            },
-        ]);
-        let mut seasoned = JsonWriter::new();
-        // Every form twice over, so that each is written both from the kept ones and anew.
-        for n in forms.iter().chain(&forms).chain(forms.iter().rev()) {
-            let m = Message::Notification(n.clone());
-            let (mut again, mut fresh) = (Vec::new(), Vec::new());
-            seasoned.message(&mut again, &m);
-            JsonWriter::new().message(&mut fresh, &m);
-            assert_eq!(
-                String::from_utf8_lossy(&again),
-                String::from_utf8_lossy(&fresh)
-            );
         }
     }
 
