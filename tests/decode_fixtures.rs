@@ -451,10 +451,16 @@ fn legacy_captures_need_the_config_for_sids() {
 fn an_election_won_by_newer_data_counts_from_the_lost_session() {
     use zkfle::decode::summary::{Cause, RoundKind};
     use zkfle::wire::ServerState;
-    let dir = all_fixtures()
+    let Some(dir) = all_fixtures()
         .into_iter()
         .find(|d| d.ends_with("v3.9.5-lagging3"))
-        .expect("fixtures/v3.9.5-lagging3");
+    else {
+        assert!(
+            std::env::var("ZKFLE_FIXTURE_VERSION").is_ok(),
+            "fixtures/v3.9.5-lagging3 missing"
+        );
+        return; // scripts/matrix.sh checking another version
+    };
     let records = decode_segments(segments(&dir), options(&dir));
     let summary = summarize(&records);
     let elections: Vec<_> = summary
