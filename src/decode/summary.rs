@@ -1288,6 +1288,12 @@ impl Summarizer {
         });
     }
 
+    /// When `s`'s Zab session as a learner ended, if after its last decision.
+    fn zab_end_since_decision(&self, s: &Server) -> Option<f64> {
+        let decided = self.decisions[s.decision?].time;
+        s.left_zab.filter(|t| *t > decided)
+    }
+
     /// When `sid`'s election began, if not at its first vote on the wire: a learner goes
     /// LOOKING the moment its Zab session ends, and when its first vote comes more than
     /// [`HELD_VOTE_SECS`] later, its votes had nowhere to go (no peer listening) and waited
@@ -1300,7 +1306,7 @@ impl Summarizer {
         let s = self.servers.get(&sid)?;
         let episode = &self.episodes[s.episode?];
         let last = &self.decisions[s.decision?];
-        let end = s.left_zab.filter(|t| *t > last.time)?;
+        let end = self.zab_end_since_decision(s)?;
         if s.since - end <= HELD_VOTE_SECS {
             return None;
         }
@@ -1549,7 +1555,6 @@ impl Summarizer {
                 }
                 let (seen, looking, decided, last_sent, round, heard, gone, own, left_zab) = {
                     let s = &self.servers[&from];
-                    let decided_at = s.decision.map(|d| self.decisions[d].time);
                     (
                         s.seen,
                         s.looking,
@@ -1562,8 +1567,7 @@ impl Summarizer {
                         // Its Zab session ended since it decided: LOOKING again, in a new
                         // election (after a reconfig, from round 1 again: fixtures/
                         // v3.8.0-zkfle-observer, zkfle demoted to observer).
-                        s.left_zab
-                            .is_some_and(|t| decided_at.is_some_and(|d| t > d)),
+                        self.zab_end_since_decision(s).is_some(),
                     )
                 };
                 // Its own proposal with a newer zxid or epoch than its last one: a new
