@@ -176,6 +176,12 @@ pub struct ReassemblyConfig {
     /// Recently closed 4-tuples remembered, so late retransmissions and the final ACKs of a
     /// closed connection do not open phantom mid-stream connections.
     pub max_closed_remembered: usize,
+    /// How long (in capture time) a close is remembered at least, unless
+    /// `max_closed_remembered` closes came after it; it is forgotten after at most twice
+    /// this. Late segments of a closed connection come within TIME_WAIT (60 s on Linux, at
+    /// most 2 MSL, 240 s, by RFC 9293); a tuple quiet for longer is free to carry a new
+    /// connection, whose SYN may be missing from the capture.
+    pub closed_remembered_for: std::time::Duration,
 }
 
 impl Default for ReassemblyConfig {
@@ -185,6 +191,7 @@ impl Default for ReassemblyConfig {
             max_buffered_chunks: 4096,
             max_connections: 65536,
             max_closed_remembered: 65536,
+            closed_remembered_for: std::time::Duration::from_secs(240),
         }
     }
 }
@@ -918,7 +925,7 @@ impl Reassembler {
         if !seg.syn
             && self
                 .closed
-                .contains(&key, self.config.max_closed_remembered)
+                .contains(&key, ClosedLimits::of(&self.config), self.now.secs)
         {
             self.stats.after_close += 1;
             return;
@@ -1027,7 +1034,8 @@ impl Reassembler {
             time: rst.time,
             how: CloseKind::Rst,
         });
-        self.closed.insert(key, self.config.max_closed_remembered);
+        self.closed
+            .insert(key, ClosedLimits::of(&self.config), self.now.secs);
     }
 
     /// Remembers a connection's bare SYN in the compact table.
@@ -1155,7 +1163,8 @@ impl Reassembler {
             how,
         });
         if matches!(how, CloseKind::Fin | CloseKind::Rst) {
-            self.closed.insert(key, self.config.max_closed_remembered);
+            self.closed
+                .insert(key, ClosedLimits::of(&self.config), self.now.secs);
         } else if how != CloseKind::CaptureEnd {
             // Forget an entry left by a SYN that reopened the tuple (see `push_with`).
             self.closed.remove(&key);
@@ -1226,22 +1235,27 @@ fn is_bare_syn(seg: &TcpSegmentRef<'_>) -> bool {
 
 /// The recently closed tuples: the generation (count of closes so far) of each one's latest
 /// close. A tuple is remembered while that generation is among the last `cap`, exactly as a
-/// queue of the last `cap` closes would say. So a close costs one insert (not an insert, a
+/// queue of the last `cap` closes would say, and for at least `window` of capture time (see
+/// [`ReassemblyConfig::closed_remembered_for`]). So a close costs one insert (not an insert, a
 /// queue push and an eviction lookup), and an IPv4 tuple takes 12 bytes instead of 64.
 ///
-/// Two tables take the inserts in turn: `current` takes about `cap` of them, then becomes
-/// `previous` (the old `previous` emptied to be the new `current`). Between them they hold
-/// every one of the last `cap` closes, a tuple's latest in `current` if it is there. Entries
-/// are never deleted one by one: deletions leave tombstones in a hash table, and a table of
-/// tombstones is rehashed in place, a pass of random accesses over all of it, which cost more
-/// than all the inserts together.
+/// Two tables take the inserts in turn: `current` takes about `cap` of them, or those of one
+/// `window`, then becomes `previous` (the old `previous` emptied to be the new `current`).
+/// Between them they hold every one of the last `cap` closes of the last `window`, a tuple's
+/// latest in `current` if it is there. Entries are never deleted one by one: deletions leave
+/// tombstones in a hash table, and a table of tombstones is rehashed in place, a pass of random
+/// accesses over all of it, which cost more than all the inserts together.
 ///
-/// The tables are bigger than the caches, and every connection's close is an insert at a random
-/// place in one. Closes are therefore gathered in a short list and inserted [`CLOSE_BATCH`] at a
-/// time: independent inserts in a row wait for their cache misses together, where one at a
-/// time amid a segment's work each waited alone (a tenth of a decode's time on the
-/// benchmark's refused dials). Lookups are rare (only segments of no open connection), and
-/// look in the list first.
+/// The time bound keeps the tables as small as the closes of a few minutes: a capture of hours
+/// of steady reconnects has tables that stay in the cache, where one bounded by the count
+/// alone grows to megabytes, and every close is a cache miss in it. A table emptied for reuse
+/// is sized for what the last one took, so emptying it does not sweep megabytes either.
+///
+/// Tables bigger than the caches make every close an insert at a random place. Closes are
+/// therefore gathered in a short list and inserted [`CLOSE_BATCH`] at a time: independent
+/// inserts in a row wait for their cache misses together, where one at a time amid a segment's
+/// work each waited alone (a tenth of a decode's time on the benchmark's refused dials).
+/// Lookups are rare (only segments of no open connection), and look in the list first.
 ///
 /// The tables hold a generation's low 32 bits (an IPv4 entry of 16 bytes instead of 24, a third
 /// fewer cache lines): every entry is younger than about `2 * cap` closes, so its age, taken
@@ -1252,16 +1266,46 @@ struct ClosedTuples {
     previous: Generations,
     /// Inserts into `current` since it was emptied.
     in_current: usize,
-    /// Closes not yet in `current`, oldest first, with their generations.
-    recent: Vec<(Key, u64)>,
+    /// Inserts the last table took before it became `previous`: what `current` is sized for.
+    in_last: usize,
+    /// The capture times (whole seconds) of the oldest and the newest close in each table.
+    current_span: Option<(i64, i64)>,
+    previous_span: Option<(i64, i64)>,
+    /// Closes not yet in `current`, oldest first, with their generations and times (seconds).
+    recent: Vec<(Key, u64, i64)>,
     generation: u64,
+}
+
+/// How many closes and how long [`ClosedTuples`] remembers them: the caller's
+/// [`ReassemblyConfig`], in the units the table keeps.
+#[derive(Clone, Copy, Debug)]
+struct ClosedLimits {
+    cap: usize,
+    /// Whole seconds; `i64::MAX` for no bound in time.
+    window: i64,
+}
+
+impl ClosedLimits {
+    fn of(config: &ReassemblyConfig) -> ClosedLimits {
+        ClosedLimits {
+            cap: config.max_closed_remembered.min(MAX_CLOSED_CAP),
+            window: i64::try_from(config.closed_remembered_for.as_secs())
+                .unwrap_or(i64::MAX)
+                .max(1),
+        }
+    }
+
+    /// Whether a close at `then` is older than the window at `now`.
+    fn expired(self, then: i64, now: i64) -> bool {
+        then.saturating_add(self.window) <= now
+    }
 }
 
 /// Closes gathered before they go into the table.
 const CLOSE_BATCH: usize = 32;
 
-/// The most closes a table is sized for before it fills (the default cap): a larger cap, set
-/// by a caller, allocates only as its table fills.
+/// The most closes a table is sized for before it fills (the default cap): a table that needs
+/// more grows as it fills.
 const PRESIZED_CLOSES: usize = 1 << 16;
 
 /// The most closes [`ClosedTuples`] remembers, whatever it is asked: ages modulo 2^32 stay
@@ -1269,19 +1313,27 @@ const PRESIZED_CLOSES: usize = 1 << 16;
 const MAX_CLOSED_CAP: usize = 1 << 30;
 
 impl ClosedTuples {
-    /// Whether `key` was among the last `cap` tuples closed.
-    fn contains(&self, key: &Key, cap: usize) -> bool {
-        let cap = cap.min(MAX_CLOSED_CAP) as u32;
-        let latest = match self.recent.iter().rev().find(|(k, _)| k == key) {
-            Some((_, g)) => Some(*g as u32),
-            None => self.current.get(key).or_else(|| self.previous.get(key)),
+    /// Whether `key` is remembered closed at capture time `now` (seconds).
+    fn contains(&self, key: &Key, limits: ClosedLimits, now: i64) -> bool {
+        let live =
+            |span: Option<(i64, i64)>| span.is_some_and(|(_, newest)| !limits.expired(newest, now));
+        let latest = match self.recent.iter().rev().find(|(k, _, _)| k == key) {
+            Some(&(_, g, then)) => (!limits.expired(then, now)).then_some(g as u32),
+            None => live(self.current_span)
+                .then(|| self.current.get(key))
+                .flatten()
+                .or_else(|| {
+                    live(self.previous_span)
+                        .then(|| self.previous.get(key))
+                        .flatten()
+                }),
         };
         // Closes since, modulo 2^32 (exact: see the type).
-        latest.is_some_and(|g| (self.generation as u32).wrapping_sub(g) < cap)
+        latest.is_some_and(|g| (self.generation as u32).wrapping_sub(g) < limits.cap as u32)
     }
 
     fn remove(&mut self, key: &Key) {
-        self.recent.retain(|(k, _)| k != key);
+        self.recent.retain(|(k, _, _)| k != key);
         // Entries are not deleted (see the type): an entry made older than any `cap` reads as
         // absent (its age stays below 2^32 for the table's life, at most 2 * MAX_CLOSED_CAP
         // more closes).
@@ -1290,29 +1342,43 @@ impl ClosedTuples {
         self.previous.overwrite(key, forgotten);
     }
 
-    fn insert(&mut self, key: Key, cap: usize) {
-        if cap == 0 {
+    /// Remembers `key` closed at capture time `now` (seconds, never going back: the
+    /// reassembler's clock).
+    fn insert(&mut self, key: Key, limits: ClosedLimits, now: i64) {
+        if limits.cap == 0 {
             return;
         }
-        let cap = cap.min(MAX_CLOSED_CAP);
         self.generation += 1;
-        self.recent.push((key, self.generation));
-        if self.recent.len() < CLOSE_BATCH {
+        self.recent.push((key, self.generation, now));
+        // A batch goes in when full, or when its oldest close is about to be forgotten.
+        if self.recent.len() < CLOSE_BATCH && !limits.expired(self.recent[0].2, now) {
             return;
         }
-        if self.in_current >= cap {
+        let full = self.in_current >= limits.cap;
+        let old = self
+            .current_span
+            .is_some_and(|(oldest, _)| limits.expired(oldest, now));
+        if full || old {
             std::mem::swap(&mut self.current, &mut self.previous);
-            self.current.clear();
+            self.previous_span = self.current_span.take();
+            self.in_last = self.in_current;
             self.in_current = 0;
+            // Sized for what the last table took (and a batch), up to the default cap's; one
+            // that needs more grows as it fills.
+            self.current
+                .reset(self.in_last.min(PRESIZED_CLOSES) + CLOSE_BATCH);
         }
+        // Closes already older than the window are not remembered at all.
+        self.recent
+            .retain(|&(_, _, then)| !limits.expired(then, now));
+        let Some(&(_, _, oldest)) = self.recent.first() else {
+            return;
+        };
+        let span = self.current_span.get_or_insert((oldest, now));
+        span.1 = now;
         self.in_current += self.recent.len();
-        // A table takes at most `cap` closes and one batch before it is emptied: sized for
-        // them at once (up to the default cap's; a bigger one grows as it fills), it is never
-        // rehashed.
-        self.current.insert_all(
-            self.recent.drain(..),
-            cap.min(PRESIZED_CLOSES) + CLOSE_BATCH,
-        );
+        let size = self.in_last.max(self.in_current).min(PRESIZED_CLOSES) + CLOSE_BATCH;
+        self.current.insert_all(self.recent.drain(..), size);
     }
 
     /// Forgets every close, and the tables' memory.
@@ -1358,12 +1424,12 @@ impl Generations {
 
     /// Inserts closes in order (a tuple's latest generation wins). The IPv4 tuples' slots are
     /// asked into the cache first, so that their misses overlap instead of coming one by one.
-    fn insert_all(&mut self, closes: impl ExactSizeIterator<Item = (Key, u64)>, size: usize) {
+    fn insert_all(&mut self, closes: impl ExactSizeIterator<Item = (Key, u64, i64)>, size: usize) {
         self.v4
             .reserve(closes.len().max(size.saturating_sub(self.v4.len)));
         let mut batch = [(0u64, 0u32, 0u32); CLOSE_BATCH];
         let mut n = 0;
-        for (key, generation) in closes {
+        for (key, generation, _) in closes {
             match key.packed().filter(|&k| k != V4Generations::EMPTY) {
                 Some((ips, ports)) if n < CLOSE_BATCH => {
                     self.v4.prefetch(ips, ports);
@@ -1381,8 +1447,9 @@ impl Generations {
         }
     }
 
-    fn clear(&mut self) {
-        self.v4.clear();
+    /// Empties the table, keeping room for about `expected` inserts.
+    fn reset(&mut self, expected: usize) {
+        self.v4.reset(expected);
         self.other.clear();
     }
 }
@@ -1452,7 +1519,7 @@ impl V4Generations {
         }
         let old = std::mem::replace(
             &mut self.slots,
-            vec![(0, 0, 0); needed.next_power_of_two().max(64)],
+            vec![(0, 0, 0); Self::slots_for(self.len + more)],
         );
         self.len = 0;
         for (ips, ports, g) in old {
@@ -1460,6 +1527,15 @@ impl V4Generations {
                 self.insert(ips, ports, g);
             }
         }
+    }
+
+    /// The table length for `entries` at most 5/8 full.
+    fn slots_for(entries: usize) -> usize {
+        entries
+            .saturating_mul(8)
+            .div_ceil(5)
+            .next_power_of_two()
+            .max(64)
     }
 
     fn insert(&mut self, ips: u64, ports: u32, generation: u32) {
@@ -1481,8 +1557,14 @@ impl V4Generations {
         }
     }
 
-    fn clear(&mut self) {
-        if self.len > 0 {
+    /// Empties the table, keeping room for about `expected` inserts: a table much bigger is
+    /// replaced by a smaller one rather than swept whole.
+    fn reset(&mut self, expected: usize) {
+        let fits = Self::slots_for(expected);
+        if self.slots.len() > 2 * fits {
+            self.slots = vec![(0, 0, 0); fits];
+            self.len = 0;
+        } else if self.len > 0 {
             self.slots.fill((0, 0, 0));
             self.len = 0;
         }
@@ -1725,7 +1807,7 @@ mod tests {
 
     proptest! {
         /// The recently closed tuples, batched, remember exactly what a queue of the last
-        /// `cap` closes would.
+        /// `cap` closes would, when time does not bound them.
         #[test]
         fn closed_tuples_remember_the_last_closes(
             cap in 1usize..80,
@@ -1734,6 +1816,7 @@ mod tests {
             // generations wrap around.
             start in prop_oneof![Just(0u64), (u64::from(u32::MAX) - 700)..u64::from(u32::MAX)],
         ) {
+            let limits = ClosedLimits { cap, window: i64::MAX };
             let mut closed = ClosedTuples { generation: start, ..ClosedTuples::default() };
             // The model: every close in order, a removal forgetting the tuple's earlier ones.
             let mut model: Vec<Option<u16>> = Vec::new();
@@ -1741,7 +1824,7 @@ mod tests {
                 let key = key_of(v4([10, 0, 0, 1], 40_000 + port), v4([10, 0, 0, 2], 3888));
                 match op {
                     0 => {
-                        closed.insert(key, cap);
+                        closed.insert(key, limits, 0);
                         model.push(Some(port));
                     }
                     1 => {
@@ -1753,7 +1836,52 @@ mod tests {
                     _ => {
                         let start = model.len().saturating_sub(cap);
                         let expected = model[start..].contains(&Some(port));
-                        prop_assert_eq!(closed.contains(&key, cap), expected);
+                        prop_assert_eq!(closed.contains(&key, limits, 0), expected);
+                    }
+                }
+            }
+        }
+
+        /// With a window in time as well, a close among the last `cap` is remembered while it
+        /// is younger than the window, and forgotten once twice the window has passed.
+        #[test]
+        fn closed_tuples_remember_a_window_of_time(
+            cap in 1usize..200,
+            window in 1i64..8,
+            ops in proptest::collection::vec((0u8..4, 0u16..40), 1..800),
+        ) {
+            let limits = ClosedLimits { cap, window };
+            let mut closed = ClosedTuples::default();
+            let mut now = 1_000_000i64;
+            // The model: every close in order with its time, a removal forgetting the tuple's
+            // earlier ones.
+            let mut model: Vec<Option<(u16, i64)>> = Vec::new();
+            for (op, port) in ops {
+                let key = key_of(v4([10, 0, 0, 1], 40_000 + port), v4([10, 0, 0, 2], 3888));
+                match op {
+                    0 => {
+                        closed.insert(key, limits, now);
+                        model.push(Some((port, now)));
+                    }
+                    1 => {
+                        closed.remove(&key);
+                        for m in model.iter_mut().filter(|m| m.is_some_and(|(p, _)| p == port)) {
+                            *m = None;
+                        }
+                    }
+                    2 => now += i64::from(port % 5),
+                    _ => {
+                        let start = model.len().saturating_sub(cap);
+                        let latest = model[start..]
+                            .iter()
+                            .rev()
+                            .find_map(|m| m.filter(|&(p, _)| p == port).map(|(_, t)| t));
+                        let found = closed.contains(&key, limits, now);
+                        match latest {
+                            Some(t) if now - t < window => prop_assert!(found, "forgot a close {}s old", now - t),
+                            Some(t) if now - t < 2 * window => {}
+                            _ => prop_assert!(!found, "remembered {:?} at {}", latest, now),
+                        }
                     }
                 }
             }
@@ -1779,7 +1907,7 @@ mod tests {
                 let k = key(n);
                 match op {
                     0 | 1 => {
-                        table.insert_all([(k, u64::from(g))].into_iter(), 0);
+                        table.insert_all([(k, u64::from(g), 0)].into_iter(), 0);
                         model.insert(k, g);
                     }
                     2 => {
@@ -1789,7 +1917,7 @@ mod tests {
                         }
                     }
                     _ if n == 299 => {
-                        table.clear();
+                        table.reset(0);
                         model.clear();
                     }
                     _ => {}
@@ -1947,14 +2075,51 @@ mod tests {
     /// A caller's cap far above the default does not allocate for it up front.
     #[test]
     fn a_huge_cap_grows_its_table_as_it_fills() {
+        let limits = ClosedLimits {
+            cap: MAX_CLOSED_CAP,
+            window: i64::MAX,
+        };
         let mut closed = ClosedTuples::default();
         for port in 0..100 {
             let key = key_of(v4([10, 0, 0, 1], 40_000 + port), v4([10, 0, 0, 2], 3888));
-            closed.insert(key, MAX_CLOSED_CAP);
+            closed.insert(key, limits, 0);
         }
         assert!(closed.current.v4.slots.len() <= 2 * (PRESIZED_CLOSES + CLOSE_BATCH));
         let key = key_of(v4([10, 0, 0, 1], 40_007), v4([10, 0, 0, 2], 3888));
-        assert!(closed.contains(&key, MAX_CLOSED_CAP));
+        assert!(closed.contains(&key, limits, 0));
+    }
+
+    /// Steady closes over hours keep tables the size of a window's closes, however big the
+    /// count cap: the tables stay in the cache.
+    #[test]
+    fn a_window_of_time_keeps_the_tables_small() {
+        let limits = ClosedLimits {
+            cap: 65536,
+            window: 240,
+        };
+        let mut closed = ClosedTuples::default();
+        // One close a second for ten hours, on ever new tuples.
+        for i in 0..36_000u32 {
+            let key = key_of(
+                v4([10, 0, (i >> 16) as u8, 1], i as u16),
+                v4([10, 0, 0, 2], 3888),
+            );
+            closed.insert(key, limits, 1_000_000 + i64::from(i));
+        }
+        assert!(
+            closed.current.v4.slots.len() <= 1024,
+            "{}",
+            closed.current.v4.slots.len()
+        );
+        assert!(
+            closed.previous.v4.slots.len() <= 1024,
+            "{}",
+            closed.previous.v4.slots.len()
+        );
+        let recent = key_of(v4([10, 0, 0, 1], 35_900), v4([10, 0, 0, 2], 3888));
+        assert!(closed.contains(&recent, limits, 1_036_000));
+        let old = key_of(v4([10, 0, 0, 1], 30_000), v4([10, 0, 0, 2], 3888));
+        assert!(!closed.contains(&old, limits, 1_036_000));
     }
 
     #[test]

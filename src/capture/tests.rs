@@ -1524,3 +1524,38 @@ proptest! {
         prop_assert_eq!(t, Timestamp { secs: whole, nanos });
     }
 }
+
+/// A closed tuple is remembered through TIME_WAIT (a late segment a minute after the close
+/// opens nothing), and forgotten after twice `closed_remembered_for`: data on the tuple ten
+/// minutes later is a new connection whose SYN the capture missed.
+#[test]
+fn a_closed_tuple_is_forgotten_after_its_window() {
+    let mut r = Reassembler::new(ReassemblyConfig::default());
+    let mut out = Vec::new();
+    let at = |mut s: TcpSegment, ms: i64, r: &mut Reassembler, out: &mut Vec<StreamEvent>| {
+        s.time = t(ms);
+        r.push(s, out);
+    };
+    for (i, s) in handshake(100, 500).into_iter().enumerate() {
+        at(s, i as i64, &mut r, &mut out);
+    }
+    at(fin(A, B, 101), 10, &mut r, &mut out);
+    at(fin(B, A, 501), 11, &mut r, &mut out);
+    assert_eq!(r.open_connections(), 0);
+    out.clear();
+    at(seg(A, B, 102, b"late"), 60_000, &mut r, &mut out);
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(r.stats().after_close, 1);
+    at(seg(A, B, 9000, b"new"), 600_000, &mut r, &mut out);
+    assert!(
+        matches!(
+            out.first(),
+            Some(StreamEvent::Opened {
+                mid_stream: true,
+                ..
+            })
+        ),
+        "{out:?}"
+    );
+    assert_eq!(r.stats().after_close, 1);
+}
