@@ -1350,7 +1350,8 @@ impl ClosedTuples {
         }
         self.generation += 1;
         self.recent.push((key, self.generation, now));
-        // A batch goes in when full, or when its oldest close is about to be forgotten.
+        // A batch goes in when full, or once its oldest close has passed the window (it is
+        // dropped then, below), so that the list does not keep expired closes.
         if self.recent.len() < CLOSE_BATCH && !limits.expired(self.recent[0].2, now) {
             return;
         }
