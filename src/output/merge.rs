@@ -5,6 +5,12 @@ use serde_json::{Value, json};
 
 use crate::capture::merge::{ClockOffset, Loss};
 
+/// Nanoseconds as seconds. A division, not a product with 1e-9, so that a whole number of
+/// microseconds prints as itself in JSON (`2e-6`, not `2.0000000000000003e-6`).
+fn seconds(nanos: i64) -> f64 {
+    nanos as f64 / 1e9
+}
+
 /// The clock offset of each file (`"clocks"` in the summary's JSON).
 pub fn clocks_json(clocks: &[(String, ClockOffset)]) -> Value {
     Value::Array(
@@ -13,11 +19,11 @@ pub fn clocks_json(clocks: &[(String, ClockOffset)]) -> Value {
             .enumerate()
             .map(|(i, (file, c))| match c {
                 ClockOffset::Estimated { offset, error } => json!({
-                    "file": file, "offset": *offset as f64 * 1e-9, "error": *error as f64 * 1e-9,
+                    "file": file, "offset": seconds(*offset), "error": seconds(*error),
                     "status": if i == 0 && *offset == 0 && *error == 0 { "reference" } else { "estimated" },
                 }),
                 ClockOffset::Fixed { offset } => json!({
-                    "file": file, "offset": *offset as f64 * 1e-9, "error": 0.0, "status": "given",
+                    "file": file, "offset": seconds(*offset), "error": 0.0, "status": "given",
                 }),
                 ClockOffset::Unaligned => json!({
                     "file": file, "offset": null, "error": null, "status": "unaligned",
@@ -37,11 +43,11 @@ pub fn clocks_text(clocks: &[(String, ClockOffset)]) -> String {
             ClockOffset::Estimated { offset: 0, error: 0 } if i == 0 => "reference".to_string(),
             ClockOffset::Estimated { offset, error } => format!(
                 "{:+.6} s ± {:.6} s",
-                *offset as f64 * 1e-9,
-                *error as f64 * 1e-9
+                seconds(*offset),
+                seconds(*error)
             ),
             ClockOffset::Fixed { offset } => {
-                format!("{:+.6} s (given with --clock-offset)", *offset as f64 * 1e-9)
+                format!("{:+.6} s (given with --clock-offset)", seconds(*offset))
             }
             ClockOffset::Unaligned => "unaligned: shares no segments (both ways) with the other files; its times are as recorded".to_string(),
         };
