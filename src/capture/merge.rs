@@ -256,8 +256,8 @@ pub fn estimate_pair(a: &SegmentIndex, b: &SegmentIndex) -> Option<PairEstimate>
     } else {
         (b, a, true)
     };
-    // Per host direction: (min d, max d, count), d = t_B - t_A.
-    let mut groups: FxHashMap<u64, (i64, i64, usize)> = FxHashMap::default();
+    // Per host direction: (min d, max d), d = t_B - t_A.
+    let mut groups: FxHashMap<u64, (i64, i64)> = FxHashMap::default();
     let mut shared = 0;
     for (fp, &(t_small, dir)) in &small.entries {
         if fp & mask != 0 {
@@ -272,10 +272,9 @@ pub fn estimate_pair(a: &SegmentIndex, b: &SegmentIndex) -> Option<PairEstimate>
             t_large.saturating_sub(t_small)
         };
         shared += 1;
-        let g = groups.entry(dir).or_insert((i64::MAX, i64::MIN, 0));
+        let g = groups.entry(dir).or_insert((i64::MAX, i64::MIN));
         g.0 = g.0.min(d);
         g.1 = g.1.max(d);
-        g.2 += 1;
     }
     // With each file's own host known, what each host sent the other bounds the offset, and
     // nothing else does: a copy of a third host's segment that a bridge flooded to both ports
@@ -283,12 +282,12 @@ pub fn estimate_pair(a: &SegmentIndex, b: &SegmentIndex) -> Option<PairEstimate>
     // copies moved the estimate 48 µs off a shared clock, beyond its stated error).
     if let ([own_a], [own_b]) = (a.own_hosts().as_slice(), b.own_hosts().as_slice())
         && own_a != own_b
-        && let Some(&(_, lower, _)) = groups.get(&host_direction(*own_b, *own_a))
-        && let Some(&(upper, _, _)) = groups.get(&host_direction(*own_a, *own_b))
+        && let Some(&(_, lower)) = groups.get(&host_direction(*own_b, *own_a))
+        && let Some(&(upper, _)) = groups.get(&host_direction(*own_a, *own_b))
     {
         return Some(PairEstimate::between(lower, upper, shared));
     }
-    let mut groups: Vec<(i64, i64)> = groups.into_values().map(|(lo, hi, _)| (lo, hi)).collect();
+    let mut groups: Vec<(i64, i64)> = groups.into_values().collect();
     if groups.len() < 2 {
         return None;
     }
