@@ -18,7 +18,7 @@ use crate::capture::merge::{ClockOffset, Loss, MergedSegments};
 use crate::capture::{self, CaptureStats, SegmentSource, Timestamp};
 use crate::decode::live::LiveDecisions;
 use crate::decode::summary::Summarizer;
-use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity};
+use crate::decode::{AddressBook, Body, SidSource, DecodeOptions, Decoder, Record, Severity};
 use crate::output::json::JsonWriter;
 use crate::output::merge::{clocks_json, clocks_text, losses_json, losses_text};
 use crate::output::printable;
@@ -215,7 +215,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let mut known: Option<crate::wire::QuorumConfig> = None;
     if let Some(path) = &args.config {
         let cfg = super::members_config(path)?;
-        book.learn_config(&cfg.quorum);
+        book.learn_config(&cfg.quorum, SidSource::Config);
         known = Some(cfg.quorum);
     }
     let members = || match &known {
@@ -231,7 +231,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
             .map_err(|_| CliError::input(format!("--sid-map {entry:?}: bad sid {sid:?}")))?;
         let addr = ElectionAddress::parse(addr, 0)
             .map_err(|e| CliError::input(format!("--sid-map {entry:?}: {}", e.kind)))?;
-        book.learn(sid, &addr);
+        book.learn(sid, &addr, SidSource::SidMap);
     }
     if (args.round.is_some() || args.election.is_some()) && args.format != Format::Mermaid {
         return Err(CliError::input(

@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 
 use super::CliError;
 use crate::capture;
-use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity};
+use crate::decode::{AddressBook, Body, SidSource, DecodeOptions, Decoder, Record, Severity};
 use crate::replay::{RecordingBuilder, live, native};
 
 #[derive(Debug, Args)]
@@ -64,7 +64,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     let zoo_cfg = match &args.config {
         Some(path) => {
             let cfg = super::members_config(path)?;
-            book.learn_config(&cfg.quorum);
+            book.learn_config(&cfg.quorum, SidSource::Config);
             Some(cfg)
         }
         None => None,

@@ -17,27 +17,73 @@
 //! such sid, never a guess among several. One IP per host (containers, pods, hosts) gives each
 //! its sid; several servers on one host (`localhost:3888`, `localhost:3889`) are told apart by
 //! their ports; an IP that several sids dial from with the same port (a NAT) names none.
+//!
+//! # Captures started on a running ensemble
+//!
+//! Election connections live as long as the servers do, so a capture started on a running
+//! ensemble holds no initial message: no connection's initiator names itself. Its acceptor is
+//! still named by its listening address; its initiator is named by the IP it dials from,
+//! when the configs (or `--sid-map`) put exactly one member on that host. Every loopback
+//! address is one host (a loopback ensemble dials from 127.0.0.1 whoever calls), and a host
+//! is never named once the capture shows another sid dialling from it, or the one member
+//! there dialling itself (Java never does): two servers on one host are not told apart by
+//! their IPs. Each record says where a sid that no initial message gave came from
+//! ([`SidSource`]).
 
 use rustc_hash::FxHashMap as HashMap;
 use std::net::{IpAddr, SocketAddr};
 
 use crate::wire::{ElectionAddress, InitialMessage, QuorumConfig};
 
+/// How a record's sid was learned, when no initial message of its connection gave it; in
+/// JSON as `from_sid_source` and `to_sid_source`. Where several apply, the first in this
+/// order wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SidSource {
+    /// An initial message announced the address (or the connection's initiator named itself):
+    /// the record carries no source.
+    Initial,
+    /// `--sid-map ADDR=SID`.
+    SidMap,
+    /// `--config zoo.cfg`.
+    Config,
+    /// The config carried in a notification (3.5+).
+    NotificationConfig,
+    /// The IP a connection was dialled from, the one member's host.
+    Address,
+}
+
+impl SidSource {
+    /// The name in JSON; `None` for [`SidSource::Initial`], which is not written.
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            SidSource::Initial => None,
+            SidSource::SidMap => Some("sid_map"),
+            SidSource::Config => Some("config"),
+            SidSource::NotificationConfig => Some("notification_config"),
+            SidSource::Address => Some("address"),
+        }
+    }
+}
+
 /// Election addresses known so far, with the sid that owns each.
 #[derive(Debug, Default, Clone)]
 pub struct AddressBook {
-    by_socket: HashMap<SocketAddr, i64>,
+    by_socket: HashMap<SocketAddr, (i64, SidSource)>,
     /// Addresses whose host is a name, not an IP literal, by name (ASCII lowercase, as Java
     /// compares host names) and port.
-    by_name: HashMap<(String, u16), i64>,
+    by_name: HashMap<(String, u16), (i64, SidSource)>,
     /// How many of `by_name`'s entries name each (sid, port).
     named_ports: HashMap<(i64, u16), u32>,
     /// Sids the user or a config made known, with their roles.
     members: HashMap<i64, crate::wire::Role>,
     /// Quorum (Zab) addresses from configs, with the sid that owns each.
-    quorum: HashMap<SocketAddr, i64>,
-    /// Quorum addresses whose host is a name: (sid, port).
-    quorum_by_name: rustc_hash::FxHashSet<(i64, u16)>,
+    quorum: HashMap<SocketAddr, (i64, SidSource)>,
+    /// Quorum addresses whose host is a name: (sid, port), with their source.
+    quorum_by_name: HashMap<(i64, u16), SidSource>,
+    /// The members whose election or quorum address (written as an IP) is on each host, keyed
+    /// by [`host_key`] (at most [`MAX_DIALLER_IPS`] hosts).
+    hosts: HashMap<IpAddr, HostMembers>,
     /// The sids seen dialling from each IP (at most [`MAX_DIALLER_IPS`] IPs).
     diallers: HashMap<IpAddr, Diallers>,
     /// Counts the changes that can change an answer of `sid_of` or `quorum_sid_of`, so that
@@ -58,6 +104,39 @@ const MAX_DIALLERS_PER_IP: usize = 64;
 #[derive(Debug, Clone)]
 struct Diallers(Option<Vec<i64>>);
 
+/// The members configured on one host, and whether the capture showed that its IP does not
+/// name them (another sid dialled from it, or its one member dialled itself).
+#[derive(Debug, Clone, Default)]
+struct HostMembers {
+    /// (sid, the best source that put it there); `None` once more than
+    /// [`MAX_DIALLERS_PER_IP`].
+    sids: Option<Vec<(i64, SidSource)>>,
+    shared: bool,
+}
+
+/// The host an IP belongs to: every loopback address is one host (the kernel dials from
+/// 127.0.0.1 to any 127.0.0.x), and an IPv4-mapped IPv6 address is its IPv4 address.
+pub fn host_key(ip: IpAddr) -> IpAddr {
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    if ip.is_loopback() {
+        IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+    } else {
+        ip
+    }
+}
+
+/// The source to keep for `sid` when `known` is what a table holds: the better of the two when
+/// it already names `sid`, else `source` (the newest statement wins).
+fn best_source(known: Option<&(i64, SidSource)>, sid: i64, source: SidSource) -> SidSource {
+    match known {
+        Some(&(s, k)) if s == sid => k.min(source),
+        _ => source,
+    }
+}
+
 /// Inserts into a table of at most [`MAX_ADDRESSES`] entries: a key already there is updated,
 /// a new one beyond the bound is dropped (`None`). `Some` of the old value when inserted.
 fn insert_bounded<K: std::hash::Hash + Eq, V>(
@@ -72,8 +151,9 @@ fn insert_bounded<K: std::hash::Hash + Eq, V>(
 }
 
 impl AddressBook {
-    /// Records that `sid` listens on `addr`. The newest statement wins.
-    pub fn learn(&mut self, sid: i64, addr: &ElectionAddress) {
+    /// Records that `sid` listens on `addr`, as `source` says. The newest statement wins; of
+    /// statements of one sid, the best source is kept.
+    pub fn learn(&mut self, sid: i64, addr: &ElectionAddress, source: SidSource) {
         // The host is read once (`is_wildcard` would read it again).
         let socket = addr.socket_addr();
         if socket.is_some_and(|a| a.ip().is_unspecified()) {
@@ -81,20 +161,28 @@ impl AddressBook {
         }
         match socket {
             Some(sa) => {
-                if insert_bounded(&mut self.by_socket, sa, sid).is_some_and(|old| old != Some(sid))
+                self.learn_host(sid, sa.ip(), source);
+                let source = best_source(self.by_socket.get(&sa), sid, source);
+                if insert_bounded(&mut self.by_socket, sa, (sid, source))
+                    .is_some_and(|old| old != Some((sid, source)))
                 {
                     self.version += 1;
                 }
             }
             None => {
                 let key = (addr.host.to_ascii_lowercase(), addr.port);
-                let Some(replaced) = insert_bounded(&mut self.by_name, key, sid) else {
+                let source = best_source(self.by_name.get(&key), sid, source);
+                let Some(replaced) = insert_bounded(&mut self.by_name, key, (sid, source)) else {
                     return;
                 };
-                if replaced == Some(sid) {
+                if replaced == Some((sid, source)) {
                     return;
                 }
                 self.version += 1;
+                let replaced = replaced.map(|(old, _)| old);
+                if replaced == Some(sid) {
+                    return;
+                }
                 if let Some(old) = replaced
                     && let Some(n) = self.named_ports.get_mut(&(old, addr.port))
                 {
@@ -128,6 +216,74 @@ impl AddressBook {
                 sids.push(sid);
             }
         }
+        // Another sid dialling from a member's host: that host's IP names nobody.
+        if let Some(host) = self.hosts.get_mut(&host_key(ip))
+            && !host.shared
+            && host
+                .sids
+                .as_ref()
+                .is_none_or(|sids| sids.iter().any(|&(s, _)| s != sid))
+        {
+            host.shared = true;
+            self.version += 1;
+        }
+    }
+
+    /// Records that `sid` is configured on the host of `ip`.
+    fn learn_host(&mut self, sid: i64, ip: IpAddr, source: SidSource) {
+        let key = host_key(ip);
+        if self.hosts.len() >= MAX_DIALLER_IPS && !self.hosts.contains_key(&key) {
+            return;
+        }
+        let host = self.hosts.entry(key).or_insert_with(|| HostMembers {
+            sids: Some(Vec::new()),
+            shared: false,
+        });
+        let Some(sids) = &mut host.sids else {
+            return;
+        };
+        match sids.iter().position(|(s, _)| *s == sid) {
+            Some(i) if sids[i].1 <= source => return,
+            Some(i) => sids[i].1 = source,
+            None if sids.len() == MAX_DIALLERS_PER_IP => host.sids = None,
+            None => sids.push((sid, source)),
+        }
+        // Another sid seen dialling from this host before it was configured.
+        if let Some(Diallers(seen)) = self.diallers.get(&key)
+            && seen.as_ref().is_none_or(|seen| seen.iter().any(|&s| s != sid))
+        {
+            host.shared = true;
+        }
+        self.version += 1;
+    }
+
+    /// Records that a connection from `ip` was accepted by `acceptor`: when `acceptor` is the
+    /// one member configured on that host, the host's IP names nobody (Java never dials
+    /// itself; the kernel dialled from another server's address).
+    pub fn learn_accepted(&mut self, ip: IpAddr, acceptor: i64) {
+        if let Some(host) = self.hosts.get_mut(&host_key(ip))
+            && !host.shared
+            && host.sids.as_ref().is_some_and(|sids| {
+                matches!(sids.as_slice(), [(s, _)] if *s == acceptor)
+            })
+        {
+            host.shared = true;
+            self.version += 1;
+        }
+    }
+
+    /// The sid that dialled from `ip`, when no initial message of the connection named it: the
+    /// one member configured on its host, unless the capture showed otherwise (see the
+    /// module's documentation). Never `acceptor`: nobody dials itself.
+    pub fn dialler_of(&self, ip: IpAddr, acceptor: Option<i64>) -> Option<(i64, SidSource)> {
+        let host = self.hosts.get(&host_key(ip))?;
+        if host.shared {
+            return None;
+        }
+        match host.sids.as_deref()? {
+            [(sid, _)] if Some(*sid) != acceptor => Some((*sid, SidSource::Address)),
+            _ => None,
+        }
     }
 
     /// The one sid that dials from `addr`'s IP among those `named` by host name with its port.
@@ -149,22 +305,35 @@ impl AddressBook {
     /// Learns the addresses an initial message announces.
     pub fn learn_initial(&mut self, msg: &InitialMessage) {
         for a in &msg.addresses {
-            self.learn(msg.sid, a);
+            self.learn(msg.sid, a, SidSource::Initial);
         }
     }
 
-    /// Learns every member's election addresses and role from a config.
-    pub fn learn_config(&mut self, config: &QuorumConfig) {
+    /// Learns every member's election addresses and role from a config (`source` says whose:
+    /// the user's, or one carried in a notification).
+    pub fn learn_config(&mut self, config: &QuorumConfig, source: SidSource) {
         for server in config.servers() {
             self.members.insert(server.id, server.role());
             for a in &server.addresses {
-                self.learn(server.id, &a.election());
+                self.learn(server.id, &a.election(), source);
                 let changed = match a.quorum_socket_addr() {
-                    Some(q) => insert_bounded(&mut self.quorum, q, server.id)
-                        .is_some_and(|old| old != Some(server.id)),
+                    Some(q) => {
+                        self.learn_host(server.id, q.ip(), source);
+                        let source = best_source(self.quorum.get(&q), server.id, source);
+                        insert_bounded(&mut self.quorum, q, (server.id, source))
+                            .is_some_and(|old| old != Some((server.id, source)))
+                    }
                     None => {
-                        self.quorum_by_name.len() < MAX_ADDRESSES
-                            && self.quorum_by_name.insert((server.id, a.quorum_port))
+                        let key = (server.id, a.quorum_port);
+                        let known = self.quorum_by_name.get(&key).copied();
+                        if known.is_some_and(|k| k <= source)
+                            || (known.is_none() && self.quorum_by_name.len() >= MAX_ADDRESSES)
+                        {
+                            false
+                        } else {
+                            self.quorum_by_name.insert(key, source);
+                            true
+                        }
                     }
                 };
                 if changed {
@@ -184,24 +353,49 @@ impl AddressBook {
     /// and named by host name with its port (see the module's documentation). (`by_name` holds
     /// only hosts that do not parse as IPs, so no entry of it is `addr` spelt out.)
     pub fn sid_of(&self, addr: SocketAddr) -> Option<i64> {
+        self.sid_source_of(addr).map(|(sid, _)| sid)
+    }
+
+    /// [`AddressBook::sid_of`], with how it was learned.
+    pub fn sid_source_of(&self, addr: SocketAddr) -> Option<(i64, SidSource)> {
         self.by_socket.get(&addr).copied().or_else(|| {
             if self.named_ports.is_empty() {
                 return None;
             }
-            self.by_dialler(addr, |sid, port| {
+            let sid = self.by_dialler(addr, |sid, port| {
                 self.named_ports.contains_key(&(sid, port))
-            })
+            })?;
+            Some((sid, self.name_source(sid, addr.port())))
         })
+    }
+
+    /// The best source that named `sid` by host name with `port`.
+    fn name_source(&self, sid: i64, port: u16) -> SidSource {
+        self.by_name
+            .iter()
+            .filter(|((_, p), (s, _))| *p == port && *s == sid)
+            .map(|(_, (_, source))| *source)
+            .min()
+            .unwrap_or(SidSource::Initial)
     }
 
     /// The sid whose quorum (Zab) port is `addr`, if a config named it (by address, or by
     /// host name and port as [`AddressBook::sid_of`] finds it).
     pub fn quorum_sid_of(&self, addr: SocketAddr) -> Option<i64> {
+        self.quorum_sid_source_of(addr).map(|(sid, _)| sid)
+    }
+
+    /// [`AddressBook::quorum_sid_of`], with how it was learned.
+    pub fn quorum_sid_source_of(&self, addr: SocketAddr) -> Option<(i64, SidSource)> {
         self.quorum.get(&addr).copied().or_else(|| {
             if self.quorum_by_name.is_empty() {
                 return None;
             }
-            self.by_dialler(addr, |sid, port| self.quorum_by_name.contains(&(sid, port)))
+            let sid = self.by_dialler(addr, |sid, port| {
+                self.quorum_by_name.contains_key(&(sid, port))
+            })?;
+            let source = self.quorum_by_name[&(sid, addr.port())];
+            Some((sid, source))
         })
     }
 
@@ -252,7 +446,7 @@ mod tests {
             "server.1=[0:0:0:0:0:0:0:1]:2881:3881:participant\nserver.2=127.0.0.2:2888:3888|127.0.1.2:2889:3889:participant\nversion=0",
         )
         .unwrap();
-        book.learn_config(&cfg);
+        book.learn_config(&cfg, SidSource::Config);
         assert_eq!(book.sid_of("[::1]:3881".parse().unwrap()), Some(1));
         assert_eq!(book.sid_of("127.0.1.2:3889".parse().unwrap()), Some(2));
         assert_eq!(book.sid_of("127.0.0.2:2888".parse().unwrap()), None);
@@ -260,7 +454,7 @@ mod tests {
 
     fn book_of(config: &str) -> AddressBook {
         let mut book = AddressBook::default();
-        book.learn_config(&QuorumConfig::parse(config).unwrap());
+        book.learn_config(&QuorumConfig::parse(config).unwrap(), SidSource::Config);
         book
     }
 
@@ -331,15 +525,15 @@ mod tests {
         let mut book = AddressBook::default();
         for i in 0..MAX_ADDRESSES + 100 {
             let addr = ElectionAddress::parse(&format!("h{i}.example:3888"), 0).unwrap();
-            book.learn(i as i64, &addr);
+            book.learn(i as i64, &addr, SidSource::Initial);
         }
         assert_eq!(book.by_name.len(), MAX_ADDRESSES);
         // A name already known still changes hands, case-insensitively as Java compares.
         let zoo = ElectionAddress::parse("ZOO2:3888", 0).unwrap();
         let zoo_lower = ElectionAddress::parse("zoo2:3888", 0).unwrap();
         let mut book = AddressBook::default();
-        book.learn(2, &zoo);
-        book.learn(5, &zoo_lower);
+        book.learn(2, &zoo, SidSource::Initial);
+        book.learn(5, &zoo_lower, SidSource::Initial);
         book.learn_dialler(2, ip("10.0.0.2"));
         book.learn_dialler(5, ip("10.0.0.5"));
         assert_eq!(book.sid_of(at("10.0.0.5:3888")), Some(5));

@@ -45,7 +45,7 @@ use crate::wire::{
     StreamItem,
 };
 
-pub use identity::AddressBook;
+pub use identity::{AddressBook, SidSource};
 pub use record::{Body, Problem, ProblemKind, QuorumMessage, Record, Severity};
 
 /// The default election port.
@@ -180,9 +180,24 @@ const SPARE_BUFFER_BYTES: usize = 4096;
 /// [`RESOLVE_WINDOW_RECORDS`]) before they are handed out.
 struct Pending {
     record: Record,
-    /// The acceptor's address, whether the record was sent by the initiator, and whether the
-    /// address is a quorum port.
-    acceptor: Option<(SocketAddr, bool, bool)>,
+    /// What the record waits for, if a sid is still unknown.
+    acceptor: Option<SidWait>,
+}
+
+/// The ends of a record's connection whose sids are still unknown, to be looked up once the
+/// record's wait is over.
+#[derive(Debug, Clone, Copy)]
+struct SidWait {
+    /// The acceptor's address, if its sid is unknown.
+    acceptor: Option<SocketAddr>,
+    /// The initiator's IP, if its sid is unknown (no initial message or LearnerInfo named it).
+    initiator: Option<std::net::IpAddr>,
+    /// The acceptor's sid, if known (the initiator is never it).
+    acceptor_sid: Option<i64>,
+    /// Whether the record was sent by the initiator.
+    from_initiator: bool,
+    /// Whether the connection is on a quorum port.
+    quorum: bool,
 }
 
 /// The records waiting to be handed out, oldest first. A record handed out by
@@ -265,7 +280,10 @@ struct Conn {
     sasl_user: Option<String>,
     /// The acceptor's sid as the address book last answered it: (the book's version, whether
     /// asked as a quorum connection, the answer). Every record of the connection needs it.
-    acceptor_sid: std::cell::Cell<Option<(u64, bool, Option<i64>)>>,
+    acceptor_sid: std::cell::Cell<Option<(u64, bool, Option<(i64, SidSource)>)>>,
+    /// The book's version when this connection's ends were last checked against the hosts
+    /// configured (see [`AddressBook::learn_accepted`]).
+    hosts_checked: u64,
 }
 
 impl Conn {
@@ -296,6 +314,7 @@ impl Opening {
             initiator_sid: None,
             sasl_user: None,
             acceptor_sid: std::cell::Cell::new(None),
+            hosts_checked: u64::MAX,
             dirs: [
                 DirState::new(Direction::FromInitiator, mid_stream),
                 DirState::new(Direction::FromAcceptor, mid_stream),
@@ -574,6 +593,8 @@ impl<S: SegmentSource> Decoder<S> {
                     dst: None,
                     from_sid: None,
                     to_sid: None,
+                    from_sid_source: None,
+                    to_sid_source: None,
                     offset: file_offset(&e),
                     raw: Vec::new(),
                     body: Body::Problem(Problem {
@@ -798,6 +819,7 @@ impl State {
 
     /// [`State::data`] for the connection at `slot` in `conns`.
     fn data_at(&mut self, slot: usize, conn: ConnId, dir: CapDir, time: Timestamp, bytes: &[u8]) {
+        self.check_hosts(slot);
         let c = &mut self.conns[slot];
         // On an election or quorum port, the first bytes tell TLS from plaintext; a TLS
         // connection is reported once and its bytes skipped.
@@ -970,7 +992,8 @@ impl State {
                     if let Some(raw) = &n.config
                         && let Some(cfg) = self.configs.new_config(raw)
                     {
-                        self.book.learn_config(&cfg);
+                        self.book
+                            .learn_config(&cfg, identity::SidSource::NotificationConfig);
                     }
                     Body::Notification(n)
                 }
@@ -1177,8 +1200,8 @@ impl State {
         self.conns.swap_remove_index(slot);
     }
 
-    /// The sid listening on a connection's acceptor address.
-    fn acceptor_sid(&self, c: &Conn) -> Option<i64> {
+    /// The sid listening on a connection's acceptor address, and how it was learned.
+    fn acceptor_sid(&self, c: &Conn) -> Option<(i64, SidSource)> {
         let (version, quorum) = (self.book.version(), c.quorum.is_some());
         if let Some((v, q, sid)) = c.acceptor_sid.get()
             && (v, q) == (version, quorum)
@@ -1186,12 +1209,28 @@ impl State {
             return sid;
         }
         let sid = if quorum {
-            self.book.quorum_sid_of(c.acceptor)
+            self.book.quorum_sid_source_of(c.acceptor)
         } else {
-            self.book.sid_of(c.acceptor)
+            self.book.sid_source_of(c.acceptor)
         };
         c.acceptor_sid.set(Some((version, quorum, sid)));
         sid
+    }
+
+    /// A connection whose initiator did not name itself tells the book that its initiator's
+    /// host is not its acceptor's alone (once a book change could make that news).
+    fn check_hosts(&mut self, slot: usize) {
+        let version = self.book.version();
+        let c = &self.conns[slot];
+        if c.initiator_sid.is_some() || c.hosts_checked == version {
+            return;
+        }
+        let acceptor = self.acceptor_sid(c).map(|(sid, _)| sid);
+        let ip = c.initiator.ip();
+        if let Some(sid) = acceptor {
+            self.book.learn_accepted(ip, sid);
+        }
+        self.conns[slot].hosts_checked = self.book.version();
     }
 
     fn push(&mut self, pending: Pending) {
@@ -1230,19 +1269,8 @@ impl State {
         let Some(Pending { record, acceptor }) = self.out.oldest_mut() else {
             return false;
         };
-        if let Some((addr, from_initiator, quorum)) = acceptor.take()
-            && let Some(sid) = if quorum {
-                self.book.quorum_sid_of(addr)
-            } else {
-                self.book.sid_of(addr)
-            }
-        {
-            let slot = if from_initiator {
-                &mut record.to_sid
-            } else {
-                &mut record.from_sid
-            };
-            slot.get_or_insert(sid);
+        if let Some(wait) = acceptor.take() {
+            fill_sids(&self.book, record, wait);
         }
         true
     }
@@ -1263,6 +1291,8 @@ impl State {
             dst: None,
             from_sid: None,
             to_sid: None,
+            from_sid_source: None,
+            to_sid_source: None,
             offset,
             raw: Vec::new(),
             body,
@@ -1273,19 +1303,34 @@ impl State {
                 acceptor: None,
             };
         };
-        let acceptor_sid = self.acceptor_sid(c);
-        (record.src, record.dst, record.from_sid, record.to_sid) = match dir {
+        let acceptor = self.acceptor_sid(c);
+        let (acceptor_sid, acceptor_source) = (
+            acceptor.map(|(sid, _)| sid),
+            acceptor.and_then(|(_, source)| named_by(source)),
+        );
+        (
+            record.src,
+            record.dst,
+            record.from_sid,
+            record.to_sid,
+            record.from_sid_source,
+            record.to_sid_source,
+        ) = match dir {
             CapDir::FromInitiator => (
                 Some(c.initiator),
                 Some(c.acceptor),
                 c.initiator_sid,
                 acceptor_sid,
+                None,
+                acceptor_source,
             ),
             CapDir::FromAcceptor => (
                 Some(c.acceptor),
                 Some(c.initiator),
                 acceptor_sid,
                 c.initiator_sid,
+                acceptor_source,
+                None,
             ),
         };
         Pending {
@@ -1322,19 +1367,65 @@ impl State {
     }
 }
 
-/// What a record of connection `c` waits for: only one whose acceptor sid is still unknown
-/// waits for it to be learned (the acceptor's address, whether the record was sent by the
-/// initiator, whether it is a quorum address).
-fn waits_for(record: &Record, c: &Conn) -> Option<(SocketAddr, bool, bool)> {
+/// What a record of connection `c` waits for: only one with an end whose sid is still unknown
+/// waits for it to be learned. The initiator's sid, when no initial message gave it, is only
+/// ever looked up when the wait is over: what names it by its IP can be ruled out by what
+/// comes a little later (see [`AddressBook::dialler_of`]).
+fn waits_for(record: &Record, c: &Conn) -> Option<SidWait> {
     let from_initiator = record.src == Some(c.initiator);
-    let known = if from_initiator {
-        record.to_sid
+    let (initiator_sid, acceptor_sid) = if from_initiator {
+        (record.from_sid, record.to_sid)
     } else {
-        record.from_sid
+        (record.to_sid, record.from_sid)
     };
-    known
-        .is_none()
-        .then_some((c.acceptor, from_initiator, c.quorum.is_some()))
+    if initiator_sid.is_some() && acceptor_sid.is_some() {
+        return None;
+    }
+    Some(SidWait {
+        acceptor: acceptor_sid.is_none().then_some(c.acceptor),
+        initiator: initiator_sid.is_none().then_some(c.initiator.ip()),
+        acceptor_sid,
+        from_initiator,
+        quorum: c.quorum.is_some(),
+    })
+}
+
+/// The source a record names, `None` for an initial message's (not written).
+fn named_by(source: SidSource) -> Option<SidSource> {
+    source.name().map(|_| source)
+}
+
+/// Fills in the sids a record waited for, as far as the book knows them now.
+fn fill_sids(book: &AddressBook, record: &mut Record, wait: SidWait) {
+    let mut acceptor_sid = wait.acceptor_sid;
+    let (acceptor_slot, initiator_slot) = if wait.from_initiator {
+        (
+            (&mut record.to_sid, &mut record.to_sid_source),
+            (&mut record.from_sid, &mut record.from_sid_source),
+        )
+    } else {
+        (
+            (&mut record.from_sid, &mut record.from_sid_source),
+            (&mut record.to_sid, &mut record.to_sid_source),
+        )
+    };
+    if let Some(addr) = wait.acceptor
+        && let Some((sid, source)) = if wait.quorum {
+            book.quorum_sid_source_of(addr)
+        } else {
+            book.sid_source_of(addr)
+        }
+    {
+        *acceptor_slot.0 = Some(sid);
+        *acceptor_slot.1 = named_by(source);
+        acceptor_sid = Some(sid);
+    }
+    if let Some(ip) = wait.initiator
+        && let Some((sid, source)) = book.dialler_of(ip, acceptor_sid)
+    {
+        *initiator_slot.0 = Some(sid);
+        *initiator_slot.1 = named_by(source);
+    }
 }
 
 /// Adds `input` to a direction that is looking for a frame boundary; once one is found, decodes
@@ -1651,6 +1742,7 @@ mod tests {
                 "server.1=127.0.0.1:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:participant",
             )
             .unwrap(),
+            SidSource::Config,
         );
         let options = DecodeOptions {
             book,

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 
 use crate::capture::{ConnId, Timestamp};
+use crate::decode::identity::SidSource;
 use crate::wire::quorum::{LearnerInfo, QuorumPacket, ptype};
 use crate::wire::{InitialMessage, Notification, PartialNotification, WireError};
 
@@ -22,6 +23,10 @@ pub struct Record {
     pub from_sid: Option<i64>,
     /// Receiver's sid, when known.
     pub to_sid: Option<i64>,
+    /// How `from_sid` was learned, when no initial message gave it.
+    pub from_sid_source: Option<SidSource>,
+    /// How `to_sid` was learned, when no initial message gave it.
+    pub to_sid_source: Option<SidSource>,
     /// Offset in the sender's byte stream of this connection (in the file, for file problems).
     pub offset: Option<u64>,
     /// The message's exact bytes (a notification's frame payload); empty for problems, and

@@ -372,6 +372,8 @@ pub struct Anomaly {
 /// The summary of a capture.
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
+    /// The ensemble as it stood when the capture began, when it began on a running one.
+    pub at_start: Option<AtStart>,
     pub rounds: Vec<Round>,
     pub anomalies: Vec<Anomaly>,
     /// Whether the capture has quorum-port (2888) traffic: without it there is no sync.
@@ -786,6 +788,53 @@ struct QuorumConn {
     leader: Option<i64>,
     observer: bool,
     sync: SyncInfo,
+    /// The leader's end, once known: from the LearnerInfo's direction, or (on a connection
+    /// the capture joined mid-way) from the first packet only a leader sends or only a
+    /// learner does.
+    leader_end: Option<std::net::SocketAddr>,
+    /// No LearnerInfo: the connection was open before the capture.
+    mid_stream: bool,
+    /// When the leader's end first sent (sids can be learned only later).
+    first_heard: Option<f64>,
+}
+
+/// Whether only a leader (`Some(true)`) or only a learner (`Some(false)`) sends packets of this
+/// type on the quorum port (`Leader.java`, `Learner.java`); `None` for PING and REVALIDATE,
+/// which go both ways.
+fn sent_by_leader(t: i32) -> Option<bool> {
+    match t {
+        ptype::PROPOSAL
+        | ptype::COMMIT
+        | ptype::INFORM
+        | ptype::COMMITANDACTIVATE
+        | ptype::NEWLEADER
+        | ptype::UPTODATE
+        | ptype::DIFF
+        | ptype::TRUNC
+        | ptype::SNAP
+        | ptype::LEADERINFO
+        | ptype::INFORMANDACTIVATE
+        | ptype::SYNC => Some(true),
+        ptype::REQUEST
+        | ptype::ACK
+        | ptype::FOLLOWERINFO
+        | ptype::OBSERVERINFO
+        | ptype::ACKEPOCH => Some(false),
+        _ => None,
+    }
+}
+
+/// What the capture shows of an ensemble already running when it began: the leader whose
+/// quorum connections were open before it, heard before any election the capture holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AtStart {
+    pub leader: i64,
+    /// When its first packet was captured.
+    pub since: f64,
+    /// The learners of its connections open before the capture, where known.
+    pub learners: Vec<i64>,
+    /// Its epoch, from the zxids it sent.
+    pub epoch: Option<i64>,
 }
 
 /// An election connection: its two sids, whether each direction carried a message, and the
@@ -888,6 +937,8 @@ pub struct Summarizer {
     /// Per leader sid: its last quorum-port packet to a learner, and its silences (from, to)
     /// of more than [`SILENCE_SECS`] between packets, the newest [`MAX_SILENCES`].
     leader_heard: HashMap<i64, (f64, Vec<(f64, f64)>)>,
+    /// The leader established before the capture began (see [`AtStart`]).
+    at_start: Option<AtStart>,
     now: f64,
     /// Members that vote (participants) among `members`.
     participants: usize,
@@ -1981,23 +2032,60 @@ impl Summarizer {
         if let Some(l) = &q.learner {
             c.learner = Some(l.sid);
             c.observer = q.ptype == ptype::OBSERVERINFO;
+            c.leader_end = r.dst;
             c.sync = SyncInfo {
                 started: time,
                 ..SyncInfo::default()
             };
         }
-        // The learner dials the leader: records from the learner carry its sid as from_sid.
-        let from_learner = c.learner.is_some() && r.from_sid == c.learner;
-        if from_learner {
-            if c.leader.is_none() {
-                c.leader = r.to_sid;
-            }
+        if c.leader_end.is_none()
+            && let Some(by_leader) = sent_by_leader(q.ptype)
+        {
+            // Joined mid-way: the packet's type tells which end leads.
+            c.leader_end = if by_leader { r.src } else { r.dst };
+            c.mid_stream = true;
+        }
+        let Some(leader_end) = c.leader_end else {
+            return;
+        };
+        let from_learner = r.src != Some(leader_end);
+        let (leader_sid, learner_sid) = if from_learner {
+            (r.to_sid, r.from_sid)
         } else {
-            if c.learner.is_none() {
-                c.learner = r.to_sid;
-            }
-            if c.leader.is_none() {
-                c.leader = r.from_sid;
+            (r.from_sid, r.to_sid)
+        };
+        if c.leader.is_none() {
+            c.leader = leader_sid;
+        }
+        if c.learner.is_none() {
+            c.learner = learner_sid;
+        }
+        if !from_learner {
+            let first_heard = *c.first_heard.get_or_insert(time);
+            if c.mid_stream
+                && let Some(leader) = c.leader
+                && self.decisions.is_empty()
+            {
+                let learner = c.learner;
+                let at_start = self.at_start.get_or_insert(AtStart {
+                    leader,
+                    since: first_heard,
+                    learners: Vec::new(),
+                    epoch: None,
+                });
+                if at_start.leader == leader {
+                    at_start.since = at_start.since.min(first_heard);
+                    if let Some(l) = learner
+                        && !at_start.learners.contains(&l)
+                        && at_start.learners.len() < MAX_SERVERS
+                    {
+                        at_start.learners.push(l);
+                        at_start.learners.sort_unstable();
+                    }
+                    if q.zxid > 0 {
+                        at_start.epoch = at_start.epoch.max(Some(q.zxid >> 32));
+                    }
+                }
             }
             if let Some(leader) = c.leader
                 && (self.leader_heard.len() < MAX_SERVERS
@@ -2111,6 +2199,7 @@ impl Summarizer {
             None
         };
         Summary {
+            at_start: self.at_start.take(),
             rounds,
             anomalies: self.anomalies,
             quorum_port: self.quorum_packets > 0,
@@ -2320,7 +2409,9 @@ impl Summarizer {
         elections.sort_by(|a, b| a.started.total_cmp(&b.started));
         let mut changes = std::mem::take(&mut self.changes);
         changes.sort_by(|a, b| a.time.total_cmp(&b.time));
-        let mut prev_leader: Option<(i64, f64)> = None;
+        // A capture begun on a running ensemble starts with the leader its traffic shows.
+        let mut prev_leader: Option<(i64, f64)> =
+            self.at_start.as_ref().map(|a| (a.leader, f64::NEG_INFINITY));
         for i in 0..elections.len() {
             let next_start = elections.get(i + 1).map_or(f64::INFINITY, |r| r.started);
             let r = &mut elections[i];
@@ -2761,6 +2852,8 @@ mod tests {
             dst: None,
             from_sid: Some(from),
             to_sid: Some(to),
+            from_sid_source: None,
+            to_sid_source: None,
             offset: None,
             raw: Vec::new(),
             body: Body::Notification(n),

@@ -194,6 +194,8 @@ mod tests {
             dst: None,
             from_sid: Some(1),
             to_sid: Some(2),
+            from_sid_source: None,
+            to_sid_source: None,
             offset: Some(0),
             raw: Vec::new(),
             body: Body::Notification(Notification::current(

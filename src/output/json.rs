@@ -801,6 +801,8 @@ mod tests {
             dst: Some("[::1]:3888".parse().unwrap()),
             from_sid: Some(2),
             to_sid: None,
+            from_sid_source: None,
+            to_sid_source: None,
             offset: Some(34),
             raw: Vec::new(),
             body,
@@ -1026,6 +1028,8 @@ mod tests {
                     dst: None,
                     from_sid: None,
                     to_sid: Some(-1),
+                    from_sid_source: None,
+                    to_sid_source: None,
                     offset: None,
                     ..record(body)
                 },

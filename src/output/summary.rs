@@ -134,6 +134,9 @@ impl Summary {
             .collect();
         json!({
             "type": "summary",
+            "at_start": self.at_start.as_ref().map(|a| json!({
+                "leader": a.leader, "since": a.since, "learners": a.learners, "epoch": a.epoch,
+            })),
             "end": self.end,
             "shutdown": self.shutdown,
             "quorum_port": self.quorum_port,
@@ -182,6 +185,19 @@ impl Summary {
             s.push_str(&format!(
                 "the capture's snap length cut {} notification(s) before the end of their vote: they are not counted, and the elections they belong to cannot be told; capture whole packets with `tcpdump -s 0`\n",
                 self.cut_votes_lost
+            ));
+        }
+        if let Some(a) = &self.at_start {
+            s.push_str(&format!(
+                "the capture began on a running ensemble: at {} sid {} was leading{}{} (quorum connections open before the capture)\n",
+                rel(a.since),
+                a.leader,
+                a.epoch.map_or(String::new(), |e| format!(" in epoch {e:#x}")),
+                if a.learners.is_empty() {
+                    String::new()
+                } else {
+                    format!(", followed by {}", join_sids(&a.learners))
+                },
             ));
         }
         if !self.quorum_port && !self.rounds.is_empty() {

@@ -178,6 +178,8 @@ mod tests {
             dst: dst.map(|a| a.parse().unwrap()),
             from_sid,
             to_sid: None,
+            from_sid_source: None,
+            to_sid_source: None,
             offset: None,
             raw: Vec::new(),
             body: Body::Closed { reset: false },

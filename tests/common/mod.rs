@@ -156,7 +156,7 @@ pub fn is_pure_legacy_fixture(dir: &Path) -> bool {
 pub fn options(dir: &Path) -> DecodeOptions {
     let mut book = AddressBook::default();
     if is_legacy_fixture(dir) {
-        book.learn_config(&zoo_cfg(dir).quorum);
+        book.learn_config(&zoo_cfg(dir).quorum, zkfle::decode::SidSource::Config);
     }
     DecodeOptions {
         ports: election_ports(dir),
