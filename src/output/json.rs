@@ -60,7 +60,9 @@ fn err(field: &str, problem: impl Into<String>) -> JsonError {
 /// joining them (Java drops trailing empty elements).
 ///
 /// A record's object (one `zkfle decode --format jsonl` line): `type`, the envelope (`time`,
-/// `src`, `dst`, `from_sid`, `to_sid`, `connection`, `offset`), then the message's own fields;
+/// `src`, `dst`, `from_sid`, `to_sid`, `connection`, `offset`; then `from_sid_source` and
+/// `to_sid_source` where a sid was not learned from an initial message: `sid_map`, `config`,
+/// `notification_config` or `address`), then the message's own fields;
 /// for quorum packets `packet`, `packet_type`, `zxid`, `data_bytes` and what identifies the
 /// packet; for closes `reset`; for problems `severity`, `kind`, details and `what`.
 #[derive(Default)]
@@ -115,6 +117,17 @@ impl JsonWriter {
         self.write_envelope(out, r);
         out.extend_from_slice(b",\"offset\":");
         json_opt_int(out, r.offset);
+        // How a sid no initial message gave was learned (rare: not in the envelope's text kept).
+        for (key, source) in [
+            (&b",\"from_sid_source\":\""[..], r.from_sid_source),
+            (&b",\"to_sid_source\":\""[..], r.to_sid_source),
+        ] {
+            if let Some(name) = source.and_then(|s| s.name()) {
+                out.extend_from_slice(key);
+                out.extend_from_slice(name.as_bytes());
+                out.push(b'"');
+            }
+        }
         match &r.body {
             Body::Initial(m) => write_initial(out, m),
             Body::Notification(n) => self.write_notification(out, n),
