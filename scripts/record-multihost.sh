@@ -13,8 +13,18 @@
 # a sleeping process), so that no firewall rule of this machine (Docker's among them) sees
 # the traffic. Nothing is routed to or from the machine's own namespaces.
 #
-# Scenario: start every server together, wait until stable, client writes through every
-# server, kill -9 the leader, wait, writes, restart it, wait, stop.
+# Scenario (SCENARIO, default kill): start every server together, wait until stable, client
+# writes through every server, then:
+#   kill        kill -9 the leader, wait, writes, restart it, wait, stop
+#   partition   cut the leader off (its bridge port leaves the bridge), wait for a new leader,
+#               writes, heal, wait, stop
+#   freeze      SIGSTOP the leader (a GC pause, a stopped VM), wait for a new leader, writes,
+#               SIGCONT, wait, stop
+#   quorumloss  (3 servers) one follower already stopped before the capture (with LATE=1);
+#               the leader's only follower stops (SIGTERM), the leader loses its quorum;
+#               the follower restarts 5 s later, the two elect a leader; the third restarts
+#   probes      zkfle probe and zkfle doctor against the ensemble (from host 1), then the
+#               kill scenario
 #
 # fixtures/NAME/ gets: host.N.pcap (tcpdump -i eth0 -s 0 -U inside namespace N, TCP ports
 # 3888 and 2888: election and quorum traffic as that host saw it), server.N.log (each
@@ -24,6 +34,11 @@
 # shift them by known offsets to play unsynchronised hosts. Needs root.
 #
 # Environment:
+#   LATE=1                  start the captures on the running ensemble, after it formed and
+#                           took the first writes, as operators capture: no initial message
+#                           of the connections open then is in the captures
+#   SCENARIO=NAME           what happens (above; default kill)
+#   OUT=DIR                 write the fixture to DIR instead of fixtures/NAME
 #   NETEM="delay 3ms 1ms"   a netem qdisc on every host's eth0 (tc qdisc ... netem $NETEM):
 #                           links with transit time and jitter, as between real hosts, so
 #                           that a segment's two copies differ by more than loopback's
@@ -59,7 +74,12 @@ zk_env_resolve
 NET=198.51.100
 PREFIX=zkfle-mh
 FILTER="tcp port 3888 or tcp port 2888"
-OUT="$ROOT/fixtures/$NAME"
+OUT=${OUT:-"$ROOT/fixtures/$NAME"}
+SCENARIO=${SCENARIO:-kill}
+case "$SCENARIO" in kill|partition|freeze|quorumloss|probes) ;; *) die "SCENARIO must be kill, partition, freeze, quorumloss or probes, got '$SCENARIO'" ;; esac
+[ "$SCENARIO" != quorumloss ] || [ "$N" = 3 ] || die "SCENARIO=quorumloss needs 3 servers"
+ZKFLE_BIN=${ZKFLE_BIN:-"$ROOT/target/release/zkfle"}
+if [ "$SCENARIO" = probes ]; then [ -x "$ZKFLE_BIN" ] || die "SCENARIO=probes needs $ZKFLE_BIN (cargo build --release)"; fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-mh-$NAME.XXXXXX")
 BRIDGE_PID=""
 TCPDUMP_PIDS=()
@@ -141,18 +161,22 @@ else
 fi
 "$ENS" start "$WORK/ens" --no-start "${opts[@]}" >/dev/null
 
-for i in $(seq "$N"); do
-  ip netns exec "$PREFIX-$i" tcpdump -i eth0 -s 0 -U -n -w "$WORK/host.$i.pcap" "$FILTER" 2>"$WORK/tcpdump.$i.err" &
-  TCPDUMP_PIDS+=($!)
-done
-for i in $(seq "$N"); do
-  for _ in $(seq 50); do
-    grep -q "listening on" "$WORK/tcpdump.$i.err" 2>/dev/null && break
-    sleep 0.1
+start_captures() {
+  local i
+  for i in $(seq "$N"); do
+    ip netns exec "$PREFIX-$i" tcpdump -i eth0 -s 0 -U -n -w "$WORK/host.$i.pcap" "$FILTER" 2>"$WORK/tcpdump.$i.err" &
+    TCPDUMP_PIDS+=($!)
   done
-  grep -q "listening on" "$WORK/tcpdump.$i.err" || { cat "$WORK/tcpdump.$i.err" >&2; die "tcpdump in $PREFIX-$i did not start"; }
-done
-event "tcpdump started in each namespace: -i eth0 -s 0 '$FILTER'"
+  for i in $(seq "$N"); do
+    for _ in $(seq 50); do
+      grep -q "listening on" "$WORK/tcpdump.$i.err" 2>/dev/null && break
+      sleep 0.1
+    done
+    grep -q "listening on" "$WORK/tcpdump.$i.err" || { cat "$WORK/tcpdump.$i.err" >&2; die "tcpdump in $PREFIX-$i did not start"; }
+  done
+  event "tcpdump started in each namespace: -i eth0 -s 0 '$FILTER'"
+}
+[ "${LATE:-0}" = 1 ] || start_captures
 
 leader_of() { "$ENS" status "$WORK/ens" | awk '$5 == "LEADING" { print $1 }'; }
 wait_stable() {
@@ -183,14 +207,84 @@ event "started servers 1-$N together"
 wait_stable "start"
 writes a
 old=$(leader_of)
-"$ENS" stop-node "$WORK/ens" "$old" --kill >/dev/null
-event "kill -9 leader $old"
-sleep 1
-wait_stable "leader $old killed"
-writes b
-"$ENS" start-node "$WORK/ens" "$old" >/dev/null
-event "restarted server $old"
-wait_stable "server $old restarted"
+down=""
+if [ "$SCENARIO" = quorumloss ]; then
+  # The follower down before the capture: the larger one, so the leader keeps the other.
+  down=$("$ENS" status "$WORK/ens" | awk -v l="$old" 'NR > 1 && $1 != l { s = $1 } END { print s }')
+  "$ENS" stop-node "$WORK/ens" "$down" >/dev/null
+  event "stopped follower $down (SIGTERM): leader $old keeps one follower"
+  sleep 2
+fi
+if [ "${LATE:-0}" = 1 ]; then
+  start_captures
+  sleep 3
+fi
+# Waits until a server other than $1 leads (the old one may still think it leads).
+wait_new_leader() {
+  local old=$1 l
+  for _ in $(seq 300); do
+    l=$("$ENS" status "$WORK/ens" | awk -v o="$old" '$5 == "LEADING" && $1 != o { print $1 }')
+    if [ -n "$l" ]; then event "new leader $l"; return 0; fi
+    sleep 0.1
+  done
+  die "no new leader within 30 s"
+}
+node_pid_of() { cat "$WORK/ens/$1/pid"; }
+case "$SCENARIO" in
+  kill|probes)
+    if [ "$SCENARIO" = probes ]; then
+      ip netns exec "$PREFIX-1" "$ZKFLE_BIN" probe "$NET.$old:3888" >"$WORK/probe.out" 2>&1 || true
+      event "zkfle probe $NET.$old:3888 from host 1: $(head -n1 "$WORK/probe.out")"
+      sleep 1
+      ip netns exec "$PREFIX-1" "$ZKFLE_BIN" doctor "$NET.1:3888" >"$WORK/doctor.out" 2>&1 || true
+      event "zkfle doctor $NET.1:3888 from host 1 (it probes every member): $(tail -n1 "$WORK/doctor.out")"
+      sleep 2
+    fi
+    "$ENS" stop-node "$WORK/ens" "$old" --kill >/dev/null
+    event "kill -9 leader $old"
+    sleep 1
+    wait_stable "leader $old killed"
+    writes b
+    "$ENS" start-node "$WORK/ens" "$old" >/dev/null
+    event "restarted server $old"
+    wait_stable "server $old restarted"
+    ;;
+  partition)
+    br ip link set "mh$old-br" nomaster
+    event "leader $old cut off (its bridge port left the bridge)"
+    wait_new_leader "$old"
+    sleep 2
+    writes b
+    br ip link set "mh$old-br" master br0
+    event "leader $old healed"
+    sleep 2
+    wait_stable "leader $old healed"
+    ;;
+  freeze)
+    kill -STOP "$(node_pid_of "$old")"
+    event "leader $old frozen (SIGSTOP)"
+    wait_new_leader "$old"
+    sleep 2
+    writes b
+    kill -CONT "$(node_pid_of "$old")"
+    event "leader $old resumed (SIGCONT)"
+    sleep 2
+    wait_stable "leader $old resumed"
+    ;;
+  quorumloss)
+    last=$("$ENS" status "$WORK/ens" | awk -v l="$old" 'NR > 1 && $1 != l && $3 != "-" { print $1 }')
+    "$ENS" stop-node "$WORK/ens" "$last" >/dev/null
+    event "stopped follower $last (SIGTERM): leader $old is left without a quorum"
+    sleep 5
+    "$ENS" start-node "$WORK/ens" "$last" >/dev/null
+    event "restarted server $last"
+    wait_stable "server $last restarted"
+    writes b
+    "$ENS" start-node "$WORK/ens" "$down" >/dev/null
+    event "restarted server $down"
+    wait_stable "server $down restarted"
+    ;;
+esac
 sleep 2
 "$ENS" stop "$WORK/ens" >/dev/null
 event "stopped all servers (SIGTERM)"
@@ -215,7 +309,7 @@ done
 {
   echo "# Fixture \`$NAME\`: $N hosts, one capture each"
   echo
-  echo "Recorded $(date -u +%Y-%m-%dT%H:%MZ) by \`scripts/record-multihost.sh $NAME $N\` against Java"
+  echo "Recorded $(date -u +%Y-%m-%dT%H:%MZ) by \`${LATE:+LATE=1 }${SCENARIO:+SCENARIO=$SCENARIO }scripts/record-multihost.sh $NAME $N\` against Java"
   echo "ZooKeeper **$ZK_VERSION** ($ZK_SOURCE; $("$JAVA" -version 2>&1 | head -n1))."
   echo
   echo "Server N ran in network namespace \`$PREFIX-N\` at $NET.N (eth0, a veth pair to the bridge"
@@ -230,6 +324,10 @@ done
     echo "(3.6 and 3.8 advertise the resolved IPs in their initial messages; 3.4 advertises none), the"
     echo "captures show only IPs. zkfle tells the leader of a quorum connection (and, for 3.4 with"
     echo "\`--config\`, every election acceptor) by the IP each sid dials from."
+  fi
+  if [ "${LATE:-0}" = 1 ]; then
+    echo "The captures began on the running ensemble (LATE=1), after it formed and took the first"
+    echo "writes: they hold no initial message of the connections open then, as operators' do."
   fi
   if [ -n "${NETEM:-}" ]; then
     echo "Every eth0 had \`tc qdisc add dev eth0 root netem $NETEM\`: each segment spent that long"
@@ -253,4 +351,4 @@ done
   echo "|---|---|---|"
   printf '%s' "$ROUNDS"
 } >"$OUT/README.md"
-event "fixture written to fixtures/$NAME"
+event "fixture written to ${OUT#"$ROOT/"}"

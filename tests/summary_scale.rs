@@ -132,7 +132,9 @@ fn cpu_secs() -> f64 {
 fn options() -> DecodeOptions {
     let mut options = DecodeOptions::default();
     let hub = ElectionAddress::parse(&addr(HUB, 3888).to_string(), 0).unwrap();
-    options.book.learn(HUB, &hub, zkfle::decode::SidSource::SidMap);
+    options
+        .book
+        .learn(HUB, &hub, zkfle::decode::SidSource::SidMap);
     options
 }
 

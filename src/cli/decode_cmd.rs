@@ -18,7 +18,7 @@ use crate::capture::merge::{ClockOffset, Loss, MergedSegments};
 use crate::capture::{self, CaptureStats, SegmentSource, Timestamp};
 use crate::decode::live::LiveDecisions;
 use crate::decode::summary::Summarizer;
-use crate::decode::{AddressBook, Body, SidSource, DecodeOptions, Decoder, Record, Severity};
+use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity, SidSource};
 use crate::output::json::JsonWriter;
 use crate::output::merge::{clocks_json, clocks_text, losses_json, losses_text};
 use crate::output::printable;

@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 
 use super::CliError;
 use crate::capture;
-use crate::decode::{AddressBook, Body, SidSource, DecodeOptions, Decoder, Record, Severity};
+use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity, SidSource};
 use crate::replay::{RecordingBuilder, live, native};
 
 #[derive(Debug, Args)]

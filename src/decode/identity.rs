@@ -216,17 +216,6 @@ impl AddressBook {
                 sids.push(sid);
             }
         }
-        // Another sid dialling from a member's host: that host's IP names nobody.
-        if let Some(host) = self.hosts.get_mut(&host_key(ip))
-            && !host.shared
-            && host
-                .sids
-                .as_ref()
-                .is_none_or(|sids| sids.iter().any(|&(s, _)| s != sid))
-        {
-            host.shared = true;
-            self.version += 1;
-        }
     }
 
     /// Records that `sid` is configured on the host of `ip`.
@@ -248,12 +237,6 @@ impl AddressBook {
             None if sids.len() == MAX_DIALLERS_PER_IP => host.sids = None,
             None => sids.push((sid, source)),
         }
-        // Another sid seen dialling from this host before it was configured.
-        if let Some(Diallers(seen)) = self.diallers.get(&key)
-            && seen.as_ref().is_none_or(|seen| seen.iter().any(|&s| s != sid))
-        {
-            host.shared = true;
-        }
         self.version += 1;
     }
 
@@ -263,9 +246,10 @@ impl AddressBook {
     pub fn learn_accepted(&mut self, ip: IpAddr, acceptor: i64) {
         if let Some(host) = self.hosts.get_mut(&host_key(ip))
             && !host.shared
-            && host.sids.as_ref().is_some_and(|sids| {
-                matches!(sids.as_slice(), [(s, _)] if *s == acceptor)
-            })
+            && host
+                .sids
+                .as_ref()
+                .is_some_and(|sids| matches!(sids.as_slice(), [(s, _)] if *s == acceptor))
         {
             host.shared = true;
             self.version += 1;
@@ -274,16 +258,29 @@ impl AddressBook {
 
     /// The sid that dialled from `ip`, when no initial message of the connection named it: the
     /// one member configured on its host, unless the capture showed otherwise (see the
-    /// module's documentation). Never `acceptor`: nobody dials itself.
+    /// module's documentation). Never `acceptor`: nobody dials itself. Non-members dialling
+    /// from a member's host (a `zkfle probe` run there) take nothing from it.
     pub fn dialler_of(&self, ip: IpAddr, acceptor: Option<i64>) -> Option<(i64, SidSource)> {
-        let host = self.hosts.get(&host_key(ip))?;
+        let key = host_key(ip);
+        let host = self.hosts.get(&key)?;
         if host.shared {
             return None;
         }
-        match host.sids.as_deref()? {
-            [(sid, _)] if Some(*sid) != acceptor => Some((*sid, SidSource::Address)),
-            _ => None,
+        let [(sid, _)] = host.sids.as_deref()? else {
+            return None;
+        };
+        let other_member_dialled = |ip: &IpAddr| {
+            self.diallers.get(ip).is_some_and(|d| {
+                d.0.as_ref().is_none_or(|seen| {
+                    seen.iter()
+                        .any(|s| s != sid && self.members.contains_key(s))
+                })
+            })
+        };
+        if other_member_dialled(&ip) || (key != ip && other_member_dialled(&key)) {
+            return None;
         }
+        (Some(*sid) != acceptor).then_some((*sid, SidSource::Address))
     }
 
     /// The one sid that dials from `addr`'s IP among those `named` by host name with its port.

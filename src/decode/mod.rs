@@ -258,6 +258,12 @@ impl Waiting {
 
 /// How long, in capture time, a record waits for its sids to become known.
 const RESOLVE_WINDOW_SECS: i64 = 2;
+/// How long records wait while no config has named the members at all: a capture begun on a
+/// running 3.5+ ensemble learns who is who from the configs in the notifications of its first
+/// election, which can come long after the quorum traffic that shows who led (a follower
+/// gives a frozen or cut-off leader `syncLimit` ticks, 10 s by default). Still bounded by
+/// [`RESOLVE_WINDOW_RECORDS`].
+const UNNAMED_WINDOW_SECS: i64 = 120;
 /// How many records may wait at once.
 const RESOLVE_WINDOW_RECORDS: usize = 4096;
 
@@ -280,7 +286,7 @@ struct Conn {
     sasl_user: Option<String>,
     /// The acceptor's sid as the address book last answered it: (the book's version, whether
     /// asked as a quorum connection, the answer). Every record of the connection needs it.
-    acceptor_sid: std::cell::Cell<Option<(u64, bool, Option<(i64, SidSource)>)>>,
+    acceptor_sid: std::cell::Cell<Option<(u64, bool, Option<NamedSid>)>>,
     /// The book's version when this connection's ends were last checked against the hosts
     /// configured (see [`AddressBook::learn_accepted`]).
     hosts_checked: u64,
@@ -292,6 +298,9 @@ impl Conn {
         if self.flipped { dir.reverse() } else { dir }
     }
 }
+
+/// A sid and how it was learned.
+type NamedSid = (i64, SidSource);
 
 /// A connection as its `Opened` event describes it, before its decoding state is made.
 struct Opening {
@@ -1201,7 +1210,7 @@ impl State {
     }
 
     /// The sid listening on a connection's acceptor address, and how it was learned.
-    fn acceptor_sid(&self, c: &Conn) -> Option<(i64, SidSource)> {
+    fn acceptor_sid(&self, c: &Conn) -> Option<NamedSid> {
         let (version, quorum) = (self.book.version(), c.quorum.is_some());
         if let Some((v, q, sid)) = c.acceptor_sid.get()
             && (v, q) == (version, quorum)
@@ -1257,10 +1266,13 @@ impl State {
         let (Some(newest), Some(oldest)) = (self.out.newest(), self.out.oldest()) else {
             return false;
         };
+        let waited = newest.record.time.secs - oldest.record.time.secs;
         let ready = self.finished
             || self.streaming
             || self.out.len() > RESOLVE_WINDOW_RECORDS
-            || newest.record.time.secs - oldest.record.time.secs > RESOLVE_WINDOW_SECS;
+            || waited > UNNAMED_WINDOW_SECS
+            || (waited > RESOLVE_WINDOW_SECS
+                && (oldest.acceptor.is_none() || !self.book.members().is_empty()));
         if !ready {
             return false;
         }

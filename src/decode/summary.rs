@@ -168,6 +168,9 @@ pub struct Decision {
     pub took_at_least: bool,
     /// Its sync with the leader on the quorum port, when the capture has it.
     pub sync: Option<SyncInfo>,
+    /// A state it held before the capture began (its first message answered with it, on an
+    /// ensemble the capture joined running): known, and no decision of the capture's.
+    pub before_capture: bool,
 }
 
 /// One server's decisions ordered by time, for the look-ups that pair a sync or a rejoin with
@@ -374,6 +377,8 @@ pub struct Anomaly {
 pub struct Summary {
     /// The ensemble as it stood when the capture began, when it began on a running one.
     pub at_start: Option<AtStart>,
+    /// Non-members that asked the servers for their votes (probes), in sid order.
+    pub non_members: Vec<NonMember>,
     pub rounds: Vec<Round>,
     pub anomalies: Vec<Anomaly>,
     /// Whether the capture has quorum-port (2888) traffic: without it there is no sync.
@@ -715,6 +720,8 @@ struct OutOfElection {
 #[derive(Debug, Default)]
 struct Server {
     seen: bool,
+    /// Whether it sent a notification in the capture.
+    sent: bool,
     looking: bool,
     since: f64,
     round: i64,
@@ -798,11 +805,14 @@ struct QuorumConn {
     first_heard: Option<f64>,
 }
 
-/// Whether only a leader (`Some(true)`) or only a learner (`Some(false)`) sends packets of this
-/// type on the quorum port (`Leader.java`, `Learner.java`); `None` for PING and REVALIDATE,
-/// which go both ways.
-fn sent_by_leader(t: i32) -> Option<bool> {
-    match t {
+/// Whether a packet of this type was sent by the leader (`Some(true)`) or by a learner
+/// (`Some(false)`) on the quorum port (`Leader.java`, `Learner.java`); `None` for REVALIDATE,
+/// which goes both ways. A PING goes both ways too, but the leader's carries no data (jute's
+/// null buffer) and a learner's answer always carries its sessions (an empty buffer when it
+/// has none): a steady ensemble sends nothing else.
+fn sent_by_leader(q: &super::QuorumMessage) -> Option<bool> {
+    match q.ptype {
+        ptype::PING => Some(q.data_len.is_none()),
         ptype::PROPOSAL
         | ptype::COMMIT
         | ptype::INFORM
@@ -823,6 +833,23 @@ fn sent_by_leader(t: i32) -> Option<bool> {
         _ => None,
     }
 }
+
+/// A sid outside every config the capture showed (or `--config` gave) that exchanged
+/// notifications with members: `zkfle probe`, `doctor` or `repro`, or anything else that asked
+/// the servers for their vote. Its exchanges are not an election.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NonMember {
+    pub sid: i64,
+    /// Notifications it sent or was sent.
+    pub notifications: u64,
+    /// The members it sent notifications to.
+    pub asked: Vec<i64>,
+    pub first: f64,
+    pub last: f64,
+}
+
+/// The round of a state held from before the capture, until the server's answer names it.
+const UNKNOWN_ROUND: i64 = -1;
 
 /// What the capture shows of an ensemble already running when it began: the leader whose
 /// quorum connections were open before it, heard before any election the capture holds.
@@ -939,6 +966,11 @@ pub struct Summarizer {
     leader_heard: HashMap<i64, (f64, Vec<(f64, f64)>)>,
     /// The leader established before the capture began (see [`AtStart`]).
     at_start: Option<AtStart>,
+    /// Whether a server decided in the capture (not counting states held before it).
+    decided_in_capture: bool,
+    /// Sids that exchanged notifications while no config in force named them (at most
+    /// [`MAX_SERVERS`]): those no config ever names are non-members (probes, doctors).
+    strangers: HashMap<i64, NonMember>,
     now: f64,
     /// Members that vote (participants) among `members`.
     participants: usize,
@@ -1016,6 +1048,16 @@ impl Summarizer {
             Some(q) => q.contains_quorum(&sids()),
             None => count >= self.need(),
         }
+    }
+
+    /// Whether `sid` is known not to be a member: configs are known and none names it.
+    fn is_non_member(&self, sid: i64) -> bool {
+        (!self.members.is_empty() || !self.config_changes.is_empty())
+            && !self.members.contains_key(&sid)
+            && !self
+                .config_changes
+                .iter()
+                .any(|c| c.voters.contains(&sid) || c.observers.contains(&sid))
     }
 
     /// Whether `sid` counts toward a quorum: not an observer (when the members are known).
@@ -1194,6 +1236,9 @@ impl Summarizer {
         let Some(conn) = r.conn else { return };
         if let Some(q) = self.quorum.remove(&conn) {
             self.push_close((time, q.leader, q.learner, true));
+            for sid in [q.leader, q.learner].into_iter().flatten() {
+                self.assume_before_capture(sid, time);
+            }
             if let Some(l) = q.learner
                 && let Some(s) = self.servers.get_mut(&l)
             {
@@ -1336,6 +1381,95 @@ impl Summarizer {
                 self.refused.get(at).is_some_and(|t| *t < since)
             },
             sync: None,
+            before_capture: false,
+        });
+        self.decided_in_capture = true;
+    }
+
+    /// Whether `from`'s answer, its first message, states what it was before the capture began:
+    /// on an ensemble the capture joined running, it names the leader the quorum port showed
+    /// then (as that leader, or one of its learners), in a round older than any decision of
+    /// the capture.
+    fn held_before_capture(&self, from: i64, n: &Notification) -> bool {
+        let Some(a) = &self.at_start else {
+            return false;
+        };
+        // (A round no decision of the capture reached: a frozen leader resumed answers with
+        // the round it led in, older than the election that replaced it.)
+        n.leader == a.leader
+            && !self
+                .decisions
+                .iter()
+                .any(|d| !d.before_capture && d.election_epoch <= n.election_epoch)
+            && match n.state {
+                ServerState::Leading => from == a.leader,
+                ServerState::Following | ServerState::Observing => from != a.leader,
+                _ => false,
+            }
+    }
+
+    /// Records `from`'s state from before the capture (see [`Self::held_before_capture`]), or
+    /// completes the one assumed for it with the round its answer names.
+    fn before_capture(&mut self, from: i64, n: &Notification, time: f64) {
+        if let Some(d) = self.servers.get(&from).and_then(|s| s.decision)
+            && self.decisions[d].before_capture
+        {
+            let d = &mut self.decisions[d];
+            (d.state, d.leader, d.election_epoch) = (n.state, n.leader, n.election_epoch);
+            self.servers.entry(from).round = n.election_epoch;
+            return;
+        }
+        self.assume_state(from, n.state, n.leader, n.election_epoch, time);
+    }
+
+    /// A server the capture has not heard from yet, of an ensemble it joined running, that the
+    /// quorum port showed leading or following: it holds that state from before the capture
+    /// until its messages say otherwise (its round unknown until it answers), not one that
+    /// just started. Returns whether it was so assumed.
+    fn assume_before_capture(&mut self, sid: i64, time: f64) -> bool {
+        let Some(a) = &self.at_start else {
+            return false;
+        };
+        if self.decided_in_capture || self.servers.get(&sid).is_some_and(|s| s.seen) {
+            return false;
+        }
+        let state = if sid == a.leader {
+            ServerState::Leading
+        } else if a.learners.contains(&sid) {
+            match self.members.get(&sid) {
+                Some(Role::Observer) => ServerState::Observing,
+                _ => ServerState::Following,
+            }
+        } else {
+            return false;
+        };
+        let leader = a.leader;
+        self.assume_state(sid, state, leader, UNKNOWN_ROUND, time);
+        true
+    }
+
+    fn assume_state(&mut self, sid: i64, state: ServerState, leader: i64, round: i64, time: f64) {
+        let index = self.decisions.len();
+        let since = self.at_start.as_ref().map_or(time, |a| a.since.min(time));
+        let s = self.servers.entry(sid);
+        s.seen = true;
+        s.looking = false;
+        s.pending = None;
+        s.decision = Some(index);
+        s.since = since;
+        s.round = round;
+        self.decisions.push(Decision {
+            sid,
+            state,
+            leader,
+            election_epoch: round,
+            time: since,
+            evidence: Evidence::OwnNotification,
+            looking_since: since,
+            took: 0.0,
+            took_at_least: false,
+            sync: None,
+            before_capture: true,
         });
     }
 
@@ -1448,6 +1582,25 @@ impl Summarizer {
             self.unknown_sids += 1;
             return;
         };
+        for (sid, peer) in [(from, to), (to, from)] {
+            if !self.members.contains_key(&sid)
+                && (self.strangers.len() < MAX_SERVERS || self.strangers.contains_key(&sid))
+            {
+                let e = self.strangers.entry(sid).or_insert_with(|| NonMember {
+                    sid,
+                    notifications: 0,
+                    asked: Vec::new(),
+                    first: time,
+                    last: time,
+                });
+                e.notifications += 1;
+                e.last = time;
+                if sid == from && !e.asked.contains(&peer) && e.asked.len() < MAX_SERVERS {
+                    e.asked.push(peer);
+                    e.asked.sort_unstable();
+                }
+            }
+        }
         if self.servers.len() >= MAX_SERVERS
             && !(self.servers.contains_key(&from) && self.servers.contains_key(&to))
         {
@@ -1584,9 +1737,11 @@ impl Summarizer {
         to: i64,
         n: &Notification,
     ) -> bool {
+        let first_message = !self.servers.get(&from).is_some_and(|s| s.sent);
         {
             let s = self.servers.entry(from);
             s.last_active = time;
+            s.sent = true;
         }
         match n.state {
             ServerState::Looking if n.election_epoch == 0 || !self.votes(to) => {
@@ -1814,6 +1969,20 @@ impl Summarizer {
                     }
                     (s.looking || !s.seen, s.pending, s.decision)
                 };
+                if first_message && self.held_before_capture(from, n) {
+                    self.before_capture(from, n, time);
+                    return false;
+                }
+                if let Some(d) = current.map(|d| &self.decisions[d])
+                    && d.before_capture
+                    && d.election_epoch == UNKNOWN_ROUND
+                    && d.leader == n.leader
+                    && d.state == n.state
+                {
+                    // The state assumed for it, now with its round.
+                    self.before_capture(from, n, time);
+                    return false;
+                }
                 let current = current.map(|d| &self.decisions[d]);
                 let same = current.is_some_and(|d| {
                     d.leader == n.leader
@@ -1877,6 +2046,7 @@ impl Summarizer {
             // Non-voters' messages are answered before the election loop sees them.
             return;
         }
+        self.assume_before_capture(to, time);
         {
             let s = self.servers.entry(to);
             if state == ServerState::Looking {
@@ -2039,7 +2209,7 @@ impl Summarizer {
             };
         }
         if c.leader_end.is_none()
-            && let Some(by_leader) = sent_by_leader(q.ptype)
+            && let Some(by_leader) = sent_by_leader(q)
         {
             // Joined mid-way: the packet's type tells which end leads.
             c.leader_end = if by_leader { r.src } else { r.dst };
@@ -2064,7 +2234,7 @@ impl Summarizer {
             let first_heard = *c.first_heard.get_or_insert(time);
             if c.mid_stream
                 && let Some(leader) = c.leader
-                && self.decisions.is_empty()
+                && !self.decided_in_capture
             {
                 let learner = c.learner;
                 let at_start = self.at_start.get_or_insert(AtStart {
@@ -2198,7 +2368,13 @@ impl Summarizer {
         } else {
             None
         };
+        let mut non_members: Vec<NonMember> = std::mem::take(&mut self.strangers)
+            .into_values()
+            .filter(|n| self.is_non_member(n.sid))
+            .collect();
+        non_members.sort_by_key(|n| n.sid);
         Summary {
+            non_members,
             at_start: self.at_start.take(),
             rounds,
             anomalies: self.anomalies,
@@ -2261,6 +2437,9 @@ impl Summarizer {
         // Elections: decisions grouped by (leader, round).
         let mut groups: BTreeMap<(i64, i64), Vec<usize>> = BTreeMap::new();
         for (i, d) in self.decisions.iter().enumerate() {
+            if d.before_capture {
+                continue;
+            }
             groups
                 .entry((d.leader, d.election_epoch))
                 .or_default()
@@ -2336,6 +2515,8 @@ impl Summarizer {
             .episodes
             .iter()
             .filter(|e| e.decision.is_none())
+            // A probe's question is not an election.
+            .filter(|e| !self.is_non_member(e.sid))
             .filter(|e| {
                 self.servers
                     .get(&e.sid)
@@ -2410,8 +2591,10 @@ impl Summarizer {
         let mut changes = std::mem::take(&mut self.changes);
         changes.sort_by(|a, b| a.time.total_cmp(&b.time));
         // A capture begun on a running ensemble starts with the leader its traffic shows.
-        let mut prev_leader: Option<(i64, f64)> =
-            self.at_start.as_ref().map(|a| (a.leader, f64::NEG_INFINITY));
+        let mut prev_leader: Option<(i64, f64)> = self
+            .at_start
+            .as_ref()
+            .map(|a| (a.leader, f64::NEG_INFINITY));
         for i in 0..elections.len() {
             let next_start = elections.get(i + 1).map_or(f64::INFINITY, |r| r.started);
             let r = &mut elections[i];
@@ -2802,6 +2985,7 @@ mod tests {
                     took: 0.0,
                     took_at_least: false,
                     sync: None,
+                    before_capture: false,
                 })
                 .collect();
             let t = f64::from(t) / 4.0;

@@ -137,6 +137,10 @@ impl Summary {
             "at_start": self.at_start.as_ref().map(|a| json!({
                 "leader": a.leader, "since": a.since, "learners": a.learners, "epoch": a.epoch,
             })),
+            "non_members": self.non_members.iter().map(|n| json!({
+                "sid": n.sid, "notifications": n.notifications, "asked": n.asked,
+                "first": n.first, "last": n.last,
+            })).collect::<Vec<_>>(),
             "end": self.end,
             "shutdown": self.shutdown,
             "quorum_port": self.quorum_port,
@@ -384,6 +388,27 @@ impl Summary {
                 }
                 s.push_str(&line);
                 s.push('\n');
+            }
+        }
+        if !self.non_members.is_empty() {
+            s.push_str("non-members asked for votes (probes, doctors: not elections):\n");
+            for n in &self.non_members {
+                s.push_str(&format!(
+                    "  {}  sid {} asked {} ({} notification(s){})\n",
+                    rel(n.first),
+                    n.sid,
+                    if n.asked.is_empty() {
+                        "nobody".to_string()
+                    } else {
+                        join_sids(&n.asked)
+                    },
+                    n.notifications,
+                    if n.last > n.first {
+                        format!(", until {}", rel(n.last))
+                    } else {
+                        String::new()
+                    },
+                ));
             }
         }
         if !self.anomalies.is_empty() {

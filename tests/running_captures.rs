@@ -1,0 +1,222 @@
+//! Captures started on a running ensemble (fixtures/running/, recorded by
+//! `LATE=1 SCENARIO=... scripts/record-multihost.sh`): the captures begin after the ensemble
+//! formed, so they hold no initial message of the connections open then. Who is who comes
+//! from the configs and the addresses, the story from the first packet; every decision the
+//! servers logged after the capture began is checked against the summary, as
+//! tests/decode_fixtures.rs checks the fixtures captured from the start.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use zkfle::capture::merge::open_files;
+use zkfle::decode::summary::{Cause, RoundKind, Summarizer, Summary};
+use zkfle::decode::{Body, Decoder, Record};
+
+/// How far a reported decision may be from the server's `About to leave FLE instance`.
+const DECISION_TOLERANCE_SECS: f64 = 0.1;
+
+/// The fixtures of captures begun on a running ensemble (the version matrix checks one version
+/// at a time).
+fn running_fixtures() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/running");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("fixtures/running exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| !host_captures(p).is_empty())
+        .collect();
+    dirs.sort();
+    assert!(!dirs.is_empty());
+    if let Ok(v) = std::env::var("ZKFLE_FIXTURE_VERSION") {
+        dirs.retain(|d| fixture_version(d).as_deref() == Some(v.as_str()));
+    }
+    dirs
+}
+
+/// A fixture's host captures decoded as one (3.4 ones with the zoo.cfg, as `--config` gives).
+fn decode(dir: &Path) -> Vec<Record> {
+    let paths = host_captures(dir);
+    let (merged, _) = open_files(&paths, &vec![None; paths.len()]).unwrap();
+    Decoder::with_source(merged, options(dir)).collect()
+}
+
+/// The summary `zkfle decode --summary` gives (3.4 ones with `--config`).
+fn summarize(dir: &Path, records: &[Record]) -> Summary {
+    let mut s = if is_legacy_fixture(dir) {
+        Summarizer::with_config(&zoo_cfg(dir).quorum)
+    } else {
+        Summarizer::new(Default::default())
+    };
+    for r in records {
+        s.add(r);
+    }
+    s.finish()
+}
+
+fn first_time(records: &[Record]) -> f64 {
+    records
+        .iter()
+        .map(|r| r.time.as_secs_f64())
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Each logged decision after the capture began: (sid, time, state, leader).
+fn logged_after(dir: &Path, start: f64, end: f64) -> Vec<(i64, f64, String, i64)> {
+    let mut out = Vec::new();
+    for sid in fixture_sids(dir) {
+        for (t, state, leader) in logged_story(dir, sid).decisions {
+            if t > start && t <= end {
+                out.push((sid, t, state, leader));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn decisions_logged_after_the_capture_began_are_reported() {
+    let mut found = 0;
+    let mut total = 0;
+    let mut report = Vec::new();
+    for dir in running_fixtures() {
+        let records = decode(&dir);
+        let summary = summarize(&dir, &records);
+        let start = first_time(&records);
+        let decisions: Vec<_> = summary
+            .rounds
+            .iter()
+            .flat_map(|r| r.decisions.iter())
+            .collect();
+        let logged = logged_after(&dir, start, summary.end);
+        let mut missed = Vec::new();
+        for (sid, t, state, leader) in &logged {
+            let hit = decisions.iter().any(|d| {
+                d.sid == *sid
+                    && d.state.name() == state
+                    && d.leader == *leader
+                    && (d.time - t).abs() <= DECISION_TOLERANCE_SECS
+            });
+            if hit {
+                found += 1;
+            } else {
+                missed.push(format!("sid {sid} {state} (leader {leader}) at {t:.3}"));
+            }
+            total += 1;
+        }
+        if !missed.is_empty() {
+            report.push(format!(
+                "{}: missed {}\n{}",
+                dir.display(),
+                missed.join(", "),
+                summary.text(start, false)
+            ));
+        }
+    }
+    assert!(total > 0);
+    // The bar: at least 95% of the logged decisions, each within 0.1 s.
+    assert!(
+        found * 100 >= total * 95,
+        "{found} of {total} logged decisions reported:\n{}",
+        report.join("\n\n")
+    );
+}
+
+#[test]
+fn the_story_starts_from_the_leader_the_capture_shows() {
+    for dir in running_fixtures() {
+        let records = decode(&dir);
+        let summary = summarize(&dir, &records);
+        let name = dir.display();
+        let at_start = summary
+            .at_start
+            .as_ref()
+            .unwrap_or_else(|| panic!("{name}: no leader at the capture's start"));
+        // The leader the servers logged last before the capture began.
+        let start = first_time(&records);
+        let leader = fixture_sids(&dir)
+            .into_iter()
+            .flat_map(|sid| logged_story(&dir, sid).decisions)
+            .filter(|(t, _, _)| *t < start)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, _, l)| l)
+            .unwrap();
+        assert_eq!(at_start.leader, leader, "{name}");
+        // Every server's first decision after the start belongs to a failover or a rejoin,
+        // never to "servers starting".
+        for r in &summary.rounds {
+            if r.kind == RoundKind::Election {
+                assert_ne!(r.cause, Cause::ServersStarted, "{name}: {r:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn sids_without_initial_messages_say_how_they_were_learned() {
+    for dir in running_fixtures() {
+        let records = decode(&dir);
+        let name = dir.display();
+        for r in records
+            .iter()
+            .filter(|r| matches!(r.body, Body::Notification(_)))
+        {
+            // Every sender and receiver is named (3.5+ without --config, 3.4 with it).
+            assert!(r.from_sid.is_some() && r.to_sid.is_some(), "{name}: {r:?}");
+        }
+        // The leader's PINGs before anything else: its quorum address is in the configs, its
+        // learners are the one member on their hosts.
+        let first_ping = records
+            .iter()
+            .find(|r| matches!(&r.body, Body::Quorum(q) if q.type_name() == "PING" && q.data_len.is_none()))
+            .unwrap_or_else(|| panic!("{name}: no PING"));
+        let config = if is_legacy_fixture(&dir) {
+            "config"
+        } else {
+            "notification_config"
+        };
+        assert_eq!(
+            (
+                first_ping.from_sid_source.and_then(|s| s.name()),
+                first_ping.to_sid_source.and_then(|s| s.name())
+            ),
+            (Some(config), Some("address")),
+            "{name}: {first_ping:?}"
+        );
+        let named = records
+            .iter()
+            .filter(|r| r.from_sid_source.is_some() || r.to_sid_source.is_some())
+            .count();
+        assert!(named > 0, "{name}");
+    }
+}
+
+#[test]
+fn probes_are_not_elections() {
+    for dir in running_fixtures()
+        .into_iter()
+        .filter(|d| d.to_string_lossy().contains("probes"))
+    {
+        let records = decode(&dir);
+        let summary = summarize(&dir, &records);
+        let name = dir.display();
+        let members: Vec<i64> = fixture_sids(&dir);
+        assert!(
+            !summary.non_members.is_empty(),
+            "{name}: the probes are listed"
+        );
+        for n in &summary.non_members {
+            assert!(!members.contains(&n.sid), "{name}");
+            assert!(!n.asked.is_empty(), "{name}");
+        }
+        for r in &summary.rounds {
+            for sid in &r.participants {
+                assert!(members.contains(sid), "{name}: non-member {sid} in {r:?}");
+            }
+            assert!(
+                r.still_looking.iter().all(|s| members.contains(&s.sid)),
+                "{name}"
+            );
+        }
+    }
+}
