@@ -220,3 +220,45 @@ fn probes_are_not_elections() {
         }
     }
 }
+
+/// A leader left without its quorum: the outage runs from the follower's leaving (its quorum
+/// connection's close) to the leader's `Have quorum of supporters` after the new election;
+/// the leader's `Not sufficient followers synced` comes within a tick of the close.
+#[test]
+fn a_lost_quorum_is_dated_from_the_follower_that_left() {
+    for dir in running_fixtures()
+        .into_iter()
+        .filter(|d| d.to_string_lossy().contains("quorumloss"))
+    {
+        let records = decode(&dir);
+        let summary = summarize(&dir, &records);
+        let name = dir.display();
+        let r = summary
+            .rounds
+            .iter()
+            .find(|r| r.cause == Cause::QuorumLost)
+            .unwrap_or_else(|| panic!("{name}: no lost quorum in {:?}", summary.rounds));
+        let winner = r.winner.unwrap();
+        let log = std::fs::read_to_string(dir.join(format!("server.{winner}.log"))).unwrap();
+        let gave_up = log
+            .lines()
+            .find(|l| l.contains("Not sufficient followers synced"))
+            .map(log_time)
+            .unwrap();
+        let served = logged_story(&dir, winner)
+            .supporters
+            .into_iter()
+            .find(|t| *t > gave_up)
+            .unwrap();
+        let lost = r.leader_lost.unwrap();
+        let tick = 2.0;
+        assert!(
+            lost <= gave_up && lost >= gave_up - tick - 0.2,
+            "{name}: lost at {lost:.3}, the leader gave up at {gave_up:.3}"
+        );
+        let serving = r.serving.unwrap();
+        assert!((serving - served).abs() <= 0.2, "{name}: serving {serving:.3}, logged {served:.3}");
+        let unavailable = r.unavailable.unwrap();
+        assert!((unavailable - (served - lost)).abs() <= 0.2, "{name}");
+    }
+}

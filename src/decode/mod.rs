@@ -1201,6 +1201,7 @@ impl State {
                 None,
                 Body::Closed {
                     reset: how == CloseKind::Rst,
+                    quorum: self.conns[slot].quorum.is_some(),
                 },
             );
             self.push(r);

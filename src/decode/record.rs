@@ -47,6 +47,8 @@ pub enum Body {
     /// The connection was closed (both FINs, or a RST).
     Closed {
         reset: bool,
+        /// A quorum-port (Zab) connection, not an election one.
+        quorum: bool,
     },
     Problem(Problem),
 }

@@ -771,6 +771,9 @@ struct Server {
     /// When its last session as a learner ended (its quorum-port connection to a leader
     /// closed).
     left_zab: Option<f64>,
+    /// Its first refused election-port dial since its last decision (the capture names the
+    /// dialler by its address): it was looking by then, its votes going nowhere.
+    first_dial: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -1258,9 +1261,20 @@ impl Summarizer {
             }
             return;
         }
-        let reset = matches!(r.body, Body::Closed { reset: true });
-        if reset && r.from_sid.is_none() && !self.links.contains_key(&conn) {
-            bounded_push(&mut self.refused, time);
+        let (reset, quorum_port) = match r.body {
+            Body::Closed { reset, quorum } => (reset, quorum),
+            _ => (false, false),
+        };
+        if reset && !self.links.contains_key(&conn) {
+            match r.from_sid {
+                // A learner dialling a leader not listening yet is decided, not looking.
+                Some(_) if quorum_port => {}
+                None => bounded_push(&mut self.refused, time),
+                Some(dialler) if self.servers.contains_key(&dialler) || self.servers.len() < MAX_SERVERS => {
+                    self.servers.entry(dialler).first_dial.get_or_insert(time);
+                }
+                Some(_) => {}
+            }
         }
         if let Some(Link {
             a,
@@ -1362,6 +1376,13 @@ impl Summarizer {
             since = end;
             started = false;
         }
+        // Its dials refused before its first vote reached anyone: it was looking by then (a
+        // leader that lost its quorum, alone: fixtures/running/v3.9.5-quorumloss3 logged
+        // `LEADER ELECTION TOOK - 5798 MS` from its first refused dial).
+        if let Some(dial) = s.first_dial.take().filter(|d| *d < since) {
+            since = dial;
+            started = false;
+        }
         if let Some(e) = s.episode {
             self.episodes[e].decision = Some(index);
         }
@@ -1458,6 +1479,7 @@ impl Summarizer {
         s.decision = Some(index);
         s.since = since;
         s.round = round;
+        s.first_dial = None;
         self.decisions.push(Decision {
             sid,
             state,
@@ -2672,11 +2694,18 @@ impl Summarizer {
                     // vote came later, after its connections had closed, was stopped and
                     // restarted (fixtures/v3.8.0-zkfle-added: zkfle looked at once, the old
                     // leader voted 2.6 s later).
+                    // (Or its first refused dial, which its decision counts from.)
                     let old_first_vote = r
                         .changes
                         .iter()
                         .filter(|c| c.sid == old)
                         .map(|c| c.time)
+                        .chain(
+                            r.decisions
+                                .iter()
+                                .filter(|d| d.sid == old)
+                                .map(|d| d.looking_since),
+                        )
                         .fold(f64::INFINITY, f64::min);
                     let restarted = lost.is_finite() && old_first_vote > r.started + 1.0;
                     // Still connected but silent since before the election (a partition): its
@@ -2689,7 +2718,17 @@ impl Summarizer {
                         r.leader_lost = Some(t);
                     } else if r.participants.contains(&old) && !restarted {
                         r.cause = Cause::QuorumLost;
-                        r.leader_lost = Some(r.started);
+                        // Writes stopped when the follower it needed left: the last of its
+                        // followers' quorum connections to close before the election (the
+                        // leader gives up within a tick: `Not sufficient followers synced`).
+                        let left = self.closes[from..]
+                            .iter()
+                            .filter(|(t, leader, _, quorum)| {
+                                *quorum && *leader == Some(old) && *t > old_decided && *t <= r.started
+                            })
+                            .map(|c| c.0)
+                            .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.max(t))));
+                        r.leader_lost = Some(left.unwrap_or(r.started));
                     } else if lost.is_finite() {
                         r.cause = Cause::LeaderLost;
                         r.leader_lost = Some(lost.min(r.started));

@@ -64,7 +64,7 @@ fn err(field: &str, problem: impl Into<String>) -> JsonError {
 /// `to_sid_source` where a sid was not learned from an initial message: `sid_map`, `config`,
 /// `notification_config` or `address`), then the message's own fields;
 /// for quorum packets `packet`, `packet_type`, `zxid`, `data_bytes` and what identifies the
-/// packet; for closes `reset`; for problems `severity`, `kind`, details and `what`.
+/// packet; for closes `reset` and `quorum_port`; for problems `severity`, `kind`, details and `what`.
 #[derive(Default)]
 pub struct JsonWriter {
     /// The config text seen last (its bytes), its JSON string and its `version=`.
@@ -132,11 +132,16 @@ impl JsonWriter {
             Body::Initial(m) => write_initial(out, m),
             Body::Notification(n) => self.write_notification(out, n),
             Body::Quorum(q) => write_quorum(out, q),
-            Body::Closed { reset } => {
+            Body::Closed { reset, quorum } => {
                 out.extend_from_slice(if *reset {
                     b",\"reset\":true"
                 } else {
                     b",\"reset\":false"
+                });
+                out.extend_from_slice(if *quorum {
+                    b",\"quorum_port\":true"
+                } else {
+                    b",\"quorum_port\":false"
                 });
             }
             Body::Problem(p) => write_problem(out, p),
@@ -1019,8 +1024,14 @@ mod tests {
                 snapshot_bytes,
             }));
         }
-        bodies.push(Body::Closed { reset: true });
-        bodies.push(Body::Closed { reset: false });
+        bodies.push(Body::Closed {
+            reset: true,
+            quorum: false,
+        });
+        bodies.push(Body::Closed {
+            reset: false,
+            quorum: true,
+        });
         for text in ["h:1|[::1]:2||", "a\"b:1|c\\d:2", "x:1", "0.0.0.0:3888|h:2"] {
             let mut b = (-65535i64).to_be_bytes().to_vec();
             b.extend_from_slice(&7i64.to_be_bytes());

@@ -54,7 +54,7 @@ fn describe(r: &Record) -> String {
             q.zxid,
             r.time.as_secs_f64()
         ),
-        Body::Closed { reset } => format!(
+        Body::Closed { reset, .. } => format!(
             "connection {} time {:.6}",
             if *reset { "reset" } else { "closed" },
             r.time.as_secs_f64()

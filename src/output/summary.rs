@@ -250,7 +250,13 @@ impl Summary {
                             }
                             _ => "the leader fell silent".to_string(),
                         },
-                        Cause::QuorumLost => "the leader lost its quorum".to_string(),
+                        Cause::QuorumLost => match r.leader_lost {
+                            Some(t) if t < r.started => format!(
+                                "the leader lost its quorum (the last follower it needed left at {})",
+                                rel(t)
+                            ),
+                            _ => "the leader lost its quorum".to_string(),
+                        },
                         Cause::LeaderSilent => match r.leader_lost {
                             Some(t) => format!(
                                 "the leader's last quorum-port packet was at {}, its connections still open (cut off from its followers)",

@@ -53,8 +53,8 @@ impl TextWriter {
                 write_quorum_words(out, q);
                 Ok(())
             }
-            Body::Closed { reset: true } => write!(out, "connection reset (RST)"),
-            Body::Closed { reset: false } => write!(out, "connection closed (FIN)"),
+            Body::Closed { reset: true, .. } => write!(out, "connection reset (RST)"),
+            Body::Closed { reset: false, .. } => write!(out, "connection closed (FIN)"),
             Body::Problem(p) => {
                 out.extend_from_slice(match p.severity {
                     Severity::Error => b"error: ",
@@ -182,7 +182,10 @@ mod tests {
             to_sid_source: None,
             offset: None,
             raw: Vec::new(),
-            body: Body::Closed { reset: false },
+            body: Body::Closed {
+                reset: false,
+                quorum: false,
+            },
         }
     }
 

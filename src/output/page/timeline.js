@@ -4,7 +4,10 @@
 (function () {
   const D = JSON.parse(document.getElementById("zkfle-data").textContent);
   const S = D.summary || {};
-  const recs = D.records || [];
+  // Non-members (probes) asked for votes: not servers of the ensemble, no lane of their own.
+  const outsiders = new Set((S.non_members || []).map((n) => String(n.sid)));
+  const outside = (r) => outsiders.has(String(r.from_sid)) || outsiders.has(String(r.to_sid));
+  const recs = (D.records || []).filter((r) => !outside(r));
   // Config texts are stored once each; put them back into the notifications.
   for (const r of recs) {
     if (r.config_ref !== undefined) { r.config = (D.configs || [])[r.config_ref]; delete r.config_ref; }
