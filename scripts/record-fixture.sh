@@ -44,7 +44,9 @@
 # ports), server.N.log (each server's log trimmed to FastLeaderElection,
 # QuorumCnxManager, QuorumPeer and Leader/Learner lines), zoo.cfg (the shared
 # part of the config) and README.md (version, date, timeline, who led each round,
-# checks). Needs root for tcpdump. Honours ZK_HOME / ZK_JARS (see zk-env.sh);
+# checks). CAPTURE_LATE=1 starts the capture on the running ensemble, after it formed and
+# took the first writes (no initial message of the connections open then is in it);
+# OUT=DIR writes the fixture to DIR instead of fixtures/NAME. Needs root for tcpdump. Honours ZK_HOME / ZK_JARS (see zk-env.sh);
 # KEEP_WORKDIR=1 keeps the ensemble directory (full logs) for inspection.
 
 set -euo pipefail
@@ -160,7 +162,7 @@ if ! flock -n 9; then
   flock 9
 fi
 
-OUT="$ROOT/fixtures/$NAME"
+OUT=${OUT:-"$ROOT/fixtures/$NAME"}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-rec-$NAME.XXXXXX")
 TCPDUMP_PID=""
 TIMELINE=""
@@ -238,14 +240,17 @@ if [ "$SCENARIO" = reconfig4 ]; then
   done
 fi
 
-tcpdump -i "$IFACE" -s 0 -U -n -w "$WORK/capture.pcap" "$PCAP_FILTER" 2>"$WORK/tcpdump.err" &
-TCPDUMP_PID=$!
-for _ in $(seq 50); do
-  grep -q "listening on" "$WORK/tcpdump.err" 2>/dev/null && break
-  kill -0 "$TCPDUMP_PID" 2>/dev/null || { cat "$WORK/tcpdump.err" >&2; die "tcpdump exited"; }
-  sleep 0.1
-done
-event "tcpdump started: -i $IFACE -s 0 '$PCAP_FILTER'"
+start_capture() {
+  tcpdump -i "$IFACE" -s 0 -U -n -w "$WORK/capture.pcap" "$PCAP_FILTER" 2>"$WORK/tcpdump.err" &
+  TCPDUMP_PID=$!
+  for _ in $(seq 50); do
+    grep -q "listening on" "$WORK/tcpdump.err" 2>/dev/null && break
+    kill -0 "$TCPDUMP_PID" 2>/dev/null || { cat "$WORK/tcpdump.err" >&2; die "tcpdump exited"; }
+    sleep 0.1
+  done
+  event "tcpdump started: -i $IFACE -s 0 '$PCAP_FILTER'"
+}
+[ "${CAPTURE_LATE:-0}" = 1 ] || start_capture
 
 if [ "$SCENARIO" = staggered5 ]; then
   for sid in $SIDS; do
@@ -265,6 +270,11 @@ else
 fi
 wait_stable "start"
 writes a
+if [ "${CAPTURE_LATE:-0}" = 1 ]; then
+  # As operators capture: on the running ensemble, its connections long open.
+  start_capture
+  sleep 3
+fi
 if [ "$SCENARIO" = reconfig4 ]; then
   l=$(leader_of)
   laddr=$("$ENS" status "$WORK" | awk -v l="$l" '$1 == l { print $4 }')

@@ -51,6 +51,9 @@ pub enum SidSource {
     NotificationConfig,
     /// The IP a connection was dialled from, the one member's host.
     Address,
+    /// The connection's first vote: a LOOKING server's first notification of a round proposes
+    /// itself, and only a larger sid's connection carries notifications (Java's tie-break).
+    Vote,
 }
 
 impl SidSource {
@@ -62,6 +65,7 @@ impl SidSource {
             SidSource::Config => Some("config"),
             SidSource::NotificationConfig => Some("notification_config"),
             SidSource::Address => Some("address"),
+            SidSource::Vote => Some("vote"),
         }
     }
 }

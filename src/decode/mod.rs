@@ -276,6 +276,11 @@ struct Conn {
     /// Still deciding whether a connection on another port is election traffic.
     recognising: Option<Vec<u8>>,
     initiator_sid: Option<i64>,
+    /// How `initiator_sid` was learned when not from the connection's own initial message or
+    /// LearnerInfo.
+    initiator_source: Option<SidSource>,
+    /// Whether the initiator's first notification was seen (its vote can name it once).
+    initiator_voted: bool,
     dirs: [DirState; 2],
     /// `Some` for a quorum-port connection: its directions are decoded as Zab packets (and
     /// `dirs` is unused).
@@ -321,6 +326,8 @@ impl Opening {
             flipped: self.flipped,
             recognising: (!self.on_port).then(Vec::new),
             initiator_sid: None,
+            initiator_source: None,
+            initiator_voted: false,
             sasl_user: None,
             acceptor_sid: std::cell::Cell::new(None),
             hosts_checked: u64::MAX,
@@ -1004,6 +1011,9 @@ impl State {
                         self.book
                             .learn_config(&cfg, identity::SidSource::NotificationConfig);
                     }
+                    if dir == CapDir::FromInitiator {
+                        self.initiator_vote(conn, &n);
+                    }
                     Body::Notification(n)
                 }
                 Err(e) => {
@@ -1227,6 +1237,42 @@ impl State {
         sid
     }
 
+    /// Names a connection's unnamed initiator by its first notification (see
+    /// [`SidSource::Vote`]): a LOOKING vote for a member larger than the acceptor, on a
+    /// connection whose dialler's address names nobody. A server's first vote of a round goes
+    /// to every peer before any other (its send queues empty), and proposes itself.
+    fn initiator_vote(&mut self, conn: ConnId, n: &Notification) {
+        let Some(slot) = self.slot(conn) else {
+            return;
+        };
+        let c = &self.conns[slot];
+        if c.initiator_sid.is_some() || c.initiator_voted {
+            return;
+        }
+        let acceptor = self.acceptor_sid(c).map(|(sid, _)| sid);
+        let ip = c.initiator.ip();
+        self.conns[slot].initiator_voted = true;
+        let Some(acceptor) = acceptor else {
+            return;
+        };
+        let proposer = n.leader;
+        let votes = self
+            .book
+            .members()
+            .get(&proposer)
+            .is_some_and(|r| *r == crate::wire::Role::Participant);
+        if n.state != crate::wire::ServerState::Looking
+            || !votes
+            || proposer <= acceptor
+            || self.book.dialler_of(ip, Some(acceptor)).is_some()
+        {
+            return;
+        }
+        let c = &mut self.conns[slot];
+        c.initiator_sid = Some(proposer);
+        c.initiator_source = Some(SidSource::Vote);
+    }
+
     /// A connection whose initiator did not name itself tells the book that its initiator's
     /// host is not its acceptor's alone (once a book change could make that news).
     fn check_hosts(&mut self, slot: usize) {
@@ -1283,7 +1329,11 @@ impl State {
             return false;
         };
         if let Some(wait) = acceptor.take() {
-            fill_sids(&self.book, record, wait);
+            let by_vote = record
+                .conn
+                .and_then(|id| self.conns.get(&id))
+                .and_then(|c| Some((c.initiator_sid?, c.initiator_source?)));
+            fill_sids(&self.book, record, wait, by_vote);
         }
         true
     }
@@ -1334,7 +1384,7 @@ impl State {
                 Some(c.acceptor),
                 c.initiator_sid,
                 acceptor_sid,
-                None,
+                c.initiator_source,
                 acceptor_source,
             ),
             CapDir::FromAcceptor => (
@@ -1343,7 +1393,7 @@ impl State {
                 acceptor_sid,
                 c.initiator_sid,
                 acceptor_source,
-                None,
+                c.initiator_source,
             ),
         };
         Pending {
@@ -1408,8 +1458,14 @@ fn named_by(source: SidSource) -> Option<SidSource> {
     source.name().map(|_| source)
 }
 
-/// Fills in the sids a record waited for, as far as the book knows them now.
-fn fill_sids(book: &AddressBook, record: &mut Record, wait: SidWait) {
+/// Fills in the sids a record waited for, as far as the book knows them now (or, for the
+/// initiator, as its connection's later vote named it).
+fn fill_sids(
+    book: &AddressBook,
+    record: &mut Record,
+    wait: SidWait,
+    initiator_by_vote: Option<NamedSid>,
+) {
     let mut acceptor_sid = wait.acceptor_sid;
     let (acceptor_slot, initiator_slot) = if wait.from_initiator {
         (
@@ -1434,7 +1490,7 @@ fn fill_sids(book: &AddressBook, record: &mut Record, wait: SidWait) {
         acceptor_sid = Some(sid);
     }
     if let Some(ip) = wait.initiator
-        && let Some((sid, source)) = book.dialler_of(ip, acceptor_sid)
+        && let Some((sid, source)) = book.dialler_of(ip, acceptor_sid).or(initiator_by_vote)
     {
         *initiator_slot.0 = Some(sid);
         *initiator_slot.1 = named_by(source);

@@ -971,6 +971,9 @@ pub struct Summarizer {
     at_start: Option<AtStart>,
     /// Whether a server decided in the capture (not counting states held before it).
     decided_in_capture: bool,
+    /// Whether the capture began on a running ensemble: connections open before it, joined
+    /// before any decision of its own.
+    mid_run: bool,
     /// Sids that exchanged notifications while no config in force named them (at most
     /// [`MAX_SERVERS`]): those no config ever names are non-members (probes, doctors).
     strangers: HashMap<i64, NonMember>,
@@ -1103,6 +1106,9 @@ impl Summarizer {
                 self.link(r);
             }
             Body::Problem(p) => {
+                if p.kind == super::ProblemKind::MidStream && !self.decided_in_capture {
+                    self.mid_run = true;
+                }
                 if let super::ProblemKind::Sasl {
                     accepted: false,
                     user,
@@ -1270,11 +1276,19 @@ impl Summarizer {
                 // A learner dialling a leader not listening yet is decided, not looking.
                 Some(_) if quorum_port => {}
                 None => bounded_push(&mut self.refused, time),
-                Some(dialler) if self.servers.contains_key(&dialler) || self.servers.len() < MAX_SERVERS => {
+                Some(dialler)
+                    if self.servers.contains_key(&dialler) || self.servers.len() < MAX_SERVERS =>
+                {
                     self.servers.entry(dialler).first_dial.get_or_insert(time);
                 }
                 Some(_) => {}
             }
+        }
+        let link = self.links.remove(&conn);
+        if link.is_none() && !reset && (r.from_sid.is_some() || r.to_sid.is_some()) {
+            // An idle connection open before the capture (a steady ensemble's election
+            // connections carry nothing): its close tells who went.
+            self.push_close((time, r.from_sid, r.to_sid, false));
         }
         if let Some(Link {
             a,
@@ -1282,7 +1296,7 @@ impl Summarizer {
             a_sent: x,
             b_sent: y,
             ..
-        }) = self.links.remove(&conn)
+        }) = link
         {
             self.push_close((time, a, b, false));
             if x && y
@@ -1412,19 +1426,22 @@ impl Summarizer {
     /// then (as that leader, or one of its learners), in a round older than any decision of
     /// the capture.
     fn held_before_capture(&self, from: i64, n: &Notification) -> bool {
-        let Some(a) = &self.at_start else {
-            return false;
+        // Without the quorum port, only that the capture joined connections already open.
+        let leader = match &self.at_start {
+            Some(a) => a.leader,
+            None if self.mid_run => n.leader,
+            None => return false,
         };
         // (A round no decision of the capture reached: a frozen leader resumed answers with
         // the round it led in, older than the election that replaced it.)
-        n.leader == a.leader
+        n.leader == leader
             && !self
                 .decisions
                 .iter()
                 .any(|d| !d.before_capture && d.election_epoch <= n.election_epoch)
             && match n.state {
-                ServerState::Leading => from == a.leader,
-                ServerState::Following | ServerState::Observing => from != a.leader,
+                ServerState::Leading => from == leader,
+                ServerState::Following | ServerState::Observing => from != leader,
                 _ => false,
             }
     }
@@ -2612,11 +2629,27 @@ impl Summarizer {
         elections.sort_by(|a, b| a.started.total_cmp(&b.started));
         let mut changes = std::mem::take(&mut self.changes);
         changes.sort_by(|a, b| a.time.total_cmp(&b.time));
-        // A capture begun on a running ensemble starts with the leader its traffic shows.
+        // A capture begun on a running ensemble starts with the leader its traffic shows: on
+        // the quorum port, or else in the answers of servers decided before it began.
         let mut prev_leader: Option<(i64, f64)> = self
             .at_start
             .as_ref()
-            .map(|a| (a.leader, f64::NEG_INFINITY));
+            .map(|a| a.leader)
+            .or_else(|| {
+                let mut leaders: Vec<i64> = self
+                    .decisions
+                    .iter()
+                    .filter(|d| d.before_capture)
+                    .map(|d| d.leader)
+                    .collect();
+                leaders.sort_unstable();
+                leaders.dedup();
+                match leaders.as_slice() {
+                    [one] => Some(*one),
+                    _ => None,
+                }
+            })
+            .map(|l| (l, f64::NEG_INFINITY));
         for i in 0..elections.len() {
             let next_start = elections.get(i + 1).map_or(f64::INFINITY, |r| r.started);
             let r = &mut elections[i];
@@ -2646,13 +2679,16 @@ impl Summarizer {
             r.decisions.sort_by(|a, b| a.time.total_cmp(&b.time));
             r.duration = r.decisions.last().map(|d| d.time - r.started);
             // The cause, from the wire.
+            // (On a capture begun on a running ensemble, a server first heard in an election was
+            // there all along.)
             let firsts = r
                 .participants
                 .iter()
                 .filter(|sid| {
-                    first_seen
-                        .get(*sid)
-                        .is_some_and(|t| (t - r.started).abs() < 5.0)
+                    !self.mid_run
+                        && first_seen
+                            .get(*sid)
+                            .is_some_and(|t| (t - r.started).abs() < 5.0)
                 })
                 .count();
             match prev_leader {
@@ -2724,7 +2760,10 @@ impl Summarizer {
                         let left = self.closes[from..]
                             .iter()
                             .filter(|(t, leader, _, quorum)| {
-                                *quorum && *leader == Some(old) && *t > old_decided && *t <= r.started
+                                *quorum
+                                    && *leader == Some(old)
+                                    && *t > old_decided
+                                    && *t <= r.started
                             })
                             .map(|c| c.0)
                             .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.max(t))));
