@@ -546,3 +546,70 @@ fn a_partitioned_leader_is_told_as_the_logs_tell_it() {
         "{v}"
     );
 }
+
+/// One host's capture cut into several files (`tcpdump -C`/`-W` or `-G` rings, as
+/// docs/guide.md recommends) is read as that one capture, in order and on its clock: the same
+/// records as the whole file, whatever order the files are named in.
+#[test]
+fn a_capture_cut_into_files_reads_as_one() {
+    let dirs = [
+        fixtures_dir("basic3"),
+        fixtures_dir("running/v3.9.5-loopback3"),
+    ];
+    for dir in dirs {
+        let whole = capture_file(&dir).unwrap();
+        let whole = whole.to_string_lossy().into_owned();
+        let (header, records) = pcap_records(&std::fs::read(&whole).unwrap());
+        let name = dir.file_name().unwrap().to_string_lossy().replace('/', "-");
+        let thirds = records.len() / 3;
+        let mut parts = Vec::new();
+        for (i, chunk) in [
+            &records[..thirds],
+            &records[thirds..2 * thirds],
+            &records[2 * thirds..],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let path = tmp(&format!("{name}.ring{i}.pcap"));
+            write_pcap(&path, &header, chunk);
+            parts.push(path.to_string_lossy().into_owned());
+        }
+        // Named out of order: the files' times give the order.
+        parts.rotate_left(1);
+        let (merged, offsets) = open_files(&parts, &vec![None; parts.len()]).unwrap();
+        let cut: Vec<Record> = Decoder::with_source(merged, options(&dir)).collect();
+        let segments = zkfle::capture::open(&whole).unwrap();
+        let all: Vec<Record> = Decoder::new(segments, options(&dir)).collect();
+        assert_eq!(cut, all, "{}", dir.display());
+        // The first in time is the reference; each of the others continues the one before.
+        assert!(
+            matches!(offsets[2], ClockOffset::Estimated { offset: 0, .. }),
+            "{offsets:?}"
+        );
+        assert_eq!(
+            offsets[0],
+            ClockOffset::Continues { file: 2, offset: 0 },
+            "{offsets:?}"
+        );
+        assert_eq!(
+            offsets[1],
+            ClockOffset::Continues { file: 0, offset: 0 },
+            "{offsets:?}"
+        );
+        // And the command line says so.
+        let out = zkfle()
+            .args(["decode", "--summary"])
+            .args(&parts)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(&format!("{}: continues", parts[0])), "{text}");
+    }
+}
+
+fn fixtures_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+}

@@ -112,7 +112,10 @@ fn decisions_logged_after_the_capture_began_are_reported() {
         }
     }
     assert!(total > 0);
-    eprintln!("{found} of {total} logged decisions reported\n{}", report.join("\n\n"));
+    eprintln!(
+        "{found} of {total} logged decisions reported\n{}",
+        report.join("\n\n")
+    );
     // The bar: at least 95% of the logged decisions, each within 0.1 s.
     assert!(
         found * 100 >= total * 95,

@@ -152,6 +152,8 @@ pub struct SegmentIndex {
     hosts: FxHashMap<IpAddr, u64>,
     /// The segments counted in `hosts` (the first [`INDEX_FIRST`]).
     hosted: u64,
+    /// The first and last capture times indexed (nanoseconds), of any segment.
+    span: Option<(i64, i64)>,
 }
 
 /// Addresses counted per file for [`SegmentIndex::own_hosts`].
@@ -160,6 +162,8 @@ const MAX_HOSTS: usize = 256;
 impl SegmentIndex {
     /// Notes a segment of this file.
     pub fn add(&mut self, seg: &TcpSegmentRef<'_>) {
+        let t = nanos(seg.time);
+        self.span = Some(self.span.map_or((t, t), |(a, b)| (a.min(t), b.max(t))));
         let Some(fp) = fingerprint(seg) else { return };
         self.segments += 1;
         // The first segments tell the host as well as all of them would.
@@ -203,6 +207,21 @@ impl SegmentIndex {
             .map(|(&ip, _)| ip)
             .collect();
         if own.len() == 1 { own } else { Vec::new() }
+    }
+
+    /// Takes in the index of the file that continues this one's capture (see
+    /// [`rotation_chains`]): one capture, one clock.
+    fn absorb(&mut self, next: SegmentIndex) {
+        for (fp, entry) in next.entries {
+            if fp & self.mask() == 0 && self.entries.len() < INDEX_CAPACITY {
+                self.entries.entry(fp).or_insert(entry);
+            }
+        }
+        self.segments += next.segments;
+        self.span = match (self.span, next.span) {
+            (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
+            (s, None) | (None, s) => s,
+        };
     }
 
     fn mask(&self) -> u64 {
@@ -325,13 +344,18 @@ pub enum ClockOffset {
     Fixed { offset: i64 },
     /// Shares nothing with the aligned files: left as recorded.
     Unaligned,
+    /// The rest of file `file`'s capture, cut into several by tcpdump (`-C`/`-W`, `-G`): read
+    /// after it, on its clock (see [`rotation_chains`]).
+    Continues { file: usize, offset: i64 },
 }
 
 impl ClockOffset {
     /// Nanoseconds to add to the file's times.
     pub fn nanos(self) -> i64 {
         match self {
-            ClockOffset::Estimated { offset, .. } | ClockOffset::Fixed { offset } => offset,
+            ClockOffset::Estimated { offset, .. }
+            | ClockOffset::Fixed { offset }
+            | ClockOffset::Continues { offset, .. } => offset,
             ClockOffset::Unaligned => 0,
         }
     }
@@ -407,7 +431,7 @@ pub fn align_pairs(pairs: &[Vec<Option<PairEstimate>>], fixed: &[Option<i64>]) -
 /// Segments of one connection direction that one file lacks and another covering file has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Loss {
-    /// The file that lacks them.
+    /// The file that lacks them (the first of several that are one capture).
     pub file: usize,
     pub src: SocketAddr,
     pub dst: SocketAddr,
@@ -595,6 +619,9 @@ pub struct MergedSegments {
     losses: FxHashMap<(usize, SocketAddr, SocketAddr), (u64, u64)>,
     /// Copies dropped because another file had them first.
     pub duplicates: u64,
+    /// Each input's first file, as an index into the files given to [`open_files`] (an input
+    /// is several files when they are one capture cut into several).
+    heads: Vec<usize>,
 }
 
 fn connection_hash(a: SocketAddr, b: SocketAddr) -> u64 {
@@ -642,7 +669,23 @@ impl MergedSegments {
             coverage_sweep_at: COVERAGE_SWEEP_FIRST,
             losses: FxHashMap::default(),
             duplicates: 0,
+            heads: Vec::new(),
         }
+    }
+
+    /// Each input's statistics, with the index of its first file among those given to
+    /// [`open_files`] (its own index when merged with [`MergedSegments::new`]).
+    pub fn file_stats(&self) -> Vec<(usize, super::CaptureStats)> {
+        self.inputs
+            .iter()
+            .enumerate()
+            .map(|(i, input)| (self.head_file(i), *input.segments.stats()))
+            .collect()
+    }
+
+    /// The given file an input begins with.
+    fn head_file(&self, input: usize) -> usize {
+        self.heads.get(input).copied().unwrap_or(input)
     }
 
     /// Tells each file's capturing host's addresses, in the order of the files (see
@@ -655,11 +698,6 @@ impl MergedSegments {
         }
     }
 
-    /// Each file's reader (for its statistics).
-    pub fn files(&self) -> impl Iterator<Item = &TcpSegments> {
-        self.inputs.iter().map(|i| &i.segments)
-    }
-
     /// Capture losses found so far (complete once the merge has ended), per file and
     /// connection direction.
     pub fn losses(&self) -> Vec<Loss> {
@@ -667,7 +705,7 @@ impl MergedSegments {
             .losses
             .iter()
             .map(|(&(file, src, dst), &(segments, bytes))| Loss {
-                file,
+                file: self.head_file(file),
                 src,
                 dst,
                 segments,
@@ -941,6 +979,61 @@ fn refuse_same_file(paths: &[String]) -> Result<(), CaptureError> {
     Ok(())
 }
 
+/// The files that are one capture cut into several, as chains of file indices in order: a
+/// ring of `tcpdump -C`/`-W` or `-G` files of one host. A file continues another when both
+/// were read to their end, it shares no segment with it, has the same capturing host (or
+/// one of them tells none, as on loopback), and begins after the other ends; of several, the latest to
+/// end. Every other file is a chain of its own. Chains come in the order of their first
+/// given file. `ended[i]`: file i was indexed whole.
+pub fn rotation_chains(indexes: &[SegmentIndex], ended: &[bool]) -> Vec<Vec<usize>> {
+    let n = indexes.len();
+    let mut by_start: Vec<usize> = (0..n).filter(|&i| indexes[i].span.is_some()).collect();
+    by_start.sort_by_key(|&i| indexes[i].span.map(|s| s.0));
+    let mut next: Vec<Option<usize>> = vec![None; n];
+    let mut continues = vec![false; n];
+    for &j in &by_start {
+        if !ended[j] {
+            continue;
+        }
+        let Some((start, _)) = indexes[j].span else {
+            continue;
+        };
+        let own = indexes[j].own_hosts();
+        let before = by_start
+            .iter()
+            .copied()
+            .filter(|&i| {
+                i != j
+                    && ended[i]
+                    && next[i].is_none()
+                    && {
+                        let theirs = indexes[i].own_hosts();
+                        theirs == own || theirs.is_empty() || own.is_empty()
+                    }
+                    && indexes[i].span.is_some_and(|(_, end)| end <= start)
+                    && estimate_pair(&indexes[i], &indexes[j]).is_none()
+            })
+            .max_by_key(|&i| indexes[i].span.map(|s| s.1));
+        if let Some(i) = before {
+            next[i] = Some(j);
+            continues[j] = true;
+        }
+    }
+    let mut chains = Vec::new();
+    for (i, _) in continues.iter().enumerate().filter(|(_, c)| !**c) {
+        let mut chain = vec![i];
+        let mut at = i;
+        while let Some(j) = next[at] {
+            chain.push(j);
+            at = j;
+        }
+        chains.push(chain);
+    }
+    // The chain of the first file given is the reference, as the first file is otherwise.
+    chains.sort_by_key(|c| c.iter().copied().min());
+    chains
+}
+
 /// Reads every file once to index its segments (pass 1), aligns the clocks, and opens them
 /// again merged (pass 2). `fixed[i]` overrides file i's offset (nanoseconds). A file that
 /// fails part-way is indexed up to the failure; its error comes out of the merge.
@@ -972,10 +1065,11 @@ pub fn open_files(
         readers.push(Some(super::open(path).map_err(|e| in_file(path, e))?));
     }
     let mut indexes: Vec<SegmentIndex> = paths.iter().map(|_| SegmentIndex::default()).collect();
+    let mut ended = vec![false; paths.len()];
     let mut budget = INDEX_FIRST;
     let mut worst_before: Option<i64> = None;
     let offsets = loop {
-        for (reader, index) in readers.iter_mut().zip(&mut indexes) {
+        for ((reader, index), ended) in readers.iter_mut().zip(&mut indexes).zip(&mut ended) {
             let Some(segments) = reader else { continue };
             while index.segments < budget {
                 match segments.next_with(|seg| index.add(seg)) {
@@ -983,6 +1077,7 @@ pub fn open_files(
                     // The end, or an error the merge will report: this file is read.
                     _ => {
                         *reader = None;
+                        *ended = true;
                         break;
                     }
                 }
@@ -1011,13 +1106,54 @@ pub fn open_files(
         budget = budget.saturating_mul(2);
     };
     drop(readers);
-    let mut files = Vec::with_capacity(paths.len());
-    for (path, offset) in paths.iter().zip(&offsets) {
-        let segments = super::open(path).map_err(|e| in_file(path, e))?;
-        files.push((path.clone(), segments, *offset));
+    // Files that stayed unaligned were read to their end: one host's capture cut into several
+    // is read as one, aligned as one.
+    let chains = if offsets.contains(&ClockOffset::Unaligned) {
+        rotation_chains(&indexes, &ended)
+    } else {
+        (0..paths.len()).map(|i| vec![i]).collect()
+    };
+    let (offsets, indexes) = if chains.len() < paths.len() {
+        let mut slots: Vec<Option<SegmentIndex>> = indexes.into_iter().map(Some).collect();
+        let mut joined = Vec::with_capacity(chains.len());
+        let mut chain_fixed = Vec::with_capacity(chains.len());
+        for chain in &chains {
+            let mut index = slots[chain[0]].take().unwrap_or_default();
+            for &j in &chain[1..] {
+                index.absorb(slots[j].take().unwrap_or_default());
+            }
+            joined.push(index);
+            chain_fixed.push(fixed.get(chain[0]).copied().flatten());
+        }
+        let chain_offsets = align(&joined, &chain_fixed);
+        let mut offsets = vec![ClockOffset::Unaligned; paths.len()];
+        for (chain, offset) in chains.iter().zip(&chain_offsets) {
+            offsets[chain[0]] = *offset;
+            for pair in chain.windows(2) {
+                offsets[pair[1]] = ClockOffset::Continues {
+                    file: pair[0],
+                    offset: offset.nanos(),
+                };
+            }
+        }
+        (offsets, joined)
+    } else {
+        (offsets, indexes)
+    };
+    let mut files = Vec::with_capacity(chains.len());
+    for chain in &chains {
+        let head = &paths[chain[0]];
+        let segments = if chain.len() == 1 {
+            super::open(head).map_err(|e| in_file(head, e))?
+        } else {
+            let parts: Vec<String> = chain.iter().map(|&i| paths[i].clone()).collect();
+            TcpSegments::chain(&parts)?
+        };
+        files.push((head.clone(), segments, offsets[chain[0]]));
     }
     let mut merged = MergedSegments::new(files);
     merged.set_own_hosts(indexes.iter().map(SegmentIndex::own_hosts).collect());
+    merged.heads = chains.iter().map(|c| c[0]).collect();
     Ok((merged, offsets))
 }
 

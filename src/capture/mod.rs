@@ -74,10 +74,22 @@ pub struct TcpSegments {
     reader: Source,
 }
 
-/// Where packets come from: a stream, or a legacy pcap file mapped in memory.
+/// Where packets come from: a stream, a legacy pcap file mapped in memory, or several
+/// files of one capture read one after the other.
 enum Source {
     Reader(CaptureReader),
     Mapped(mapped::MappedPcap),
+    Chain(Box<Chain>),
+}
+
+/// The files of one capture cut into several (a ring of `tcpdump -C`/`-W` or `-G` files), in
+/// order: each is read as a stream to its end, then the next.
+struct Chain {
+    parts: std::collections::VecDeque<CaptureReader>,
+    /// The counts of the files read to their end.
+    done: CaptureStats,
+    /// `done` plus the current file's counts.
+    stats: CaptureStats,
 }
 
 impl Source {
@@ -85,16 +97,31 @@ impl Source {
         match self {
             Source::Reader(r) => r.stats(),
             Source::Mapped(m) => m.stats(),
+            Source::Chain(c) => &c.stats,
         }
     }
 
     fn next_with<T>(
         &mut self,
-        f: impl FnMut(&PacketRef<'_>, &mut CaptureStats) -> Option<T>,
+        mut f: impl FnMut(&PacketRef<'_>, &mut CaptureStats) -> Option<T>,
     ) -> Option<Result<T, CaptureError>> {
         match self {
             Source::Reader(r) => r.next_with(f),
             Source::Mapped(m) => m.next_with(f),
+            Source::Chain(c) => loop {
+                let part = c.parts.front_mut()?;
+                match part.next_with(&mut f) {
+                    Some(read) => {
+                        c.stats = c.done.plus(part.stats());
+                        return Some(read);
+                    }
+                    None => {
+                        c.done = c.done.plus(part.stats());
+                        c.stats = c.done;
+                        c.parts.pop_front();
+                    }
+                }
+            },
         }
     }
 }
@@ -118,6 +145,29 @@ impl TcpSegments {
         }
     }
 
+    /// Reads the files of one capture cut into several (rotated by tcpdump), in the order
+    /// given, as one: each to its end, then the next. Each file is opened now.
+    pub fn chain(paths: &[String]) -> Result<TcpSegments, CaptureError> {
+        let mut parts = std::collections::VecDeque::with_capacity(paths.len());
+        for path in paths {
+            let file = std::fs::File::open(path).map_err(|source| CaptureError::Open {
+                path: path.clone(),
+                source,
+            })?;
+            parts.push_back(CaptureReader::new(file).map_err(|e| CaptureError::InFile {
+                path: path.clone(),
+                source: Box::new(e),
+            })?);
+        }
+        Ok(TcpSegments {
+            reader: Source::Chain(Box::new(Chain {
+                parts,
+                done: CaptureStats::default(),
+                stats: CaptureStats::default(),
+            })),
+        })
+    }
+
     /// Reads a capture from any input.
     pub fn from_reader<R: std::io::Read + Send + 'static>(
         input: R,
@@ -135,7 +185,7 @@ impl TcpSegments {
     pub fn mapped_bytes(&self) -> Option<&[u8]> {
         match &self.reader {
             Source::Mapped(m) => Some(m.bytes()),
-            Source::Reader(_) => None,
+            Source::Reader(_) | Source::Chain(_) => None,
         }
     }
 

@@ -241,6 +241,27 @@ pub struct CaptureStats {
 }
 
 impl CaptureStats {
+    /// The counts of two captures read one after the other.
+    pub fn plus(&self, other: &CaptureStats) -> CaptureStats {
+        CaptureStats {
+            packets: self.packets + other.packets,
+            tcp: self.tcp + other.tcp,
+            truncated_tcp: self.truncated_tcp + other.truncated_tcp,
+            cut_at: self.cut_at.max(other.cut_at),
+            unsupported_link_type: self.unsupported_link_type + other.unsupported_link_type,
+            first_unsupported_link_type: self
+                .first_unsupported_link_type
+                .or(other.first_unsupported_link_type),
+            not_ip: self.not_ip + other.not_ip,
+            not_tcp: self.not_tcp + other.not_tcp,
+            fragments: self.fragments + other.fragments,
+            malformed: self.malformed + other.malformed,
+            unknown_interface: self.unknown_interface + other.unknown_interface,
+            bad_ts_resolution: self.bad_ts_resolution + other.bad_ts_resolution,
+            other_blocks: self.other_blocks + other.other_blocks,
+        }
+    }
+
     /// Counts a packet that [`decode_tcp`] skipped.
     pub fn note(&mut self, skip: Skip) {
         match skip {

@@ -343,11 +343,11 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     out.consume(&mut decoder)?;
     let merged = decoder.segments();
     let losses = merged.losses();
-    let stats: Vec<(String, CaptureStats)> = args
-        .captures
-        .iter()
-        .cloned()
-        .zip(merged.files().map(|f| *f.stats()))
+    // A capture cut into several files counts as one, under its first file's name.
+    let stats: Vec<(String, CaptureStats)> = merged
+        .file_stats()
+        .into_iter()
+        .map(|(file, s)| (args.captures[file].clone(), s))
         .collect();
     out.finish(&name, &clocks, &losses, &stats)
 }

@@ -28,6 +28,10 @@ pub fn clocks_json(clocks: &[(String, ClockOffset)]) -> Value {
                 ClockOffset::Unaligned => json!({
                     "file": file, "offset": null, "error": null, "status": "unaligned",
                 }),
+                ClockOffset::Continues { file: before, offset } => json!({
+                    "file": file, "offset": seconds(*offset), "error": null, "status": "continues",
+                    "continues": clocks.get(*before).map(|c| c.0.as_str()),
+                }),
             })
             .collect(),
     )
@@ -50,6 +54,10 @@ pub fn clocks_text(clocks: &[(String, ClockOffset)]) -> String {
                 format!("{:+.6} s (given with --clock-offset)", seconds(*offset))
             }
             ClockOffset::Unaligned => "unaligned: shares no segments (both ways) with the other files; its times are as recorded".to_string(),
+            ClockOffset::Continues { file: before, .. } => format!(
+                "continues {} (the same host's capture, cut into files: read after it, on its clock)",
+                clocks.get(*before).map_or("?", |c| c.0.as_str())
+            ),
         };
         s.push_str(&format!("  {file}: {what}\n"));
     }
