@@ -52,6 +52,18 @@ fn summarize(dir: &Path, records: &[Record]) -> Summary {
     s.finish()
 }
 
+/// The fixtures of one scenario (its name in theirs), with their summaries.
+fn scenario(name: &str) -> Vec<(PathBuf, Summary)> {
+    running_fixtures()
+        .into_iter()
+        .filter(|d| d.to_string_lossy().contains(name))
+        .map(|dir| {
+            let summary = summarize(&dir, &decode(&dir));
+            (dir, summary)
+        })
+        .collect()
+}
+
 fn first_time(records: &[Record]) -> f64 {
     records
         .iter()
@@ -199,12 +211,7 @@ fn sids_without_initial_messages_say_how_they_were_learned() {
 
 #[test]
 fn probes_are_not_elections() {
-    for dir in running_fixtures()
-        .into_iter()
-        .filter(|d| d.to_string_lossy().contains("probes"))
-    {
-        let records = decode(&dir);
-        let summary = summarize(&dir, &records);
+    for (dir, summary) in scenario("probes") {
         let name = dir.display();
         let members: Vec<i64> = fixture_sids(&dir);
         assert!(
@@ -232,12 +239,7 @@ fn probes_are_not_elections() {
 /// the leader's `Not sufficient followers synced` comes within a tick of the close.
 #[test]
 fn a_lost_quorum_is_dated_from_the_follower_that_left() {
-    for dir in running_fixtures()
-        .into_iter()
-        .filter(|d| d.to_string_lossy().contains("quorumloss"))
-    {
-        let records = decode(&dir);
-        let summary = summarize(&dir, &records);
+    for (dir, summary) in scenario("quorumloss") {
         let name = dir.display();
         let r = summary
             .rounds
