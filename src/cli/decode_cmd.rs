@@ -64,6 +64,11 @@ pub struct DecodeArgs {
     /// Who listens where: `ADDR=SID`, e.g. `127.0.0.1:3888=1` (repeatable).
     #[arg(long = "sid-map", value_name = "ADDR=SID")]
     pub sid_map: Vec<String>,
+    /// Host names in /etc/hosts form (`IP NAME...`), for configs that name the members by
+    /// host name (Docker, Kubernetes): a capture begun on a running ensemble then names every
+    /// end (`docker network inspect` or `kubectl get pods -o wide` gives the IPs).
+    #[arg(long, value_name = "HOSTS_FILE")]
+    pub hosts: Option<PathBuf>,
     /// Seconds added to one file's times, replacing the estimate (repeatable).
     #[arg(
         long = "clock-offset",
@@ -211,6 +216,9 @@ fn install_sigint() -> Arc<AtomicBool> {
 
 pub fn run(args: DecodeArgs) -> Result<(), CliError> {
     let mut book = AddressBook::default();
+    if let Some(path) = &args.hosts {
+        book.resolve_names(&super::hosts_file(path)?);
+    }
     // What --config tells the summary: the members, and a hierarchical quorum rule.
     let mut known: Option<crate::wire::QuorumConfig> = None;
     if let Some(path) = &args.config {

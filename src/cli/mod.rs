@@ -105,6 +105,51 @@ fn members_config(path: &std::path::Path) -> Result<crate::zoocfg::ZooCfg, CliEr
     Ok(cfg)
 }
 
+/// The largest `--hosts` file read: an /etc/hosts of a large cluster is a few hundred KB.
+const MAX_HOSTS_FILE_BYTES: u64 = 16 << 20;
+
+/// Reads a `--hosts` file, /etc/hosts form: each line an IP, then its names; `#` starts a
+/// comment. A line whose first field is not an IP is an error naming the file and line.
+fn hosts_file(path: &std::path::Path) -> Result<Vec<(std::net::IpAddr, String)>, CliError> {
+    use std::io::Read;
+    let what = |e: std::io::Error| CliError::input(format!("--hosts {}: {e}", path.display()));
+    let mut text = String::new();
+    let file = std::fs::File::open(path).map_err(what)?;
+    let read = file
+        .take(MAX_HOSTS_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(what)?;
+    if read as u64 > MAX_HOSTS_FILE_BYTES {
+        return Err(CliError::input(format!(
+            "--hosts {}: larger than {} MiB, not a hosts file",
+            path.display(),
+            MAX_HOSTS_FILE_BYTES >> 20
+        )));
+    }
+    let mut table = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("");
+        let mut fields = line.split_whitespace();
+        let Some(first) = fields.next() else { continue };
+        // An IPv6 address may carry a zone (`fe80::1%eth0`): the address is what counts.
+        let ip: std::net::IpAddr =
+            first
+                .split('%')
+                .next()
+                .unwrap_or(first)
+                .parse()
+                .map_err(|_| {
+                    CliError::input(format!(
+                        "--hosts {}:{}: {first:?} is not an IP address (expected `IP NAME...`)",
+                        path.display(),
+                        n + 1
+                    ))
+                })?;
+        table.extend(fields.map(|name| (ip, name.to_string())));
+    }
+    Ok(table)
+}
+
 /// Runs the command line and returns the process exit status.
 pub fn run() -> i32 {
     let cli = match Cli::try_parse() {
@@ -131,5 +176,47 @@ pub fn run() -> i32 {
             eprintln!("zkfle: {}", e.message);
             e.status
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hosts_file_reads_as_etc_hosts_and_names_its_bad_line() {
+        let dir = std::env::temp_dir().join(format!("zkfle-hosts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("hosts");
+        std::fs::write(
+            &path,
+            "# docker network inspect\n172.28.0.11 zoo1 zoo1.local  # the first\n\n\tfe80::1%eth0 zoo2\n",
+        )
+        .unwrap();
+        let table = hosts_file(&path).unwrap();
+        let names: Vec<(String, &str)> = table
+            .iter()
+            .map(|(ip, n)| (ip.to_string(), n.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("172.28.0.11".to_string(), "zoo1"),
+                ("172.28.0.11".to_string(), "zoo1.local"),
+                ("fe80::1".to_string(), "zoo2"),
+            ]
+        );
+        std::fs::write(&path, "172.28.0.11 zoo1\nzoo2 172.28.0.12\n").unwrap();
+        let e = hosts_file(&path).unwrap_err();
+        assert_eq!(e.status, 2);
+        assert!(
+            e.message
+                .ends_with("hosts:2: \"zoo2\" is not an IP address (expected `IP NAME...`)"),
+            "{}",
+            e.message
+        );
+        let e = hosts_file(&dir.join("missing")).unwrap_err();
+        assert!(e.message.starts_with("--hosts "), "{}", e.message);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

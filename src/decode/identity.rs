@@ -93,6 +93,8 @@ pub struct AddressBook {
     /// Counts the changes that can change an answer of `sid_of` or `quorum_sid_of`, so that
     /// an answer can be kept until the next (see [`AddressBook::version`]).
     version: u64,
+    /// Host names the user resolved (`--hosts`, /etc/hosts form), lowercase, to their IPs.
+    names: HashMap<String, Vec<IpAddr>>,
 }
 
 /// Addresses remembered (by socket, by name and quorum addresses, each): an ensemble has a few
@@ -155,6 +157,32 @@ fn insert_bounded<K: std::hash::Hash + Eq, V>(
 }
 
 impl AddressBook {
+    /// Takes the user's table of host names (`--hosts FILE`, as /etc/hosts writes it): a
+    /// config's member named by host name is then also at each of its name's IPs. Give it
+    /// before the configs it resolves.
+    pub fn resolve_names(&mut self, table: &[(IpAddr, String)]) {
+        for (ip, name) in table {
+            if self.names.len() >= MAX_ADDRESSES {
+                break;
+            }
+            let ips = self.names.entry(name.to_ascii_lowercase()).or_default();
+            if !ips.contains(ip) && ips.len() < MAX_DIALLERS_PER_IP {
+                ips.push(*ip);
+            }
+        }
+    }
+
+    /// The IPs the user's table gives a host name.
+    fn resolved(&self, host: &str) -> Vec<IpAddr> {
+        if self.names.is_empty() {
+            return Vec::new();
+        }
+        self.names
+            .get(&host.to_ascii_lowercase())
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Records that `sid` listens on `addr`, as `source` says. The newest statement wins; of
     /// statements of one sid, the best source is kept.
     pub fn learn(&mut self, sid: i64, addr: &ElectionAddress, source: SidSource) {
@@ -164,16 +192,11 @@ impl AddressBook {
             return;
         }
         match socket {
-            Some(sa) => {
-                self.learn_host(sid, sa.ip(), source);
-                let source = best_source(self.by_socket.get(&sa), sid, source);
-                if insert_bounded(&mut self.by_socket, sa, (sid, source))
-                    .is_some_and(|old| old != Some((sid, source)))
-                {
-                    self.version += 1;
-                }
-            }
+            Some(sa) => self.learn_socket(sid, sa, source),
             None => {
+                for ip in self.resolved(&addr.host) {
+                    self.learn_socket(sid, SocketAddr::new(ip, addr.port), source);
+                }
                 let key = (addr.host.to_ascii_lowercase(), addr.port);
                 let source = best_source(self.by_name.get(&key), sid, source);
                 let Some(replaced) = insert_bounded(&mut self.by_name, key, (sid, source)) else {
@@ -197,6 +220,17 @@ impl AddressBook {
                 }
                 *self.named_ports.entry((sid, addr.port)).or_default() += 1;
             }
+        }
+    }
+
+    /// Records that `sid` listens on the socket address `sa`.
+    fn learn_socket(&mut self, sid: i64, sa: SocketAddr, source: SidSource) {
+        self.learn_host(sid, sa.ip(), source);
+        let source = best_source(self.by_socket.get(&sa), sid, source);
+        if insert_bounded(&mut self.by_socket, sa, (sid, source))
+            .is_some_and(|old| old != Some((sid, source)))
+        {
+            self.version += 1;
         }
     }
 
@@ -317,6 +351,23 @@ impl AddressBook {
             self.members.insert(server.id, server.role());
             for a in &server.addresses {
                 self.learn(server.id, &a.election(), source);
+                let resolved: Vec<SocketAddr> = match a.quorum_socket_addr() {
+                    Some(_) => Vec::new(),
+                    None => self
+                        .resolved(&a.host)
+                        .into_iter()
+                        .map(|ip| SocketAddr::new(ip, a.quorum_port))
+                        .collect(),
+                };
+                for q in resolved {
+                    self.learn_host(server.id, q.ip(), source);
+                    let source = best_source(self.quorum.get(&q), server.id, source);
+                    if insert_bounded(&mut self.quorum, q, (server.id, source))
+                        .is_some_and(|old| old != Some((server.id, source)))
+                    {
+                        self.version += 1;
+                    }
+                }
                 let changed = match a.quorum_socket_addr() {
                     Some(q) => {
                         self.learn_host(server.id, q.ip(), source);
@@ -539,6 +590,35 @@ mod tests {
         book.learn_dialler(5, ip("10.0.0.5"));
         assert_eq!(book.sid_of(at("10.0.0.5:3888")), Some(5));
         assert_eq!(book.sid_of(at("10.0.0.2:3888")), None);
+    }
+
+    #[test]
+    fn names_the_user_resolved_name_both_ends_without_initial_messages() {
+        // Docker: the config names zoo1..zoo3, the capture shows 172.28.0.1x; `--hosts` says
+        // which is which, so a capture begun on the running ensemble names every end.
+        let mut book = AddressBook::default();
+        let table: Vec<(IpAddr, String)> = (1..=3)
+            .map(|i| (ip(&format!("172.28.0.1{i}")), format!("ZOO{i}")))
+            .collect();
+        book.resolve_names(&table);
+        book.learn_config(
+            &QuorumConfig::parse(
+                "server.1=zoo1:2888:3888:participant\nserver.2=zoo2:2888:3888:participant\nserver.3=zoo3:2888:3888:participant",
+            )
+            .unwrap(),
+            SidSource::NotificationConfig,
+        );
+        assert_eq!(
+            book.sid_source_of(at("172.28.0.12:3888")),
+            Some((2, SidSource::NotificationConfig))
+        );
+        assert_eq!(book.quorum_sid_of(at("172.28.0.13:2888")), Some(3));
+        assert_eq!(
+            book.dialler_of(ip("172.28.0.11"), Some(2)),
+            Some((1, SidSource::Address))
+        );
+        // A name not in the table stays a name.
+        assert_eq!(book.sid_of(at("172.28.0.14:3888")), None);
     }
 
     #[test]
