@@ -273,3 +273,34 @@ fn a_lost_quorum_is_dated_from_the_follower_that_left() {
         assert!((unavailable - (served - lost)).abs() <= 0.2, "{name}");
     }
 }
+
+/// Each failover's cause is the one its scenario made: a killed leader's connections close; a
+/// cut-off one falls silent; a frozen one falls silent and comes back still LEADING.
+#[test]
+fn causes_are_the_scenarios() {
+    for (name, cause) in [
+        ("kill3", Cause::LeaderLost),
+        ("loopback3", Cause::LeaderLost),
+        ("probes3", Cause::LeaderLost),
+        ("partition", Cause::LeaderSilent),
+        ("freeze3", Cause::LeaderFrozen),
+        ("quorumloss3", Cause::QuorumLost),
+    ] {
+        let fixtures = scenario(name);
+        assert!(!fixtures.is_empty() || std::env::var("ZKFLE_FIXTURE_VERSION").is_ok());
+        for (dir, summary) in fixtures {
+            let first = summary
+                .rounds
+                .iter()
+                .find(|r| r.kind == RoundKind::Election)
+                .unwrap_or_else(|| panic!("{}: no election", dir.display()));
+            assert_eq!(first.cause, cause, "{}: {first:?}", dir.display());
+            assert_eq!(
+                first.leader_resumed.is_some(),
+                cause == Cause::LeaderFrozen,
+                "{}",
+                dir.display()
+            );
+        }
+    }
+}

@@ -267,6 +267,10 @@ pub enum Cause {
     /// election, its connections still open: cut off from its followers, which gave up on it
     /// after `syncLimit` ticks. `leader_lost` is its last packet.
     LeaderSilent,
+    /// As `LeaderSilent`, and the leader came back still LEADING in the round it had led: its
+    /// process had stopped (a GC pause, a stopped VM, SIGSTOP), not its network (a leader cut
+    /// off goes LOOKING when its followers are gone). `leader_resumed` is its first answer.
+    LeaderFrozen,
 }
 
 impl Cause {
@@ -276,6 +280,7 @@ impl Cause {
             Cause::LeaderLost => "leader_lost",
             Cause::QuorumLost => "quorum_lost",
             Cause::LeaderSilent => "leader_silent",
+            Cause::LeaderFrozen => "leader_frozen",
         }
     }
 }
@@ -322,6 +327,8 @@ pub struct Round {
     /// `leader_lost` is when the old leader's connections closed, as the capture shows (at
     /// or before the election began).
     pub leader_closed: bool,
+    /// A frozen leader's first answer after it resumed ([`Cause::LeaderFrozen`]).
+    pub leader_resumed: Option<f64>,
     /// When the new leader held NEWLEADER ACKs from a quorum (Java: `Have quorum of
     /// supporters`).
     pub serving: Option<f64>,
@@ -969,6 +976,8 @@ pub struct Summarizer {
     leader_heard: HashMap<i64, (f64, Vec<(f64, f64)>)>,
     /// The leader established before the capture began (see [`AtStart`]).
     at_start: Option<AtStart>,
+    /// Answers of servers stating they lead: (time, sid, round), for a frozen leader's return.
+    leading_answers: Vec<(f64, i64, i64)>,
     /// Whether a server decided in the capture (not counting states held before it).
     decided_in_capture: bool,
     /// Whether the capture began on a running ensemble: connections open before it, joined
@@ -1777,6 +1786,9 @@ impl Summarizer {
         n: &Notification,
     ) -> bool {
         let first_message = !self.servers.get(&from).is_some_and(|s| s.sent);
+        if n.state == ServerState::Leading && n.leader == from {
+            bounded_push(&mut self.leading_answers, (time, from, n.election_epoch));
+        }
         {
             let s = self.servers.entry(from);
             s.last_active = time;
@@ -2752,6 +2764,16 @@ impl Summarizer {
                     if let Some(t) = silent {
                         r.cause = Cause::LeaderSilent;
                         r.leader_lost = Some(t);
+                        // Back still LEADING in an older round: it had stopped, not been cut
+                        // off (fixtures/running/v3.9.5-freeze3, SIGSTOP for 35 s).
+                        if let Some(&(at, _, _)) =
+                            self.leading_answers.iter().find(|(at, sid, round)| {
+                                *sid == old && *at > r.started && *round < r.election_epoch
+                            })
+                        {
+                            r.cause = Cause::LeaderFrozen;
+                            r.leader_resumed = Some(at);
+                        }
                     } else if r.participants.contains(&old) && !restarted {
                         r.cause = Cause::QuorumLost;
                         // Writes stopped when the follower it needed left: the last of its

@@ -98,6 +98,7 @@ impl Summary {
                     "participants": r.participants,
                     "cause": (r.kind == RoundKind::Election).then(|| r.cause.name()),
                     "leader_lost": r.leader_lost,
+                    "leader_resumed": r.leader_resumed,
                     "no_leader": r.no_leader,
                     "serving": r.serving,
                     "unavailable": r.unavailable,
@@ -257,6 +258,11 @@ impl Summary {
                             ),
                             _ => "the leader lost its quorum".to_string(),
                         },
+                        Cause::LeaderFrozen => format!(
+                            "the leader froze (its process stopped: a GC pause, a stopped VM, SIGSTOP): its last quorum-port packet was at {}, its connections still open; it answered again at {}, still LEADING in the round it had led",
+                            r.leader_lost.map_or("?".to_string(), rel),
+                            r.leader_resumed.map_or("?".to_string(), rel),
+                        ),
                         Cause::LeaderSilent => match r.leader_lost {
                             Some(t) => format!(
                                 "the leader's last quorum-port packet was at {}, its connections still open (cut off from its followers)",
