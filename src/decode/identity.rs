@@ -114,9 +114,8 @@ struct Diallers(Option<Vec<i64>>);
 /// name them (another sid dialled from it, or its one member dialled itself).
 #[derive(Debug, Clone, Default)]
 struct HostMembers {
-    /// (sid, the best source that put it there); `None` once more than
-    /// [`MAX_DIALLERS_PER_IP`].
-    sids: Option<Vec<(i64, SidSource)>>,
+    /// `None` once more than [`MAX_DIALLERS_PER_IP`].
+    sids: Option<Vec<i64>>,
     shared: bool,
 }
 
@@ -225,9 +224,20 @@ impl AddressBook {
 
     /// Records that `sid` listens on the socket address `sa`.
     fn learn_socket(&mut self, sid: i64, sa: SocketAddr, source: SidSource) {
-        self.learn_host(sid, sa.ip(), source);
+        self.learn_host(sid, sa.ip());
         let source = best_source(self.by_socket.get(&sa), sid, source);
         if insert_bounded(&mut self.by_socket, sa, (sid, source))
+            .is_some_and(|old| old != Some((sid, source)))
+        {
+            self.version += 1;
+        }
+    }
+
+    /// Records that `sid`'s quorum (Zab) port is the socket address `q`.
+    fn learn_quorum_socket(&mut self, sid: i64, q: SocketAddr, source: SidSource) {
+        self.learn_host(sid, q.ip());
+        let source = best_source(self.quorum.get(&q), sid, source);
+        if insert_bounded(&mut self.quorum, q, (sid, source))
             .is_some_and(|old| old != Some((sid, source)))
         {
             self.version += 1;
@@ -257,7 +267,7 @@ impl AddressBook {
     }
 
     /// Records that `sid` is configured on the host of `ip`.
-    fn learn_host(&mut self, sid: i64, ip: IpAddr, source: SidSource) {
+    fn learn_host(&mut self, sid: i64, ip: IpAddr) {
         let key = host_key(ip);
         if self.hosts.len() >= MAX_DIALLER_IPS && !self.hosts.contains_key(&key) {
             return;
@@ -269,11 +279,13 @@ impl AddressBook {
         let Some(sids) = &mut host.sids else {
             return;
         };
-        match sids.iter().position(|(s, _)| *s == sid) {
-            Some(i) if sids[i].1 <= source => return,
-            Some(i) => sids[i].1 = source,
-            None if sids.len() == MAX_DIALLERS_PER_IP => host.sids = None,
-            None => sids.push((sid, source)),
+        if sids.contains(&sid) {
+            return;
+        }
+        if sids.len() == MAX_DIALLERS_PER_IP {
+            host.sids = None;
+        } else {
+            sids.push(sid);
         }
         self.version += 1;
     }
@@ -287,7 +299,7 @@ impl AddressBook {
             && host
                 .sids
                 .as_ref()
-                .is_some_and(|sids| matches!(sids.as_slice(), [(s, _)] if *s == acceptor))
+                .is_some_and(|sids| sids.as_slice() == [acceptor])
         {
             host.shared = true;
             self.version += 1;
@@ -304,7 +316,7 @@ impl AddressBook {
         if host.shared {
             return None;
         }
-        let [(sid, _)] = host.sids.as_deref()? else {
+        let [sid] = host.sids.as_deref()? else {
             return None;
         };
         let other_member_dialled = |ip: &IpAddr| {
@@ -351,31 +363,16 @@ impl AddressBook {
             self.members.insert(server.id, server.role());
             for a in &server.addresses {
                 self.learn(server.id, &a.election(), source);
-                let resolved: Vec<SocketAddr> = match a.quorum_socket_addr() {
-                    Some(_) => Vec::new(),
-                    None => self
-                        .resolved(&a.host)
-                        .into_iter()
-                        .map(|ip| SocketAddr::new(ip, a.quorum_port))
-                        .collect(),
-                };
-                for q in resolved {
-                    self.learn_host(server.id, q.ip(), source);
-                    let source = best_source(self.quorum.get(&q), server.id, source);
-                    if insert_bounded(&mut self.quorum, q, (server.id, source))
-                        .is_some_and(|old| old != Some((server.id, source)))
-                    {
-                        self.version += 1;
-                    }
-                }
                 let changed = match a.quorum_socket_addr() {
                     Some(q) => {
-                        self.learn_host(server.id, q.ip(), source);
-                        let source = best_source(self.quorum.get(&q), server.id, source);
-                        insert_bounded(&mut self.quorum, q, (server.id, source))
-                            .is_some_and(|old| old != Some((server.id, source)))
+                        self.learn_quorum_socket(server.id, q, source);
+                        false
                     }
                     None => {
+                        for ip in self.resolved(&a.host) {
+                            let q = SocketAddr::new(ip, a.quorum_port);
+                            self.learn_quorum_socket(server.id, q, source);
+                        }
                         let key = (server.id, a.quorum_port);
                         let known = self.quorum_by_name.get(&key).copied();
                         if known.is_some_and(|k| k <= source)
