@@ -1289,7 +1289,20 @@ impl State {
         self.conns[slot].hosts_checked = self.book.version();
     }
 
-    fn push(&mut self, pending: Pending) {
+    fn push(&mut self, mut pending: Pending) {
+        // A stream names the sids known when the record decodes, not when the reader next
+        // drains its output: a pipe read in large chunks and a live capture read packet by
+        // packet must print the same records.
+        if self.streaming
+            && let Some(wait) = pending.acceptor.take()
+        {
+            let by_vote = pending
+                .record
+                .conn
+                .and_then(|id| self.conns.get(&id))
+                .and_then(|c| Some((c.initiator_sid?, c.initiator_source?)));
+            fill_sids(&self.book, &mut pending.record, wait, by_vote);
+        }
         self.out.push(pending);
         self.out_changed = true;
     }
