@@ -511,3 +511,45 @@ async fn strict_peers_accept_a_members_sid_only_from_its_addresses() {
         assert_eq!((r.from, r.payload.as_slice()), (3, &b"member"[..]));
     }
 }
+
+/// As Java 3.5+ does, a non-member that asks in the 3.4 form (a probe's 40-byte
+/// notification) is answered in the 3.5+ form, with the config: tools such as `doctor` tell a
+/// 3.4 server from a 3.5+ one by that answer. A member that speaks 3.4 gets the 3.4 form.
+#[tokio::test]
+async fn a_non_member_asking_in_the_3_4_form_gets_the_config() {
+    use zkfle::wire::{Notification, ServerState};
+    let current = Notification::current(
+        ServerState::Following,
+        2,
+        0x1_0000_0000,
+        1,
+        1,
+        "server.1=127.0.0.1:2888:3888:participant\nversion=0",
+    )
+    .encode()
+    .unwrap();
+    let (m, mut rx, addr) = manager(1, &[(2, "127.0.0.2:3888".parse().unwrap())]).await;
+    let m = std::sync::Arc::new(m);
+    let legacy_probe =
+        Notification::without_config(ServerState::Looking, i64::MIN, i64::MIN, 0, i64::MIN)
+            .encode()
+            .unwrap();
+    for (sid, from) in [(i64::MAX - 1, "127.0.0.9"), (2, "127.0.0.2")] {
+        let mut s = connect_from(from, addr).await;
+        let mut bytes = v1(sid, &format!("{from}:1"));
+        bytes.extend(frame(&legacy_probe));
+        s.write_all(&bytes).await.unwrap();
+        let r = recv(&mut rx).await;
+        assert_eq!(r.from, sid);
+        m.to_send(sid, current.clone());
+        let answer = Notification::decode(&read_frame(&mut s).await).unwrap();
+        if sid == 2 {
+            assert_eq!(answer.size(), 40, "a 3.4 member gets the 3.4 form");
+        } else {
+            assert!(
+                answer.config.is_some(),
+                "a non-member gets the config: {answer:?}"
+            );
+        }
+    }
+}

@@ -183,6 +183,10 @@ fn zkfle_elected_leads_the_sync_and_hands_over() {
     wait_for("zkfle follows F", Duration::from_secs(10), || {
         (following(&n, 0) == Some(f)).then_some(())
     });
+    n.record_for_docs(
+        "lead",
+        "tests/lead_java.rs, zkfle_elected_leads_the_sync_and_hands_over",
+    );
 
     // The old leader comes back and follows; everyone has everything.
     e.run(&["start-node", &leader.to_string()]);

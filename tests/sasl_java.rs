@@ -5,7 +5,7 @@
 //! password is refused on both sides with clear errors. Helpers: tests/common/zab.rs.
 
 mod common;
-use common::zab;
+use common::{join::record_for_docs, zab};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -168,6 +168,10 @@ fn zkfle_follows_a_sasl_ensemble_and_a_wrong_password_is_refused() {
     std::thread::sleep(Duration::from_secs(2));
     let log = n.log()[mark..].to_string();
     assert!(!log.contains("synced with leader"), "{log}");
+    n.record_for_docs(
+        "sasl",
+        "tests/sasl_java.rs, zkfle_follows_a_sasl_ensemble_and_a_wrong_password_is_refused",
+    );
     drop(n);
 
     // The capture of all this decodes without a malformed frame: each authentication is one
@@ -213,6 +217,11 @@ fn zkfle_follows_a_sasl_ensemble_and_a_wrong_password_is_refused() {
             "sid {leader} refused sid 1's quorum SASL authentication as user \"zk\""
         )),
         "{summary}"
+    );
+    record_for_docs(
+        "sasl-capture",
+        "the SASL records and the summary of the capture of tests/sasl_java.rs, zkfle_follows_a_sasl_ensemble_and_a_wrong_password_is_refused",
+        &format!("{}\n{summary}", verdicts.join("\n")),
     );
 
     // repro authenticates before its notification: a verdict, not a refused connection.

@@ -317,6 +317,10 @@ fn zkfle_follows_a_tls_ensemble_and_a_foreign_certificate_is_refused() {
         },
     );
     assert!(!n.log()[mark..].contains("FOLLOWING"), "{}", n.log());
+    n.record_for_docs(
+        "tls",
+        "tests/tls_java.rs, zkfle_follows_a_tls_ensemble_and_a_foreign_certificate_is_refused",
+    );
 }
 
 /// zkfle leads over TLS: W commits on B with zkfle's ACKs while A is down; B stops; A

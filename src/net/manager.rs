@@ -675,7 +675,15 @@ impl Shared {
             }
             return;
         }
-        match lock(&self.dialects).saw_initial(sid, &msg) {
+        // Only members are spoken to in their own generation's form: Java 3.5+ answers a
+        // non-member (a probe, a doctor) with its config whatever the form it asked in, and
+        // tools tell 3.4 from 3.5+ by that answer.
+        let switched = if member {
+            lock(&self.dialects).saw_initial(sid, &msg)
+        } else {
+            None
+        };
+        match switched {
             Some(PeerForm::Legacy) => {
                 info!("Server {sid} sent a legacy initial message (3.4): speaking 3.4 to it")
             }
@@ -1015,7 +1023,12 @@ impl Shared {
             loop {
                 match dec.decode(&mut s) {
                     Ok(Some(StreamItem::Frame { payload, .. })) => {
-                        match lock(&self.dialects).saw_payload(sid, &payload) {
+                        let switched = if self.is_member(sid) {
+                            lock(&self.dialects).saw_payload(sid, &payload)
+                        } else {
+                            None
+                        };
+                        match switched {
                             Some(PeerForm::Legacy) => info!(
                                 "Server {sid} sent a notification without config ({} bytes, 3.4): speaking 3.4 to it",
                                 payload.len()

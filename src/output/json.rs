@@ -482,7 +482,7 @@ impl SecondsText {
 fn json_int<I: itoa::Integer + Copy + TryInto<u8>>(out: &mut Vec<u8>, v: I) {
     // One digit (most sids, states, versions and epochs) is one byte pushed: a copy of itoa's
     // text is a call to `memcpy` for a byte or two. (Pushing up to four digits one by one
-    // cost more than itoa: docs/benchmarks.md, eleventh round.)
+    // cost more than itoa: docs/benchmarks.md, "Decode speed".)
     match v.try_into() {
         Ok(d) if d < 10 => out.push(b'0' + d),
         _ => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),

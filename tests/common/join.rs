@@ -310,6 +310,28 @@ impl Drop for Ensemble {
     }
 }
 
+/// With `ZKFLE_DOCS_RECORD` set (scripts/docs-record.sh), keeps `text` as
+/// `docs/recorded/NAME.txt`, headed by `what` ran and when: the docs show its lines, and
+/// tests/docs.rs checks them for this recording's shape.
+pub fn record_for_docs(name: &str, what: &str, text: &str) {
+    if std::env::var_os("ZKFLE_DOCS_RECORD").is_none() {
+        return;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs/recorded")
+        .join(format!("{name}.txt"));
+    let date = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let text = format!(
+        "# {what}, {date}; recorded with ZKFLE_DOCS_RECORD=1 (scripts/docs-record.sh)\n{text}"
+    );
+    std::fs::write(&path, text).unwrap();
+    eprintln!("recorded {}", path.display());
+}
+
 /// A running `zkfle join`, killed (SIGKILL) on drop. Its events and log are files in the
 /// ensemble's directory; the log is appended to, so a restart keeps the earlier run's lines.
 pub struct Native {
@@ -383,6 +405,15 @@ impl Native {
             Duration::from_secs(20),
             || self.events().iter().position(|v| decided(v, state, leader)),
         )
+    }
+
+    /// Keeps the node's log so far for the docs ([`record_for_docs`]).
+    pub fn record_for_docs(&self, name: &str, what: &str) {
+        record_for_docs(
+            name,
+            &format!("zkfle join's log (RUST_LOG=info) in {what}"),
+            &self.log(),
+        );
     }
 
     /// The node's log (stderr) so far.
