@@ -25,11 +25,13 @@ command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # openssl: tests/tls_java.rs makes its certificates (keytool comes with zk-env.sh's Java).
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# jq: tests/docs.rs runs the docs' commands, some of which pipe into it.
+command -v jq >/dev/null 2>&1 || missing+=(jq)
 if [ ${#missing[@]} -gt 0 ]; then
   # shellcheck source=scripts/zk-env.sh
   (. scripts/zk-env.sh && zk_apt_install "${missing[@]}")
 fi
-echo "tcpdump (libpcap), iproute2, openssl: present"
+echo "tcpdump (libpcap), iproute2, openssl, jq: present"
 
 stage "Java ZooKeeper"
 scripts/zk-env.sh --print

@@ -245,7 +245,9 @@ fn check_usage(text: &str) -> Result<(), String> {
         let words: Vec<&str> = rest.split_whitespace().collect();
         let sub: Vec<&str> = words
             .iter()
-            .take_while(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+            .take_while(|w| {
+                !w.starts_with('-') && w.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+            })
             .take(2)
             .copied()
             .collect();
@@ -276,8 +278,21 @@ fn options(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Tools the tagged commands use besides zkfle (scripts/test.sh installs them).
+const TOOLS: &[&str] = &["jq", "editcap"];
+
 #[test]
 fn every_output_block_in_the_docs_is_what_its_command_prints() {
+    for tool in TOOLS {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            found,
+            "the docs' commands need {tool}: scripts/test.sh installs it (jq; editcap comes with tshark)"
+        );
+    }
     let write = std::env::var_os("ZKFLE_DOCS_WRITE").is_some();
     let mut failures = Vec::new();
     let mut checked = 0;
@@ -337,6 +352,9 @@ fn every_output_block_in_the_docs_is_what_its_command_prints() {
                     Ok(recording) => {
                         if !recording.lines().any(|l| l.starts_with("# ")) {
                             failures.push(format!("{at}: recording {path} does not say what ran (a `# ` line)"));
+                        }
+                        if !shown.lines().any(|l| !l.starts_with("$ ") && l.trim() != "...") {
+                            failures.push(format!("{at}: a recorded block with no output line"));
                         }
                         if let Err(e) = has_shape_of(&shown, &recording) {
                             failures.push(format!("{at}: not the shape of {path}: {e}"));
@@ -411,8 +429,17 @@ fn every_link_in_the_docs_leads_somewhere() {
     for file in doc_files() {
         let name = file.strip_prefix(repo()).unwrap().display().to_string();
         let text = std::fs::read_to_string(&file).unwrap();
+        let mut in_fence = false;
         for (n, line) in text.lines().enumerate() {
-            for part in line.split("](").skip(1) {
+            if line.trim_start().starts_with("```") {
+                in_fence = !in_fence;
+            }
+            if in_fence {
+                continue;
+            }
+            // Inline code is not a link, whatever brackets it holds.
+            let prose: String = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+            for part in prose.split("](").skip(1) {
                 let Some(target) = part.split(')').next() else {
                     continue;
                 };
