@@ -14,8 +14,25 @@
 # SKIPPED and this script lists it at the end. ZKFLE_SKIP_VERSIONS="3.9.5 ..." skips on purpose.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Each stage's heading says how far into the run it starts, so a slow stage shows in CI's log.
-stage() { echo "== $1 [at $((SECONDS / 60)) min $((SECONDS % 60)) s]"; }
+# Each stage's heading says how far into the run it starts, the line after the last stage how
+# long the one before it took, and the end lists every stage's share, so a slow stage shows in
+# CI's log.
+mmss() { echo "$(($1 / 60)) min $(($1 % 60)) s"; }
+stage_names=()
+stage_secs=()
+stage_started=$SECONDS
+stage_done() {
+  [ ${#stage_names[@]} -gt 0 ] || return 0
+  local took=$((SECONDS - stage_started))
+  stage_secs+=("$took")
+  echo "== took $(mmss "$took")"
+}
+stage() {
+  stage_done
+  stage_names+=("$1")
+  stage_started=$SECONDS
+  echo "== $1 [at $(mmss $SECONDS)]"
+}
 
 stage "system packages"
 # tcpdump (and with it libpcap, which zkfle loads for live capture: decode --interface) and
@@ -100,4 +117,9 @@ ZKFLE_PROFILE=debug scripts/docker/conformance.sh --ci --versions "${docker_vers
 if [ -n "${SKIPPED// /}" ]; then
   echo "!! SKIPPED ZooKeeper versions (their tests passed without running):$SKIPPED" >&2
 fi
-echo "== done in $((SECONDS / 60)) min $((SECONDS % 60)) s"
+stage_done
+echo "== stages:"
+for i in "${!stage_names[@]}"; do
+  printf '   %5s s  %s\n' "${stage_secs[$i]}" "${stage_names[$i]%% (*}"
+done
+echo "== done in $(mmss $SECONDS)"

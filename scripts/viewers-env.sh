@@ -11,11 +11,12 @@ if [ ${#missing[@]} -eq 0 ]; then
   echo "tshark: $(tshark --version 2>/dev/null | head -n1)"
   exit 0
 fi
-SUDO=
-[ "$(id -u)" -eq 0 ] || SUDO=sudo
+[ "$(id -u)" -eq 0 ] || { echo "viewers-env: run as root (sudo) to install ${missing[*]}" >&2; exit 1; }
 echo "installing ${missing[*]} (apt-get)"
-echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+# shellcheck source=scripts/zk-env.sh
+. "$(dirname "$0")/zk-env.sh"
+zk_apt update -qq
+zk_apt install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "chromium: $(chromium --version 2>/dev/null | head -n1)"
 echo "tshark: $(tshark --version 2>/dev/null | head -n1)"

@@ -36,15 +36,34 @@ zk_warn() {
 }
 
 # apt-get install the given Debian packages (only called when something is missing).
+# apt-get with its arguments, waiting (up to 10 minutes) while another apt or dpkg holds the
+# package lock, as on a machine whose unattended upgrades or other builds are installing:
+# DPkg::Lock::Timeout waits for dpkg's lock, and a refused lists lock (apt-get update) is
+# retried.
+zk_apt() {
+  local err tries=0
+  err=$(mktemp)
+  while ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 "$@" 2>"$err"; do
+    if grep -qE "Could not get lock|Unable to lock|is held by process" "$err" && [ $tries -lt 120 ]; then
+      [ $tries -eq 0 ] && echo "apt-get $1: the package lock is held; waiting" >&2
+      tries=$((tries + 1))
+      sleep 5
+      continue
+    fi
+    cat "$err" >&2
+    rm -f "$err"
+    return 1
+  done
+  rm -f "$err"
+}
+
 zk_apt_install() {
   command -v apt-get >/dev/null 2>&1 ||
     zk_die "need Debian package(s) $* but apt-get is not available; set ZK_HOME or ZK_JARS instead"
   [ "$(id -u)" = 0 ] || zk_die "need Debian package(s) $*; run as root or install them: apt-get install -y $*"
   echo "installing Debian package(s): $*" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 ||
-    zk_die "apt-get update failed"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2 ||
-    zk_die "apt-get install $* failed"
+  zk_apt update -qq >&2 || zk_die "apt-get update failed"
+  zk_apt install -y -qq "$@" >&2 || zk_die "apt-get install $* failed"
 }
 
 zk_find_java() {

@@ -29,6 +29,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
+# shellcheck source=scripts/zk-env.sh
+. "$ROOT/scripts/zk-env.sh" # zk_apt: apt-get that waits for the package lock
 IMAGE_DIR=$ROOT/scripts/docker/image
 CACHE=${ZKFLE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/zkfle}/docker
 SUITE=bookworm
@@ -60,8 +62,8 @@ BASE_IMAGE=zkfle/debian-base:$SUITE
 make_rootfs() {
   if ! command -v debootstrap >/dev/null; then
     say "installing debootstrap (apt-get)"
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+    zk_apt update -qq
+    zk_apt install -y -qq debootstrap >/dev/null
   fi
   local work
   work=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-rootfs.XXXXXX")
@@ -153,11 +155,18 @@ esac
 ctx=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-image.XXXXXX")
 cp "target/$PROFILE/zkfle" "$IMAGE_DIR/docker-entrypoint.sh" "$ctx/"
 # `zkfle decode --interface` links libpcap: the image gets Debian's libpcap0.8 (and libdbus-1-3,
-# its one dependency beyond the base), the host's own bookworm packages, fetched by apt.
+# its one dependency beyond the base), the host's own bookworm packages, fetched by apt once and
+# kept in the cache: a rebuild with them there fetches nothing.
+PCAP_DEBS=$CACHE/zkfle-debs
+if ! ls "$PCAP_DEBS"/libpcap0.8_*.deb "$PCAP_DEBS"/libdbus-1-3_*.deb >/dev/null 2>&1; then
+  rm -rf "$PCAP_DEBS.tmp" && mkdir -p "$PCAP_DEBS.tmp"
+  fetch_debs() { (cd "$PCAP_DEBS.tmp" && zk_apt download -qq libpcap0.8 libdbus-1-3 >/dev/null); }
+  fetch_debs || { zk_apt update -qq && fetch_debs; } ||
+    die "apt-get download libpcap0.8 libdbus-1-3 failed (needed by zkfle's image)"
+  rm -rf "$PCAP_DEBS" && mv "$PCAP_DEBS.tmp" "$PCAP_DEBS"
+fi
 mkdir -p "$ctx/debs"
-fetch_debs() { (cd "$ctx/debs" && apt-get download -qq libpcap0.8 libdbus-1-3 >/dev/null 2>&1); }
-fetch_debs || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && fetch_debs; } ||
-  die "apt-get download libpcap0.8 libdbus-1-3 failed (needed by zkfle's image)"
+cp "$PCAP_DEBS"/*.deb "$ctx/debs/"
 inputs=$( (
   echo "$base_hash"
   cat "$IMAGE_DIR/Dockerfile.zkfle"

@@ -179,7 +179,7 @@ for tool in tcpdump jq nsenter iptables tc; do
       tcpdump | jq) pkg=$tool ;; nsenter) pkg=util-linux ;; iptables) pkg=iptables ;; tc) pkg=iproute2 ;;
     esac
     log "installing $pkg (apt-get) for $tool"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null 2>&1 ||
+    (. "$ROOT/scripts/zk-env.sh" && zk_apt install -y -qq "$pkg" >/dev/null) ||
       { echo "conformance: $tool is missing and apt-get install $pkg failed" >&2; exit 1; }
   fi
 done
