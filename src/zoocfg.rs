@@ -15,6 +15,8 @@ pub struct ZooCfg {
     pub quorum: QuorumConfig,
     /// Every other `key=value`, in file order.
     pub other: BTreeMap<String, String>,
+    /// Where each of `other`'s keys was set: file and line, for errors.
+    set_at: BTreeMap<String, (String, usize)>,
     /// The file read.
     pub path: PathBuf,
     /// The last config seen proposed but not yet activated (`<zoo.cfg>.dynamic.next`, read
@@ -125,6 +127,63 @@ pub fn activate_config(
     Ok(dynamic)
 }
 
+/// The settings `QuorumPeerConfig` reads with `Integer.parseInt`.
+const JAVA_INTS: &[&str] = &[
+    "clientPort",
+    "secureClientPort",
+    "observerMasterPort",
+    "clientPortListenBacklog",
+    "tickTime",
+    "maxClientCnxns",
+    "minSessionTimeout",
+    "maxSessionTimeout",
+    "initLimit",
+    "syncLimit",
+    "connectToLearnerMasterLimit",
+    "electionAlg",
+    "autopurge.snapRetainCount",
+    "quorum.cnxn.threads.size",
+    "multiAddress.reachabilityCheckTimeoutMs",
+];
+
+/// The settings `QuorumPeerConfig` reads with its strict `parseBoolean`.
+const JAVA_BOOLEANS: &[&str] = &[
+    "localSessionsEnabled",
+    "localSessionsUpgradingEnabled",
+    "quorumListenOnAllIPs",
+    "syncEnabled",
+    "standaloneEnabled",
+    "reconfigEnabled",
+    "sslQuorum",
+    "portUnification",
+    "sslQuorumReloadCertFiles",
+    "quorum.auth.enableSasl",
+    "quorum.auth.serverRequireSasl",
+    "quorum.auth.learnerRequireSasl",
+    "multiAddress.enabled",
+    "multiAddress.reachabilityCheckEnabled",
+];
+
+/// `Integer.parseInt`: an optional sign and decimal digits, within 32 bits.
+fn java_int(text: &str) -> Option<i32> {
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// `QuorumPeerConfig.parseBoolean`: `true` or `false`, in any case.
+fn java_boolean(text: &str) -> Option<bool> {
+    if text.eq_ignore_ascii_case("true") {
+        Some(true)
+    } else if text.eq_ignore_ascii_case("false") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 /// A `zoo.cfg` that could not be read; names the file and line.
 #[derive(Debug, thiserror::Error)]
 pub enum ZooCfgError {
@@ -184,18 +243,48 @@ impl ZooCfg {
                 cfg.next = Some(parsed);
             }
         }
-        for key in ["reconfigEnabled", "standaloneEnabled"] {
-            if let Some(v) = cfg.other.get(key)
-                && !["true", "false"].contains(&v.to_ascii_lowercase().as_str())
-            {
+        cfg.check_values()?;
+        Ok(cfg)
+    }
+
+    /// Refuses, in Java's words, the values `QuorumPeerConfig.parseProperties` refuses: an
+    /// integer setting `Integer.parseInt` cannot read (`tickTime=20O0`), a boolean setting
+    /// that is neither `true` nor `false` (any case), and `tickTime=0`.
+    fn check_values(&self) -> Result<(), ZooCfgError> {
+        for (key, value) in &self.other {
+            let problem = if JAVA_INTS.contains(&key.as_str()) && java_int(value).is_none() {
+                Some(format!(
+                    "{key}={value}: For input string: \"{value}\" (Java refuses the file: NumberFormatException, an integer is needed)"
+                ))
+            } else if JAVA_BOOLEANS.contains(&key.as_str()) && java_boolean(value).is_none() {
+                Some(format!(
+                    "Invalid option {value} for {key}. Choose 'true' or 'false.'"
+                ))
+            } else if key == "tickTime" && java_int(value) == Some(0) {
+                Some("tickTime is not set (Java refuses the file: tickTime=0)".to_string())
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                let (path, line) = self.set_at.get(key).cloned().unwrap_or_default();
                 return Err(ZooCfgError::Line {
-                    path: path.display().to_string(),
-                    line: 0,
-                    problem: format!("Invalid option {v:?} for {key}. Choose 'true' or 'false.'"),
+                    path,
+                    line,
+                    problem,
                 });
             }
         }
-        Ok(cfg)
+        Ok(())
+    }
+
+    /// An integer setting, as Java reads it (`read` has refused one Java cannot read).
+    pub fn int(&self, key: &str) -> Option<i32> {
+        self.other.get(key).and_then(|v| java_int(v))
+    }
+
+    /// A boolean setting, as Java reads it.
+    pub fn flag(&self, key: &str) -> Option<bool> {
+        self.other.get(key).and_then(|v| java_boolean(v))
     }
 
     /// Copies the file to `<file>.bak` (Java's `backupOldConfig`, done at each start of a
@@ -269,6 +358,7 @@ impl ZooCfg {
                 self.quorum.lines.extend(parsed.lines);
             } else {
                 self.other.insert(key.to_string(), value.to_string());
+                self.set_at.insert(key.to_string(), (shown.clone(), i + 1));
             }
         }
         Ok(())
@@ -301,11 +391,6 @@ impl ZooCfg {
     /// The `server.N` lines.
     pub fn servers(&self) -> impl Iterator<Item = &ServerLine> {
         self.quorum.servers()
-    }
-
-    /// A setting, parsed.
-    pub fn get<T: std::str::FromStr>(&self, key: &str) -> Option<T> {
-        self.other.get(key).and_then(|v| v.parse().ok())
     }
 
     /// The config text a Java server with this file puts in its notifications: members in

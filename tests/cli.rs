@@ -643,3 +643,25 @@ fn text_times_are_the_captures_own_microseconds() {
         assert_eq!(text_fractions, json_fractions, "{name}");
     }
 }
+
+/// A malformed `HOST:PORT` is a wrong argument (exit 2, saying what is wrong), not a server
+/// that failed to answer (exit 1), in every command that takes one.
+#[test]
+fn malformed_addresses_are_wrong_arguments() {
+    for (args, needle) in [
+        (&["probe", "127.0.0.1"][..], "has no port"),
+        (&["probe", "127.0.0.1:99999"], "is not a port"),
+        (&["probe", "127.0.0.1:0"], "is not a port"),
+        (&["probe", "::1:3888"], "in brackets"),
+        (&["doctor", "127.0.0.1"], "has no port"),
+        (
+            &["repro", "ZOOKEEPER-2164", "--target", "localhost:3888x"],
+            "is not a port",
+        ),
+    ] {
+        let out = zkfle(args, b"");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}

@@ -19,14 +19,14 @@ fn bad_input_is_one_line_and_exit_2() {
     let cfg = dir.join("zoo.cfg");
     std::fs::write(
         &cfg,
-        "tickTime=100\ndataDir=data\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n",
+        "tickTime=100\ninitLimit=10\nsyncLimit=5\ndataDir=data\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n",
     )
     .unwrap();
     let c = cfg.to_str().unwrap();
     let cfg2 = dir.join("nodata.cfg");
     std::fs::write(
         &cfg2,
-        "tickTime=100\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n",
+        "tickTime=100\ninitLimit=10\nsyncLimit=5\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n",
     )
     .unwrap();
     let c2 = cfg2.to_str().unwrap();
@@ -70,7 +70,7 @@ fn secured_quorum_configs_are_refused_by_name() {
         let cfg = dir.join("zoo.cfg");
         std::fs::write(
             &cfg,
-            format!("tickTime=100\ndataDir=data\n{line}\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n"),
+            format!("tickTime=100\ninitLimit=10\nsyncLimit=5\ndataDir=data\n{line}\nserver.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n"),
         )
         .unwrap();
         let (code, err) = join(&["--config", cfg.to_str().unwrap(), "--myid", "1"]);
@@ -101,7 +101,7 @@ fn logs_to_a_pipe_have_no_colour() {
     let cfg = dir.join("zoo.cfg");
     std::fs::write(
         &cfg,
-        format!("tickTime=100\nserver.1=127.0.0.1:2888:{port}\nserver.2=127.0.0.2:2888:3888\n"),
+        format!("tickTime=100\ninitLimit=10\nsyncLimit=5\nserver.1=127.0.0.1:2888:{port}\nserver.2=127.0.0.2:2888:3888\n"),
     )
     .unwrap();
     let (code, err) = join(&[
@@ -115,5 +115,58 @@ fn logs_to_a_pipe_have_no_colour() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("WARN"), "{err}");
     assert!(!err.contains('\x1b'), "{err:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Values Java refuses are refused, in Java's words, naming the file and line, exit 2: no
+/// typo quietly becomes a default. The same file read by `doctor` and `probe --all` is
+/// refused the same way.
+#[test]
+fn values_java_refuses_are_refused_with_its_words() {
+    let dir = std::env::temp_dir().join(format!("zkfle-join-values-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let members = "server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.2:2888:3888\n";
+    for (lines, needle) in [
+        (
+            "tickTime=20O0\ninitLimit=10\nsyncLimit=5\n",
+            "zoo.cfg:1: tickTime=20O0",
+        ),
+        (
+            "tickTime=20O0\ninitLimit=10\nsyncLimit=5\n",
+            "For input string: \"20O0\"",
+        ),
+        (
+            "tickTime=2000\ninitLimit=10\nsyncLimit=5\nclientPort=2181x\n",
+            "zoo.cfg:4:",
+        ),
+        (
+            "tickTime=0\ninitLimit=10\nsyncLimit=5\n",
+            "tickTime is not set",
+        ),
+        ("tickTime=2000\nsyncLimit=5\n", "initLimit is not set"),
+        ("tickTime=2000\ninitLimit=10\n", "syncLimit is not set"),
+        (
+            "tickTime=2000\ninitLimit=10\nsyncLimit=5\nquorumListenOnAllIPs=yes\n",
+            "Invalid option yes for quorumListenOnAllIPs. Choose 'true' or 'false.'",
+        ),
+    ] {
+        let cfg = dir.join("zoo.cfg");
+        std::fs::write(&cfg, format!("{lines}dataDir=data\n{members}")).unwrap();
+        let (code, err) = join(&["--config", cfg.to_str().unwrap(), "--myid", "1"]);
+        assert_eq!(code, 2, "{lines}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{lines}: {err}");
+        assert!(err.contains(needle), "{lines}: {err}");
+    }
+    let cfg = dir.join("zoo.cfg");
+    std::fs::write(&cfg, format!("tickTime=20O0\n{members}")).unwrap();
+    for cmd in [
+        &["doctor", "--config"][..],
+        &["probe", "--all", "127.0.0.1:3888", "--tls-config"],
+    ] {
+        let out = Command::new(ZKFLE).args(cmd).arg(&cfg).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd:?}: {err}");
+        assert!(err.contains("For input string"), "{cmd:?}: {err}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -12,7 +12,7 @@ use crate::zoocfg::ZooCfg;
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// Election addresses, `HOST:PORT`; the members the answers' configs name are examined too.
-    #[arg(value_name = "HOST:PORT", required_unless_present = "config")]
+    #[arg(value_name = "HOST:PORT", required_unless_present = "config", value_parser = super::host_port)]
     pub servers: Vec<String>,
     /// The ensemble's zoo.cfg: every member it names (and its client port).
     #[arg(long, value_name = "ZOO.CFG")]
@@ -57,7 +57,7 @@ pub fn run(args: DoctorArgs) -> Result<(), CliError> {
     let tls = args.tls.build(cfg.as_ref())?;
     let sasl = args.tls.sasl(cfg.as_ref())?;
     if let (Some(path), Some(cfg)) = (&args.config, &cfg) {
-        let client_port: Option<u16> = cfg.get("clientPort");
+        let client_port: Option<u16> = cfg.int("clientPort").and_then(|p| u16::try_from(p).ok());
         for line in cfg.servers() {
             let Some(addr) = line.addresses.first() else {
                 continue;

@@ -232,7 +232,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         ))
     })?;
     let announce: Vec<ElectionAddress> = me.addresses.iter().map(|a| a.election()).collect();
-    let all_ips = cfg.get::<bool>("quorumListenOnAllIPs").unwrap_or(false);
+    let all_ips = cfg.flag("quorumListenOnAllIPs").unwrap_or(false);
     let mut listen = Vec::new();
     for a in &announce {
         let sa = resolve(a)
@@ -255,9 +255,22 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         .filter(|s| s.id != my_id)
         .map(|s| (s.id, s.addresses.iter().map(|a| a.election()).collect()))
         .collect();
-    let tick: u64 = cfg.get("tickTime").unwrap_or(3000);
-    let init_limit: u64 = cfg.get("initLimit").unwrap_or(10);
-    let sync_limit: u64 = cfg.get("syncLimit").unwrap_or(5);
+    // Java's defaults: tickTime 3000; initLimit and syncLimit have none, and a distributed
+    // config without them is refused (QuorumPeerConfig.checkValidity).
+    let limit = |key: &str| match cfg.int(key) {
+        Some(v) if v > 0 => Ok(v as u64),
+        None | Some(0) => Err(input(format!(
+            "--config {}: {key} is not set (Java refuses a config of several servers without it)",
+            args.config.display()
+        ))),
+        Some(v) => Err(input(format!(
+            "--config {}: {key}={v}: must be positive",
+            args.config.display()
+        ))),
+    };
+    let tick = cfg.int("tickTime").map_or(3000, |t| t.max(1) as u64);
+    let init_limit = limit("initLimit")?;
+    let sync_limit = limit("syncLimit")?;
     if args.min_notification_interval == 0 || args.max_notification_interval == 0 {
         return Err(input("notification intervals must be > 0".into()));
     }

@@ -93,6 +93,27 @@ impl CliError {
 
 /// Reads the zoo.cfg a `--config` names for its members: a file that names none (a
 /// standalone server's config, or not a zoo.cfg at all) is an error, not an empty ensemble.
+/// clap's parser of a `HOST:PORT` argument: a host, then a port from 1 to 65535 (`[::1]:3888`
+/// for IPv6). A malformed address is a wrong argument (exit 2), told apart from a host that
+/// does not resolve (exit 1, when it is used).
+pub(crate) fn host_port(text: &str) -> Result<String, String> {
+    let (host, port) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{text:?} has no port: give HOST:PORT, e.g. 127.0.0.1:3888"))?;
+    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
+    if host.is_empty() || (bare.is_none() && host.contains(':')) {
+        return Err(format!(
+            "{text:?} is not HOST:PORT (an IPv6 address goes in brackets: [::1]:3888)"
+        ));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(text.to_string()),
+        _ => Err(format!(
+            "{text:?}: the port {port:?} is not a port (1-65535)"
+        )),
+    }
+}
+
 fn members_config(path: &std::path::Path) -> Result<crate::zoocfg::ZooCfg, CliError> {
     let cfg =
         crate::zoocfg::ZooCfg::read(path).map_err(|e| CliError::input(format!("--config {e}")))?;

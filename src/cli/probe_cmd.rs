@@ -11,7 +11,7 @@ use crate::wire::ServerState;
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
     /// Election addresses to probe, `HOST:PORT` (`[::1]:3888` for IPv6).
-    #[arg(value_name = "HOST:PORT", required = true)]
+    #[arg(value_name = "HOST:PORT", required = true, value_parser = super::host_port)]
     pub servers: Vec<String>,
     /// Also probe every member named in the config the answers carry, and print the ensemble
     /// as a table, flagging servers that disagree or do not answer.

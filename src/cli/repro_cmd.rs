@@ -15,7 +15,7 @@ pub struct ReproArgs {
     #[arg(value_name = "NAME", required_unless_present = "list")]
     pub name: Option<String>,
     /// The server's election address, HOST:PORT.
-    #[arg(long, value_name = "HOST:PORT", required_unless_present = "list")]
+    #[arg(long, value_name = "HOST:PORT", required_unless_present = "list", value_parser = super::host_port)]
     pub target: Option<String>,
     /// List every repro, what it sends and what it breaks.
     #[arg(long)]
@@ -35,7 +35,7 @@ pub struct ReproArgs {
     pub config: Option<std::path::PathBuf>,
     /// The leader's client address for ZOOKEEPER-2201's writes, when the config carries none
     /// (3.4 servers, static configs).
-    #[arg(long, value_name = "HOST:PORT")]
+    #[arg(long, value_name = "HOST:PORT", value_parser = super::host_port)]
     pub client: Option<String>,
     /// Output format: text, or one JSON object.
     #[arg(long, value_enum, default_value_t = Format::Text)]
