@@ -13,17 +13,14 @@
 #
 # `--no-tests` records the walkthrough only.
 #
-# Needs root (tcpdump on lo), Java ZooKeeper (scripts/zk-env.sh) and a zkfle build
-# (ZKFLE=path, default target/release/zkfle, else target/debug/zkfle).
+# Needs root (tcpdump on lo) and Java ZooKeeper (scripts/zk-env.sh); runs this tree's zkfle
+# (a debug build made here), or ZKFLE=path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ZKFLE=${ZKFLE:-}
-if [ -z "$ZKFLE" ]; then
-  for z in target/release/zkfle target/debug/zkfle; do
-    [ -x "$z" ] && { ZKFLE=$PWD/$z; break; }
-  done
+if [ -z "${ZKFLE:-}" ]; then
+  cargo build --quiet --bin zkfle
+  ZKFLE=$PWD/target/debug/zkfle
 fi
-[ -n "$ZKFLE" ] || { echo "docs-record: build zkfle first (cargo build --release)" >&2; exit 2; }
 command -v tcpdump >/dev/null || { echo "docs-record: needs tcpdump" >&2; exit 2; }
 export PATH="$(dirname "$ZKFLE"):$PATH"
 

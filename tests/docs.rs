@@ -187,51 +187,47 @@ fn shape(line: &str) -> String {
     out
 }
 
-/// Whether the block's lines, shaped, are the recording's in order (`...` skips lines).
+/// Whether the block's lines, shaped, are the recording's in order (`...` skips lines). The
+/// block may begin anywhere in the recording; every place is tried.
 fn has_shape_of(block: &str, recording: &str) -> Result<(), String> {
     let recorded: Vec<String> = recording
         .lines()
         .filter(|l| !l.starts_with('#'))
         .map(shape)
         .collect();
-    // The block may begin anywhere in the recording.
-    let mut at = 0;
-    let mut skipping = true;
+    // Runs of block lines that must be consecutive in the recording, separated by `...`.
+    let mut runs: Vec<Vec<(String, &str)>> = vec![Vec::new()];
     for line in block.lines() {
         if line.trim() == "..." {
-            skipping = true;
-            continue;
-        }
-        let want = shape(line);
-        let found = if skipping {
-            recorded[at..]
-                .iter()
-                .position(|r| *r == want)
-                .map(|p| at + p)
+            runs.push(Vec::new());
         } else {
-            (recorded.get(at) == Some(&want)).then_some(at)
-        };
+            runs.last_mut().unwrap().push((shape(line), line));
+        }
+    }
+    runs.retain(|r| !r.is_empty());
+    // Each run at its earliest place after the previous one: a greedy match of consecutive
+    // runs is the leftmost, so it fails only when no placement exists.
+    let mut at = 0;
+    for run in &runs {
+        let found = (at..=recorded.len().saturating_sub(run.len())).find(|&p| {
+            run.iter()
+                .enumerate()
+                .all(|(k, (want, _))| recorded.get(p + k) == Some(want))
+        });
         match found {
-            Some(p) => at = p + 1,
+            Some(p) => at = p + run.len(),
             None => {
+                // Name the first line of the run that has no place.
+                let line = run
+                    .iter()
+                    .find(|(want, _)| !recorded[at..].contains(want))
+                    .map_or(run[0].1, |(_, l)| *l);
                 return Err(format!(
-                    "the line {line:?} has no line of that shape {}",
-                    if skipping {
-                        "later in the recording".to_string()
-                    } else {
-                        format!(
-                            "here: the recording has {:?}",
-                            recording
-                                .lines()
-                                .filter(|l| !l.starts_with('#'))
-                                .nth(at)
-                                .unwrap_or("(its end)")
-                        )
-                    }
+                    "the lines from {:?} are not, in this shape and order, in the recording (first without a place: {line:?})",
+                    run[0].1
                 ));
             }
         }
-        skipping = false;
     }
     Ok(())
 }

@@ -86,7 +86,39 @@ fn healthy_then_a_dead_listener_and_a_dead_receiver() {
         .output()
         .unwrap();
     assert!(text.status.success());
-    assert!(String::from_utf8_lossy(&text.stdout).contains("healthy: 3 server(s)"));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("healthy: 3 server(s)"), "{text}");
+    // Each piece of advice once, naming the servers it concerns.
+    let advice = text.split("advice:\n").nth(1).unwrap_or_default();
+    let lines: Vec<&str> = advice.lines().filter(|l| l.starts_with("  ")).collect();
+    let unique: std::collections::BTreeSet<&str> = lines.iter().copied().collect();
+    assert!(!lines.is_empty() && unique.len() == lines.len(), "{text}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.ends_with("127.0.0.1:3888, 127.0.0.2:3888, 127.0.0.3:3888")),
+        "{text}"
+    );
+
+    // A config whose election port for server 2 is a typo: the config is wrong, not the
+    // server, and the ensemble still has three members.
+    let typo = e.dir.join("typo.cfg");
+    std::fs::write(
+        &typo,
+        std::fs::read_to_string(cfg)
+            .unwrap()
+            .replace("127.0.0.2:2888:3888", "127.0.0.2:2888:38888"),
+    )
+    .unwrap();
+    let (code, report) = doctor(&["--config", typo.to_str().unwrap()]);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(report["servers"].as_array().unwrap().len(), 3, "{report}");
+    let p = server(&report, 2)["problems"][0].as_str().unwrap();
+    assert!(
+        p.contains("127.0.0.2:38888") && p.contains("the config given is wrong"),
+        "{p}"
+    );
+    assert!(!p.contains("restart the server"), "{p}");
     // Nothing the doctor sent was logged as an error.
     let errors_after: Vec<usize> = (1..=3).map(|s| errors_logged(&e, s)).collect();
     assert_eq!(

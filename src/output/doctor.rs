@@ -26,7 +26,27 @@ impl Report {
                 })
             })
             .collect();
-        json!({"servers": servers, "healthy": self.healthy()})
+        let advice: Vec<Value> = self
+            .advice()
+            .into_iter()
+            .map(|(text, servers)| json!({"advice": text, "servers": servers}))
+            .collect();
+        json!({"servers": servers, "advice": advice, "healthy": self.healthy()})
+    }
+
+    /// Each piece of advice once, with the servers it concerns (their addresses), in the
+    /// order first given.
+    pub fn advice(&self) -> Vec<(&str, Vec<&str>)> {
+        let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
+        for s in &self.servers {
+            for a in &s.advice {
+                match out.iter_mut().find(|(t, _)| *t == a.as_str()) {
+                    Some((_, servers)) => servers.push(&s.member.address),
+                    None => out.push((a, vec![&s.member.address])),
+                }
+            }
+        }
+        out
     }
 
     pub fn to_text(&self) -> String {
@@ -64,8 +84,12 @@ impl Report {
             for p in &s.problems {
                 out.push_str(&format!("        problem: {p}\n"));
             }
-            for a in &s.advice {
-                out.push_str(&format!("        advice:  {a}\n"));
+        }
+        let advice = self.advice();
+        if !advice.is_empty() {
+            out.push_str("advice:\n");
+            for (text, servers) in advice {
+                out.push_str(&format!("  {}: {text}\n", servers.join(", ")));
             }
         }
         let n = self

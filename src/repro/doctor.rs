@@ -85,6 +85,9 @@ pub fn examine(mut members: Vec<Member>, opts: &DoctorOptions) -> Report {
         .iter()
         .filter_map(|a| a.as_ref().ok()?.config.clone())
         .max_by_key(|c| c.version());
+    // Members the given config puts at another election address than the ensemble's own
+    // config does: (index in `members`, the ensemble's address).
+    let mut elsewhere: Vec<(usize, String)> = Vec::new();
     if let Some(config) = &newest {
         let mut extra: Vec<Member> = Vec::new();
         for line in config.servers() {
@@ -93,6 +96,15 @@ pub fn examine(mut members: Vec<Member>, opts: &DoctorOptions) -> Report {
             };
             let election = addr.election().text;
             let client = client_of(line.client.as_ref(), &addr.host);
+            if let Some(i) = members
+                .iter()
+                .position(|m| m.sid == Some(line.id) && !same_address(&m.address, &election))
+            {
+                // The same member, named by the config given at another address: examined
+                // at the given one, and told apart from a dead listener below.
+                elsewhere.push((i, election));
+                continue;
+            }
             match members
                 .iter_mut()
                 .find(|m| same_address(&m.address, &election))
@@ -123,19 +135,41 @@ pub fn examine(mut members: Vec<Member>, opts: &DoctorOptions) -> Report {
     }
     let v2 = ProbeOptions {
         protocol: ProtocolVersion::V2,
-        ..v1
+        ..v1.clone()
     };
     let v2_answers = probe::probe_all(&addresses_of(&members), &v2);
     let versions = srvr_all(&members, opts.timeout);
+    // Where the given address does not answer, whether the ensemble's does.
+    let elsewhere_answers: Vec<(usize, String, Option<Answer>)> = elsewhere
+        .into_iter()
+        .filter(|(i, _)| answers[*i].is_err())
+        .map(|(i, addr)| {
+            let answer = probe::probe_all(std::slice::from_ref(&addr), &v1)
+                .pop()
+                .and_then(Result::ok);
+            (i, addr, answer)
+        })
+        .collect();
 
     let mut servers: Vec<ServerReport> = members
         .into_iter()
         .zip(answers)
         .zip(v2_answers)
         .zip(versions)
-        .map(|(((member, answer), v2), srvr)| {
+        .enumerate()
+        .map(|(i, (((member, answer), v2), srvr))| {
             let mut problems = Vec::new();
+            let moved = elsewhere_answers.iter().find(|(j, ..)| *j == i);
             match (&answer, &srvr) {
+                (Err(e), _) if moved.is_some_and(|(.., a)| a.is_some()) => {
+                    let (_, there, a) = moved.unwrap();
+                    let state = a.as_ref().map_or("", |a| a.state.name());
+                    problems.push(format!(
+                        "the config given names {} for sid {}, which does not answer ({e}), but the ensemble's own config names {there}, which answers {state}: the config given is wrong or stale, not the server",
+                        member.address,
+                        member.sid.unwrap_or_default(),
+                    ));
+                }
                 (Ok(_), _) => {
                     if let Err(e) = &v2 {
                         problems.push(format!(
