@@ -420,6 +420,20 @@ impl ZooCfg {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn integers_and_booleans_are_read_as_java_reads_them() {
+        assert_eq!(java_int("2000"), Some(2000));
+        assert_eq!(java_int("+5"), Some(5));
+        assert_eq!(java_int("-1"), Some(-1));
+        for bad in ["20O0", "", "+", "2000 ms", "0x10", "2147483648", "1.5"] {
+            assert_eq!(java_int(bad), None, "{bad}");
+        }
+        assert_eq!(java_boolean("TRUE"), Some(true));
+        assert_eq!(java_boolean("False"), Some(false));
+        assert_eq!(java_boolean("yes"), None);
+        assert_eq!(java_boolean("1"), None);
+    }
     use super::*;
 
     #[test]
@@ -434,7 +448,7 @@ mod tests {
         .unwrap();
         let cfg = ZooCfg::read(&p).unwrap();
         assert_eq!(cfg.servers().count(), 2);
-        assert_eq!(cfg.get::<u64>("tickTime"), Some(2000));
+        assert_eq!(cfg.int("tickTime"), Some(2000));
         assert_eq!(
             cfg.quorum_text(),
             "server.1=127.0.0.1:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:observer;2181\nversion=0"
