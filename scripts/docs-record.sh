@@ -99,6 +99,8 @@ done
   echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(zkfle --version 2>/dev/null || echo zkfle), ZooKeeper $(scripts/zk-env.sh --print 2>/dev/null | sed -n "s/^version: *//p")"
   echo "# the capture and the servers' logs: $KEEP/"
   cat "$rec"
+  echo "# zkfle join's log (its stderr, RUST_LOG unset), as $KEEP/zkfle.log keeps it"
+  cat "$KEEP/zkfle.log"
 } >"$OUT"
 rm -f "$rec"
 echo "docs-record: wrote $OUT and $KEEP/" >&2

@@ -170,3 +170,103 @@ fn values_java_refuses_are_refused_with_its_words() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Without RUST_LOG, `join` is quiet while healthy but not silent: a start line, one line per
+/// change of state in Java's words, and a stop line on SIGTERM; none of the chatter of
+/// `RUST_LOG=info` (every notification sent and received).
+#[test]
+fn join_tells_its_states_and_nothing_else_by_default() {
+    let dir = std::env::temp_dir().join(format!("zkfle-join-states-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ports: Vec<u16> = (0..3)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        })
+        .collect();
+    let cfg = dir.join("zoo.cfg");
+    let members: String = ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("server.{}=127.0.0.1:{}:{p}\n", i + 1, 20000 + i))
+        .collect();
+    std::fs::write(
+        &cfg,
+        format!("tickTime=100\ninitLimit=10\nsyncLimit=5\n{members}"),
+    )
+    .unwrap();
+    let logs: Vec<std::path::PathBuf> = (1..=3).map(|i| dir.join(format!("{i}.log"))).collect();
+    let mut nodes: Vec<std::process::Child> = (1..=3)
+        .map(|i| {
+            Command::new(ZKFLE)
+                .args([
+                    "join",
+                    "--config",
+                    cfg.to_str().unwrap(),
+                    "--myid",
+                    &i.to_string(),
+                ])
+                // Election only: a claimed vote, no data directory.
+                .args(["--zxid", "0", "--peer-epoch", "0"])
+                .env_remove("RUST_LOG")
+                .stderr(std::fs::File::create(&logs[i - 1]).unwrap())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let start = std::time::Instant::now();
+    let decided = |l: &std::path::PathBuf| {
+        std::fs::read_to_string(l)
+            .unwrap_or_default()
+            .contains("LEADER ELECTION TOOK")
+    };
+    while !logs.iter().all(decided) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "no decision"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for n in &mut nodes {
+        Command::new("kill")
+            .args(["-TERM", &n.id().to_string()])
+            .status()
+            .unwrap();
+        let status = n.wait().unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+    for (i, l) in logs.iter().enumerate() {
+        let text = std::fs::read_to_string(l).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        // The first state line is the start (warnings about the options may come before it).
+        let first = lines.iter().find(|l| l.contains("zkfle::state")).unwrap();
+        assert!(
+            first.contains(&format!(
+                "zkfle join {} starting: sid {}",
+                env!("CARGO_PKG_VERSION"),
+                i + 1
+            )),
+            "{text}"
+        );
+        assert!(text.contains("LOOKING (round 0x1)"), "{text}");
+        assert!(text.contains("LEADER ELECTION TOOK"), "{text}");
+        assert!(
+            lines
+                .last()
+                .unwrap()
+                .contains("zkfle join stopping: SIGTERM"),
+            "{text}"
+        );
+        assert!(!text.contains("Notification:"), "{text}");
+        for line in &lines {
+            assert!(
+                line.contains("WARN") || line.contains("zkfle::state"),
+                "{line}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -431,12 +431,37 @@ pub fn run(args: JoinArgs) -> Result<(), CliError> {
     let _ = tracing_subscriber::fmt()
         .with_ansi(ansi)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                // Quiet while healthy, but not silent: warnings, and one line per change of
+                // state (crate::net::STATE_LOG).
+                tracing_subscriber::EnvFilter::new(format!("warn,{}=info", crate::net::STATE_LOG))
+            }),
         )
         .with_writer(std::io::stderr)
         .try_init();
     let cfg = node_config(&args)?;
+    tracing::info!(
+        target: crate::net::STATE_LOG,
+        "zkfle join {} starting: sid {}, election {}, quorum {}, {}",
+        env!("CARGO_PKG_VERSION"),
+        cfg.net.my_sid,
+        cfg.net
+            .announce
+            .iter()
+            .map(|a| a.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        cfg.zab.as_ref().map_or("-".to_string(), |z| z
+            .my_quorum_addrs
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")),
+        cfg.zab.as_ref().map_or(
+            "election only (no data directory)".to_string(),
+            |z| format!("data dir {}", z.data_dir.display())
+        ),
+    );
     let mut events_out: Option<Box<dyn Write + Send>> = match (&args.events_file, args.events) {
         (Some(p), _) => Some(Box::new(
             std::fs::OpenOptions::new()
@@ -458,7 +483,17 @@ pub fn run(args: JoinArgs) -> Result<(), CliError> {
     rt.block_on(async move {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<StateEvent>();
         let node = tokio::spawn(crate::net::run(cfg, tx));
-        while let Some(ev) = rx.recv().await {
+        let stop = stop_signal();
+        tokio::pin!(stop);
+        loop {
+            let ev = tokio::select! {
+                ev = rx.recv() => ev,
+                signal = &mut stop => {
+                    tracing::info!(target: crate::net::STATE_LOG, "zkfle join stopping: {signal}");
+                    return Ok(());
+                }
+            };
+            let Some(ev) = ev else { break };
             let line = crate::output::join::event_line(&ev);
             if let Some(out) = events_out.as_mut() {
                 let _ = writeln!(out, "{line}");
@@ -475,6 +510,29 @@ pub fn run(args: JoinArgs) -> Result<(), CliError> {
             Err(e) => Err(CliError::failure(format!("join: {e}"))),
         }
     })
+}
+
+/// The signal that stops `join` (Ctrl-C, or SIGTERM as from `kill`, systemd or Docker), named.
+async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            },
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                "SIGINT"
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
 }
 
 /// A 64-bit integer, decimal or `0x` hex (zxids are usually written in hex).

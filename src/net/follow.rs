@@ -19,6 +19,10 @@ use crate::wire::WireError;
 use crate::wire::quorum::{QuorumItem, QuorumStreamDecoder, ptype};
 use crate::zab::{Event, Learner, LearnerConfig, Persist, SyncKind};
 
+/// Connect attempts to a new leader's quorum port (100 ms apart) that may fail before it is
+/// a warning: the leader opens the port a little after it decides.
+const QUIET_CONNECT_TRIES: u32 = 3;
+
 /// Where and how to follow.
 #[derive(Debug, Clone)]
 pub struct FollowConfig {
@@ -177,11 +181,21 @@ async fn connect(cfg: &FollowConfig, limit: Duration) -> std::io::Result<QuorumS
                 };
             }
             Ok(Err(e)) if start.elapsed() + Duration::from_millis(100) < limit => {
-                warn!(
-                    "Unexpected exception, tries={tries}, remaining init limit={}, connecting to {}: {e}",
-                    limit.saturating_sub(start.elapsed()).as_millis(),
-                    cfg.leader_addr
-                );
+                // Java warns at every try. A new leader opens its quorum port a little after
+                // its decision, so the first tries of an ordinary re-election fail: those are
+                // told at INFO, and a leader still refusing after them is warned about.
+                let remaining = limit.saturating_sub(start.elapsed()).as_millis();
+                if tries < QUIET_CONNECT_TRIES {
+                    info!(
+                        "Unexpected exception, tries={tries}, remaining init limit={remaining}, connecting to {}: {e}",
+                        cfg.leader_addr
+                    );
+                } else {
+                    warn!(
+                        "Unexpected exception, tries={tries}, remaining init limit={remaining}, connecting to {}: {e}",
+                        cfg.leader_addr
+                    );
+                }
                 tries += 1;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -358,7 +372,11 @@ async fn follow_session(
     // Dropped (its file removed) when the session ends, however it ends.
     let mut staging = Staging::new(storage.dir());
     let mut buf = vec![0u8; 1 << 16];
-    let mut synced = false;
+    let mut sync = SyncProgress {
+        synced: false,
+        kind: None,
+        since: std::time::Instant::now(),
+    };
     let mut snap_max = 0i64;
     let end = |reason: FollowError, synced| FollowEnd { reason, synced };
     let files = cfg
@@ -379,12 +397,12 @@ async fn follow_session(
             Ok(_) => learner.resume(now()),
             Err(e) => {
                 storage.abort_snapshot();
-                return end(e, synced);
+                return end(e, sync.synced);
             }
         }
-        if let Some(why) = report_events(&mut learner, &cfg, &mut synced) {
+        if let Some(why) = report_events(&mut learner, &cfg, &mut sync) {
             storage.abort_snapshot();
-            return end(FollowError::Closed(why), synced);
+            return end(FollowError::Closed(why), sync.synced);
         }
         let Some(n) = read_leader(&mut stream, &mut buf, &mut learner, &now).await else {
             continue;
@@ -410,7 +428,7 @@ async fn follow_session(
         )
         .await
         {
-            Ok(acks) if proposals > 0 && synced => {
+            Ok(acks) if proposals > 0 && sync.synced => {
                 let us = t_read.elapsed().as_micros().min(u32::MAX as u128) as u32;
                 stats.record(us, acks);
                 learner.resume(now());
@@ -418,7 +436,7 @@ async fn follow_session(
             Ok(_) => learner.resume(now()),
             Err(e) => {
                 storage.abort_snapshot();
-                return end(e, synced);
+                return end(e, sync.synced);
             }
         }
     }
@@ -457,24 +475,39 @@ async fn read_leader(
 
 /// Logs what the learner reports (in Java's words where Java logs it) and passes config news
 /// on; the reason, when the learner closed the session.
-fn report_events(learner: &mut Learner, cfg: &FollowConfig, synced: &mut bool) -> Option<String> {
+/// How far the session's sync has come: for its state line, the mode and its start.
+struct SyncProgress {
+    synced: bool,
+    kind: Option<SyncKind>,
+    since: std::time::Instant,
+}
+
+fn report_events(
+    learner: &mut Learner,
+    cfg: &FollowConfig,
+    sync: &mut SyncProgress,
+) -> Option<String> {
     let lc = &cfg.learner;
     while let Some(ev) = learner.poll_event() {
         match ev {
             // Java's words (Learner.syncWithLeader) for each sync mode: the SNAP and TRUNC
             // lines are logged where the snapshot and the truncation begin.
             Event::SyncStarted { kind, zxid } => {
+                sync.kind = Some(kind);
                 if kind == SyncKind::Diff {
                     info!("Getting a diff from the leader 0x{zxid:x}")
                 }
             }
             Event::UpToDate { epoch } => {
-                *synced = true;
+                sync.synced = true;
                 info!("Learner received UPTODATE message");
                 cfg.established_epoch.store(epoch, Ordering::Release);
                 info!(
-                    "synced with leader {} in epoch {epoch} (last zxid 0x{:x})",
+                    target: super::STATE_LOG,
+                    "synced with leader {} in epoch {epoch} by {} in {} ms (last zxid 0x{:x})",
                     cfg.leader_sid,
+                    sync.kind.map_or("DIFF", SyncKind::name),
+                    sync.since.elapsed().as_millis(),
                     learner.last_zxid()
                 );
             }

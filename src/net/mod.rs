@@ -31,6 +31,12 @@ pub mod probe;
 pub mod sasl;
 pub mod tls;
 
+/// The log target of `zkfle join`'s state lines: its start and stop, each election's start
+/// and decision, each sync and each end of following or leading, in Java's words. `join`
+/// shows them (at INFO) when `RUST_LOG` is unset, with every warning; `RUST_LOG=info` shows
+/// everything else too.
+pub const STATE_LOG: &str = "zkfle::state";
+
 pub use dialect::WireDialect;
 pub use manager::{Manager, NetConfig, PeerLimits, Received};
 pub use node::{NodeConfig, StateEvent, ZabConfig, run};

@@ -92,7 +92,8 @@ pub async fn run(
             st.set_prealloc(z.prealloc);
             st.set_snap_config(z.snap.clone())?;
             info!(
-                "{}: acceptedEpoch {}, currentEpoch {}, last zxid 0x{:x}",
+                target: super::STATE_LOG,
+                "data dir {}: acceptedEpoch {}, currentEpoch {}, last zxid 0x{:x}",
                 st.dir().display(),
                 st.accepted_epoch(),
                 st.current_epoch(),
@@ -273,7 +274,11 @@ impl Node {
         self.ack_stats = stats;
         if end.synced {
             self.unsynced_ends = 0;
-            info!("FOLLOWING: {}; looking for a leader again", end.reason);
+            info!(
+                target: super::STATE_LOG,
+                "FOLLOWING: {}; looking for a leader again",
+                end.reason
+            );
         } else {
             self.unsynced_ends = self.unsynced_ends.saturating_add(1);
             // Java warns too ("Exception when following the leader").
@@ -291,6 +296,7 @@ impl Node {
 
     fn on_lead_end(&mut self, st: Storage, end: LeadEnd) {
         info!(
+            target: super::STATE_LOG,
             "LEADING: {}{}; acceptedEpoch {}, currentEpoch {}, last zxid 0x{:x}; looking for a leader again",
             end.reason,
             if end.handed_over {
@@ -315,6 +321,14 @@ impl Node {
         self.after.reset();
         self.el.start(now);
         let p = self.el.proposal();
+        info!(
+            target: super::STATE_LOG,
+            "LOOKING (round 0x{:x}), voting for {} (zxid 0x{:x}, peerEpoch 0x{:x})",
+            self.el.logical_clock(),
+            p.leader,
+            p.zxid,
+            p.peer_epoch
+        );
         let _ = self.events.send(StateEvent {
             leader: p.leader,
             state: ServerState::Looking.name(),
@@ -377,11 +391,13 @@ impl Node {
                         // Java's observers log no `LEADER ELECTION TOOK` line; tools that
                         // read it count followers and leaders only.
                         info!(
+                            target: super::STATE_LOG,
                             "OBSERVING: the election took {took_ms} ms (leader {}, round 0x{lc:x})",
                             vote.leader
                         );
                     } else {
                         info!(
+                            target: super::STATE_LOG,
                             "{} - LEADER ELECTION TOOK - {took_ms} MS (leader {}, round 0x{lc:x})",
                             state.name(),
                             vote.leader
@@ -624,7 +640,11 @@ impl Node {
             self.mgr.connect_one(leader);
         }
         if let Some(why) = check.look_again {
-            info!("{}: {why}; looking for a leader again", state.name());
+            info!(
+                target: super::STATE_LOG,
+                "{}: {why}; looking for a leader again",
+                state.name()
+            );
             self.start();
         }
     }

@@ -377,7 +377,11 @@ impl Storage {
             match read_snapshot(&p) {
                 Ok((mut t, digest)) => {
                     t.last_processed_zxid = *z;
+                    // A digest written at zxid 0 (a fresh tree's snapshot.0, which carries
+                    // digest 0 as Java writes it) is not compared, as Java's
+                    // `deserializeZxidDigest` ignores it.
                     if let Some((dz, d)) = digest
+                        && dz > 0
                         && dz == *z
                         && d != t.digest()
                     {
