@@ -61,8 +61,8 @@ for _ in $(seq 50); do grep -q "listening on" "$WALK.tcpdump.err" 2>/dev/null &&
 step scripts/ensemble.sh start "$WALK" --servers "1:participant:external,2:participant,3:participant" --tick 200
 step scripts/ensemble.sh wait-stable "$WALK"
 
-echo "\$ zkfle join --config $WALK/zoo.cfg --myid 1 --data-dir $WALK/zkfle --events jsonl &" >>"$rec"
-zkfle join --config "$WALK/zoo.cfg" --myid 1 --data-dir "$WALK/zkfle" --events jsonl \
+echo "\$ zkfle join --config $WALK/external-1.cfg --myid 1 --data-dir $WALK/zkfle --events jsonl &" >>"$rec"
+zkfle join --config "$WALK/external-1.cfg" --myid 1 --data-dir "$WALK/zkfle" --events jsonl \
   >"$WALK.events" 2>"$KEEP/zkfle.log" &
 pids+=($!)
 for _ in $(seq 100); do grep -q FOLLOWING "$WALK.events" 2>/dev/null && break; sleep 0.1; done
@@ -70,6 +70,9 @@ news "$WALK.events"
 
 step zkfle probe --all 127.0.0.2:3888
 step zkfle doctor --config "$WALK/zoo.cfg"
+echo "\$ echo srvr | nc 127.0.0.1 2181" >>"$rec"
+echo "# (sent with bash's /dev/tcp, which needs no nc: the same four bytes)" >>"$rec"
+exec 3<>/dev/tcp/127.0.0.1/2181 && printf srvr >&3 && cat <&3 >>"$rec"; exec 3<&-
 step scripts/ensemble.sh cli "$WALK" 2 create /hello world
 leader=$(zkfle probe 127.0.0.2:3888 --format json | sed -n 's/.*"leader": *\([0-9]*\).*/\1/p' | head -n1)
 step scripts/ensemble.sh stop-node "$WALK" "$leader" --kill

@@ -42,7 +42,8 @@
 #   --ipv6           [::1]       quorum 2880+N election 3880+N client [::1]:2180+N
 #
 # Files: DIR/zoo.cfg (shared part), DIR/N/zoo.cfg (per server: dataDir, client
-# address, peerType), DIR/N/data/myid, DIR/N/server.log (ZooKeeper's log, INFO),
+# address, peerType), DIR/external-N.cfg (an external member's: the shared part and its
+# client address, for `zkfle join --config`), DIR/N/data/myid, DIR/N/server.log (ZooKeeper's log, INFO),
 # DIR/N/stdout.log (JVM stdout/stderr), DIR/N/pid, DIR/ensemble.env (layout).
 # DIR/server.jvmflags, when present: more JVM flags for every server (whitespace-separated,
 # as zkServer.sh's SERVER_JVMFLAGS), e.g. -Djava.security.auth.login.config=DIR/jaas.conf.
@@ -434,8 +435,18 @@ cmd_start() {
   local q e c
   while read -r sid type flag host; do
     [ -n "$sid" ] || continue
-    [ "$flag" = 1 ] || continue
     read -r q e c <<<"$(member_ports "$sid")"
+    if [ "$flag" != 1 ]; then
+      # An external member (zkfle) gets a config of its own too, with its client address.
+      {
+        echo "$common"
+        echo "# server $sid (external: not run by this script)"
+        echo "clientPort=$c"
+        echo "clientPortAddress=$(member_host "$sid" "$host")"
+        if [ "$type" = observer ]; then echo "peerType=observer"; fi
+      } >"$dir/external-$sid.cfg"
+      continue
+    fi
     mkdir -p "$dir/$sid/data"
     echo "$sid" >"$dir/$sid/data/myid"
     {

@@ -96,7 +96,7 @@ fn healthy_then_a_dead_listener_and_a_dead_receiver() {
     assert!(
         lines
             .iter()
-            .all(|l| l.ends_with("127.0.0.1:3888, 127.0.0.2:3888, 127.0.0.3:3888")),
+            .all(|l| l.starts_with("  127.0.0.1:3888, 127.0.0.2:3888, 127.0.0.3:3888: ")),
         "{text}"
     );
 

@@ -64,6 +64,8 @@ fn node(sid: i64, ports: &[SocketAddr], quorum: &QuorumVerifier) -> NodeConfig {
         // All-native ensembles have no Zab leader to follow: election-only nodes.
         zab: None,
         reconfig_cfg_path: None,
+        client_port: None,
+        status: Default::default(),
     }
 }
 

@@ -304,6 +304,8 @@ async fn all_native_ensemble_of_three_elects_and_reelects() {
             once: false,
             zab: None,
             reconfig_cfg_path: None,
+            client_port: None,
+            status: Default::default(),
         };
         let (tx, rx) = mpsc::unbounded_channel::<StateEvent>();
         nodes.push(tokio::spawn(run(node, tx)));

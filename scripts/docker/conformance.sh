@@ -15,7 +15,7 @@
 #   start            all four agree on one leader; a capture of the bridge's election traffic
 #                    (tcpdump of 172.28.0.0/24 port 3888) decodes with every sid known and its
 #                    summary names that leader;
-#                    `zkfle probe --all` agrees with each Java server's `srvr`/`mntr`
+#                    `zkfle probe --all` agrees with every member's `srvr` (zkfle's too) and the leader's `mntr`
 #   leader-isolated  the leader's container off the bridge (docker network disconnect)
 #   split-minority   the leader alone on one side (iptables in each container's netns)
 #   split-majority   one Java follower alone; the leader's side (with zkfle) keeps writing
@@ -38,7 +38,7 @@
 # release by default.
 #
 # Every scenario checks, within the bound it prints: the Java servers and zkfle agree on one
-# leader (probe: one LEADING, the rest FOLLOWING it; srvr: the same modes; mntr on the leader:
+# leader (probe: one LEADING, the rest FOLLOWING it; srvr, zkfle's included: the same modes; mntr on the leader:
 # every follower synced, zkfle included); writes made through a Java client (zkCli.sh in a
 # container) before the fault read back from every Java server afterwards.
 #
@@ -270,8 +270,8 @@ agree_once() {
   local in=false
   for s in "${members[@]}"; do [ "$s" = "zoo$leader" ] && in=true; done
   $in || { echo "why: all back $leader, which is not among ${members[*]}"; return 1; }
+  # zoo1 is zkfle: its client port answers srvr as a Java member's does.
   for s in "${members[@]}"; do
-    [ "$s" = zoo1 ] && continue
     mode=$(fourlw "$s" srvr | sed -n 's/^Mode: //p')
     if [ "$s" = "zoo$leader" ]; then
       [ "$mode" = leader ] || { echo "why: $s: srvr says '${mode:-no answer}', probe says LEADING"; return 1; }

@@ -392,6 +392,22 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         .quorum_cnxn_timeout
         .filter(|t| *t > 0)
         .unwrap_or(tick * sync_limit);
+    let client_port = client_port_config(
+        &cfg,
+        me,
+        &ClientPortLimits {
+            tick,
+            init_limit,
+            sync_limit,
+            data_dir: zab.as_ref().map(|z| z.data_dir.clone()),
+            speaks: if args.wire == WireDialect::Legacy {
+                "3.4.14"
+            } else {
+                "3.9.5"
+            },
+            membership: cfg.quorum_text(),
+        },
+    )?;
     Ok(NodeConfig {
         election,
         net: NetConfig {
@@ -415,7 +431,107 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         once: args.once,
         zab,
         reconfig_cfg_path: cfg.reconfig_enabled().then(|| args.config.clone()),
+        client_port,
+        status: Default::default(),
     })
+}
+
+/// What the client port's answers need that is not in zoo.cfg itself.
+struct ClientPortLimits {
+    tick: u64,
+    init_limit: u64,
+    sync_limit: u64,
+    data_dir: Option<std::path::PathBuf>,
+    /// The release named in the version line: the newest of the generation zkfle speaks.
+    speaks: &'static str,
+    membership: String,
+}
+
+/// The client port as Java opens it: the address after `;` in the member's server line, else
+/// `clientPortAddress`:`clientPort`, else every address at `clientPort`; none when no port is
+/// set (Java opens none then either). `secureClientPort` is refused: zkfle has no TLS client
+/// port, and monitoring it would read as a dead server.
+fn client_port_config(
+    cfg: &crate::zoocfg::ZooCfg,
+    me: &crate::wire::config::ServerLine,
+    l: &ClientPortLimits,
+) -> Result<Option<crate::net::client_port::ClientPortConfig>, CliError> {
+    use crate::net::client_port::{ClientPortConfig, Whitelist};
+    if cfg.int("secureClientPort").is_some() {
+        return Err(CliError::input(format!(
+            "--config {}: secureClientPort: zkfle has no TLS client port (remove the key for zkfle's zoo.cfg)",
+            cfg.path.display()
+        )));
+    }
+    let port = match (&me.client, cfg.int("clientPort")) {
+        (Some((_, p)), _) => *p,
+        (None, Some(p)) => u16::try_from(p).map_err(|_| {
+            CliError::input(format!(
+                "--config {}: clientPort={p}: not a port",
+                cfg.path.display()
+            ))
+        })?,
+        (None, None) => return Ok(None),
+    };
+    let host = me
+        .client
+        .as_ref()
+        .and_then(|(h, _)| h.clone())
+        .or_else(|| cfg.other.get("clientPortAddress").cloned())
+        .unwrap_or_else(|| "0.0.0.0".into());
+    let Some(listen) = resolve(
+        &ElectionAddress::parse(&format!("{host}:{port}"), 0).map_err(|e| {
+            CliError::input(format!(
+                "--config {}: client address {host}:{port}: {e}",
+                cfg.path.display()
+            ))
+        })?,
+    ) else {
+        tracing::warn!("client address {host}:{port} does not resolve: no client port");
+        return Ok(None);
+    };
+    let tick = l.tick as i64;
+    let setup = crate::output::fourlw::MemberSetup {
+        server_id: me.id,
+        client_port: port,
+        data_dir: l
+            .data_dir
+            .as_ref()
+            .map(|d| d.join("version-2").display().to_string())
+            .unwrap_or_default(),
+        data_log_dir: l
+            .data_dir
+            .as_ref()
+            .map(|d| d.join("version-2").display().to_string())
+            .unwrap_or_default(),
+        tick_time: l.tick,
+        init_limit: l.init_limit,
+        sync_limit: l.sync_limit,
+        max_client_cnxns: cfg.int("maxClientCnxns").map_or(60, i64::from),
+        min_session_timeout: cfg
+            .int("minSessionTimeout")
+            .filter(|v| *v != -1)
+            .map_or(tick * 2, i64::from),
+        max_session_timeout: cfg
+            .int("maxSessionTimeout")
+            .filter(|v| *v != -1)
+            .map_or(tick * 20, i64::from),
+        election_ports: me.addresses.iter().map(|a| a.election_port).collect(),
+        quorum_ports: me.addresses.iter().map(|a| a.quorum_port).collect(),
+        peer_type: u8::from(me.role() == crate::wire::Role::Observer),
+        membership: l.membership.clone(),
+        speaks: l.speaks.to_string(),
+    };
+    Ok(Some(ClientPortConfig {
+        listen,
+        whitelist: Whitelist::new(
+            cfg.java_property("zookeeper.4lw.commands.whitelist")
+                .as_deref(),
+            cfg.java_property("readonlymode.enabled").as_deref() == Some("true"),
+        ),
+        setup,
+        data_dir: l.data_dir.clone(),
+    }))
 }
 
 fn resolve(a: &ElectionAddress) -> Option<SocketAddr> {

@@ -40,6 +40,8 @@ pub struct FollowConfig {
     /// With reconfig enabled: the zoo.cfg whose dynamic config files activation writes, and
     /// where to tell the node about each config activated.
     pub reconfig: Option<ReconfigIo>,
+    /// Told when the session has synced, and of the data tree as txns commit.
+    pub status: super::status::StatusBoard,
 }
 
 /// Where a follow session writes configs and reports activations.
@@ -394,7 +396,10 @@ async fn follow_session(
         )
         .await
         {
-            Ok(_) => learner.resume(now()),
+            Ok(_) => {
+                cfg.status.tree(storage.tree());
+                learner.resume(now())
+            }
             Err(e) => {
                 storage.abort_snapshot();
                 return end(e, sync.synced);
@@ -500,6 +505,7 @@ fn report_events(
             }
             Event::UpToDate { epoch } => {
                 sync.synced = true;
+                cfg.status.synced();
                 info!("Learner received UPTODATE message");
                 cfg.established_epoch.store(epoch, Ordering::Release);
                 info!(

@@ -43,6 +43,8 @@ pub struct LeadConfig {
     pub tls: Option<Arc<super::QuorumTls>>,
     /// Quorum SASL: learners authenticate before FOLLOWERINFO.
     pub sasl: Option<Arc<crate::sasl::QuorumSasl>>,
+    /// Told when a quorum has synced (the leader serves from then on).
+    pub status: super::status::StatusBoard,
 }
 
 /// How a leadership ended.
@@ -437,11 +439,14 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
                     "Synchronizing with Learner sid: {sid} peerLastZxid=0x{peer_last_zxid:x}: Sending {} 0x{zxid:x} and {pairs} PROPOSAL+COMMIT pairs",
                     kind.name()
                 ),
-                Event::Established { epoch, sids } => info!(
+                Event::Established { epoch, sids } => {
+                    cfg.status.synced();
+                    info!(
                     target: super::STATE_LOG,
                     "Have quorum of supporters, sids: [ {sids:?} ]; epoch {epoch} established: proposing the hand-over txn 0x{:x}",
                     (epoch << 32) | 1
-                ),
+                    );
+                }
                 Event::HandoverAck { sid } => info!("sid {sid} acknowledged the hand-over txn"),
                 Event::LearnerClosed { sid, why } => match sid {
                     Some(s) => info!("learner sid {s} closed: {why}"),

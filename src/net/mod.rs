@@ -14,12 +14,15 @@
 //!   rules for a decided node without Zab (`docs/join.md`).
 //! - [`lead`]: leading on the quorum port when the election makes zkfle the leader: a
 //!   [`crate::zab::leader::Leader`] over tokio, then the hand-over (`docs/lead.md`).
+//! - [`client_port`] and [`status`]: the member's client port, answering four-letter words
+//!   from the state the node and its Zab sessions keep on a [`status::StatusBoard`].
 //! - [`client`]: a small blocking ZooKeeper client (session, create, setData, pipelined).
 //! - [`tls`] and [`sasl`]: quorum TLS around a connection, and quorum SASL at its start
 //!   (docs/tls.md, docs/sasl.md).
 //! - [`probe`]: asking a live server for its state and vote as a non-member (`zkfle probe`).
 
 pub mod client;
+pub mod client_port;
 pub mod core;
 pub mod deadline;
 pub mod dialect;
@@ -29,6 +32,7 @@ pub mod manager;
 pub mod node;
 pub mod probe;
 pub mod sasl;
+pub mod status;
 pub mod tls;
 
 /// The log target of `zkfle join`'s state lines: its start and stop, each election's start

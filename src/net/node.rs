@@ -37,6 +37,10 @@ pub struct NodeConfig {
     /// With `reconfigEnabled=true`: the zoo.cfg that activated configs are written beside
     /// (`zoo.cfg.dynamic.<version>`) and into (docs/reconfig.md).
     pub reconfig_cfg_path: Option<PathBuf>,
+    /// The client port to answer four-letter words on, when the config names one.
+    pub client_port: Option<super::client_port::ClientPortConfig>,
+    /// What the node is doing, for the client port.
+    pub status: super::status::StatusBoard,
 }
 
 /// What following a leader needs.
@@ -99,10 +103,14 @@ pub async fn run(
                 st.current_epoch(),
                 st.last_zxid()
             );
+            cfg.status.tree(st.tree());
             Some(st)
         }
         None => None,
     };
+    if let Some(port) = cfg.client_port.clone() {
+        tokio::spawn(super::client_port::serve(port, cfg.status.clone()));
+    }
     let mut election = cfg.election.clone();
     if let Some(st) = &storage {
         election.last_zxid = st.last_zxid();
@@ -320,6 +328,7 @@ impl Node {
         self.started_at = now;
         self.after.reset();
         self.el.start(now);
+        self.cfg.status.looking();
         let p = self.el.proposal();
         info!(
             target: super::STATE_LOG,
@@ -384,6 +393,7 @@ impl Node {
         while let Some(ev) = self.el.poll_event() {
             match ev {
                 Event::Decided { state, vote, lc } => {
+                    self.cfg.status.decided(state, vote.leader);
                     let now = self.now();
                     self.after.decided(now);
                     let took_ms = now - self.started_at;
@@ -428,6 +438,7 @@ impl Node {
                                         sync_limit: z.learner.sync_limit,
                                         tls: self.cfg.net.tls.clone(),
                                         sasl: self.cfg.net.sasl.clone(),
+                                        status: self.cfg.status.clone(),
                                     })
                                 }
                                 _ => warn!(
@@ -468,6 +479,7 @@ impl Node {
                                         reconfig,
                                         tls: self.cfg.net.tls.clone(),
                                         sasl: self.cfg.net.sasl.clone(),
+                                        status: self.cfg.status.clone(),
                                     })
                                 }
                                 None => warn!(

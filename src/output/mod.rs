@@ -18,6 +18,7 @@
 //! The reports' `to_json`/`to_text` are inherent methods of the domain types, defined here.
 
 pub mod doctor;
+pub mod fourlw;
 pub mod html;
 pub mod join;
 pub mod json;

@@ -186,8 +186,10 @@ pub fn examine(mut members: Vec<Member>, opts: &DoctorOptions) -> Report {
                 .ok()
                 .flatten()
                 .or_else(|| answer.as_ref().ok().map(|a| probe::version_hint(a).to_string()));
+            // zkfle members run none of Java's code: the matrix says nothing about them.
             let advice = version
                 .as_deref()
+                .filter(|v| !v.starts_with("zkfle"))
                 .map(super::matrix::advice)
                 .unwrap_or_default();
             ServerReport {
@@ -301,9 +303,18 @@ fn srvr(client: &str, timeout: Duration) -> Result<Option<String>, String> {
     Ok(parse_srvr_version(&String::from_utf8_lossy(&text)))
 }
 
-/// `Zookeeper version: 3.8.0-5a02a05e..., built on ...` -> `3.8.0`.
+/// `Zookeeper version: 3.8.0-5a02a05e..., built on ...` -> `3.8.0`; a zkfle member's
+/// `3.9.5-zkfle-0.1.0, ...` -> `zkfle 0.1.0`.
 pub fn parse_srvr_version(text: &str) -> Option<String> {
     let at = text.find("Zookeeper version: ")? + "Zookeeper version: ".len();
+    let line = text[at..].lines().next().unwrap_or_default();
+    if let Some(z) = line.find("-zkfle-") {
+        let v: String = line[z + "-zkfle-".len()..]
+            .chars()
+            .take_while(|c| !matches!(c, ',' | ' '))
+            .collect();
+        return Some(format!("zkfle {v}"));
+    }
     let v: String = text[at..]
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.')
@@ -549,6 +560,13 @@ mod tests {
         assert_eq!(
             parse_srvr_version("srvr is not executed because it is not in the whitelist."),
             None
+        );
+        assert_eq!(
+            parse_srvr_version(
+                "Zookeeper version: 3.9.5-zkfle-0.1.0, built on zkfle\nMode: follower\n"
+            )
+            .as_deref(),
+            Some("zkfle 0.1.0")
         );
     }
 

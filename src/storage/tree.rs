@@ -356,6 +356,20 @@ impl DataTree {
         self.nodes.len()
     }
 
+    /// Ephemeral nodes, all sessions together (`DataTree.getEphemeralsCount`).
+    pub fn ephemeral_count(&self) -> usize {
+        self.ephemerals.values().map(HashSet::len).sum()
+    }
+
+    /// Bytes of every node's path and data (`DataTree.approximateDataSize`). Walks the
+    /// tree: for monitoring, not for every txn.
+    pub fn approximate_data_size(&self) -> u64 {
+        self.nodes
+            .iter()
+            .map(|(path, n)| (path.len() + n.data.as_ref().map_or(0, |d| d.len())) as u64)
+            .sum()
+    }
+
     pub fn session_count(&self) -> usize {
         self.sessions.len()
     }

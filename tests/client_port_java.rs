@@ -1,0 +1,186 @@
+//! zkfle's client port beside Java 3.8 followers in one ensemble (scripts/ensemble.sh): the
+//! four-letter words monitoring uses answer as a Java follower's do, so `zkServer.sh status`
+//! (`srvr`), `ruok` probes and `mntr` scrapers see zkfle as a healthy follower.
+
+mod common;
+use common::join;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use join::{Ensemble, Native, ZKFLE, lock_loopback, wait_for};
+
+/// Sends `word` to `addr` and reads the answer to its end ("" when nothing listens).
+fn ask(addr: &str, word: &[u8]) -> String {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return String::new();
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(word).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| l.strip_prefix(name))
+}
+
+/// `mntr`'s keys.
+fn keys(mntr: &str) -> Vec<&str> {
+    mntr.lines().filter_map(|l| l.split('\t').next()).collect()
+}
+
+#[test]
+fn zkfle_answers_four_letter_words_as_a_java_follower() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "fourlw",
+        "1:participant:external,2:participant,3:participant",
+        &["--tick", "200", "--no-start"],
+    );
+    // The Java servers answer every word, to compare with (zoo.cfg's key wins over a -D flag).
+    for sid in [2, 3] {
+        let own = e.dir.join(format!("{sid}/zoo.cfg"));
+        let text = std::fs::read_to_string(&own).unwrap();
+        std::fs::write(
+            &own,
+            text.replace("4lw.commands.whitelist=srvr", "4lw.commands.whitelist=*"),
+        )
+        .unwrap();
+    }
+    // zkfle's zoo.cfg: the ensemble's, with server 1's client address as ensemble.sh gives
+    // each Java server its own; the whitelist stays ensemble.sh's (srvr only, Java's default).
+    let text = std::fs::read_to_string(e.zoo_cfg()).unwrap();
+    let cfg = e.dir.join("zkfle.cfg");
+    std::fs::write(
+        &cfg,
+        format!("{text}\nclientPort=2181\nclientPortAddress=127.0.0.1\n"),
+    )
+    .unwrap();
+    e.start_node(2);
+    e.start_node(3);
+    e.run(&["wait-stable", "--timeout", "30"]);
+
+    // Java's default whitelist: srvr only, the rest refused in Java's words.
+    let n = Native::start_in(&e.dir, &cfg, 1, &[]);
+    let srvr = wait_for(
+        "zkfle's srvr says follower",
+        Duration::from_secs(20),
+        || {
+            let t = ask("127.0.0.1:2181", b"srvr");
+            t.contains("Mode: follower").then_some(t)
+        },
+    );
+    assert!(
+        srvr.starts_with(&format!(
+            "Zookeeper version: 3.9.5-zkfle-{}, built on zkfle\n",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{srvr}"
+    );
+    assert_eq!(
+        ask("127.0.0.1:2181", b"ruok"),
+        "ruok is not executed because it is not in the whitelist.\n"
+    );
+    // A client's ConnectRequest is closed unanswered, as by a server that does not serve.
+    let mut connect = vec![0, 0, 0, 44];
+    connect.extend([0u8; 44]);
+    assert_eq!(ask("127.0.0.1:2181", &connect), "");
+    drop(n);
+
+    // With `4lw.commands.whitelist=*` in zkfle's zoo.cfg, as in the Java servers' flags.
+    let all = e.dir.join("zkfle-4lw.cfg");
+    std::fs::write(
+        &all,
+        std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replace("4lw.commands.whitelist=srvr", "4lw.commands.whitelist=*"),
+    )
+    .unwrap();
+    let n = Native::start_in(&e.dir, &all, 1, &[]);
+    wait_for("zkfle synced again", Duration::from_secs(20), || {
+        ask("127.0.0.1:2181", b"srvr")
+            .contains("Mode: follower")
+            .then_some(())
+    });
+    assert_eq!(ask("127.0.0.1:2181", b"ruok"), "imok");
+    assert_eq!(ask("127.0.0.1:2181", b"isro"), "rw");
+    let java = (2..=3)
+        .map(|s| format!("127.0.0.{s}:2181"))
+        .find(|a| ask(a, b"srvr").contains("Mode: follower"))
+        .expect("a Java follower");
+    // Same zxid and node count as the Java follower's.
+    let same = wait_for("zxid and node count agree", Duration::from_secs(10), || {
+        let (z, j) = (ask("127.0.0.1:2181", b"srvr"), ask(&java, b"srvr"));
+        let pick = |t: &str| {
+            (
+                field(t, "Zxid: ").map(str::to_string),
+                field(t, "Node count: ").map(str::to_string),
+            )
+        };
+        (pick(&z) == pick(&j) && pick(&z).0.is_some()).then_some((z, j))
+    });
+    // srvr's lines are Java's, in Java's order.
+    let names = |t: &str| -> Vec<String> {
+        t.lines()
+            .map(|l| l.split(':').next().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(&same.0),
+        names(&same.1),
+        "{}\n---\n{}",
+        same.0,
+        same.1
+    );
+    let (mine, theirs) = (ask("127.0.0.1:2181", b"mntr"), ask(&java, b"mntr"));
+    for k in keys(&mine) {
+        assert!(keys(&theirs).contains(&k), "{k} is not Java's: {theirs}");
+    }
+    assert!(mine.contains("zk_server_state\tfollower\n"), "{mine}");
+    let count = |t: &str| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("zk_znode_count\t"))
+            .map(str::to_string)
+    };
+    assert_eq!(count(&mine), count(&theirs));
+    let conf = ask("127.0.0.1:2181", b"conf");
+    assert!(
+        conf.contains("\nserverId=1\n") && conf.contains("membership: \n"),
+        "{conf}"
+    );
+    // The Java follower's conf has the same keys.
+    let conf_keys = |t: &str| -> Vec<String> {
+        t.lines()
+            .take_while(|l| !l.starts_with("membership"))
+            .map(|l| l.split('=').next().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(conf_keys(&conf), conf_keys(&ask(&java, b"conf")));
+
+    // doctor reads zkfle's version from its client port: zkfle, with no Java advice.
+    let out = std::process::Command::new(ZKFLE)
+        .args(["doctor", "--format", "json", "--config"])
+        .arg(&all)
+        .output()
+        .unwrap();
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    let me = report["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["sid"] == 1)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        me["version"],
+        format!("zkfle {}", env!("CARGO_PKG_VERSION")),
+        "{report}"
+    );
+    assert_eq!(me["advice"], serde_json::json!([]), "{report}");
+    assert_eq!(me["problems"], serde_json::json!([]), "{report}");
+    drop(n);
+}
