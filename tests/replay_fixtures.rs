@@ -51,3 +51,26 @@ fn every_fixture_participant_replays_natively() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A capture begun after SID's election (it only answers FOLLOWING) holds nothing of SID's to
+/// replay: the recording says so, naming the state, and the command exits 2 (an `--as SID` the
+/// capture cannot replay) instead of failing inside the replay.
+#[test]
+fn a_server_that_only_answers_has_nothing_to_replay() {
+    use zkfle::decode::Body;
+    use zkfle::wire::ServerState;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/basic3");
+    let records: Vec<_> = decode_fixture(&dir)
+        .into_iter()
+        .filter(|r| {
+            !(r.from_sid == Some(1)
+                && matches!(&r.body, Body::Notification(n) if n.state == ServerState::Looking))
+        })
+        .collect();
+    let err = Recording::from_records(&records, 1, None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "sid 1 looked for no leader in the capture: it only answered as FOLLOWING, so its \
+         election was over before the capture began; nothing to replay"
+    );
+}

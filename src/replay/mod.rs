@@ -107,6 +107,10 @@ pub enum RecordingError {
     Quorum(String),
     #[error("sid {0} is not a member of the config")]
     NotMember(i64),
+    #[error(
+        "sid {sid} looked for no leader in the capture: it only answered as {state}, so its election was over before the capture began; nothing to replay"
+    )]
+    NeverLooking { sid: i64, state: &'static str },
 }
 
 fn ms(t: f64, t0: f64) -> u64 {
@@ -238,6 +242,19 @@ impl RecordingBuilder {
         let end_ms = decisions.iter().map(|d| d.at_ms).fold(last_seen, u64::max);
         let (starts, configs) =
             find_starts(sid, &quorum, &inbound, &outbound, &own_initials, &decisions);
+        if starts.is_empty() {
+            // Every notification SID sent answers from a decided state (or goes to a
+            // non-voter): there is no election of SID's in the capture to run again.
+            let state = outbound
+                .iter()
+                .map(|t| t.notification.state)
+                .find(|s| *s != ServerState::Looking)
+                .unwrap_or(ServerState::Looking);
+            return Err(RecordingError::NeverLooking {
+                sid,
+                state: state.name(),
+            });
+        }
         Ok(Recording {
             sid,
             role,
