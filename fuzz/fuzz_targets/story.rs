@@ -33,7 +33,9 @@ fn record(at_us: u64, from: Option<i64>, to: Option<i64>, body: Body) -> Record 
             secs: 1_700_000_000 + (at_us / 1_000_000) as i64,
             nanos: (at_us % 1_000_000) as u32 * 1000,
         },
-        conn: Some(ConnId(from.unwrap_or(0) as u64 * 8 + to.unwrap_or(0) as u64)),
+        conn: Some(ConnId(
+            from.unwrap_or(0) as u64 * 8 + to.unwrap_or(0) as u64,
+        )),
         src: from.map(addr),
         dst: to.map(addr),
         from_sid: from,
@@ -51,10 +53,14 @@ fn records(data: &[u8]) -> Vec<Record> {
     let mut at_us = 0u64;
     for c in data.chunks_exact(10).take(2000) {
         // Up to ~16 s between records, mostly short gaps.
-        at_us += u64::from(u16::from_le_bytes([c[0], c[1]])) * if c[2] & 0x80 != 0 { 250 } else { 1 };
+        at_us +=
+            u64::from(u16::from_le_bytes([c[0], c[1]])) * if c[2] & 0x80 != 0 { 250 } else { 1 };
         let (from, to) = (sid_of(c[3]), sid_of(c[4]));
         let body = match c[2] & 0x0f {
-            0 => Body::Closed { reset: c[5] & 1 == 1, quorum: false },
+            0 => Body::Closed {
+                reset: c[5] & 1 == 1,
+                quorum: false,
+            },
             1 => Body::Initial(Arc::new(match from {
                 Some(sid) if c[5] & 1 == 0 => InitialMessage::with_address_text(
                     ProtocolVersion::V2,
