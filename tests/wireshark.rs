@@ -37,6 +37,7 @@ fn dissector(dir: &Path, election_ports: &[u16], quorum_ports: &[u16]) -> PathBu
     }
     let out = cmd.output().unwrap();
     assert!(out.status.success());
+    std::fs::create_dir_all(dir).unwrap();
     let path = dir.join("zookeeper.lua");
     std::fs::write(&path, out.stdout).unwrap();
     path
@@ -48,7 +49,18 @@ fn tshark(
     capture: &Path,
     proto: &str,
 ) -> Vec<(String, String, BTreeMap<String, String>)> {
+    tshark_with(lua, capture, proto, &[])
+}
+
+/// [`tshark`] with more of tshark's options (`-d`, `-o`).
+fn tshark_with(
+    lua: &Path,
+    capture: &Path,
+    proto: &str,
+    options: &[&str],
+) -> Vec<(String, String, BTreeMap<String, String>)> {
     let out = Command::new("tshark")
+        .args(options)
         .arg("-X")
         .arg(format!("lua_script:{}", lua.display()))
         .arg("-r")
@@ -191,7 +203,7 @@ fn tshark_shows_every_fixture_field_as_zkfle_decodes_it() {
                     put("frame_length", n.size().to_string());
                     put("state", n.state.code().to_string());
                     put("leader", n.leader.to_string());
-                    put("zxid", n.zxid.to_string());
+                    put("zxid", hex_zxid(n.zxid));
                     put("election_epoch", n.election_epoch.to_string());
                     if let Some(pe) = n.peer_epoch {
                         put("peer_epoch", pe.to_string());
@@ -236,6 +248,11 @@ fn tshark_shows_every_fixture_field_as_zkfle_decodes_it() {
             );
         }
     }
+}
+
+/// A zxid as the dissector shows it: in hex, as ZooKeeper logs it.
+fn hex_zxid(zxid: i64) -> String {
+    format!("{:#018x}", zxid as u64)
 }
 
 fn hex_colons(b: &[u8]) -> String {
@@ -324,7 +341,7 @@ fn zkfle_packets(stream: &[u8]) -> Vec<BTreeMap<String, String>> {
             f.insert(k.to_string(), v);
         };
         put("type", p.ptype.to_string());
-        put("zxid", p.zxid.to_string());
+        put("zxid", hex_zxid(p.zxid));
         put(
             "data_length",
             p.data.as_ref().map_or(-1, |d| d.len() as i64).to_string(),
@@ -363,7 +380,7 @@ fn zkfle_packets(stream: &[u8]) -> Vec<BTreeMap<String, String>> {
                 let h = TxnHeader::decode(p.data.as_deref().unwrap()).unwrap();
                 put("txn_client_id", h.client_id.to_string());
                 put("txn_cxid", h.cxid.to_string());
-                put("txn_zxid", h.zxid.to_string());
+                put("txn_zxid", hex_zxid(h.zxid));
                 put("txn_time", h.time.to_string());
                 put("txn_type", h.op.to_string());
             }
@@ -664,4 +681,106 @@ fn tshark_survives_damaged_traffic() {
         text.contains("ZK election") && text.contains("ZK quorum"),
         "{text}"
     );
+}
+
+/// The fixture's messages, as the dissector generated for its ports shows them.
+fn shown_sorted(lua: &Path, capture: &Path, options: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = tshark_with(lua, capture, "zk_election", options)
+        .iter()
+        .map(|(s, d, f)| canonical(s, d, f))
+        .collect();
+    v.sort();
+    v
+}
+
+/// On ports the dissector was not generated for (the IPv6 fixture's 3881-3883), "Decode As"
+/// and the `zk_election.ports` preference both show every message, initial messages included,
+/// as the dissector generated for those ports does.
+#[test]
+fn decode_as_and_the_port_preference_read_other_ports() {
+    let dir = scratch("wireshark-ports");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/ipv6");
+    let capture = capture_file(&fixture).unwrap();
+    let ports = election_ports(&fixture);
+    assert!(
+        !ports.contains(&3888),
+        "the fixture's ports are not the default"
+    );
+    let own = dissector(&dir.join("own"), &ports, &[2888]);
+    let expected = shown_sorted(&own, &capture, &[]);
+    assert!(
+        expected.iter().any(|m| m.contains("form=initial_v")),
+        "{expected:#?}"
+    );
+    let default = dissector(&dir.join("default"), &[], &[]);
+    assert!(shown_sorted(&default, &capture, &[]).is_empty());
+    let mut decode_as = Vec::new();
+    for p in &ports {
+        decode_as.push("-d".to_string());
+        decode_as.push(format!("tcp.port=={p},zk_election"));
+    }
+    let decode_as: Vec<&str> = decode_as.iter().map(String::as_str).collect();
+    assert_eq!(
+        shown_sorted(&default, &capture, &decode_as),
+        expected,
+        "Decode As"
+    );
+    let range = ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let pref = format!("zk_election.ports:{range}");
+    assert_eq!(
+        shown_sorted(&default, &capture, &["-o", &pref]),
+        expected,
+        "the ports preference"
+    );
+}
+
+/// A second dissection of every frame (tshark -2, as the GUI re-dissects a frame on each
+/// click) gives the same Info column as the first: each frame's first message replaces TCP's
+/// text, and nothing is appended twice.
+#[test]
+fn the_info_column_is_the_same_when_frames_are_dissected_again() {
+    let dir = scratch("wireshark-info");
+    for name in ["basic3", "observer-zab", "v3.9.5-lagging3"] {
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(name);
+        let lua = dissector(&dir, &election_ports(&fixture), &quorum_ports(&fixture));
+        let info = |two_pass: bool| -> Vec<String> {
+            let mut cmd = Command::new("tshark");
+            if two_pass {
+                cmd.arg("-2");
+            }
+            let out = cmd
+                .arg("-X")
+                .arg(format!("lua_script:{}", lua.display()))
+                .arg("-r")
+                .arg(capture_file(&fixture).unwrap())
+                .args(["-T", "fields", "-e", "frame.number", "-e", "_ws.col.Info"])
+                .args(["-Y", "zk_election or zk_quorum"])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(str::to_string)
+                .collect()
+        };
+        let once = info(false);
+        assert!(once.len() > 20, "{name}");
+        for line in &once {
+            assert!(
+                !line.contains('→') && !line.contains("[PSH") && !line.contains("[ACK]"),
+                "{name}: TCP's text left in Info: {line}"
+            );
+        }
+        assert_eq!(info(true), once, "{name}");
+    }
 }

@@ -1,8 +1,20 @@
 
 -- The interpreter: walks the layout tables above. Everything about byte layouts is in them.
 
-local election = Proto("zk_election", "ZooKeeper leader election (port 3888)")
-local quorum = Proto("zk_quorum", "ZooKeeper quorum port, Zab (port 2888)")
+local election = Proto("zk_election", "ZooKeeper leader election")
+local quorum = Proto("zk_quorum", "ZooKeeper quorum port (Zab)")
+
+-- The ports are preferences (Edit > Preferences > Protocols, or `-o zk_election.ports:3889`),
+-- defaulting to the ones this file was generated for; "Decode As" works on any other port.
+local function port_range(list)
+  local parts = {}
+  for _, p in ipairs(list) do parts[#parts + 1] = tostring(p) end
+  return table.concat(parts, ",")
+end
+election.prefs.ports = Pref.range("Election ports", port_range(L.election_ports),
+  "TCP ports of the election protocol (each server's electionPort, 3888 by default)", 65535)
+quorum.prefs.ports = Pref.range("Quorum ports", port_range(L.quorum_ports),
+  "TCP ports of the quorum protocol (the leader's quorumPort, 2888 by default)", 65535)
 
 local function make_fields(proto, prefix, forms, extra, more)
   local pf, list = {}, {}
@@ -15,7 +27,13 @@ local function make_fields(proto, prefix, forms, extra, more)
       if f.id == "state" then vs = L.states elseif f.id == "type" then vs = L.packet_types end
       p = ProtoField.int32(abbr, f.label, base.DEC, vs)
     elseif f.t == "i64" then
-      p = ProtoField.int64(abbr, f.label, base.DEC)
+      -- zxids in hex, as ZooKeeper logs them (Long.toHexString: unsigned) and as the Info
+      -- column shows them; Wireshark shows signed integers in decimal only.
+      if f.hex then
+        p = ProtoField.uint64(abbr, f.label, base.HEX)
+      else
+        p = ProtoField.int64(abbr, f.label, base.DEC)
+      end
     elseif f.text then
       p = ProtoField.string(abbr, f.label)
     else
@@ -84,32 +102,36 @@ local function walk(tree, tvb, off, limit, fields, pf)
   return v, off
 end
 
-local info_frame = nil
--- The first item of a frame sets the Info column, later ones are appended.
+-- The first item of a dissection of a frame replaces the Info column (TCP's text), later
+-- ones are appended. The mark lives in pinfo.private, which each dissection starts empty: a
+-- frame dissected again (tshark -2, the GUI on every click) starts over.
 local function set_info(pinfo, name, text)
   pinfo.cols.protocol = name
-  if info_frame ~= pinfo.number then
+  if pinfo.private.zk_info == nil then
     pinfo.cols.info:set(text)
-    info_frame = pinfo.number
+    pinfo.private.zk_info = "1"
   else
     pinfo.cols.info:append(" | " .. text)
   end
 end
 
-local function is_port(list, p)
-  for _, x in ipairs(list) do if x == p then return true end end
-  return false
+local function hex(v)
+  return "0x" .. v:tohex():gsub("^0+(.)", "%1")
 end
 
 -- ---- election port ----
 
 -- Length of the item at `off` and what it is; nil when more bytes are needed (and how many
--- in all, when known); -1 when the bytes cannot be election traffic.
-local function election_item(tvb, off, from_initiator)
+-- in all, when known); -1 when the bytes cannot be election traffic. An initial message opens
+-- with 0 (legacy: a sid below 2^32) or -1 (the high half of -65536/-65535), which no frame
+-- length can be; `first` is true only where one can be: first on the initiator's side.
+local function election_item(tvb, off, first)
   local rem = tvb:len() - off
-  if from_initiator then
+  if rem < 4 then return nil end
+  local hi = tvb(off, 4):int()
+  if first and (hi == 0 or hi == -1) then
     if rem < 8 then return nil end
-    local hi, lo = tvb(off, 4):int(), tvb(off + 4, 4):uint()
+    local lo = tvb(off + 4, 4):uint()
     for _, form in ipairs(L.initial_forms) do
       local v = form.when.initial_version
       if v and hi == -1 and lo == v + 4294967296 then
@@ -121,8 +143,7 @@ local function election_item(tvb, off, from_initiator)
       if form.when.initial_legacy and hi == 0 then return 8, form end
     end
   end
-  if rem < 4 then return nil end
-  local len = tvb(off, 4):int()
+  local len = hi
   if len < 1 or len > L.max_frame then return -1 end
   return 4 + len, "frame"
 end
@@ -173,16 +194,21 @@ local function dissect_election_item(tvb, pinfo, tree, off, len, what)
   end
   if at < off + len then sub:add(ef.trailing, tvb(at, off + len - at)) end
   local text = (L.states[v.state] or ("UNKNOWN(" .. v.state .. ")")) .. " leader " .. tostring(v.leader) ..
-    " round 0x" .. v.election_epoch:tohex():gsub("^0+(.)", "%1") .. " zxid 0x" .. v.zxid:tohex():gsub("^0+(.)", "%1")
+    " round " .. hex(v.election_epoch) .. " zxid " .. hex(v.zxid)
   sub:append_text(": " .. text)
   set_info(pinfo, "ZK election", text)
 end
 
 function election.dissector(tvb, pinfo, tree)
-  local from_initiator = is_port(L.election_ports, pinfo.dst_port)
+  -- Only the initiator, the side that dialled the server's election port, sends an initial
+  -- message. That port is the one the TCP port table matched, whether it came from the
+  -- preference or from "Decode As"; without one (a heuristic call), either side may.
+  local matched = pinfo.match_uint
+  local first = matched == nil or matched == 0 or matched == pinfo.dst_port
+    or matched ~= pinfo.src_port
   local off = 0
   while off < tvb:len() do
-    local len, what = election_item(tvb, off, from_initiator)
+    local len, what = election_item(tvb, off, first)
     if len == nil then
       pinfo.desegment_offset = off
       pinfo.desegment_len = what and (off + what - tvb:len()) or DESEGMENT_ONE_MORE_SEGMENT
@@ -191,6 +217,7 @@ function election.dissector(tvb, pinfo, tree)
     if len < 0 then
       local sub = tree:add(election, tvb(off), "not election traffic")
       sub:add_proto_expert_info(e_malformed, "no frame length or initial message here")
+      set_info(pinfo, "ZK election", "not election traffic (or a connection seen from mid-message)")
       return tvb:len()
     end
     if off + len > tvb:len() then
@@ -199,8 +226,8 @@ function election.dissector(tvb, pinfo, tree)
       return tvb:len()
     end
     dissect_election_item(tvb, pinfo, tree, off, len, what)
-    -- an initial message comes only first; a legacy sid could otherwise look like a frame
-    if what ~= "frame" then from_initiator = false end
+    -- An initial message comes only first: after one, a legacy sid's zero is not one again.
+    first = false
     off = off + len
   end
   return off
@@ -255,7 +282,7 @@ local function dissect_packet(tvb, pinfo, tree, off, len)
       end
     end
   end
-  local text = name .. " zxid 0x" .. v.zxid:tohex():gsub("^0+(.)", "%1")
+  local text = name .. " zxid " .. hex(v.zxid)
   sub:append_text(": " .. text)
   set_info(pinfo, "ZK quorum", text)
   return name
@@ -303,6 +330,7 @@ function quorum.dissector(tvb, pinfo, tree)
       if len < 0 then
         local sub = tree:add(quorum, tvb(off), "not a quorum packet")
         sub:add_proto_expert_info(q_malformed, "a length field out of range")
+        set_info(pinfo, "ZK quorum", "not a quorum packet (or a connection seen from mid-packet)")
         off = tvb:len()
         break
       end
@@ -316,5 +344,18 @@ function quorum.dissector(tvb, pinfo, tree)
 end
 
 local tcp_port = DissectorTable.get("tcp.port")
-for _, p in ipairs(L.election_ports) do tcp_port:add(p, election) end
-for _, p in ipairs(L.quorum_ports) do tcp_port:add(p, quorum) end
+local registered = { [election] = "", [quorum] = "" }
+local function register(proto)
+  if registered[proto] ~= "" then tcp_port:remove(registered[proto], proto) end
+  registered[proto] = proto.prefs.ports
+  if registered[proto] ~= "" then tcp_port:add(registered[proto], proto) end
+end
+register(election)
+register(quorum)
+election.prefs_changed = function() register(election) end
+quorum.prefs_changed = function() register(quorum) end
+-- Offered in "Decode As" for any port (Wireshark 2.6 and later).
+if tcp_port.add_for_decode_as then
+  tcp_port:add_for_decode_as(election)
+  tcp_port:add_for_decode_as(quorum)
+end
