@@ -2,7 +2,8 @@
 //! for pasting into a GitHub issue or a Markdown document.
 //!
 //! The election is the first that ended in round N (election epoch), or the Kth of the
-//! capture with `--election K` (as the summary numbers them), or the first; its messages are those from its start up to the next election's start (the
+//! capture with `--election K` (as the summary numbers them), or the first; its messages are
+//! those from its start up to the start of the next round begun after its last decision (the
 //! first election also takes the connections opened before it). Each message is one arrow,
 //! solid for a LOOKING vote and dashed for a decided server's answer, with the time since the
 //! election began; each decision is a note over its server.
@@ -12,7 +13,7 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::{OutputError, endpoint_name, is_message};
+use super::{OutputError, endpoint_name, is_message, leader_text};
 use crate::decode::{Body, Record};
 
 /// Which election to draw.
@@ -70,9 +71,18 @@ pub fn election_window<'a>(
             .as_f64()
             .unwrap_or(f64::NEG_INFINITY)
     };
-    let end = rounds
-        .get(index + 1)
-        .and_then(|r| r["started"].as_f64())
+    // Up to the next round begun after this one's last decision: a rejoin that begins while
+    // the election is still deciding (a server restarted mid-failover) does not cut it short.
+    let last_decision = rounds[index]["decisions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d["time"].as_f64())
+        .fold(start, f64::max);
+    let end = rounds[index + 1..]
+        .iter()
+        .filter_map(|r| r["started"].as_f64())
+        .find(|&t| t > last_decision)
         .unwrap_or(f64::INFINITY);
     let window = records
         .iter()
@@ -115,7 +125,7 @@ pub fn diagram(records: &[Record], summary: &Value, choice: Choice) -> Result<St
                 format!(
                     "{} leader {} zxid {:#x} round {:#x} peerEpoch {:#x} at {:+.6}s",
                     n.state.name(),
-                    n.leader,
+                    leader_text(n.leader),
                     n.zxid,
                     n.election_epoch,
                     n.effective_peer_epoch(),

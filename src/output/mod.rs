@@ -259,6 +259,14 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Who a message's endpoint is, for lanes and hosts: `sid N` when known, else the address.
+/// A vote's leader as the views write it: an observer proposes Long.MIN_VALUE, "none".
+pub fn leader_text(leader: i64) -> String {
+    match leader {
+        i64::MIN => "none".to_string(),
+        l => l.to_string(),
+    }
+}
+
 pub fn endpoint_name(sid: Option<i64>, addr: Option<std::net::SocketAddr>) -> String {
     match (sid, addr) {
         (Some(s), _) => format!("sid {s}"),

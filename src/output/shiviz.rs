@@ -33,7 +33,7 @@ fn describe(r: &Record) -> String {
         Body::Notification(n) => format!(
             "{} leader {} zxid {:#x} round {:#x} peerEpoch {:#x} size {} time {:.6}",
             n.state.name(),
-            n.leader,
+            super::leader_text(n.leader),
             n.zxid,
             n.election_epoch,
             n.effective_peer_epoch(),
