@@ -105,7 +105,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = zkfle::output::mermaid::diagram(&records, &json, zkfle::output::mermaid::Choice::First);
     let _ = zkfle::output::shiviz::log(&records, &json);
     let mut page = Vec::new();
-    let _ = zkfle::output::html::write_page(&mut page, "fuzz", &records, &json);
+    let _ = zkfle::output::html::write_page(&mut page, "fuzz", &records, &summary);
     for sid in 1..=SIDS {
         if let Ok(rec) = Recording::from_records(&records, sid, None) {
             let _ = native::replay(&rec).to_text();

@@ -702,11 +702,12 @@ impl Output {
         self.line.clear();
         let loss_text = losses_text(losses, clocks);
         if self.drawing {
-            let summary = std::mem::take(&mut self.summarizer).finish().to_json();
+            let model = std::mem::take(&mut self.summarizer).finish();
+            let summary = model.to_json();
             let records = &self.collected.records;
             match self.format {
                 Format::Html => {
-                    crate::output::html::write_page(&mut self.out, &self.name, records, &summary)
+                    crate::output::html::write_page(&mut self.out, &self.name, records, &model)
                 }
                 Format::Mermaid => {
                     use crate::output::mermaid::Choice;

@@ -289,6 +289,8 @@ impl Cause {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StillLooking {
     pub sid: i64,
+    /// When it began looking.
+    pub since: f64,
     /// Its vote, when it sent one.
     pub vote: Option<VoteKey>,
     /// How many voters' votes (its own included) agree with it, and how many it needs (`None`
@@ -2606,7 +2608,7 @@ impl Summarizer {
                 .checked_sub(1)
                 .filter(|&i| e.since <= ends[i])
                 .map(|i| &mut elections[i]);
-            let why = self.why_looking(e.sid, &others);
+            let why = self.why_looking(e.sid, e.since, &others);
             match into {
                 Some(r) => {
                     r.participants.insert(e.sid);
@@ -2915,7 +2917,7 @@ impl Summarizer {
     }
 
     /// Why `sid` is still LOOKING, from what the wire showed it.
-    fn why_looking(&self, sid: i64, others: &[i64]) -> StillLooking {
+    fn why_looking(&self, sid: i64, since: f64, others: &[i64]) -> StillLooking {
         let s = &self.servers[&sid];
         let need = self.need();
         let agreeing = s.vote.map_or(0, |v| s.recv.agreeing(&v));
@@ -2945,6 +2947,7 @@ impl Summarizer {
             .collect();
         StillLooking {
             sid,
+            since,
             vote: s.vote,
             agreeing,
             needs: self.hierarchy.is_none().then_some(need),

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::is_message;
 use super::json::{JsonWriter, record_value};
+use crate::decode::summary::Summary;
 use crate::decode::{Body, Record};
 
 /// Distinct config texts kept once each; more than this (never seen) stay in their records.
@@ -22,18 +23,27 @@ const TEMPLATE: &str = include_str!("page/timeline.html");
 const STYLE: &str = include_str!("page/timeline.css");
 const SCRIPT: &str = include_str!("page/timeline.js");
 
-/// Writes the page for `records` and `summary` (the summary's JSON object) to `out`.
+/// Writes the page for `records` and their `summary` to `out`. `title` names the captures
+/// (their paths, space-separated): the page shows their file names, the paths on hover.
 pub fn write_page(
     out: &mut impl Write,
     title: &str,
     records: &[Record],
-    summary: &Value,
+    summary: &Summary,
 ) -> io::Result<()> {
+    // The text summary's anchor: its lines' relative times are the page's.
+    let t0 = records.first().map_or(0.0, |r| r.time.as_secs_f64());
+    let round_texts = summary.round_texts(&|t: f64| format!("+{:.3}s", t - t0), false);
+    let short = short_title(title);
     let mut data = Vec::with_capacity(records.len() * 320 + 4096);
     data.extend_from_slice(b"{\"title\":");
-    data.extend_from_slice(serde_json::to_string(title).unwrap_or_default().as_bytes());
+    data.extend_from_slice(serde_json::to_string(&short).unwrap_or_default().as_bytes());
+    data.extend_from_slice(b",\"t0\":");
+    serde_json::to_writer(&mut data, &t0).map_err(io::Error::other)?;
+    data.extend_from_slice(b",\"round_texts\":");
+    serde_json::to_writer(&mut data, &round_texts).map_err(io::Error::other)?;
     data.extend_from_slice(b",\"summary\":");
-    let mut summary = summary.clone();
+    let mut summary = summary.to_json();
     exact_sids(&mut summary, false);
     serde_json::to_writer(&mut data, &summary).map_err(io::Error::other)?;
     data.extend_from_slice(b",\"records\":[");
@@ -83,7 +93,8 @@ pub fn write_page(
         })
         .unwrap_or(0);
     let page = TEMPLATE
-        .replace("{{TITLE}}", &html_escape(title))
+        .replace("{{TITLE}}", &html_escape(&short))
+        .replace("{{PATHS}}", &html_escape(title))
         .replace("{{MESSAGES}}", &messages.to_string())
         .replace("{{PROBLEMS}}", &problems.to_string())
         .replace("{{DECISIONS}}", &decisions.to_string())
@@ -140,6 +151,16 @@ fn exact_sids(v: &mut Value, names_a_server: bool) {
     }
 }
 
+/// The captures' file names without their folders (`/data/host.1.pcap x/host.2.pcap` is
+/// `host.1.pcap host.2.pcap`), so that several fit on the header's one line.
+fn short_title(title: &str) -> String {
+    title
+        .split(' ')
+        .map(|p| p.rsplit('/').next().unwrap_or(p))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -153,7 +174,14 @@ mod tests {
 
     #[test]
     fn data_cannot_close_the_script() {
-        let summary = serde_json::json!({"type": "summary", "rounds": [], "anomalies": [{"message": "</script><b>"}]});
+        let summary = Summary {
+            anomalies: vec![crate::decode::summary::Anomaly {
+                kind: "test",
+                time: None,
+                message: "</script><b>".into(),
+            }],
+            ..Summary::default()
+        };
         let mut out = Vec::new();
         write_page(&mut out, "a <title>", &[], &summary).unwrap();
         let page = String::from_utf8(out).unwrap();
@@ -184,7 +212,6 @@ mod tests {
     #[test]
     fn each_config_text_is_stored_once() {
         use crate::capture::Timestamp;
-        use crate::decode::{Body, Record};
         use crate::wire::{Notification, ServerState};
         let config = "server.1=127.0.0.1:2888:3888:participant\nversion=0";
         let r = Record {
@@ -208,8 +235,7 @@ mod tests {
             )),
         };
         let mut out = Vec::new();
-        let summary = serde_json::json!({"rounds": [], "anomalies": []});
-        write_page(&mut out, "t", &[r.clone(), r], &summary).unwrap();
+        write_page(&mut out, "t", &[r.clone(), r], &Summary::default()).unwrap();
         let page = String::from_utf8(out).unwrap();
         assert_eq!(page.matches("server.1=127.0.0.1").count(), 1);
         assert_eq!(page.matches("\"config_ref\":0").count(), 2);

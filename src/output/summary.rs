@@ -18,6 +18,7 @@ fn sync_json(s: &SyncInfo) -> Value {
 fn still_json(s: &StillLooking) -> Value {
     json!({
         "sid": s.sid,
+        "since": s.since,
         "leader": s.vote.map(|v| v.leader),
         "election_epoch": s.vote.map(|v| v.round),
         "agreeing": s.agreeing,
@@ -208,166 +209,8 @@ impl Summary {
         if !self.quorum_port && !self.rounds.is_empty() {
             s.push_str("the quorum port (2888) is not in this capture: sync and serving times are not in it\n");
         }
-        let mut n = 0;
-        for r in &self.rounds {
-            match r.kind {
-                RoundKind::Rejoin => {
-                    let d = &r.decisions[0];
-                    let took = format!(
-                        "took {}{:.0} ms",
-                        if d.took_at_least { "at least " } else { "" },
-                        d.took * 1000.0
-                    );
-                    match &r.stale {
-                        None => s.push_str(&format!(
-                            "rejoin at {}: sid {} learned the established leader {} (round {:#x}), {took}\n",
-                            rel(r.started),
-                            d.sid,
-                            d.leader,
-                            d.election_epoch,
-                        )),
-                        Some(st) => s.push_str(&format!(
-                            "stale rejoin at {}: sid {} took leader {} (round {:#x}), which the election begun at {} was replacing; {took}{}\n",
-                            rel(r.started),
-                            d.sid,
-                            d.leader,
-                            d.election_epoch,
-                            rel(st.election_started),
-                            match (st.left_at, st.next_leader) {
-                                (Some(t), Some(l)) =>
-                                    format!("; it left it at {} for leader {l}", rel(t)),
-                                _ => String::new(),
-                            }
-                        )),
-                    }
-                }
-                RoundKind::Election => {
-                    n += 1;
-                    let cause = match r.cause {
-                        Cause::ServersStarted => "servers starting".to_string(),
-                        Cause::LeaderLost => match r.leader_lost {
-                            Some(t) if r.leader_closed => {
-                                format!("the leader's connections closed at {}", rel(t))
-                            }
-                            _ => "the leader fell silent".to_string(),
-                        },
-                        Cause::QuorumLost => match r.leader_lost {
-                            Some(t) if t < r.started => format!(
-                                "the leader lost its quorum (the last follower it needed left at {})",
-                                rel(t)
-                            ),
-                            _ => "the leader lost its quorum".to_string(),
-                        },
-                        Cause::LeaderFrozen => format!(
-                            "the leader froze (its process stopped: a GC pause, a stopped VM, SIGSTOP): its last quorum-port packet was at {}, its connections still open; it answered again at {}, still LEADING in the round it had led",
-                            r.leader_lost.map_or("?".to_string(), rel),
-                            r.leader_resumed.map_or("?".to_string(), rel),
-                        ),
-                        Cause::LeaderSilent => match r.leader_lost {
-                            Some(t) => format!(
-                                "the leader's last quorum-port packet was at {}, its connections still open (cut off from its followers)",
-                                rel(t)
-                            ),
-                            None => "the leader fell silent".to_string(),
-                        },
-                    };
-                    let mut head = format!(
-                        "election {n} at {}, round {:#x}: {cause}",
-                        rel(r.started),
-                        r.election_epoch
-                    );
-                    if let Some(x) = r.no_leader {
-                        head.push_str(&format!("; no leader for {x:.3}s"));
-                    }
-                    if let Some(t) = r.serving {
-                        head.push_str(&format!("; serving at {}", rel(t)));
-                        if let Some(u) = r.unavailable {
-                            head.push_str(&format!(" (unavailable {u:.3}s)"));
-                        }
-                    }
-                    match (r.winner, self.sids_unknown) {
-                        (Some(w), _) => head.push_str(&format!("; winner sid {w}")),
-                        (None, true) => head.push_str("; winner unknown (sids unknown)"),
-                        (None, false) => {}
-                    }
-                    // Under which members the votes counted, when a reconfig is in the capture.
-                    if self.configs.len() > 1
-                        && let Some(v) = r.config_version
-                        && let Some(c) = self.configs.iter().find(|c| c.version == v)
-                    {
-                        head.push_str(&format!(
-                            "; counted under config {v:#x} (voters {})",
-                            join_sids(&c.voters)
-                        ));
-                    }
-                    s.push_str(&head);
-                    s.push('\n');
-                }
-            }
-            let mut lines: Vec<(f64, String)> = Vec::new();
-            if verbose {
-                for c in &r.changes {
-                    let what = if c.vote.leader == i64::MIN {
-                        format!(
-                            "sid {} proposes no leader (a non-voter), round {:#x}",
-                            c.sid, c.vote.round
-                        )
-                    } else {
-                        format!(
-                            "sid {} votes leader {} (zxid {:#x}, round {:#x}, peerEpoch {:#x})",
-                            c.sid, c.vote.leader, c.vote.zxid, c.vote.round, c.vote.peer_epoch
-                        )
-                    };
-                    lines.push((c.time, what));
-                }
-            }
-            for d in &r.decisions {
-                lines.push((
-                    d.time,
-                    format!(
-                        "sid {} {} (leader {}), took {}{:.0} ms  [{}]",
-                        d.sid,
-                        d.state.name(),
-                        d.leader,
-                        if d.took_at_least { "at least " } else { "" },
-                        d.took * 1000.0,
-                        d.evidence.words()
-                    ),
-                ));
-                if let Some(y) = &d.sync {
-                    let at = y.sync_time.unwrap_or(y.started);
-                    let mut l = match y.mode {
-                        Some(mode) => format!("sid {} syncs with {} by {mode}", d.sid, d.leader),
-                        None => format!(
-                            "sid {} syncs with {} (its sync packet is not in the capture)",
-                            d.sid, d.leader
-                        ),
-                    };
-                    if let Some(t) = y.newleader {
-                        l.push_str(&format!(", NEWLEADER {}", rel(t)));
-                    }
-                    if let Some(t) = y.uptodate {
-                        l.push_str(&format!(", UPTODATE {}", rel(t)));
-                    } else {
-                        l.push_str(", no UPTODATE in the capture");
-                    }
-                    lines.push((at, l));
-                }
-            }
-            lines.sort_by(|a, b| a.0.total_cmp(&b.0));
-            for (t, l) in lines {
-                s.push_str(&format!("  {}  {l}\n", rel(t)));
-            }
-            for w in &r.still_looking {
-                s.push_str(&format!("  sid {} still LOOKING: {}\n", w.sid, w.words()));
-            }
-            match r.end {
-                "capture_end" => s.push_str("  the capture ended during this election\n"),
-                "shutdown" => s.push_str(
-                    "  the servers shut down during this election (their connections closed)\n",
-                ),
-                _ => {}
-            }
+        for text in self.round_texts(stamp, verbose) {
+            s.push_str(&text);
         }
         match self.shutdown {
             Some(t) => s.push_str(&format!(
@@ -431,6 +274,190 @@ impl Summary {
                     None => s.push_str(&format!("  {}\n", printable(&a.message))),
                 }
             }
+        }
+        s
+    }
+
+    /// What the text summary says of each round, one block of lines per round, in the order
+    /// of `rounds` (the page shows them beside its drawing).
+    pub fn round_texts(&self, stamp: &dyn Fn(f64) -> String, verbose: bool) -> Vec<String> {
+        let mut n = 0;
+        self.rounds
+            .iter()
+            .map(|r| {
+                if r.kind == RoundKind::Election {
+                    n += 1;
+                }
+                self.round_text(r, n, stamp, verbose)
+            })
+            .collect()
+    }
+
+    /// One round's lines; `n` numbers it among the elections.
+    fn round_text(
+        &self,
+        r: &crate::decode::summary::Round,
+        n: usize,
+        rel: &dyn Fn(f64) -> String,
+        verbose: bool,
+    ) -> String {
+        let mut s = String::new();
+        match r.kind {
+            RoundKind::Rejoin => {
+                let d = &r.decisions[0];
+                let took = format!(
+                    "took {}{:.0} ms",
+                    if d.took_at_least { "at least " } else { "" },
+                    d.took * 1000.0
+                );
+                match &r.stale {
+                    None => s.push_str(&format!(
+                        "rejoin at {}: sid {} learned the established leader {} (round {:#x}), {took}\n",
+                        rel(r.started),
+                        d.sid,
+                        d.leader,
+                        d.election_epoch,
+                    )),
+                    Some(st) => s.push_str(&format!(
+                        "stale rejoin at {}: sid {} took leader {} (round {:#x}), which the election begun at {} was replacing; {took}{}\n",
+                        rel(r.started),
+                        d.sid,
+                        d.leader,
+                        d.election_epoch,
+                        rel(st.election_started),
+                        match (st.left_at, st.next_leader) {
+                            (Some(t), Some(l)) =>
+                                format!("; it left it at {} for leader {l}", rel(t)),
+                            _ => String::new(),
+                        }
+                    )),
+                }
+            }
+            RoundKind::Election => {
+                let cause = match r.cause {
+                    Cause::ServersStarted => "servers starting".to_string(),
+                    Cause::LeaderLost => match r.leader_lost {
+                        Some(t) if r.leader_closed => {
+                            format!("the leader's connections closed at {}", rel(t))
+                        }
+                        _ => "the leader fell silent".to_string(),
+                    },
+                    Cause::QuorumLost => match r.leader_lost {
+                        Some(t) if t < r.started => format!(
+                            "the leader lost its quorum (the last follower it needed left at {})",
+                            rel(t)
+                        ),
+                        _ => "the leader lost its quorum".to_string(),
+                    },
+                    Cause::LeaderFrozen => format!(
+                        "the leader froze (its process stopped: a GC pause, a stopped VM, SIGSTOP): its last quorum-port packet was at {}, its connections still open; it answered again at {}, still LEADING in the round it had led",
+                        r.leader_lost.map_or("?".to_string(), rel),
+                        r.leader_resumed.map_or("?".to_string(), rel),
+                    ),
+                    Cause::LeaderSilent => match r.leader_lost {
+                        Some(t) => format!(
+                            "the leader's last quorum-port packet was at {}, its connections still open (cut off from its followers)",
+                            rel(t)
+                        ),
+                        None => "the leader fell silent".to_string(),
+                    },
+                };
+                let mut head = format!(
+                    "election {n} at {}, round {:#x}: {cause}",
+                    rel(r.started),
+                    r.election_epoch
+                );
+                if let Some(x) = r.no_leader {
+                    head.push_str(&format!("; no leader for {x:.3}s"));
+                }
+                if let Some(t) = r.serving {
+                    head.push_str(&format!("; serving at {}", rel(t)));
+                    if let Some(u) = r.unavailable {
+                        head.push_str(&format!(" (unavailable {u:.3}s)"));
+                    }
+                }
+                match (r.winner, self.sids_unknown) {
+                    (Some(w), _) => head.push_str(&format!("; winner sid {w}")),
+                    (None, true) => head.push_str("; winner unknown (sids unknown)"),
+                    (None, false) => {}
+                }
+                // Under which members the votes counted, when a reconfig is in the capture.
+                if self.configs.len() > 1
+                    && let Some(v) = r.config_version
+                    && let Some(c) = self.configs.iter().find(|c| c.version == v)
+                {
+                    head.push_str(&format!(
+                        "; counted under config {v:#x} (voters {})",
+                        join_sids(&c.voters)
+                    ));
+                }
+                s.push_str(&head);
+                s.push('\n');
+            }
+        }
+        let mut lines: Vec<(f64, String)> = Vec::new();
+        if verbose {
+            for c in &r.changes {
+                let what = if c.vote.leader == i64::MIN {
+                    format!(
+                        "sid {} proposes no leader (a non-voter), round {:#x}",
+                        c.sid, c.vote.round
+                    )
+                } else {
+                    format!(
+                        "sid {} votes leader {} (zxid {:#x}, round {:#x}, peerEpoch {:#x})",
+                        c.sid, c.vote.leader, c.vote.zxid, c.vote.round, c.vote.peer_epoch
+                    )
+                };
+                lines.push((c.time, what));
+            }
+        }
+        for d in &r.decisions {
+            lines.push((
+                d.time,
+                format!(
+                    "sid {} {} (leader {}), took {}{:.0} ms  [{}]",
+                    d.sid,
+                    d.state.name(),
+                    d.leader,
+                    if d.took_at_least { "at least " } else { "" },
+                    d.took * 1000.0,
+                    d.evidence.words()
+                ),
+            ));
+            if let Some(y) = &d.sync {
+                let at = y.sync_time.unwrap_or(y.started);
+                let mut l = match y.mode {
+                    Some(mode) => format!("sid {} syncs with {} by {mode}", d.sid, d.leader),
+                    None => format!(
+                        "sid {} syncs with {} (its sync packet is not in the capture)",
+                        d.sid, d.leader
+                    ),
+                };
+                if let Some(t) = y.newleader {
+                    l.push_str(&format!(", NEWLEADER {}", rel(t)));
+                }
+                if let Some(t) = y.uptodate {
+                    l.push_str(&format!(", UPTODATE {}", rel(t)));
+                } else {
+                    l.push_str(", no UPTODATE in the capture");
+                }
+                lines.push((at, l));
+            }
+        }
+        lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (t, l) in lines {
+            s.push_str(&format!("  {}  {l}\n", rel(t)));
+        }
+        for w in &r.still_looking {
+            s.push_str(&format!("  sid {} still LOOKING: {}\n", w.sid, w.words()));
+        }
+        match r.end {
+            "capture_end" => s.push_str("  the capture ended during this election\n"),
+            "shutdown" => s.push_str(
+                "  the servers shut down during this election (their connections closed)\n",
+            ),
+            _ => {}
         }
         s
     }

@@ -54,7 +54,7 @@
   let tMin = Infinity, tMax = -Infinity;
   for (const r of recs) {
     if (typeof r.time === "number") { tMin = Math.min(tMin, r.time); tMax = Math.max(tMax, r.time); }
-    if (isMsg(r)) msgs.push(r); else problems.push(r);
+    if (isMsg(r)) msgs.push(r); else if (r.type === "error") problems.push(r);
   }
   msgs.sort((a, b) => a.time - b.time);
   for (const r of S.rounds || []) {
@@ -64,7 +64,8 @@
   }
   if (!isFinite(tMin)) { tMin = 0; tMax = 1; }
   if (tMax - tMin < 1e-3) tMax = tMin + 1e-3;
-  const T0 = tMin;
+  // Times are relative to the text summary's anchor (the first record), as in its lines.
+  const T0 = typeof D.t0 === "number" ? D.t0 : tMin;
   const N = msgs.length;
   const mt = new Float64Array(N), mfrom = new Int32Array(N), mto = new Int32Array(N), mcol = new Int32Array(N);
   const mdash = new Uint8Array(N);
@@ -93,82 +94,89 @@
     }
   }
 
-  // ---- state bands: what each server said it was, and when it was silent in an election ----
+  // ---- state bands: each server's states as the summary tells them ----
+  // LOOKING from when it began looking to its decision, then the decided state until it next
+  // looks; a capture begun on a running ensemble starts with the leader and learners the
+  // summary found; a leader whose connections closed (the cause of the next election) is in
+  // no state from then until it next looks, nor is any server once all shut down. The page
+  // infers nothing of its own.
   const tEnd = tMax;
+  const rounds = S.rounds || [];
   const bands = lanes.map(() => []); // {s, e, state}
   {
-    // What each server said it was, and what the summary says it decided (a decision is often
-    // visible on the election port only later, when the server next answers someone).
-    const changes = msgs.filter((r) => r.type === "notification").map((r) => ({ time: r.time, state: r.state, li: lane(r.from_sid, r.src) }));
-    for (const r of S.rounds || []) for (const d of r.decisions || []) {
-      if (typeof d.time === "number" && d.state) changes.push({ time: d.time, state: d.state, li: lane(d.sid, null) });
+    const events = lanes.map(() => []); // {t, state}; state null: not known (gone)
+    const laneOfSid = (sid) => laneIndex.get("s" + sid);
+    const push = (sid, t, state) => {
+      const li = laneOfSid(sid);
+      if (li !== undefined && typeof t === "number") events[li].push({ t, state });
+    };
+    const at = S.at_start;
+    const observers = new Set();
+    for (const c of S.configs || []) for (const o of c.observers || []) observers.add(String(o));
+    for (const r of rounds) for (const d of r.decisions || []) if (d.state === "OBSERVING") observers.add(String(d.sid));
+    if (at && at.leader !== null && at.leader !== undefined) {
+      push(at.leader, tMin, "LEADING");
+      for (const l of at.learners || []) push(l, tMin, observers.has(String(l)) ? "OBSERVING" : "FOLLOWING");
     }
-    changes.sort((a, b) => a.time - b.time);
-    const last = lanes.map(() => null);
-    for (const r of changes) {
-      const li = r.li;
-      const cur = last[li];
-      if (cur && cur.state === r.state) { cur.e = r.time; continue; }
-      if (cur) cur.e = r.time;
-      const b = { s: r.time, e: r.time, state: r.state };
-      bands[li].push(b);
-      last[li] = b;
+    let prevLeader = at && at.leader !== undefined ? at.leader : null;
+    for (const r of rounds) {
+      if (r.kind === "election" && r.cause === "leader_lost" && prevLeader !== null && typeof r.leader_lost === "number") {
+        push(prevLeader, r.leader_lost, null);
+      }
+      for (const d of r.decisions || []) {
+        if (typeof d.looking_since === "number") push(d.sid, d.looking_since, "LOOKING");
+        push(d.sid, d.time, d.state);
+      }
+      for (const w of r.still_looking || []) push(w.sid, typeof w.since === "number" ? w.since : r.started, "LOOKING");
+      if (r.kind === "election" && r.winner !== null && r.winner !== undefined) prevLeader = r.winner;
     }
-    for (const bs of bands) if (bs.length) bs[bs.length - 1].e = tEnd;
+    // Every election connection closed: the servers shut down, in no state from then on.
+    if (typeof S.shutdown === "number") lanes.forEach((l) => { if (l.sid !== null) push(l.sid, S.shutdown, null); });
+    events.forEach((evs, li) => {
+      // A decision and the next looking can share a time: the decision goes first.
+      evs.sort((a, b) => a.t - b.t || (a.state === "LOOKING") - (b.state === "LOOKING"));
+      let cur = null;
+      for (const ev of evs) {
+        if (cur && cur.state === ev.state) continue;
+        if (cur) cur.e = ev.t;
+        cur = ev.state === null ? null : { s: ev.t, e: tEnd, state: ev.state };
+        if (cur) bands[li].push(cur);
+      }
+    });
   }
-  const rounds = S.rounds || [];
+  // Elections are numbered as the summary numbers them: rejoins are not elections.
+  const electionNumber = [];
+  { let n = 0; for (const r of rounds) electionNumber.push(r.kind === "rejoin" ? null : ++n); }
   const roundEnd = (i) => {
     const r = rounds[i];
-    if (i + 1 < rounds.length) return rounds[i + 1].started;
-    return typeof r.duration === "number" ? Math.max(r.started + r.duration, tEnd) : tEnd;
+    const last = (r.decisions || []).reduce((m, d) => Math.max(m, d.time), r.started);
+    const next = rounds.slice(i + 1).find((x) => x.started > last);
+    return next ? next.started : Math.max(last, tEnd);
   };
-  // A server with no message at the start of an election it is not part of was down (not
-  // started, killed, or stopped): shown from the election's start to its next message.
-  const sentTimes = lanes.map(() => []);
-  for (let i = 0; i < N; i++) sentTimes[mfrom[i]].push(mt[i]);
-  const down = lanes.map(() => []);
-  rounds.forEach((r, i) => {
-    // Live servers answer a LOOKING vote within milliseconds; one silent for the first second
-    // of an election (or all of a shorter one) was not running.
-    const s = r.started, e = Math.min(roundEnd(i), s + 1.0);
-    const parts = new Set(r.participants || []);
-    lanes.forEach((l, li) => {
-      if (l.sid === null || parts.has(l.sid)) return;
-      const ts = sentTimes[li];
-      const next = ts.find((t) => t >= s);
-      if (next !== undefined && next < e) return;
-      const prev = down[li][down[li].length - 1];
-      const until = next === undefined ? tEnd : next;
-      if (prev && prev.e >= s) { prev.e = Math.max(prev.e, until); return; }
-      down[li].push({ s, e: until, state: "down" });
-    });
-  });
-  // Sync phases and serving times, when the summary has them (the quorum port): any list of
-  // objects with a sid and a start under `sync` or `serving`, at the top or in a round.
+  // Sync phases from the summary's decisions (the quorum port: from the learner's first sync
+  // packet to UPTODATE), and when each new leader had its quorum (serving).
   const extra = lanes.map(() => []);
   const num = (v) => (typeof v === "number" && isFinite(v) ? v : null);
-  function addExtra(o, kind) {
-    if (!o || typeof o !== "object") return;
-    const sid = o.sid !== undefined ? o.sid : o.server !== undefined ? o.server : o.learner;
-    const s = num(o.start !== undefined ? o.start : o.from !== undefined ? o.from : o.started !== undefined ? o.started : o.time);
-    const e = num(o.end !== undefined ? o.end : o.until !== undefined ? o.until : o.finished !== undefined ? o.finished : o.to);
-    if (Array.isArray(o.phases)) o.phases.forEach((p) => addExtra(Object.assign({ sid }, p), kind));
-    if (sid === undefined || sid === null || s === null) return;
-    const li = laneIndex.get("s" + sid);
-    if (li === undefined) return;
-    extra[li].push({ s, e: e === null ? s : e, label: String(o.phase || o.kind || o.state || o.type || kind), obj: o });
-  }
-  for (const key of ["sync", "serving"]) {
-    if (Array.isArray(S[key])) S[key].forEach((o) => addExtra(o, key));
-    for (const r of rounds) if (Array.isArray(r[key])) r[key].forEach((o) => addExtra(o, key));
-  }
-  const stateCss = { LOOKING: "#f2c744", FOLLOWING: "#6aa5e8", LEADING: "#3f8f4f", OBSERVING: "#b48ad8", UNKNOWN: "#bbb", down: "#555" };
+  rounds.forEach((r) => {
+    for (const d of r.decisions || []) {
+      const y = d.sync;
+      const li = laneIndex.get("s" + d.sid);
+      if (!y || li === undefined || num(y.started) === null) continue;
+      const e = num(y.uptodate) !== null ? y.uptodate : num(y.newleader_ack) !== null ? y.newleader_ack : y.started;
+      extra[li].push({ s: y.started, e, label: "sync" + (y.mode ? " " + y.mode : ""), obj: y });
+    }
+    const w = laneIndex.get("s" + r.winner);
+    if (num(r.serving) !== null && w !== undefined) extra[w].push({ s: r.serving, e: r.serving, label: "serving", obj: { serving: r.serving } });
+  });
+  const stateCss = { LOOKING: "#f2c744", FOLLOWING: "#6aa5e8", LEADING: "#3f8f4f", OBSERVING: "#b48ad8", UNKNOWN: "#bbb" };
 
   // ---- decisions and anomalies ----
   const decisions = [];
   rounds.forEach((r, ri) => (r.decisions || []).forEach((d) => decisions.push({ d, ri, li: lane(d.sid, null) })));
+  decisions.sort((a, b) => a.d.time - b.d.time);
+  // The anomalies are the summary's; decode errors are listed apart, and drawn nowhere.
   const anomalies = (S.anomalies || []).map((a) => ({ a, t: num(a.time) }));
-  for (const p of problems) anomalies.push({ a: p, t: num(p.time), problem: true });
+  const decodeErrors = problems.filter((p) => p.severity === "error");
 
   // ---- filters ----
   const fServer = $("f-server"), fRound = $("f-round");
@@ -216,7 +224,7 @@
     W = canvas.clientWidth; H = canvas.clientHeight;
     canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    laneH = Math.max(22, Math.min(90, (H - TOP - BOTTOM) / Math.max(1, lanes.length)));
+    laneH = Math.max(22, (H - TOP - BOTTOM) / Math.max(1, lanes.length));
   }
   function niceStep(span, px) {
     const raw = span / Math.max(1, px / 110);
@@ -254,7 +262,7 @@
       starts.moveTo(x + 0.5, TOP - 12); starts.lineTo(x + 0.5, H);
       const rowi = labelEnd[0] <= labelEnd[1] ? 0 : 1;
       if (x < labelEnd[rowi] + 4) return;
-      const text = "election " + (i + 1) + " (round 0x" + Number(r.election_epoch).toString(16) + ")";
+      const text = r.kind === "rejoin" ? "rejoin" : "election " + electionNumber[i] + " (round 0x" + Number(r.election_epoch).toString(16) + ")";
       ctx.fillStyle = "#333";
       ctx.fillText(text, x + 3, rowi ? TOP - 14 : TOP - 26);
       labelEnd[rowi] = x + 3 + ctx.measureText(text).width;
@@ -270,7 +278,6 @@
       ctx.strokeStyle = "#ddd"; ctx.beginPath(); ctx.moveTo(LEFT, y + 0.5); ctx.lineTo(W, y + 0.5); ctx.stroke();
       const bandH = Math.min(10, laneH / 4), bandY = y - bandH / 2;
       for (const b of bands[li]) paintBand(b, bandY, bandH, stateCss[b.state] || stateCss.UNKNOWN);
-      for (const b of down[li]) paintBand(b, bandY, bandH, stateCss.down, 1);
       for (const b of extra[li]) {
         paintBand(b, bandY + bandH + 2, 5, "#8c564b");
         const x = Math.max(LEFT, X(b.s));
@@ -297,7 +304,7 @@
       if (x < LEFT - 6 || x > W + 6) continue;
       if (filterLane >= 0 && filterLane !== dm.li) continue;
       // Decisions closer than 2 px on one lane are one diamond (hover shows the first).
-      if (x - lastDiamond[dm.li] < 2) continue;
+      if (Math.abs(x - lastDiamond[dm.li]) < 2) continue;
       lastDiamond[dm.li] = x;
       const css = leaderCss(dm.d.leader);
       let p = diamonds.get(css);
@@ -428,8 +435,14 @@
       const e = o.bin;
       return e.n + " messages from " + lanes[e.li].label + " around +" + (Tof(LEFT + e.b * hits.binPx) - T0).toFixed(3) + " s\n(zoom in to see each one)";
     }
-    if (o.decision) lines.push("decision in election " + (o.decision.ri + 1));
-    if (o.anomaly) lines.push(o.anomaly.problem ? "decode problem" : "anomaly");
+    if (o.decision) {
+      const d = o.decision.d, r = rounds[o.decision.ri];
+      return "sid " + d.sid + " " + d.state + " (leader " + d.leader + ") at +" + (d.time - T0).toFixed(3) + " s\n" +
+        (r.kind === "rejoin" ? "rejoin" : "election " + electionNumber[o.decision.ri]) + ", round 0x" + Number(d.election_epoch).toString(16) +
+        (typeof d.took === "number" ? "; took " + (d.took_at_least ? "at least " : "") + (d.took * 1000).toFixed(0) + " ms" : "") +
+        (d.sync ? "; sync " + (d.sync.mode || "(mode not captured)") : "");
+    }
+    if (o.anomaly) return (o.anomaly.t !== null ? "+" + (o.anomaly.t - T0).toFixed(3) + " s  " : "") + o.anomaly.a.message;
     for (const k of Object.keys(obj)) {
       const v = obj[k];
       lines.push(k + ": " + (typeof v === "object" && v !== null ? JSON.stringify(v) : String(v)) + (k === "time" ? rel(v) : ""));
@@ -501,43 +514,42 @@
   function el(tag, text, cls) { const e = document.createElement(tag); if (text !== undefined) e.textContent = text; if (cls) e.className = cls; return e; }
   const side = $("summary");
   const rel = (t) => "+" + (t - T0).toFixed(3) + " s";
-  const showValue = (v) => (typeof v === "object" && v !== null ? JSON.stringify(v) : String(v));
+  // What the text summary says of each round (D.round_texts, one block per round), its first
+  // line the heading; the page writes no words of its own about the election.
   let listedDecisions = 0;
+  const texts = D.round_texts || [];
   rounds.forEach((r, i) => {
-    const h = el("h2", "Election " + (i + 1) + ", round 0x" + Number(r.election_epoch).toString(16), "click");
+    const lines = (texts[i] || "").split("\n").filter((l) => l.length);
+    const h = el("h2", lines[0] || (r.kind === "rejoin" ? "rejoin" : "election " + electionNumber[i]), "click" + (r.kind === "election" && r.cause ? " cause" : ""));
     h.onclick = () => { const e = roundEnd(i); setView(r.started - (e - r.started) * 0.05 - 0.01, e + 0.05); };
     side.appendChild(h);
     const ul = el("ul");
-    ul.appendChild(el("li", "started " + rel(r.started) + "; participants " + (r.participants || []).join(", ")));
-    ul.appendChild(el("li", r.winner !== null && r.winner !== undefined ? "winner sid " + r.winner + (typeof r.duration === "number" ? ", decided in " + r.duration.toFixed(3) + " s" : "") : "no decision in the capture"));
-    if (!r.settled) ul.appendChild(el("li", "no quorum agreed (not settled)"));
-    if (r.cause !== undefined && r.cause !== null) ul.appendChild(el("li", "cause: " + showValue(r.cause), "cause"));
-    for (const d of r.decisions || []) {
-      const li = el("li", rel(d.time) + " sid " + d.sid + " " + d.state + " (leader " + d.leader + ")" + (d.evidence ? " [" + d.evidence + "]" : "") + (d.cause ? ", cause: " + showValue(d.cause) : ""), "click");
-      li.onclick = () => { const w = Math.max((v1 - v0) / 8, 0.05); setView(d.time - w, d.time + w); };
+    for (const line of lines.slice(1)) {
+      const m = /^\s*\+?(-?[0-9.]+)s\s+sid (\S+) (LOOKING|FOLLOWING|LEADING|OBSERVING) /.exec(line);
+      const d = m && (r.decisions || []).find((x) => String(x.sid) === m[2] && x.state === m[3] && Math.abs(x.time - T0 - Number(m[1])) < 0.0015);
+      const li = el("li", line.trim(), d ? "click" : /still LOOKING/.test(line) ? "still" : undefined);
+      if (d) {
+        li.onclick = () => { const w = Math.max((v1 - v0) / 8, 0.05); setView(d.time - w, d.time + w); };
+        listedDecisions++;
+      }
       ul.appendChild(li);
-      listedDecisions++;
-    }
-    for (const k of Object.keys(r)) {
-      if (["election_epoch", "started", "participants", "vote_changes", "decisions", "winner", "duration", "settled", "cause"].includes(k)) continue;
-      ul.appendChild(el("li", k + ": " + showValue(r[k])));
     }
     side.appendChild(ul);
   });
-  for (const k of Object.keys(S)) {
-    if (["type", "rounds", "anomalies"].includes(k)) continue;
-    side.appendChild(el("h2", k));
-    side.appendChild(el("div", showValue(S[k])));
-  }
   side.appendChild(el("h2", "Anomalies (" + anomalies.length + ")"));
   const aul = el("ul");
   for (const am of anomalies) {
-    const text = (am.t !== null ? rel(am.t) + " " : "") + (am.problem ? am.a.severity + ": " + am.a.what : am.a.message);
-    const li = el("li", text, "anomaly" + (am.t !== null ? " click" : ""));
+    const li = el("li", (am.t !== null ? rel(am.t) + "  " : "") + am.a.message, "anomaly" + (am.t !== null ? " click" : ""));
     if (am.t !== null) li.onclick = () => { const w = Math.max((v1 - v0) / 8, 0.05); setView(am.t - w, am.t + w); };
     aul.appendChild(li);
   }
   side.appendChild(aul);
+  if (decodeErrors.length) {
+    side.appendChild(el("h2", "Decode errors (" + decodeErrors.length + ")"));
+    const eul = el("ul");
+    for (const p of decodeErrors.slice(0, 200)) eul.appendChild(el("li", (num(p.time) !== null ? rel(p.time) + "  " : "") + p.what));
+    side.appendChild(eul);
+  }
   const legend = $("legend");
   legend.appendChild(el("b", "States "));
   for (const [k, c] of Object.entries(stateCss)) { const s = el("span", "", "sw"); s.style.background = c; legend.appendChild(s); legend.appendChild(document.createTextNode(k)); }
