@@ -30,6 +30,9 @@
 #   --host N=ADDR       server N listens on ADDR instead of 127.0.0.N (repeatable)
 #   --netns N=NAME      run server N inside network namespace NAME (`ip netns exec`;
 #                       repeatable), e.g. one namespace per host for multi-host captures
+#   --admin             each server runs Java's AdminServer at its host, port 8080
+#                       (admin.serverAddress=127.0.0.N; Debian's Jetty on its classpath,
+#                       installed when missing): ipv4 layout only
 #   --jars N=DIR        run server N from the jars in DIR (as ZK_JARS would), or from
 #                       Debian's package with N=debian: a mixed-version ensemble, e.g.
 #                       --jars 1="$(scripts/zk-fetch.sh 3.4.14)" --jars 2=debian (repeatable;
@@ -257,7 +260,10 @@ _launch_node() {
   # Remember where this start's log begins, to wait for its first state line.
   if [ -f "$dir/$sid/server.log" ]; then wc -l <"$dir/$sid/server.log"; else echo 0; fi >"$dir/$sid/.logmark"
   # setsid: the server must outlive this script and not get its signals.
-  setsid ${netns[@]+"${netns[@]}"} "$JAVA" "${ZK_JVM_FLAGS[@]}" -cp "$ZK_CLASSPATH" "$MAIN_CLASS" "$dir/$sid/zoo.cfg" \
+  # --admin: Jetty and the rest the AdminServer needs.
+  local cp=$ZK_CLASSPATH
+  if [ -f "$dir/server.classpath" ]; then cp="$cp:$(cat "$dir/server.classpath")"; fi
+  setsid ${netns[@]+"${netns[@]}"} "$JAVA" "${ZK_JVM_FLAGS[@]}" -cp "$cp" "$MAIN_CLASS" "$dir/$sid/zoo.cfg" \
     >>"$dir/$sid/stdout.log" 2>&1 </dev/null &
   echo $! >"$dir/$sid/pid"
 }
@@ -331,7 +337,7 @@ stop_node() {
 cmd_start() {
   local dir=$1
   shift
-  local servers="1:participant,2:participant,3:participant" mode=ipv4 tick=2000 init=10 sync=5 nostart=0
+  local servers="1:participant,2:participant,3:participant" mode=ipv4 tick=2000 init=10 sync=5 nostart=0 admin=0
   local extras=() node_jars="" node_netns="" hosts=""
   while [ $# -gt 0 ]; do
     case "$1" in
@@ -343,6 +349,7 @@ cmd_start() {
       --init-limit) init=${2:?}; shift 2 ;;
       --sync-limit) sync=${2:?}; shift 2 ;;
       --no-start) nostart=1; shift ;;
+      --admin) admin=1; shift ;;
       --host)
         [[ "${2:-}" =~ ^[0-9]+=[^[:space:]]+$ ]] || die "--host needs N=ADDR"
         hosts+="${hosts:+ }$2"; shift 2 ;;
@@ -430,6 +437,12 @@ cmd_start() {
   fi
   echo "$newenv" >"$dir/ensemble.env"
   echo "$common" >"$dir/zoo.cfg"
+  if [ $admin = 1 ]; then
+    [ "$mode" = ipv4 ] || die "--admin: the ipv4 layout only"
+    zk_admin_classpath >"$dir/server.classpath"
+  else
+    rm -f "$dir/server.classpath"
+  fi
   zk_log_config "$dir"
 
   local q e c
@@ -444,6 +457,11 @@ cmd_start() {
         echo "clientPort=$c"
         echo "clientPortAddress=$(member_host "$sid" "$host")"
         if [ "$type" = observer ]; then echo "peerType=observer"; fi
+        if [ $admin = 1 ]; then
+          echo "admin.enableServer=true"
+          echo "admin.serverAddress=$(member_host "$sid" "$host")"
+          echo "admin.serverPort=8080"
+        fi
       } >"$dir/external-$sid.cfg"
       continue
     fi
@@ -456,6 +474,11 @@ cmd_start() {
       echo "clientPort=$c"
       echo "clientPortAddress=$(member_host "$sid" "$host")"
       if [ "$type" = observer ]; then echo "peerType=observer"; fi
+      if [ $admin = 1 ]; then
+        echo "admin.enableServer=true"
+        echo "admin.serverAddress=$(member_host "$sid" "$host")"
+        echo "admin.serverPort=8080"
+      fi
     } >"$dir/$sid/zoo.cfg"
   done <<<"$members"
 

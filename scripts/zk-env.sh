@@ -179,6 +179,23 @@ _zk_detect_version() {
   echo "${v:-unknown}"
 }
 
+# The jars Java's AdminServer (Jetty, the servlet API, Jackson) needs, from Debian's packages
+# (installed when missing), colon-separated. Neither Debian's zookeeper package nor the
+# PyPI-borne jars carry them; without them Java logs "Unable to load jetty" and runs no
+# AdminServer. ensemble.sh --admin puts them on its servers' classpath.
+zk_admin_classpath() {
+  local d=/usr/share/java cp="" f
+  [ -e "$d/jetty9-server.jar" ] || zk_apt_install libjetty9-java >&2
+  [ -e "$d/jackson-databind.jar" ] || zk_apt_install libjackson2-databind-java >&2
+  [ -e "$d/servlet-api.jar" ] || zk_apt_install libservlet-api-java >&2
+  for f in jetty9-server.jar jetty9-servlet.jar jetty9-util.jar jetty9-util-ajax.jar jetty9-http.jar \
+    jetty9-io.jar jetty9-security.jar servlet-api.jar jackson-databind.jar jackson-core.jar \
+    jackson-annotations.jar; do
+    [ -e "$d/$f" ] && cp="${cp:+$cp:}$d/$f"
+  done
+  echo "$cp"
+}
+
 zk_env_resolve() {
   [ -n "${ZK_CLASSPATH:-}" ] && [ -n "${ZK_VERSION:-}" ] && [ -n "${ZK_LOG_BACKEND:-}" ] &&
     [ -n "${JAVA:-}" ] && return 0

@@ -184,3 +184,136 @@ fn zkfle_answers_four_letter_words_as_a_java_follower() {
     assert_eq!(me["problems"], serde_json::json!([]), "{report}");
     drop(n);
 }
+
+/// `GET http://ADDR/commands/NAME`: the JSON body ("" when nothing answers).
+fn admin(addr: &str, name: &str) -> serde_json::Value {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return serde_json::Value::Null;
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "GET /commands/{name} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return serde_json::Value::Null;
+    };
+    assert!(head.starts_with("HTTP/1.1 200"), "{name}: {head}");
+    assert!(head.contains("application/json"), "{name}: {head}");
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{name}: {e}: {body}"))
+}
+
+fn keys_of(v: &serde_json::Value) -> Vec<String> {
+    let mut k: Vec<String> = v
+        .as_object()
+        .map_or(Vec::new(), |m| m.keys().cloned().collect());
+    k.sort();
+    k
+}
+
+/// zkfle's AdminServer beside Java 3.8 followers' (Debian's Jetty on their classpath,
+/// `ensemble.sh --admin`): every command a monitoring tool reads answers with Java's keys,
+/// and the values zkfle and a Java follower both know agree (leader, zxid, node count,
+/// state, membership).
+#[test]
+fn zkfle_answers_admin_server_commands_as_a_java_follower() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "admin",
+        "1:participant:external,2:participant,3:participant",
+        &["--tick", "200", "--admin"],
+    );
+    e.run(&["wait-stable", "--timeout", "30"]);
+    let java = ["127.0.0.2:8080", "127.0.0.3:8080"]
+        .into_iter()
+        .find(|a| admin(a, "leader")["is_leader"] == false)
+        .expect("a Java follower's AdminServer");
+    let cfg = e.dir.join("external-1.cfg");
+    let n = Native::start_in(&e.dir, &cfg, 1, &[]);
+    let mine = "127.0.0.1:8080";
+    wait_for(
+        "zkfle's AdminServer says it serves",
+        Duration::from_secs(20),
+        || {
+            let r = admin(mine, "ruok");
+            (r["command"] == "ruok" && r["error"].is_null()).then_some(())
+        },
+    );
+    for name in [
+        "ruok",
+        "leader",
+        "server_stats",
+        "stats",
+        "is_read_only",
+        "configuration",
+        "dirs",
+        "voting_view",
+        "zabstate",
+        "last_snapshot",
+        "connections",
+        "watch_summary",
+        "watches",
+        "observers",
+        "dump",
+        "hash",
+        "initial_configuration",
+    ] {
+        let (z, j) = (admin(mine, name), admin(java, name));
+        assert_eq!(keys_of(&z), keys_of(&j), "{name}:\n{z:#}\n---\n{j:#}");
+        assert_eq!(z["command"], name);
+        assert!(z["error"].is_null(), "{name}: {z:#}");
+    }
+    let (z, j) = (admin(mine, "leader"), admin(java, "leader"));
+    assert_eq!(z, j, "leader");
+    let (z, j) = (admin(mine, "voting_view"), admin(java, "voting_view"));
+    for sid in ["1", "2", "3"] {
+        for k in ["server_addresses", "election_addresses", "learner_type"] {
+            assert_eq!(
+                z["current_config"][sid][k], j["current_config"][sid][k],
+                "{sid} {k}"
+            );
+        }
+    }
+    // Same zxid, node count and state once both have the same data.
+    wait_for("stats agree", Duration::from_secs(10), || {
+        let (z, j) = (admin(mine, "stats"), admin(java, "stats"));
+        (z["node_count"] == j["node_count"]
+            && z["server_stats"]["last_processed_zxid"] == j["server_stats"]["last_processed_zxid"])
+            .then_some(())
+    });
+    let (z, j) = (admin(mine, "stats"), admin(java, "stats"));
+    assert_eq!(keys_of(&z["server_stats"]), keys_of(&j["server_stats"]));
+    assert_eq!(z["server_stats"]["server_state"], "follower");
+    let (z, j) = (admin(mine, "zabstate"), admin(java, "zabstate"));
+    for k in ["is_leader", "voting", "zabstate", "zab_epoch", "last_zxid"] {
+        assert_eq!(z[k], j[k], "zabstate {k}");
+    }
+    // monitor (mntr): every key zkfle gives is one of Java's, typed as Java's.
+    let (z, j) = (admin(mine, "monitor"), admin(java, "monitor"));
+    for (k, v) in z.as_object().unwrap() {
+        let theirs = &j[k.as_str()];
+        assert!(
+            !theirs.is_null() || v.is_null(),
+            "monitor {k} is not Java's"
+        );
+        assert_eq!(
+            (v.is_string(), v.is_number()),
+            (theirs.is_string(), theirs.is_number()),
+            "monitor {k}: {v} vs {theirs}"
+        );
+    }
+    assert_eq!(z["server_state"], "follower");
+    assert_eq!(z["znode_count"], j["znode_count"]);
+    // Names Java does not know, and the command list.
+    assert_eq!(
+        admin(mine, "nosuch")["error"],
+        "Unknown command: nosuch",
+        "unknown"
+    );
+    assert_eq!(admin(mine, "mntr")["command"], "monitor", "an alias");
+    drop(n);
+}

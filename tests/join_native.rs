@@ -65,6 +65,7 @@ fn node(sid: i64, ports: &[SocketAddr], quorum: &QuorumVerifier) -> NodeConfig {
         zab: None,
         reconfig_cfg_path: None,
         client_port: None,
+        admin: None,
         status: Default::default(),
     }
 }

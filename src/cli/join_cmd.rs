@@ -392,7 +392,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         .quorum_cnxn_timeout
         .filter(|t| *t > 0)
         .unwrap_or(tick * sync_limit);
-    let client_port = client_port_config(
+    let (client_port, admin) = monitoring_config(
         &cfg,
         me,
         &ClientPortLimits {
@@ -432,6 +432,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         zab,
         reconfig_cfg_path: cfg.reconfig_enabled().then(|| args.config.clone()),
         client_port,
+        admin,
         status: Default::default(),
     })
 }
@@ -447,15 +448,27 @@ struct ClientPortLimits {
     membership: String,
 }
 
-/// The client port as Java opens it: the address after `;` in the member's server line, else
+/// The client port and the AdminServer, as Java opens them.
+///
+/// The client port: the address after `;` in the member's server line, else
 /// `clientPortAddress`:`clientPort`, else every address at `clientPort`; none when no port is
 /// set (Java opens none then either). `secureClientPort` is refused: zkfle has no TLS client
 /// port, and monitoring it would read as a dead server.
-fn client_port_config(
+///
+/// The AdminServer: on unless `admin.enableServer=false`, at `admin.serverAddress`
+/// (0.0.0.0):`admin.serverPort` (8080) under `admin.commandURL` (`/commands`), each read
+/// from zoo.cfg or a `-Dzookeeper.admin.*` flag in JVMFLAGS as Java reads them.
+fn monitoring_config(
     cfg: &crate::zoocfg::ZooCfg,
     me: &crate::wire::config::ServerLine,
     l: &ClientPortLimits,
-) -> Result<Option<crate::net::client_port::ClientPortConfig>, CliError> {
+) -> Result<
+    (
+        Option<crate::net::client_port::ClientPortConfig>,
+        Option<crate::net::admin::AdminConfig>,
+    ),
+    CliError,
+> {
     use crate::net::client_port::{ClientPortConfig, Whitelist};
     if cfg.int("secureClientPort").is_some() {
         return Err(CliError::input(format!(
@@ -464,36 +477,42 @@ fn client_port_config(
         )));
     }
     let port = match (&me.client, cfg.int("clientPort")) {
-        (Some((_, p)), _) => *p,
-        (None, Some(p)) => u16::try_from(p).map_err(|_| {
+        (Some((_, p)), _) => Some(*p),
+        (None, Some(p)) => Some(u16::try_from(p).map_err(|_| {
             CliError::input(format!(
                 "--config {}: clientPort={p}: not a port",
                 cfg.path.display()
             ))
-        })?,
-        (None, None) => return Ok(None),
+        })?),
+        (None, None) => None,
     };
-    let host = me
-        .client
-        .as_ref()
-        .and_then(|(h, _)| h.clone())
-        .or_else(|| cfg.other.get("clientPortAddress").cloned())
-        .unwrap_or_else(|| "0.0.0.0".into());
-    let Some(listen) = resolve(
-        &ElectionAddress::parse(&format!("{host}:{port}"), 0).map_err(|e| {
-            CliError::input(format!(
-                "--config {}: client address {host}:{port}: {e}",
-                cfg.path.display()
-            ))
-        })?,
-    ) else {
-        tracing::warn!("client address {host}:{port} does not resolve: no client port");
-        return Ok(None);
+    let listen = match port {
+        None => None,
+        Some(port) => {
+            let host = me
+                .client
+                .as_ref()
+                .and_then(|(h, _)| h.clone())
+                .or_else(|| cfg.other.get("clientPortAddress").cloned())
+                .unwrap_or_else(|| "0.0.0.0".into());
+            let listen = resolve(
+                &ElectionAddress::parse(&format!("{host}:{port}"), 0).map_err(|e| {
+                    CliError::input(format!(
+                        "--config {}: client address {host}:{port}: {e}",
+                        cfg.path.display()
+                    ))
+                })?,
+            );
+            if listen.is_none() {
+                tracing::warn!("client address {host}:{port} does not resolve: no client port");
+            }
+            listen
+        }
     };
     let tick = l.tick as i64;
     let setup = crate::output::fourlw::MemberSetup {
         server_id: me.id,
-        client_port: port,
+        client_port: port.unwrap_or(0),
         data_dir: l
             .data_dir
             .as_ref()
@@ -522,14 +541,93 @@ fn client_port_config(
         membership: l.membership.clone(),
         speaks: l.speaks.to_string(),
     };
-    Ok(Some(ClientPortConfig {
+    let client_port = listen.map(|listen| ClientPortConfig {
         listen,
         whitelist: Whitelist::new(
             cfg.java_property("zookeeper.4lw.commands.whitelist")
                 .as_deref(),
             cfg.java_property("readonlymode.enabled").as_deref() == Some("true"),
         ),
+        setup: setup.clone(),
+        data_dir: l.data_dir.clone(),
+    });
+    let admin = admin_config(cfg, setup, listen, l)?;
+    Ok((client_port, admin))
+}
+
+fn admin_config(
+    cfg: &crate::zoocfg::ZooCfg,
+    setup: crate::output::fourlw::MemberSetup,
+    client: Option<SocketAddr>,
+    l: &ClientPortLimits,
+) -> Result<Option<crate::net::admin::AdminConfig>, CliError> {
+    use crate::output::admin::{AdminView, MemberAddresses};
+    let property = |key: &str| cfg.java_property(&format!("zookeeper.admin.{key}"));
+    // Java's Boolean.parseBoolean: only "true" (any case) is true.
+    if property("enableServer").is_some_and(|v| !v.trim().eq_ignore_ascii_case("true")) {
+        return Ok(None);
+    }
+    let host = property("serverAddress").unwrap_or_else(|| "0.0.0.0".into());
+    let port = match property("serverPort") {
+        None => 8080,
+        Some(p) => p.trim().parse::<u16>().map_err(|_| {
+            CliError::input(format!(
+                "--config {}: admin.serverPort={p}: not a port",
+                cfg.path.display()
+            ))
+        })?,
+    };
+    let command_url = property("commandURL").unwrap_or_else(|| "/commands".into());
+    if !command_url.starts_with('/') {
+        return Err(CliError::input(format!(
+            "--config {}: admin.commandURL={command_url}: not a path (it starts with /)",
+            cfg.path.display()
+        )));
+    }
+    let Some(listen) = resolve(
+        &ElectionAddress::parse(&format!("{host}:{port}"), 0).map_err(|e| {
+            CliError::input(format!(
+                "--config {}: AdminServer address {host}:{port}: {e}",
+                cfg.path.display()
+            ))
+        })?,
+    ) else {
+        tracing::warn!("AdminServer address {host}:{port} does not resolve: no AdminServer");
+        return Ok(None);
+    };
+    let members = cfg
+        .quorum
+        .servers()
+        .map(|s| MemberAddresses {
+            sid: s.id,
+            quorum: s
+                .addresses
+                .iter()
+                .map(|a| format!("{}:{}", a.host, a.quorum_port))
+                .collect(),
+            election: s
+                .addresses
+                .iter()
+                .map(|a| format!("{}:{}", a.host, a.election_port))
+                .collect(),
+            client: s
+                .client
+                .as_ref()
+                .map(|(h, p)| format!("{}:{p}", h.as_deref().unwrap_or("0.0.0.0")))
+                .unwrap_or_default(),
+            observer: s.role() == crate::wire::Role::Observer,
+        })
+        .collect();
+    Ok(Some(crate::net::admin::AdminConfig {
+        listen,
+        command_url,
         setup,
+        view: AdminView {
+            members,
+            client_address: client.map(|a| a.to_string()).unwrap_or_default(),
+            last_snapshot: None,
+            dir_size: 0,
+        },
         data_dir: l.data_dir.clone(),
     }))
 }

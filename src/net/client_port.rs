@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -128,7 +128,7 @@ async fn answer(
     let text = if cfg.whitelist.allows(word) {
         let dirs = match (word, &cfg.data_dir) {
             ("conf" | "dirs", Some(d)) => {
-                let size = dir_size(&d.join("version-2"));
+                let size = super::admin::dir_size(&d.join("version-2"));
                 (size, size)
             }
             _ => (0, 0),
@@ -139,17 +139,6 @@ async fn answer(
     };
     stream.write_all(text.as_bytes()).await?;
     stream.shutdown().await
-}
-
-/// Bytes of the files in `dir` (Java's `getDataDirSize`: its snapshots, logs and epoch files).
-fn dir_size(dir: &Path) -> u64 {
-    std::fs::read_dir(dir).map_or(0, |entries| {
-        entries
-            .filter_map(|e| e.ok()?.metadata().ok())
-            .filter(|m| m.is_file())
-            .map(|m| m.len())
-            .sum()
-    })
 }
 
 #[cfg(test)]

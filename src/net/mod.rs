@@ -21,6 +21,7 @@
 //!   (docs/tls.md, docs/sasl.md).
 //! - [`probe`]: asking a live server for its state and vote as a non-member (`zkfle probe`).
 
+pub mod admin;
 pub mod client;
 pub mod client_port;
 pub mod core;

@@ -39,6 +39,8 @@ pub struct NodeConfig {
     pub reconfig_cfg_path: Option<PathBuf>,
     /// The client port to answer four-letter words on, when the config names one.
     pub client_port: Option<super::client_port::ClientPortConfig>,
+    /// The AdminServer, unless `admin.enableServer=false`.
+    pub admin: Option<super::admin::AdminConfig>,
     /// What the node is doing, for the client port.
     pub status: super::status::StatusBoard,
 }
@@ -110,6 +112,9 @@ pub async fn run(
     };
     if let Some(port) = cfg.client_port.clone() {
         tokio::spawn(super::client_port::serve(port, cfg.status.clone()));
+    }
+    if let Some(admin) = cfg.admin.clone() {
+        tokio::spawn(super::admin::serve(admin, cfg.status.clone()));
     }
     let mut election = cfg.election.clone();
     if let Some(st) = &storage {

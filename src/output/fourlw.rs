@@ -209,7 +209,7 @@ fn file_descriptors() -> (u64, u64) {
 
 /// `envi`'s lines after the version: the host and the process, in Java's keys where zkfle
 /// has the value.
-fn environment() -> Vec<(&'static str, String)> {
+pub fn environment() -> Vec<(&'static str, String)> {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default();

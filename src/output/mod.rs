@@ -17,6 +17,7 @@
 //!
 //! The reports' `to_json`/`to_text` are inherent methods of the domain types, defined here.
 
+pub mod admin;
 pub mod doctor;
 pub mod fourlw;
 pub mod html;
