@@ -143,13 +143,22 @@ fn page_counts(page: &Path, profile: &Path) -> BTreeMap<String, String> {
 }
 
 fn page_counts_at(url: &str, page: &Path, profile: &Path) -> BTreeMap<String, String> {
+    counts_in(&page_dom(url, profile), page)
+}
+
+/// The page's DOM after its script ran.
+fn page_dom(url: &str, profile: &Path) -> String {
     let out = Command::new(chromium())
         .args(browser_args(profile))
         .arg("--dump-dom")
         .arg(url)
         .output()
         .unwrap();
-    let dom = String::from_utf8_lossy(&out.stdout);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The counts element's attributes in a DOM dump.
+fn counts_in(dom: &str, page: &Path) -> BTreeMap<String, String> {
     let at = dom
         .find("<div id=\"zkfle-counts\"")
         .unwrap_or_else(|| panic!("no counts element in the DOM of {}", page.display()));
@@ -192,7 +201,9 @@ fn timeline_page_in_chromium_draws_every_message_server_and_decision() {
         let all = messages(&fixture);
         let embedded = all.len();
         let msgs = drawn(all, &s);
-        let c = page_counts(&page, &profile);
+        let dom = page_dom(&format!("file://{}#drawlog", page.display()), &profile);
+        let c = counts_in(&dom, &page);
+        check_drawing(&name, &dom, &s);
         assert_eq!(c["arrows"], msgs.len().to_string(), "{name}: arrows");
         // Every message is in the page's data; the non-members' are not drawn.
         assert_eq!(c["messages"], embedded.to_string(), "{name}: messages");
@@ -535,5 +546,221 @@ fn shiviz_log_parses_back_with_consistent_vector_clocks() {
                 &send.0["send ".len()..send.0.rfind(" to ").unwrap()]
             );
         }
+    }
+}
+
+/// The recorded drawing calls of a page opened with `#drawlog` (`pre#zkfle-drawlog`).
+fn drawlog_in(dom: &str) -> Value {
+    let at = dom
+        .find("<pre id=\"zkfle-drawlog\"")
+        .expect("the page kept its drawing calls");
+    let text = &dom[at..];
+    let text = &text[text.find('>').unwrap() + 1..text.find("</pre>").unwrap()];
+    let text = text
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// What the page drew, rebuilt from its canvas calls, against the summary it was given:
+/// every lane a server, every state band a span of the summary's `states` and every span
+/// drawn, a diamond at every decision, a triangle at every timed anomaly, a strip at every
+/// sync, each within 1 ms of the model's time; lanes fill at least 90% of the plot's height;
+/// no text on the canvas or beside it reads "undefined", "null" or a raw epoch time.
+fn check_drawing(name: &str, dom: &str, s: &Value) {
+    const MS: f64 = 0.001;
+    let log = drawlog_in(dom);
+    let v = &log["view"];
+    let f = |k: &str| v[k].as_f64().unwrap();
+    let (left, top, bottom, w, h, v0, v1, lane_h) = (
+        f("LEFT"),
+        f("TOP"),
+        f("BOTTOM"),
+        f("W"),
+        f("H"),
+        f("v0"),
+        f("v1"),
+        f("laneH"),
+    );
+    let time_of = |x: f64| v0 + (x - left) / (w - left - 10.0) * (v1 - v0);
+    let px = (v1 - v0) / (w - left - 10.0);
+    let calls = log["calls"].as_array().unwrap();
+    let args = |c: &Value| -> Vec<f64> {
+        c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_f64)
+            .collect()
+    };
+    // Lanes: the labels at the left edge, one per server, and their rows' centres.
+    let mut lane_at: Vec<(f64, String)> = Vec::new();
+    for c in calls.iter().filter(|c| c["op"] == "fillText") {
+        let a = c["args"].as_array().unwrap();
+        if a[1].as_f64() == Some(6.0) {
+            lane_at.push((
+                a[2].as_f64().unwrap() - 4.0,
+                a[0].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    let lanes = v["lanes"].as_f64().unwrap();
+    assert!(
+        lane_h * lanes >= 0.9 * (h - top - bottom),
+        "{name}: {lanes} lanes of {lane_h} px fill less than 90% of {} px",
+        h - top - bottom
+    );
+    let lane_of = |y: f64| -> String {
+        lane_at
+            .iter()
+            .min_by(|a, b| (a.0 - y).abs().total_cmp(&(b.0 - y).abs()))
+            .map(|(_, l)| l.clone())
+            .unwrap_or_default()
+    };
+    // State bands: rectangles in the states' colours.
+    let colours: BTreeMap<&str, &str> = [
+        ("#f2c744", "LOOKING"),
+        ("#6aa5e8", "FOLLOWING"),
+        ("#3f8f4f", "LEADING"),
+        ("#b48ad8", "OBSERVING"),
+    ]
+    .into_iter()
+    .collect();
+    let mut bands: Vec<(String, String, f64, f64, f64)> = Vec::new();
+    let mut strips: Vec<(String, f64, f64)> = Vec::new();
+    for c in calls.iter().filter(|c| c["op"] == "fillRect") {
+        let a = args(c);
+        let fill = c["fill"].as_str().unwrap();
+        if let Some(state) = colours.get(fill) {
+            bands.push((
+                lane_of(a[1] + a[3] / 2.0),
+                state.to_string(),
+                time_of(a[0]),
+                time_of(a[0] + a[2]),
+                a[2],
+            ));
+        } else if fill == "#8c564b" {
+            strips.push((
+                lane_of(a[1] - lane_h.min(40.0) / 8.0),
+                time_of(a[0]),
+                time_of(a[0] + a[2]),
+            ));
+        }
+    }
+    let spans = s["states"].as_array().unwrap();
+    assert_eq!(
+        bands.len(),
+        spans.len(),
+        "{name}: bands drawn vs the summary's states"
+    );
+    for st in spans {
+        let (lane, state) = (format!("sid {}", st["sid"]), st["state"].as_str().unwrap());
+        let (from, to) = (st["from"].as_f64().unwrap(), st["to"].as_f64().unwrap());
+        let found = bands.iter().any(|(l, s, a, b, width)| {
+            *l == lane
+                && s == state
+                && (a - from).abs() < MS
+                // A span shorter than 2 px is drawn 2 px wide.
+                && ((b - to).abs() < MS || (*width <= 2.0 + 1e-9 && to - from < 2.0 * px))
+        });
+        assert!(found, "{name}: no band for {st} among {bands:?}");
+    }
+    // Decisions: diamonds, each a path from (x, y - 7); decisions within 2 px of another on
+    // the same lane share one.
+    let mut diamonds: Vec<(String, f64)> = Vec::new();
+    for pair in calls.windows(2) {
+        let (m, l) = (&pair[0], &pair[1]);
+        if m["on"] == 0 || m["op"] != "moveTo" || l["op"] != "lineTo" || l["on"] != m["on"] {
+            continue;
+        }
+        let (a, b) = (args(m), args(l));
+        // The diamond's first two corners: (x, y - 7) then (x + 7, y).
+        if (b[0] - a[0] - 7.0).abs() < 1e-9 && (b[1] - a[1] - 7.0).abs() < 1e-9 {
+            diamonds.push((lane_of(a[1] + 7.0), time_of(a[0])));
+        }
+    }
+    let mut decided: Vec<(String, f64)> = s["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["decisions"].as_array().unwrap())
+        .map(|d| (format!("sid {}", d["sid"]), d["time"].as_f64().unwrap()))
+        .collect();
+    decided.sort_by(|a, b| a.1.total_cmp(&b.1));
+    for (lane, t) in &decided {
+        let found = diamonds
+            .iter()
+            .any(|(l, x)| l == lane && ((x - t).abs() < MS || (x - t).abs() < 2.0 * px));
+        assert!(found, "{name}: no diamond for {lane}'s decision at {t}");
+    }
+    assert!(
+        diamonds.len() <= decided.len(),
+        "{name}: more diamonds than decisions"
+    );
+    // Anomalies: red triangles from (x, TOP - 12).
+    let triangles: Vec<f64> = calls
+        .iter()
+        .filter(|c| c["on"] == 0 && c["op"] == "moveTo" && c["fill"] == "#cc0000")
+        .filter(|c| (args(c)[1] - (top - 12.0)).abs() < 1e-9)
+        .map(|c| time_of(args(c)[0]))
+        .collect();
+    let timed: Vec<f64> = s["anomalies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["time"].as_f64())
+        .collect();
+    assert_eq!(triangles.len(), timed.len(), "{name}: anomalies drawn");
+    for t in &timed {
+        assert!(
+            triangles.iter().any(|x| (x - t).abs() < MS),
+            "{name}: anomaly at {t}"
+        );
+    }
+    // Syncs: one strip per decision with a sync, from its start.
+    let syncs: Vec<(String, f64)> = s["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["decisions"].as_array().unwrap())
+        .filter_map(|d| Some((format!("sid {}", d["sid"]), d["sync"]["started"].as_f64()?)))
+        .collect();
+    for (lane, t) in &syncs {
+        assert!(
+            strips.iter().any(|(_, a, _)| (a - t).abs() < MS),
+            "{name}: no sync strip for {lane} at {t}"
+        );
+    }
+    // Words: nothing undefined, null, or an epoch time in seconds.
+    let epoch = |t: &str| {
+        t.split(|c: char| !c.is_ascii_digit())
+            .any(|d| d.len() == 10 && d.starts_with('1'))
+    };
+    let texts: Vec<String> = calls
+        .iter()
+        .filter(|c| c["op"] == "fillText")
+        .map(|c| c["args"][0].as_str().unwrap_or_default().to_string())
+        .collect();
+    let side = &dom[dom.find("<aside").unwrap()..dom.find("</aside>").unwrap()];
+    let mut side_text = String::new();
+    let mut in_tag = false;
+    for ch in side.chars() {
+        match ch {
+            '<' => in_tag = true,
+            '>' => {
+                in_tag = false;
+                side_text.push(' ');
+            }
+            c if !in_tag => side_text.push(c),
+            _ => {}
+        }
+    }
+    for t in texts.iter().chain(std::iter::once(&side_text)) {
+        assert!(
+            !t.contains("undefined") && !t.contains("null") && !epoch(t),
+            "{name}: {t}"
+        );
     }
 }

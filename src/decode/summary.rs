@@ -408,6 +408,112 @@ pub struct Summary {
     pub cut_votes_lost: u64,
 }
 
+/// A span of one server's state, as the summary tells it: the page draws these bands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateSpan {
+    pub sid: i64,
+    pub state: ServerState,
+    pub from: f64,
+    pub to: f64,
+}
+
+impl Summary {
+    /// Each server's states over the capture, from what the summary found and nothing else:
+    /// LOOKING from when a server began looking to its decision, then the decided state until
+    /// it next looks. A capture begun on a running ensemble starts with the leader and the
+    /// learners found on the quorum port. No span where the summary knows no state: a leader
+    /// from when its connections closed (the cause of the next election) until it looks
+    /// again, and every server once all election connections closed (shut down).
+    pub fn states(&self) -> Vec<StateSpan> {
+        let mut events: BTreeMap<i64, Vec<(f64, Option<ServerState>)>> = BTreeMap::new();
+        let mut push = |sid: i64, t: f64, state: Option<ServerState>| {
+            events.entry(sid).or_default().push((t, state));
+        };
+        let observers: BTreeSet<i64> = self
+            .configs
+            .iter()
+            .flat_map(|c| c.observers.iter().copied())
+            .chain(
+                self.rounds
+                    .iter()
+                    .flat_map(|r| &r.decisions)
+                    .filter(|d| d.state == ServerState::Observing)
+                    .map(|d| d.sid),
+            )
+            .collect();
+        if let Some(a) = &self.at_start {
+            push(a.leader, a.since, Some(ServerState::Leading));
+            for &l in &a.learners {
+                let state = if observers.contains(&l) {
+                    ServerState::Observing
+                } else {
+                    ServerState::Following
+                };
+                push(l, a.since, Some(state));
+            }
+        }
+        let mut prev_leader = self.at_start.as_ref().map(|a| a.leader);
+        for r in &self.rounds {
+            if r.kind == RoundKind::Election
+                && r.cause == Cause::LeaderLost
+                && r.leader_closed
+                && let (Some(old), Some(t)) = (prev_leader, r.leader_lost)
+            {
+                push(old, t, None);
+            }
+            for d in &r.decisions {
+                if !d.before_capture {
+                    push(d.sid, d.looking_since, Some(ServerState::Looking));
+                }
+                push(d.sid, d.time, Some(d.state));
+            }
+            for w in &r.still_looking {
+                push(w.sid, w.since, Some(ServerState::Looking));
+            }
+            if r.kind == RoundKind::Election
+                && let Some(w) = r.winner
+            {
+                prev_leader = Some(w);
+            }
+        }
+        if let Some(t) = self.shutdown {
+            for evs in events.values_mut() {
+                evs.push((t, None));
+            }
+        }
+        let mut spans = Vec::new();
+        for (sid, mut evs) in events {
+            // A decision and the next looking at the same time: the decision first.
+            evs.sort_by(|a, b| {
+                a.0.total_cmp(&b.0).then_with(|| {
+                    (a.1 == Some(ServerState::Looking)).cmp(&(b.1 == Some(ServerState::Looking)))
+                })
+            });
+            let mut open: Option<StateSpan> = None;
+            for (t, state) in evs {
+                if open.as_ref().is_some_and(|o| Some(o.state) == state) {
+                    continue;
+                }
+                if let Some(mut o) = open.take() {
+                    o.to = t;
+                    spans.push(o);
+                }
+                open = state.map(|state| StateSpan {
+                    sid,
+                    state,
+                    from: t,
+                    to: t,
+                });
+            }
+            if let Some(mut o) = open {
+                o.to = self.end.max(o.from);
+                spans.push(o);
+            }
+        }
+        spans
+    }
+}
+
 /// The vote of a notification cut by the capture's snap length, when its first bytes hold
 /// all of it (state, leader, zxid, round, and the peer epoch of the forms that carry one):
 /// a capture made with `-s 128` has them, so its elections can still be told. The config,

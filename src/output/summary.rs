@@ -150,6 +150,9 @@ impl Summary {
             "cut_votes": self.cut_votes,
             "cut_votes_lost": self.cut_votes_lost,
             "rounds": rounds,
+            "states": self.states().iter().map(|st| json!({
+                "sid": st.sid, "state": st.state.name(), "from": st.from, "to": st.to,
+            })).collect::<Vec<_>>(),
             "anomalies": anomalies,
             "configs": self.configs.iter().map(|c| json!({
                 "time": c.time, "version": c.version, "voters": c.voters,

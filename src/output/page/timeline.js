@@ -15,6 +15,24 @@
   const $ = (id) => document.getElementById(id);
   const canvas = $("canvas"), tip = $("tip"), counts = $("zkfle-counts");
   const ctx = canvas.getContext("2d");
+  // `#drawlog`: each drawing call of the last draw, with its arguments and the fill colour in
+  // force, kept for tests that rebuild what was drawn from the calls (tests/visual.rs).
+  const drawlog = /drawlog/.test(location.hash) ? [] : null;
+  if (drawlog) {
+    let nextPath = 1;
+    const pathId = (p) => p.__zk || (p.__zk = nextPath++);
+    const wrap = (obj, names, on) => {
+      for (const m of names) {
+        const orig = obj[m];
+        obj[m] = function (...a) {
+          drawlog.push({ on: on(this), op: m, args: a.map((x) => (x instanceof Path2D ? pathId(x) : x)), fill: String(ctx.fillStyle) });
+          return orig.apply(this, a);
+        };
+      }
+    };
+    wrap(Path2D.prototype, ["moveTo", "lineTo", "closePath"], pathId);
+    wrap(ctx, ["beginPath", "moveTo", "lineTo", "closePath", "fillRect", "fillText", "fill", "stroke"], () => 0);
+  }
 
   // ---- lanes: one per server (its sid), or per address when the sid is unknown ----
   const laneIndex = new Map();
@@ -94,55 +112,13 @@
     }
   }
 
-  // ---- state bands: each server's states as the summary tells them ----
-  // LOOKING from when it began looking to its decision, then the decided state until it next
-  // looks; a capture begun on a running ensemble starts with the leader and learners the
-  // summary found; a leader whose connections closed (the cause of the next election) is in
-  // no state from then until it next looks, nor is any server once all shut down. The page
-  // infers nothing of its own.
+  // ---- state bands: each server's states as the summary tells them (S.states) ----
   const tEnd = tMax;
   const rounds = S.rounds || [];
   const bands = lanes.map(() => []); // {s, e, state}
-  {
-    const events = lanes.map(() => []); // {t, state}; state null: not known (gone)
-    const laneOfSid = (sid) => laneIndex.get("s" + sid);
-    const push = (sid, t, state) => {
-      const li = laneOfSid(sid);
-      if (li !== undefined && typeof t === "number") events[li].push({ t, state });
-    };
-    const at = S.at_start;
-    const observers = new Set();
-    for (const c of S.configs || []) for (const o of c.observers || []) observers.add(String(o));
-    for (const r of rounds) for (const d of r.decisions || []) if (d.state === "OBSERVING") observers.add(String(d.sid));
-    if (at && at.leader !== null && at.leader !== undefined) {
-      push(at.leader, tMin, "LEADING");
-      for (const l of at.learners || []) push(l, tMin, observers.has(String(l)) ? "OBSERVING" : "FOLLOWING");
-    }
-    let prevLeader = at && at.leader !== undefined ? at.leader : null;
-    for (const r of rounds) {
-      if (r.kind === "election" && r.cause === "leader_lost" && prevLeader !== null && typeof r.leader_lost === "number") {
-        push(prevLeader, r.leader_lost, null);
-      }
-      for (const d of r.decisions || []) {
-        if (typeof d.looking_since === "number") push(d.sid, d.looking_since, "LOOKING");
-        push(d.sid, d.time, d.state);
-      }
-      for (const w of r.still_looking || []) push(w.sid, typeof w.since === "number" ? w.since : r.started, "LOOKING");
-      if (r.kind === "election" && r.winner !== null && r.winner !== undefined) prevLeader = r.winner;
-    }
-    // Every election connection closed: the servers shut down, in no state from then on.
-    if (typeof S.shutdown === "number") lanes.forEach((l) => { if (l.sid !== null) push(l.sid, S.shutdown, null); });
-    events.forEach((evs, li) => {
-      // A decision and the next looking can share a time: the decision goes first.
-      evs.sort((a, b) => a.t - b.t || (a.state === "LOOKING") - (b.state === "LOOKING"));
-      let cur = null;
-      for (const ev of evs) {
-        if (cur && cur.state === ev.state) continue;
-        if (cur) cur.e = ev.t;
-        cur = ev.state === null ? null : { s: ev.t, e: tEnd, state: ev.state };
-        if (cur) bands[li].push(cur);
-      }
-    });
+  for (const st of S.states || []) {
+    const li = laneIndex.get("s" + st.sid);
+    if (li !== undefined && typeof st.from === "number" && typeof st.to === "number") bands[li].push({ s: st.from, e: st.to, state: st.state });
   }
   // Elections are numbered as the summary numbers them: rejoins are not elections.
   const electionNumber = [];
@@ -239,6 +215,7 @@
   let aggregated = false, lastDrawMs = 0, drawnArrows = 0;
   const hits = { bins: null, binPx: 2 };
   function draw() {
+    if (drawlog) drawlog.length = 0;
     const started = performance.now();
     ctx.clearRect(0, 0, W, H);
     ctx.font = "12px system-ui, sans-serif";
@@ -595,6 +572,13 @@
       counts.dataset.selftestHover = Object.keys(msgs[i]).every((k) => text.includes(k + ": ")) ? "every field" : "missing: " + text;
       fit();
     }
+  }
+  if (drawlog) {
+    const pre = el("pre");
+    pre.id = "zkfle-drawlog";
+    pre.hidden = true;
+    pre.textContent = JSON.stringify({ view: { LEFT, TOP, BOTTOM, W, H, v0, v1, laneH, lanes: lanes.length }, calls: drawlog });
+    document.body.appendChild(pre);
   }
   counts.dataset.ready = "true";
 })();
