@@ -232,7 +232,16 @@ fn zkfle_answers_admin_server_commands_as_a_java_follower() {
         .into_iter()
         .find(|a| admin(a, "leader")["is_leader"] == false)
         .expect("a Java follower's AdminServer");
-    let cfg = e.dir.join("external-1.cfg");
+    // zkfle's config: the ensemble's for it, with Java's Prometheus provider named.
+    let cfg = e.dir.join("zkfle-metrics.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{}\nmetricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\nmetricsProvider.httpHost=127.0.0.1\nmetricsProvider.httpPort=7000\n",
+            std::fs::read_to_string(e.dir.join("external-1.cfg")).unwrap()
+        ),
+    )
+    .unwrap();
     let n = Native::start_in(&e.dir, &cfg, 1, &[]);
     let mine = "127.0.0.1:8080";
     wait_for(
@@ -315,5 +324,95 @@ fn zkfle_answers_admin_server_commands_as_a_java_follower() {
         "unknown"
     );
     assert_eq!(admin(mine, "mntr")["command"], "monitor", "an alias");
+
+    // The Prometheus endpoint: Java's families, by the names and kinds the Java follower's
+    // monitor lists (a counter by its name, a summary by avg_NAME), valid for promtool.
+    let (head, text) = http_get("127.0.0.1:7000", "/metrics");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    let java = admin(java, "monitor");
+    let mut families = 0;
+    for line in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let (name, kind) = line.split_once(' ').unwrap();
+        // Labelled families with no key yet have no samples, and Java's monitor lists none.
+        let sampled = text.lines().any(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with([' ', '{', '_']))
+        });
+        if name.starts_with("process_") || name == "synced_observers" || !sampled {
+            continue;
+        }
+        let key = if kind == "summary" {
+            format!("avg_{name}")
+        } else {
+            name.to_string()
+        };
+        assert!(
+            !java[key.as_str()].is_null(),
+            "{name} ({kind}) is not in Java's monitor"
+        );
+        families += 1;
+    }
+    assert!(families > 130, "{families} families");
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(value("znode_count"), java["znode_count"].as_f64().unwrap());
+    assert_eq!(value("quorum_size"), 3.0);
+    assert!(value("looking_count") >= 1.0 && value("election_time_count") >= 1.0);
+    assert!(value("follower_sync_time_count") >= 1.0);
+    assert_eq!(
+        http_get("127.0.0.1:7000", "/").0.split(' ').nth(1),
+        Some("404")
+    );
+    let file = e.dir.join("metrics.txt");
+    std::fs::write(&file, &text).unwrap();
+    let check = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("promtool check metrics < {}", file.display()))
+        .output()
+        .expect("promtool (scripts/test.sh installs Debian's prometheus)");
+    // It parses (exit 1 and "error while linting" otherwise); what promtool's lint then says
+    // is about Java's own names, which zkfle keeps: counters without `_total`, gauges ending
+    // in `_count`, units like `_ms` (exit 3).
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert!(
+        matches!(check.status.code(), Some(0 | 3)),
+        "promtool: {said}"
+    );
+    for line in said.lines() {
+        assert!(
+            line.ends_with("counter metrics should have \"_total\" suffix")
+                || line.ends_with(
+                    "non-histogram and non-summary metrics should not have \"_count\" suffix"
+                )
+                || line.ends_with("metric names should not contain abbreviated units"),
+            "promtool: {line}"
+        );
+    }
     drop(n);
+}
+
+/// `GET PATH` from `addr`: the response's head and body.
+fn http_get(addr: &str, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (head.to_string(), body.to_string())
 }

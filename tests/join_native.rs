@@ -66,6 +66,7 @@ fn node(sid: i64, ports: &[SocketAddr], quorum: &QuorumVerifier) -> NodeConfig {
         reconfig_cfg_path: None,
         client_port: None,
         admin: None,
+        metrics: None,
         status: Default::default(),
     }
 }

@@ -306,6 +306,7 @@ async fn all_native_ensemble_of_three_elects_and_reelects() {
             reconfig_cfg_path: None,
             client_port: None,
             admin: None,
+            metrics: None,
             status: Default::default(),
         };
         let (tx, rx) = mpsc::unbounded_channel::<StateEvent>();

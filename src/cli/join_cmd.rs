@@ -392,7 +392,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         .quorum_cnxn_timeout
         .filter(|t| *t > 0)
         .unwrap_or(tick * sync_limit);
-    let (client_port, admin) = monitoring_config(
+    let (client_port, admin, metrics) = monitoring_config(
         &cfg,
         me,
         &ClientPortLimits {
@@ -433,6 +433,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
         reconfig_cfg_path: cfg.reconfig_enabled().then(|| args.config.clone()),
         client_port,
         admin,
+        metrics,
         status: Default::default(),
     })
 }
@@ -448,7 +449,15 @@ struct ClientPortLimits {
     membership: String,
 }
 
-/// The client port and the AdminServer, as Java opens them.
+/// What monitoring reads a member through: the client port, the AdminServer, the Prometheus
+/// endpoint.
+type Monitoring = (
+    Option<crate::net::client_port::ClientPortConfig>,
+    Option<crate::net::admin::AdminConfig>,
+    Option<crate::net::metrics::MetricsConfig>,
+);
+
+/// The client port, the AdminServer and the Prometheus endpoint, as Java opens them.
 ///
 /// The client port: the address after `;` in the member's server line, else
 /// `clientPortAddress`:`clientPort`, else every address at `clientPort`; none when no port is
@@ -462,13 +471,7 @@ fn monitoring_config(
     cfg: &crate::zoocfg::ZooCfg,
     me: &crate::wire::config::ServerLine,
     l: &ClientPortLimits,
-) -> Result<
-    (
-        Option<crate::net::client_port::ClientPortConfig>,
-        Option<crate::net::admin::AdminConfig>,
-    ),
-    CliError,
-> {
+) -> Result<Monitoring, CliError> {
     use crate::net::client_port::{ClientPortConfig, Whitelist};
     if cfg.int("secureClientPort").is_some() {
         return Err(CliError::input(format!(
@@ -551,8 +554,54 @@ fn monitoring_config(
         setup: setup.clone(),
         data_dir: l.data_dir.clone(),
     });
+    let metrics = metrics_config(cfg, &setup)?;
     let admin = admin_config(cfg, setup, listen, l)?;
-    Ok((client_port, admin))
+    Ok((client_port, admin, metrics))
+}
+
+/// Java's Prometheus provider's endpoint, when `metricsProvider.className` names it:
+/// `metricsProvider.httpHost` (0.0.0.0), `metricsProvider.httpPort` (7000),
+/// `metricsProvider.exportJvmInfo` (true). Another provider (Java's default one keeps its
+/// metrics to `mntr`) opens nothing.
+fn metrics_config(
+    cfg: &crate::zoocfg::ZooCfg,
+    setup: &crate::output::fourlw::MemberSetup,
+) -> Result<Option<crate::net::metrics::MetricsConfig>, CliError> {
+    let key = |k: &str| cfg.other.get(&format!("metricsProvider.{k}")).cloned();
+    if !key("className").is_some_and(|c| c.trim().ends_with(".PrometheusMetricsProvider")) {
+        return Ok(None);
+    }
+    let host = key("httpHost").unwrap_or_else(|| "0.0.0.0".into());
+    let port = match key("httpPort") {
+        None => 7000,
+        Some(p) => p.trim().parse::<u16>().map_err(|_| {
+            CliError::input(format!(
+                "--config {}: metricsProvider.httpPort={p}: not a port",
+                cfg.path.display()
+            ))
+        })?,
+    };
+    let Some(listen) = resolve(
+        &ElectionAddress::parse(&format!("{host}:{port}"), 0).map_err(|e| {
+            CliError::input(format!(
+                "--config {}: metrics address {host}:{port}: {e}",
+                cfg.path.display()
+            ))
+        })?,
+    ) else {
+        tracing::warn!("metrics address {host}:{port} does not resolve: no metrics endpoint");
+        return Ok(None);
+    };
+    Ok(Some(crate::net::metrics::MetricsConfig {
+        listen,
+        setup: setup.clone(),
+        quorum_size: cfg
+            .quorum
+            .servers()
+            .filter(|s| s.role() == crate::wire::Role::Participant)
+            .count(),
+        process: !key("exportJvmInfo").is_some_and(|v| v.trim().eq_ignore_ascii_case("false")),
+    }))
 }
 
 fn admin_config(

@@ -4,33 +4,17 @@
 //! `/commands/NAME` (GET or POST) answers the JSON object `src/output/admin.rs` makes;
 //! `/commands` itself lists the commands.
 //!
-//! HTTP/1.1 by hyper; bounded as the other ports are: at most [`MAX_CONNECTIONS`] at a time,
-//! each closed after [`IDLE_CLOSE`] without a request, request heads bounded by hyper and
-//! bodies never read.
+//! HTTP by `super::http`.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
 
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
-use tracing::{debug, warn};
+use hyper::{Method, Response, StatusCode};
 
+use super::http::{self, Body};
 use super::status::StatusBoard;
 use crate::output::admin::{self, AdminView};
 use crate::output::fourlw::MemberSetup;
-
-/// AdminServer connections served at a time; more are closed at once.
-pub const MAX_CONNECTIONS: usize = 32;
-/// A connection that sends no request for this long is closed (Jetty's idle timeout is 30 s).
-pub const IDLE_CLOSE: Duration = Duration::from_secs(30);
-/// Request heads beyond this are refused by hyper (431).
-const MAX_HEAD_BYTES: usize = 16 * 1024;
 
 /// Where and what the AdminServer answers.
 #[derive(Debug, Clone)]
@@ -45,75 +29,38 @@ pub struct AdminConfig {
     pub data_dir: Option<PathBuf>,
 }
 
-/// Serves the AdminServer until the process ends. A port that cannot be bound is warned about
-/// and the member goes on without it, as a Java member does.
+/// Serves the AdminServer until the process ends.
 pub async fn serve(cfg: AdminConfig, board: StatusBoard) {
-    let listener = match TcpListener::bind(cfg.listen).await {
-        Ok(l) => l,
-        Err(e) => {
-            warn!(
-                "AdminServer {}: cannot listen ({e}): its commands will not reach this member (admin.serverPort or admin.enableServer=false to move or turn it off); it votes and follows all the same",
-                cfg.listen
-            );
-            return;
-        }
-    };
-    debug!("AdminServer on {}{}", cfg.listen, cfg.command_url);
-    let cfg = Arc::new(cfg);
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                debug!("AdminServer {}: accept: {e}", cfg.listen);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            debug!("AdminServer: {MAX_CONNECTIONS} connections busy, closing {peer}'s");
-            continue;
-        };
-        let cfg = cfg.clone();
-        let board = board.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let answer = answer(&req, &cfg, &board);
-                async move { Ok::<_, Infallible>(answer) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(IDLE_CLOSE)
-                .max_buf_size(MAX_HEAD_BYTES)
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
-                debug!("AdminServer: {peer}: {e}");
-            }
-        });
-    }
+    let listen = cfg.listen;
+    http::serve(
+        listen,
+        "AdminServer",
+        "admin.serverPort, or admin.enableServer=false",
+        move |method, path| answer(method, path, &cfg, &board),
+    )
+    .await
 }
 
 /// One request's response.
-fn answer(
-    req: &Request<Incoming>,
-    cfg: &AdminConfig,
-    board: &StatusBoard,
-) -> Response<Full<Bytes>> {
-    if !matches!(*req.method(), Method::GET | Method::POST | Method::HEAD) {
-        return plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+fn answer(method: &Method, path: &str, cfg: &AdminConfig, board: &StatusBoard) -> Response<Body> {
+    if !matches!(*method, Method::GET | Method::POST | Method::HEAD) {
+        return http::response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "method not allowed\n",
+        );
     }
     let base = cfg.command_url.trim_end_matches('/');
-    let path = req.uri().path();
     let Some(rest) = path.strip_prefix(base) else {
-        return plain(StatusCode::NOT_FOUND, "not found\n");
+        return http::response(StatusCode::NOT_FOUND, "text/plain", "not found\n");
     };
     let name = rest.trim_start_matches('/');
     if name.is_empty() {
-        return Response::builder()
-            .header("Content-Type", "text/html;charset=utf-8")
-            .body(Full::new(Bytes::from(admin::command_list(base))))
-            .unwrap_or_default();
+        return http::response(
+            StatusCode::OK,
+            "text/html;charset=utf-8",
+            admin::command_list(base),
+        );
     }
     let mut view = cfg.view.clone();
     if let Some(d) = &cfg.data_dir {
@@ -124,18 +71,7 @@ fn answer(
     let body = admin::response(name, &board.read(), &cfg.setup, &view);
     let mut text = serde_json::to_string_pretty(&body).unwrap_or_default();
     text.push('\n');
-    Response::builder()
-        .header("Content-Type", "application/json")
-        .body(Full::new(Bytes::from(text)))
-        .unwrap_or_default()
-}
-
-fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
-    Response::builder()
-        .status(status)
-        .header("Content-Type", "text/plain")
-        .body(Full::new(Bytes::from_static(text.as_bytes())))
-        .unwrap_or_default()
+    http::response(StatusCode::OK, "application/json", text)
 }
 
 /// Bytes of the files in `dir` (Java's `getDataDirSize`).

@@ -419,7 +419,7 @@ async fn follow_session(
             &buf[..n],
             &mut learner,
             storage,
-            t,
+            (t, &cfg.status),
             &mut snap_max,
         );
         // Persist, then send; measure proposal-received to ACK-sent for this batch.
@@ -505,7 +505,8 @@ fn report_events(
             }
             Event::UpToDate { epoch } => {
                 sync.synced = true;
-                cfg.status.synced();
+                cfg.status
+                    .synced(Some(sync.since.elapsed().as_millis() as u64));
                 info!("Learner received UPTODATE message");
                 cfg.established_epoch.store(epoch, Ordering::Release);
                 info!(
@@ -558,7 +559,7 @@ fn feed(
     mut input: &[u8],
     learner: &mut Learner,
     storage: &mut Storage,
-    t: u64,
+    (t, status): (u64, &super::status::StatusBoard),
     snap_max: &mut i64,
 ) -> u32 {
     let mut proposals = 0u32;
@@ -574,6 +575,12 @@ fn feed(
                 }
                 if packet.ptype == ptype::PROPOSAL {
                     proposals += 1;
+                }
+                // Java counts what a synced follower receives (Follower.processPacket).
+                if learner.phase() == crate::zab::Phase::Broadcast
+                    && matches!(packet.ptype, ptype::PROPOSAL | ptype::COMMIT)
+                {
+                    status.received(packet.ptype == ptype::COMMIT);
                 }
                 // An observer's INFORMs are committed txns.
                 let commit = matches!(

@@ -440,7 +440,7 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
                     kind.name()
                 ),
                 Event::Established { epoch, sids } => {
-                    cfg.status.synced();
+                    cfg.status.synced(None);
                     info!(
                     target: super::STATE_LOG,
                     "Have quorum of supporters, sids: [ {sids:?} ]; epoch {epoch} established: proposing the hand-over txn 0x{:x}",

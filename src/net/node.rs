@@ -41,6 +41,8 @@ pub struct NodeConfig {
     pub client_port: Option<super::client_port::ClientPortConfig>,
     /// The AdminServer, unless `admin.enableServer=false`.
     pub admin: Option<super::admin::AdminConfig>,
+    /// The Prometheus endpoint, when `metricsProvider.className` names Java's provider.
+    pub metrics: Option<super::metrics::MetricsConfig>,
     /// What the node is doing, for the client port.
     pub status: super::status::StatusBoard,
 }
@@ -115,6 +117,9 @@ pub async fn run(
     }
     if let Some(admin) = cfg.admin.clone() {
         tokio::spawn(super::admin::serve(admin, cfg.status.clone()));
+    }
+    if let Some(metrics) = cfg.metrics.clone() {
+        tokio::spawn(super::metrics::serve(metrics, cfg.status.clone()));
     }
     let mut election = cfg.election.clone();
     if let Some(st) = &storage {

@@ -33,6 +33,64 @@ pub struct MemberStatus {
     pub started: Instant,
     /// When the figures that walk the tree (ephemerals, data size) were last taken.
     walked: Option<Instant>,
+    /// Java's ServerMetrics that zkfle has the quantity for (the metrics endpoint).
+    pub metrics: MemberMetrics,
+    /// When the current election began.
+    looking_since: Option<Instant>,
+}
+
+/// Counts and timings a Java member keeps in `ServerMetrics`, where zkfle has them.
+#[derive(Debug, Clone, Default)]
+pub struct MemberMetrics {
+    /// Times the member went LOOKING (`looking_count`).
+    pub looking_count: u64,
+    /// Milliseconds from LOOKING to each decision (`election_time`).
+    pub election_time: Samples,
+    /// Milliseconds from a learner's connect to UPTODATE (`follower_sync_time`).
+    pub follower_sync_time: Samples,
+    /// PROPOSALs and COMMITs received while following, after the sync
+    /// (`learner_proposal_received_count`, `learner_commit_received_count`).
+    pub proposals_received: u64,
+    pub commits_received: u64,
+}
+
+/// A summary's observations: count and sum since start, and the values of the last ten
+/// minutes (Java's Prometheus summaries' window) for quantiles, at most [`Samples::KEPT`].
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    pub count: u64,
+    pub sum: f64,
+    recent: std::collections::VecDeque<(Instant, f64)>,
+}
+
+impl Samples {
+    pub const KEPT: usize = 1024;
+    const WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
+
+    pub fn add(&mut self, v: f64) {
+        self.count += 1;
+        self.sum += v;
+        if self.recent.len() == Self::KEPT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((Instant::now(), v));
+    }
+
+    /// The `q` quantile of the last ten minutes' values (NaN without any, as Java's).
+    pub fn quantile(&self, q: f64) -> f64 {
+        let mut v: Vec<f64> = self
+            .recent
+            .iter()
+            .filter(|(t, _)| t.elapsed() < Self::WINDOW)
+            .map(|(_, v)| *v)
+            .collect();
+        if v.is_empty() {
+            return f64::NAN;
+        }
+        v.sort_by(f64::total_cmp);
+        let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+        v[i]
+    }
 }
 
 impl Default for StatusBoard {
@@ -47,6 +105,8 @@ impl Default for StatusBoard {
             data_size: 0,
             started: Instant::now(),
             walked: None,
+            metrics: MemberMetrics::default(),
+            looking_since: None,
         })))
     }
 }
@@ -63,6 +123,8 @@ impl StatusBoard {
         s.state = ServerState::Looking;
         s.leader = None;
         s.synced = false;
+        s.metrics.looking_count += 1;
+        s.looking_since = Some(Instant::now());
     }
 
     /// The election decided `state` with `leader`; serving only once synced.
@@ -71,11 +133,29 @@ impl StatusBoard {
         s.state = state;
         s.leader = Some(leader);
         s.synced = false;
+        if let Some(t) = s.looking_since.take() {
+            s.metrics.election_time.add(t.elapsed().as_millis() as f64);
+        }
     }
 
-    /// Synced (a follower's UPTODATE, a leader's quorum of NEWLEADER ACKs).
-    pub fn synced(&self) {
-        self.lock().synced = true;
+    /// Synced (a follower's UPTODATE after `sync_ms` from its connect, a leader's quorum of
+    /// NEWLEADER ACKs).
+    pub fn synced(&self, sync_ms: Option<u64>) {
+        let mut s = self.lock();
+        s.synced = true;
+        if let Some(ms) = sync_ms {
+            s.metrics.follower_sync_time.add(ms as f64);
+        }
+    }
+
+    /// A PROPOSAL (`commit` false) or COMMIT received while following, after the sync.
+    pub fn received(&self, commit: bool) {
+        let mut s = self.lock();
+        if commit {
+            s.metrics.commits_received += 1;
+        } else {
+            s.metrics.proposals_received += 1;
+        }
     }
 
     /// The data tree's figures after the txns applied so far: the zxid and node count each

@@ -26,6 +26,7 @@ pub mod json;
 pub mod merge;
 pub mod mermaid;
 pub mod probe;
+pub mod prometheus;
 pub mod replay;
 pub mod repro;
 pub mod shiviz;
