@@ -84,6 +84,20 @@ fn zkfle_answers_four_letter_words_as_a_java_follower() {
         ask("127.0.0.1:2181", b"ruok"),
         "ruok is not executed because it is not in the whitelist.\n"
     );
+    // Debian's own zkServer.sh, as an operator runs it: it finds the client port in the
+    // config and asks srvr through Java's FourLetterWordMain.
+    let status = std::process::Command::new("/usr/share/zookeeper/bin/zkServer.sh")
+        .arg("status")
+        .arg(&cfg)
+        .output()
+        .expect("Debian's zkServer.sh (scripts/zk-env.sh installs the zookeeper package)");
+    let said = String::from_utf8_lossy(&status.stdout).into_owned()
+        + &String::from_utf8_lossy(&status.stderr);
+    assert!(status.status.success(), "zkServer.sh status: {said}");
+    assert!(
+        said.contains("Mode: follower"),
+        "zkServer.sh status: {said}"
+    );
     // A client's ConnectRequest is closed unanswered, as by a server that does not serve.
     let mut connect = vec![0, 0, 0, 44];
     connect.extend([0u8; 44]);
