@@ -764,3 +764,57 @@ fn check_drawing(name: &str, dom: &str, s: &Value) {
         );
     }
 }
+
+/// The README's screenshot (docs/img/timeline-basic3.png, drawn by scripts/docs.sh) is of the
+/// page as it draws today: its canvas calls (shapes and colours; text is left out, its
+/// placement follows the fonts' metrics) equal those recorded beside the image when it was
+/// drawn (docs/img/timeline-basic3.draws). `ZKFLE_DOCS_WRITE=1` (scripts/docs.sh) rewrites it.
+#[test]
+fn the_readme_image_is_of_todays_page() {
+    let fixture = fixtures()
+        .into_iter()
+        .find(|d| d.ends_with("basic3"))
+        .unwrap();
+    let dir = scratch("visual-readme");
+    let page = dir.join("basic3.html");
+    std::fs::write(&page, run(&fixture, &["--format", "html"])).unwrap();
+    let dom = page_dom(
+        &format!("file://{}#drawlog", page.display()),
+        &dir.join("profile"),
+    );
+    let log = drawlog_in(&dom);
+    let mut drawn = String::new();
+    for c in log["calls"].as_array().unwrap() {
+        if c["op"] == "fillText" {
+            continue;
+        }
+        let args: Vec<String> = c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| match a.as_f64() {
+                Some(v) => format!("{v:.2}"),
+                None => a.to_string(),
+            })
+            .collect();
+        drawn.push_str(&format!(
+            "{} {} {} {}\n",
+            c["on"],
+            c["op"].as_str().unwrap(),
+            c["fill"].as_str().unwrap(),
+            args.join(" ")
+        ));
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/img/timeline-basic3.draws");
+    if std::env::var_os("ZKFLE_DOCS_WRITE").is_some() {
+        std::fs::write(&path, &drawn).unwrap();
+        return;
+    }
+    let recorded = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        recorded == drawn,
+        "docs/img/timeline-basic3.png is not of today's page ({} calls recorded, {} drawn): run scripts/docs.sh",
+        recorded.lines().count(),
+        drawn.lines().count()
+    );
+}
