@@ -44,16 +44,17 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # jq: tests/docs.rs runs the docs' commands, some of which pipe into it.
 command -v jq >/dev/null 2>&1 || missing+=(jq)
-# promtool (Debian's prometheus package; no daemon is started): zkfle's metrics endpoint is
-# checked with it. Jetty, the servlet API and Jackson: Java's AdminServer beside zkfle's
-# (ensemble.sh --admin), which neither Debian's zookeeper nor the fetched jars carry.
-[ -e /usr/share/java/jetty9-server.jar ] || missing+=(libjetty9-java)
-[ -e /usr/share/java/jackson-databind.jar ] || missing+=(libjackson2-databind-java)
-[ -e /usr/share/java/servlet-api.jar ] || missing+=(libservlet-api-java)
 if [ ${#missing[@]} -gt 0 ]; then
   # shellcheck source=scripts/zk-env.sh
   (. scripts/zk-env.sh && zk_apt_install "${missing[@]}")
 fi
+# Jetty, the servlet API and Jackson for Java's AdminServer beside zkfle's (ensemble.sh
+# --admin), which neither Debian's zookeeper nor the fetched jars carry: installed here, not
+# in the middle of a test.
+# shellcheck source=scripts/zk-env.sh
+(. scripts/zk-env.sh && zk_admin_classpath >/dev/null)
+# promtool (Debian's prometheus package; no daemon is started): zkfle's metrics endpoint is
+# checked with it.
 if ! command -v promtool >/dev/null 2>&1; then
   # Without its recommends (node exporter and the like): promtool is all the tests use.
   # shellcheck source=scripts/zk-env.sh

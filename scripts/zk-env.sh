@@ -184,10 +184,11 @@ _zk_detect_version() {
 # PyPI-borne jars carry them; without them Java logs "Unable to load jetty" and runs no
 # AdminServer. ensemble.sh --admin puts them on its servers' classpath.
 zk_admin_classpath() {
-  local d=/usr/share/java cp="" f
-  [ -e "$d/jetty9-server.jar" ] || zk_apt_install libjetty9-java >&2
-  [ -e "$d/jackson-databind.jar" ] || zk_apt_install libjackson2-databind-java >&2
-  [ -e "$d/servlet-api.jar" ] || zk_apt_install libservlet-api-java >&2
+  local d=/usr/share/java cp="" f missing=()
+  [ -e "$d/jetty9-server.jar" ] || missing+=(libjetty9-java)
+  [ -e "$d/jackson-databind.jar" ] || missing+=(libjackson2-databind-java)
+  [ -e "$d/servlet-api.jar" ] || missing+=(libservlet-api-java)
+  [ ${#missing[@]} -eq 0 ] || zk_apt_install "${missing[@]}" >&2
   for f in jetty9-server.jar jetty9-servlet.jar jetty9-util.jar jetty9-util-ajax.jar jetty9-http.jar \
     jetty9-io.jar jetty9-security.jar servlet-api.jar jackson-databind.jar jackson-core.jar \
     jackson-annotations.jar; do

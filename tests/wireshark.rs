@@ -52,6 +52,24 @@ fn tshark(
     tshark_with(lua, capture, proto, &[])
 }
 
+/// tshark's output for `capture` read with the dissector `lua` and `args`; it must succeed
+/// without a Lua error.
+fn run_tshark(lua: &Path, capture: &Path, args: &[&str]) -> Vec<u8> {
+    let out = Command::new("tshark")
+        .args(args)
+        .arg("-X")
+        .arg(format!("lua_script:{}", lua.display()))
+        .arg("-r")
+        .arg(capture)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .output()
+        .expect("tshark is not installed: scripts/test.sh installs it (apt-get install tshark)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "tshark: {stderr}");
+    assert!(!stderr.contains("Lua"), "tshark: {stderr}");
+    out.stdout
+}
+
 /// [`tshark`] with more of tshark's options (`-d`, `-o`).
 fn tshark_with(
     lua: &Path,
@@ -59,26 +77,10 @@ fn tshark_with(
     proto: &str,
     options: &[&str],
 ) -> Vec<(String, String, BTreeMap<String, String>)> {
-    let out = Command::new("tshark")
-        .args(options)
-        .arg("-X")
-        .arg(format!("lua_script:{}", lua.display()))
-        .arg("-r")
-        .arg(capture)
-        .args([
-            "-T",
-            "json",
-            "--no-duplicate-keys",
-            "-j",
-            &format!("ip ipv6 tcp {proto}"),
-        ])
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .output()
-        .expect("tshark is not installed: scripts/test.sh installs it (apt-get install tshark)");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "tshark: {stderr}");
-    assert!(!stderr.contains("Lua"), "tshark: {stderr}");
-    let packets: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let layers = format!("ip ipv6 tcp {proto}");
+    let mut args = options.to_vec();
+    args.extend(["-T", "json", "--no-duplicate-keys", "-j", &layers]);
+    let packets: Vec<Value> = serde_json::from_slice(&run_tshark(lua, capture, &args)).unwrap();
     let mut items = Vec::new();
     for p in packets {
         let l = &p["_source"]["layers"];
@@ -749,26 +751,14 @@ fn the_info_column_is_the_same_when_frames_are_dissected_again() {
             .join("fixtures")
             .join(name);
         let lua = dissector(&dir, &election_ports(&fixture), &quorum_ports(&fixture));
+        let capture = capture_file(&fixture).unwrap();
         let info = |two_pass: bool| -> Vec<String> {
-            let mut cmd = Command::new("tshark");
+            let mut args = vec!["-T", "fields", "-e", "frame.number", "-e", "_ws.col.Info"];
+            args.extend(["-Y", "zk_election or zk_quorum"]);
             if two_pass {
-                cmd.arg("-2");
+                args.push("-2");
             }
-            let out = cmd
-                .arg("-X")
-                .arg(format!("lua_script:{}", lua.display()))
-                .arg("-r")
-                .arg(capture_file(&fixture).unwrap())
-                .args(["-T", "fields", "-e", "frame.number", "-e", "_ws.col.Info"])
-                .args(["-Y", "zk_election or zk_quorum"])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout)
+            String::from_utf8_lossy(&run_tshark(&lua, &capture, &args))
                 .lines()
                 .map(str::to_string)
                 .collect()

@@ -498,18 +498,7 @@ fn monitoring_config(
                 .and_then(|(h, _)| h.clone())
                 .or_else(|| cfg.other.get("clientPortAddress").cloned())
                 .unwrap_or_else(|| "0.0.0.0".into());
-            let listen = resolve(
-                &ElectionAddress::parse(&format!("{host}:{port}"), 0).map_err(|e| {
-                    CliError::input(format!(
-                        "--config {}: client address {host}:{port}: {e}",
-                        cfg.path.display()
-                    ))
-                })?,
-            );
-            if listen.is_none() {
-                tracing::warn!("client address {host}:{port} does not resolve: no client port");
-            }
-            listen
+            listen_address(cfg, &host, port, "client address", "client port")?
         }
     };
     let tick = l.tick as i64;
@@ -581,15 +570,8 @@ fn metrics_config(
             ))
         })?,
     };
-    let Some(listen) = resolve(
-        &ElectionAddress::parse(&format!("{host}:{port}"), 0).map_err(|e| {
-            CliError::input(format!(
-                "--config {}: metrics address {host}:{port}: {e}",
-                cfg.path.display()
-            ))
-        })?,
-    ) else {
-        tracing::warn!("metrics address {host}:{port} does not resolve: no metrics endpoint");
+    let Some(listen) = listen_address(cfg, &host, port, "metrics address", "metrics endpoint")?
+    else {
         return Ok(None);
     };
     Ok(Some(crate::net::metrics::MetricsConfig {
@@ -633,15 +615,8 @@ fn admin_config(
             cfg.path.display()
         )));
     }
-    let Some(listen) = resolve(
-        &ElectionAddress::parse(&format!("{host}:{port}"), 0).map_err(|e| {
-            CliError::input(format!(
-                "--config {}: AdminServer address {host}:{port}: {e}",
-                cfg.path.display()
-            ))
-        })?,
-    ) else {
-        tracing::warn!("AdminServer address {host}:{port} does not resolve: no AdminServer");
+    let Some(listen) = listen_address(cfg, &host, port, "AdminServer address", "AdminServer")?
+    else {
         return Ok(None);
     };
     let members = cfg
@@ -679,6 +654,28 @@ fn admin_config(
         },
         data_dir: l.data_dir.clone(),
     }))
+}
+
+/// Where a monitoring server (`what`) listens: `host:port` from the config, malformed an
+/// error naming `field`; one that does not resolve is warned about and none is opened.
+fn listen_address(
+    cfg: &crate::zoocfg::ZooCfg,
+    host: &str,
+    port: u16,
+    field: &str,
+    what: &str,
+) -> Result<Option<SocketAddr>, CliError> {
+    let address = ElectionAddress::parse(&format!("{host}:{port}"), 0).map_err(|e| {
+        CliError::input(format!(
+            "--config {}: {field} {host}:{port}: {e}",
+            cfg.path.display()
+        ))
+    })?;
+    let listen = resolve(&address);
+    if listen.is_none() {
+        tracing::warn!("{field} {host}:{port} does not resolve: no {what}");
+    }
+    Ok(listen)
 }
 
 fn resolve(a: &ElectionAddress) -> Option<SocketAddr> {

@@ -97,6 +97,13 @@ impl PeerLimits {
 }
 
 /// The soft limit on open files (`ulimit -n`) of this process, from `/proc/self/limits`.
+/// Descriptors this process has open now, where the system says (Linux's /proc).
+pub fn open_files() -> Option<u64> {
+    std::fs::read_dir("/proc/self/fd")
+        .ok()
+        .map(|d| d.count() as u64)
+}
+
 pub fn open_files_limit() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/self/limits").ok()?;
     let line = text.lines().find(|l| l.starts_with("Max open files"))?;

@@ -74,22 +74,11 @@ fn process() -> Process {
     });
     let start = field(19).zip(boot).map(|(st, b)| b + st / ticks);
     let page = 4096.0;
-    let open = std::fs::read_dir("/proc/self/fd")
-        .ok()
-        .map(|d| d.count() as f64);
-    let max = std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("Max open files"))
-                .and_then(|l| l.split_whitespace().nth(3))
-                .and_then(|v| v.parse().ok())
-        });
     Process {
         cpu_seconds: cpu,
         start_time_seconds: start,
-        open_fds: open,
-        max_fds: max,
+        open_fds: super::manager::open_files().map(|n| n as f64),
+        max_fds: super::manager::open_files_limit().map(|n| n as f64),
         virtual_memory_bytes: field(20),
         resident_memory_bytes: field(21).map(|pages| pages * page),
     }

@@ -14,7 +14,7 @@ use crate::net::status::MemberStatus;
 use crate::wire::ServerState;
 
 /// Java's commands: primary name, other names, and whether it needs a running server
-/// (`CommandBase.serverRequired`).
+/// (`CommandBase.serverRequired`, but for `monitor`).
 pub const COMMANDS: &[(&str, &[&str], bool)] = &[
     ("configuration", &["conf", "config"], true),
     ("connection_stat_reset", &["crst"], true),
@@ -28,7 +28,9 @@ pub const COMMANDS: &[(&str, &[&str], bool)] = &[
     ("is_read_only", &["isro"], true),
     ("last_snapshot", &["lsnp"], true),
     ("leader", &["lead"], true),
-    ("monitor", &["mntr"], false),
+    // Java's says false, and throws (HTTP 500, a NullPointerException) without a running
+    // server in 3.8.0: zkfle answers it as the commands that need one.
+    ("monitor", &["mntr"], true),
     ("observer_connection_stat_reset", &["orst"], true),
     ("observers", &["obsr"], true),
     ("ruok", &[], true),
@@ -91,10 +93,8 @@ pub fn response(
         out.insert("error".into(), format!("Unknown command: {name}").into());
         return out;
     };
-    // Java's monitor needs no running server on paper, and throws (HTTP 500) without one in
-    // 3.8.0; zkfle answers it as the other commands that need one.
     let running = s.synced;
-    if (needs_server || command == "monitor") && !running {
+    if needs_server && !running {
         out.insert("command".into(), command.into());
         out.insert("error".into(), NOT_SERVING.into());
         return out;

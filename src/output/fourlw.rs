@@ -194,17 +194,8 @@ pub fn monitor_values(s: &MemberStatus, setup: &MemberSetup) -> Vec<(&'static st
 /// Open and allowed file descriptors of this process (Java's
 /// `UnixOperatingSystemMXBean`), 0 where the system does not say.
 fn file_descriptors() -> (u64, u64) {
-    let open = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64);
-    let max = std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("Max open files"))
-                .and_then(|l| l.split_whitespace().nth(3))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0);
-    (open, max)
+    use crate::net::manager::{open_files, open_files_limit};
+    (open_files().unwrap_or(0), open_files_limit().unwrap_or(0))
 }
 
 /// `envi`'s lines after the version: the host and the process, in Java's keys where zkfle

@@ -261,13 +261,13 @@ pub fn exposition(
                     _ => &empty,
                 };
                 family(&mut out, name, "summary");
-                let quantiles: &[&str] = if *kind == Basic {
-                    &["0.5"]
+                let quantiles: &[f64] = if *kind == Basic {
+                    &[0.5]
                 } else {
-                    &["0.5", "0.9", "0.99"]
+                    &[0.5, 0.9, 0.99]
                 };
                 for q in quantiles {
-                    let v = samples.quantile(q.parse().unwrap_or(0.5));
+                    let v = samples.quantile(*q);
                     sample(&mut out, name, &format!("quantile=\"{q}\","), v);
                 }
                 sample(&mut out, &format!("{name}_count"), "", samples.count as f64);
