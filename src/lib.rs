@@ -29,6 +29,9 @@
 //!   page, Mermaid, ShiViz and the generated Wireshark dissector.
 //! - [`repro`]: known election bugs triggered against a live server (`zkfle repro`), and the
 //!   health checks of `zkfle doctor`.
+//! - [`chaos`]: conformance campaigns: a client workload against a live ensemble recorded as a
+//!   history, and the checks of what ZooKeeper promises on it (linearizable writes, sessions
+//!   in order, no acknowledged write lost).
 //! - [`zoocfg`]: reading a server's `zoo.cfg`.
 //! - [`cli`]: the `zkfle` command line; `main.rs` only calls [`cli::run`].
 //!
@@ -37,6 +40,7 @@
 //! what to persist or adopt, then what to send) and its events (`poll_event()`), and calls it
 //! again at the deadline it asks for (`next_deadline()`).
 pub mod capture;
+pub mod chaos;
 pub mod cli;
 pub mod decode;
 pub mod election;

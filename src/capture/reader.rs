@@ -189,21 +189,13 @@ impl CaptureReader {
         let head = io::Cursor::new(first).chain(input);
         // One level of compression only: a gzip inside a gzip is not a capture habit, and the
         // bound keeps a crafted file from nesting decoders.
-        if depth == 0 {
-            match Compression::of(&magic) {
-                Some(Compression::Gzip) => {
-                    return Self::new_at_depth(
-                        Box::new(flate2::read::MultiGzDecoder::new(head)),
-                        1,
-                    );
-                }
-                Some(Compression::Zstd) => {
-                    let decoder = zstd::stream::read::Decoder::new(head)
-                        .map_err(|source| CaptureError::Read { offset: 0, source })?;
-                    return Self::new_at_depth(Box::new(decoder), 1);
-                }
-                None => {}
-            }
+        if depth == 0
+            && let Some(compression) = Compression::of(&magic)
+        {
+            let decoder = compression
+                .decoder(head)
+                .map_err(|source| CaptureError::Read { offset: 0, source })?;
+            return Self::new_at_depth(decoder, 1);
         }
         let io_error = Arc::new(Mutex::new(None));
         let src = Greedy {
@@ -723,6 +715,14 @@ impl Compression {
             [0x28, 0xb5, 0x2f, 0xfd, ..] => Some(Compression::Zstd),
             _ => None,
         }
+    }
+
+    /// A reader of `input`'s decompressed bytes.
+    pub fn decoder(self, input: impl Read + Send + 'static) -> io::Result<Box<dyn Read + Send>> {
+        Ok(match self {
+            Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(input)),
+            Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(input)?),
+        })
     }
 }
 

@@ -8,6 +8,7 @@
 //! that is missing, unreadable, empty or damaged, errors in the traffic, a peer or target that
 //! fails, storage, a replay whose decisions differ.
 
+mod chaos_cmd;
 mod decode_cmd;
 mod decode_time;
 mod doctor_cmd;
@@ -43,6 +44,9 @@ enum Command {
     Repro(repro_cmd::ReproArgs),
     /// Check a live ensemble's election health (non-destructive).
     Doctor(doctor_cmd::DoctorArgs),
+    /// Conformance campaigns: check a workload's history against what ZooKeeper promises.
+    #[command(subcommand)]
+    Chaos(chaos_cmd::ChaosCommand),
     /// Decode and encode single election-port messages.
     #[command(subcommand)]
     Wire(wire_cmd::WireCommand),
@@ -187,6 +191,7 @@ pub fn run() -> i32 {
         Command::Probe(args) => probe_cmd::run(args),
         Command::Repro(args) => repro_cmd::run(args),
         Command::Doctor(args) => doctor_cmd::run(args),
+        Command::Chaos(cmd) => chaos_cmd::run(cmd),
         Command::Wire(cmd) => wire_cmd::run(cmd),
         Command::WiresharkDissector(args) => wireshark_cmd::run(args),
     };

@@ -1,5 +1,6 @@
 //! A small blocking ZooKeeper client over the codec of [`crate::wire::client`]: one session,
-//! creates and setData, pipelined with a bounded window. Written here rather than taken from a
+//! creates and setData pipelined with a bounded window, and single getData, conditional
+//! setData and sync for `zkfle chaos`'s workload. Written here rather than taken from a
 //! crate because zkfle needs only these writes, blocking with time-outs, and the Rust
 //! ZooKeeper clients are async runtimes of their own; used by `zkfle repro ZOOKEEPER-2201`
 //! and examples/zk_load.rs.
@@ -12,7 +13,8 @@ use std::time::{Duration, Instant};
 use super::deadline::{Deadline, timed_out};
 use crate::wire::client::{
     ConnectRequest, ConnectResponse, CreateRequest, MAX_FRAME, NOTIFICATION_XID, PING_XID,
-    ReplyHeader, SetDataRequest, frame, frame_len, header_only_frame, opcode,
+    ReplyHeader, SetDataRequest, Stat, decode_get_data_reply, frame, frame_len, header_only_frame,
+    opcode, path_request_frame,
 };
 
 /// A reply to one request of a pipelined run.
@@ -26,6 +28,9 @@ pub struct Reply {
     /// 0, or the `KeeperException.Code`.
     pub err: i32,
 }
+
+/// A znode's data and its Stat, as getData returns them.
+pub type DataAndStat = (Vec<u8>, Stat);
 
 /// One session on a server's client port.
 pub struct Client {
@@ -161,19 +166,89 @@ impl Client {
     /// The frame of a setData of `path`, any version.
     pub fn set_data_frame(&mut self, path: &str, data: &[u8]) -> Vec<u8> {
         let xid = self.next_xid();
-        SetDataRequest { path, data }.frame(xid)
+        SetDataRequest {
+            path,
+            data,
+            version: -1,
+        }
+        .frame(xid)
+    }
+
+    /// Sends one request and waits for its reply (pings and watch events skipped, within the
+    /// timeout): the reply's header and its whole body.
+    fn call(&mut self, request: Vec<u8>) -> Result<(ReplyHeader, Vec<u8>), String> {
+        let xid = i32::from_be_bytes([request[4], request[5], request[6], request[7]]);
+        let sent = Instant::now();
+        self.write(&request)?;
+        loop {
+            let body = self.read_frame()?;
+            let h = ReplyHeader::decode(&body).map_err(|e| format!("a reply: {e}"))?;
+            if h.xid == xid {
+                return Ok((h, body));
+            }
+            if h.xid != PING_XID && h.xid != NOTIFICATION_XID {
+                return Err(format!("a reply to xid {} where {xid} was awaited", h.xid));
+            }
+            if sent.elapsed() >= self.timeout {
+                return Err(format!(
+                    "no reply within {:.1} s (only pings or watch events came)",
+                    self.timeout.as_secs_f64()
+                ));
+            }
+        }
+    }
+
+    /// getData of `path` (no watch): the reply's header, and the data and Stat when it is 0.
+    pub fn get_data(&mut self, path: &str) -> Result<(ReplyHeader, Option<DataAndStat>), String> {
+        let xid = self.next_xid();
+        let (h, body) = self.call(path_request_frame(xid, opcode::GET_DATA, path))?;
+        if h.err != 0 {
+            return Ok((h, None));
+        }
+        let (data, stat) =
+            decode_get_data_reply(&body).map_err(|e| format!("a getData reply: {e}"))?;
+        Ok((h, Some((data.unwrap_or_default(), stat))))
+    }
+
+    /// setData of `path` if its version is `version` (-1: any): the header, and the new Stat.
+    pub fn set_data(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        version: i32,
+    ) -> Result<(ReplyHeader, Option<Stat>), String> {
+        let xid = self.next_xid();
+        let (h, body) = self.call(
+            SetDataRequest {
+                path,
+                data,
+                version,
+            }
+            .frame(xid),
+        )?;
+        if h.err != 0 {
+            return Ok((h, None));
+        }
+        let stat = Stat::decode_reply(&body).map_err(|e| format!("a setData reply: {e}"))?;
+        Ok((h, Some(stat)))
+    }
+
+    /// Creates `path` holding `data`: the reply's header (err -110 when it exists).
+    pub fn create_one(&mut self, path: &str, data: &[u8]) -> Result<ReplyHeader, String> {
+        let frame = self.create_frame(path, data);
+        Ok(self.call(frame)?.0)
+    }
+
+    /// sync of `path`: once it returns, this session's server has applied what the leader
+    /// had committed when it processed the sync.
+    pub fn sync(&mut self, path: &str) -> Result<ReplyHeader, String> {
+        let xid = self.next_xid();
+        Ok(self.call(path_request_frame(xid, opcode::SYNC, path))?.0)
     }
 
     /// Creates `path`; `Ok(err)` with the server's code (0, or -110 when it exists).
     pub fn create(&mut self, path: &str, data: &[u8]) -> Result<i32, String> {
-        let mut err = 0;
-        self.pipeline(
-            1,
-            |c, _| c.create_frame(path, data),
-            |i| i == 0,
-            |r| err = r.err,
-        )?;
-        Ok(err)
+        Ok(self.create_one(path, data)?.err)
     }
 
     /// Ends the session (best effort).

@@ -7,7 +7,7 @@
 //! - [`text`]: the text timeline of `zkfle decode`, in ZooKeeper's log words.
 //! - [`summary`]: `--summary` as JSON and as text.
 //! - [`merge`]: clock offsets and capture losses of per-host captures.
-//! - [`probe`], [`replay`], [`doctor`], [`repro`]: those commands' reports; [`join`]: the
+//! - [`probe`], [`replay`], [`doctor`], [`repro`], [`chaos`]: those commands' reports; [`join`]: the
 //!   events of `zkfle join`.
 //! - [`html`], [`mermaid`], [`shiviz`], [`wireshark`]: the drawn and exported formats: the
 //!   timeline page (`--format html`), Mermaid sequence diagrams, ShiViz logs, the generated
@@ -18,6 +18,7 @@
 //! The reports' `to_json`/`to_text` are inherent methods of the domain types, defined here.
 
 pub mod admin;
+pub mod chaos;
 pub mod doctor;
 pub mod fourlw;
 pub mod html;

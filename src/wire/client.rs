@@ -3,8 +3,9 @@
 //!
 //! Every frame is a 4-byte length and a body. A session starts with a [`ConnectRequest`]
 //! answered by a [`ConnectResponse`] (neither has a header); then each request is a
-//! [`RequestHeader`] and its record ([`CreateRequest`], [`SetDataRequest`]), and each reply a
-//! [`ReplyHeader`] and its record (not decoded here: zkfle needs only the error code).
+//! [`RequestHeader`] and its record ([`CreateRequest`], [`SetDataRequest`], a path for getData
+//! and sync), and each reply a [`ReplyHeader`] and its record (decoded for setData's and
+//! getData's [`Stat`] and data; other replies need only the error code).
 //! Frames are bounded by Java's default `jute.maxbuffer` (0xfffff bytes).
 
 use super::cursor::Cursor;
@@ -18,7 +19,9 @@ const MAX_PASSWORD: usize = 64;
 /// Operation codes (`ZooDefs.OpCode`).
 pub mod opcode {
     pub const CREATE: i32 = 1;
+    pub const GET_DATA: i32 = 4;
     pub const SET_DATA: i32 = 5;
+    pub const SYNC: i32 = 9;
     pub const PING: i32 = 11;
     pub const CLOSE_SESSION: i32 = -11;
 }
@@ -233,11 +236,12 @@ impl CreateRequest<'_> {
     }
 }
 
-/// Sets a znode's data whatever its version (-1).
+/// Sets a znode's data if its data version is `version`, or whatever it is (-1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetDataRequest<'a> {
     pub path: &'a str,
     pub data: &'a [u8],
+    pub version: i32,
 }
 
 impl SetDataRequest<'_> {
@@ -251,9 +255,56 @@ impl SetDataRequest<'_> {
         .encode_into(&mut b);
         put_buffer(&mut b, self.path.as_bytes());
         put_buffer(&mut b, self.data);
-        b.extend((-1i32).to_be_bytes());
+        b.extend(self.version.to_be_bytes());
         frame(&b)
     }
+}
+
+/// A request of a path alone: getData without a watch (opcode [`opcode::GET_DATA`]), or sync
+/// ([`opcode::SYNC`]), which carries no watch flag.
+pub fn path_request_frame(xid: i32, op: i32, path: &str) -> Vec<u8> {
+    let mut b = Vec::with_capacity(path.len() + 16);
+    RequestHeader { xid, opcode: op }.encode_into(&mut b);
+    put_buffer(&mut b, path.as_bytes());
+    if op == opcode::GET_DATA {
+        b.push(0); // watch: false
+    }
+    frame(&b)
+}
+
+/// The parts of a znode's jute `Stat` (68 bytes) a client checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub mzxid: i64,
+    pub version: i32,
+}
+
+impl Stat {
+    pub const LEN: usize = 68;
+
+    fn decode(c: &mut Cursor<'_>) -> Result<Self, WireError> {
+        let _czxid = c.i64("stat czxid")?;
+        let mzxid = c.i64("stat mzxid")?;
+        c.take("stat ctime, mtime", 16)?;
+        let version = c.i32("stat version")?;
+        c.take("stat cversion .. pzxid", 32)?;
+        Ok(Stat { mzxid, version })
+    }
+
+    /// A setData reply's record, after its header.
+    pub fn decode_reply(body: &[u8]) -> Result<Self, WireError> {
+        let mut c = Cursor::new(body);
+        c.take("reply header", ReplyHeader::LEN)?;
+        Stat::decode(&mut c)
+    }
+}
+
+/// A getData reply's record, after its header: the data (bounded by the frame) and its Stat.
+pub fn decode_get_data_reply(body: &[u8]) -> Result<(Option<Vec<u8>>, Stat), WireError> {
+    let mut c = Cursor::new(body);
+    c.take("reply header", ReplyHeader::LEN)?;
+    let data = super::quorum::packet::get_buffer(&mut c, "data")?;
+    Ok((data, Stat::decode(&mut c)?))
 }
 
 /// A request with no record (ping, closeSession).
@@ -316,11 +367,30 @@ mod tests {
         let f = SetDataRequest {
             path: "/a",
             data: b"xy",
+            version: -1,
         }
         .frame(9);
         assert_eq!(frame_len(&f).unwrap(), Some(f.len() - 4));
         assert_eq!(&f[4..12], &[0, 0, 0, 9, 0, 0, 0, 5]);
         assert_eq!(&f[f.len() - 4..], &(-1i32).to_be_bytes());
+        // A getData reply: header, data "xy", Stat with mzxid 0x105 and version 4.
+        let mut g = Vec::new();
+        h.encode_into(&mut g);
+        put_buffer(&mut g, b"xy");
+        let mut stat = vec![0u8; Stat::LEN];
+        stat[8..16].copy_from_slice(&0x105i64.to_be_bytes());
+        stat[32..36].copy_from_slice(&4i32.to_be_bytes());
+        g.extend(&stat);
+        let (data, st) = decode_get_data_reply(&g).unwrap();
+        assert_eq!(data.as_deref(), Some(&b"xy"[..]));
+        assert_eq!(
+            st,
+            Stat {
+                mzxid: 0x105,
+                version: 4
+            }
+        );
+        assert!(decode_get_data_reply(&g[..g.len() - 1]).is_err());
         let c = CreateRequest {
             path: "/a",
             data: b"",
@@ -348,6 +418,8 @@ mod tests {
                     h.encode_into(&mut b);
                     prop_assert_eq!(&b[..], &body[..ReplyHeader::LEN]);
                 }
+                let _ = decode_get_data_reply(&body);
+                let _ = Stat::decode_reply(&body);
                 if let Ok(Some(n)) = frame_len(&body) {
                     prop_assert!(n <= MAX_FRAME);
                 }

@@ -1,0 +1,14 @@
+//! Conformance campaigns: a workload's history and the checks of what ZooKeeper promises
+//! (`zkfle chaos check`).
+//!
+//! - [`history`]: the recorded history, zkfle's JSON lines or Jepsen's cas-register log, read
+//!   with every line bounded and every fault named by its line.
+//! - [`linearizable`]: Wing & Gong's search with Lowe's memoisation, over any model.
+//! - [`check`]: ZooKeeper's promises checked on a history: linearizable writes, sequentially
+//!   consistent sessions, sync reads apart, no acknowledged write lost, replicas that agree.
+//! - [`workload`]: the I/O side: client sessions against a live ensemble, recorded as a
+//!   history as they run (`zkfle chaos run`).
+pub mod check;
+pub mod history;
+pub mod linearizable;
+pub mod workload;
