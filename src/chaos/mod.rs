@@ -8,7 +8,13 @@
 //!   consistent sessions, sync reads apart, no acknowledged write lost, replicas that agree.
 //! - [`workload`]: the I/O side: client sessions against a live ensemble, recorded as a
 //!   history as they run (`zkfle chaos run`).
+//! - [`nemesis`]: a schedule's faults drawn from its seed, pure; [`docker`]: the campaign's
+//!   ensemble in Docker and the nemesis's hands on it; [`campaign`]: schedules run one after
+//!   another, healed, read and checked (`zkfle chaos campaign`).
+pub mod campaign;
 pub mod check;
+pub mod docker;
 pub mod history;
 pub mod linearizable;
+pub mod nemesis;
 pub mod workload;

@@ -1,7 +1,7 @@
 //! `zkfle chaos`: conformance campaigns against ZooKeeper ensembles; `chaos check` checks a
 //! recorded history on its own (docs/chaos.md).
 
-use std::io::{BufReader, Read, Write};
+use std::io::{BufReader, IsTerminal, Read, Write};
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -10,13 +10,16 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use super::CliError;
 use crate::capture::reader::Compression;
-use crate::chaos::{check, history, linearizable::Budget, workload};
+use crate::chaos::{campaign, check, history, linearizable::Budget, workload};
 
 #[derive(Debug, Subcommand)]
 pub enum ChaosCommand {
     /// Run a recorded workload against a live ensemble (faults are yours to inject meanwhile),
     /// read every server at the end, and check the history.
     Run(RunArgs),
+    /// Run seeded fault schedules on a Docker ensemble of its own (3-7 voters, Java and
+    /// zkfle), each with the recorded workload, healed, read at every server and checked.
+    Campaign(CampaignArgs),
     /// Check a history: linearizable writes, sessions in order, sync reads, no acknowledged
     /// write lost, replicas that agree. Exit 0 valid, 1 invalid or not known.
     Check(CheckArgs),
@@ -78,6 +81,73 @@ pub struct RunArgs {
     pub budget: u64,
 }
 
+#[derive(Debug, Args)]
+pub struct CampaignArgs {
+    /// Voters (3-7), all of `--version` but the last `--zkfle-voters`.
+    #[arg(long, default_value_t = 3)]
+    pub voters: usize,
+    /// The Java servers' ZooKeeper version: image zkfle/zookeeper:VERSION
+    /// (scripts/docker/build-images.sh builds them; nothing is pulled).
+    #[arg(long, default_value = "3.9.5")]
+    pub version: String,
+    /// How many of the voters are `zkfle join` (zkfle/zkfle:latest); they vote and follow
+    /// but serve no clients.
+    #[arg(long = "zkfle-voters", default_value_t = 0)]
+    pub zkfle_voters: usize,
+    /// Every voter's image, comma-separated, instead of --voters/--version/--zkfle-voters
+    /// (any image with the official zookeeper image's interface; zkfle/zkfle:* runs zkfle).
+    #[arg(long, value_delimiter = ',')]
+    pub images: Vec<String>,
+    /// Schedules to run.
+    #[arg(long, default_value_t = 10)]
+    pub schedules: u64,
+    /// Schedule i runs seed SEED+i; the same seed replays the same fault plan (default: from
+    /// the clock, printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// The faults: `random` (one to three drawn from the seed) or `disk-loss` (the composed
+    /// schedule that loses writes; needs --destructive).
+    #[arg(long, value_enum, default_value_t = PlanArg::Random)]
+    pub plan: PlanArg,
+    /// Allow faults that wipe a voter's data directory (only directories the campaign made).
+    #[arg(long)]
+    pub destructive: bool,
+    /// Seconds of workload per schedule; the faults fall within it.
+    #[arg(long, default_value_t = 20.0)]
+    pub window: f64,
+    /// Concurrent client sessions.
+    #[arg(long, default_value_t = 4)]
+    pub clients: usize,
+    /// Znodes worked on.
+    #[arg(long, default_value_t = 3)]
+    pub keys: usize,
+    /// tickTime of the ensemble, ms (initLimit 10, syncLimit 5 ticks).
+    #[arg(long, default_value_t = 500)]
+    pub tick: u32,
+    /// Seconds the ensemble may take to be whole again after a heal.
+    #[arg(long, default_value_t = 30.0)]
+    pub recovery: f64,
+    /// Where the campaign writes: campaign.jsonl, and a directory per failing schedule
+    /// (default zkfle-campaign-SEED).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Keep every schedule's directory, not only the failing ones'.
+    #[arg(long = "keep-all")]
+    pub keep_all: bool,
+    /// Output format of the campaign's report.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Configurations the linearizability search may remember per key before it gives up.
+    #[arg(long, default_value_t = Budget::default().configurations)]
+    pub budget: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanArg {
+    Random,
+    DiskLoss,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Text,
@@ -88,6 +158,244 @@ pub fn run(cmd: ChaosCommand) -> Result<(), CliError> {
     match cmd {
         ChaosCommand::Check(args) => run_check(args),
         ChaosCommand::Run(args) => run_workload(args),
+        ChaosCommand::Campaign(args) => run_campaign(args),
+    }
+}
+
+fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
+    let images: Vec<String> = if args.images.is_empty() {
+        if args.zkfle_voters >= args.voters {
+            return Err(CliError::input(
+                "--zkfle-voters must leave at least one Java server (zkfle serves no clients)",
+            ));
+        }
+        (0..args.voters)
+            .map(|i| {
+                if i >= args.voters - args.zkfle_voters {
+                    "zkfle/zkfle:latest".to_string()
+                } else {
+                    format!("zkfle/zookeeper:{}", args.version)
+                }
+            })
+            .collect()
+    } else {
+        args.images.clone()
+    };
+    if !(3..=7).contains(&images.len()) {
+        return Err(CliError::input(format!(
+            "{} voters: a campaign runs 3 to 7",
+            images.len()
+        )));
+    }
+    if images.iter().all(|i| i.starts_with("zkfle/zkfle")) {
+        return Err(CliError::input(
+            "every voter is zkfle: at least one Java server must serve the clients",
+        ));
+    }
+    if args.plan == PlanArg::DiskLoss && !args.destructive {
+        return Err(CliError::input(
+            "--plan disk-loss wipes a voter's data: give --destructive to allow it",
+        ));
+    }
+    if args.schedules == 0 || !(1..=workload::MAX_CLIENTS).contains(&args.clients) {
+        return Err(CliError::input(format!(
+            "--schedules must be at least 1 and --clients 1 to {}",
+            workload::MAX_CLIENTS
+        )));
+    }
+    if !(1..=workload::MAX_KEYS).contains(&args.keys) || args.budget == 0 || args.tick < 10 {
+        return Err(CliError::input(format!(
+            "--keys must be 1 to {}, --budget at least 1, --tick at least 10 ms",
+            workload::MAX_KEYS
+        )));
+    }
+    seconds("--window", args.window)?;
+    let recovery = seconds("--recovery", args.recovery)?;
+    let mut missing: Vec<&String> = images
+        .iter()
+        .filter(|i| !crate::chaos::docker::image_exists(i))
+        .collect();
+    missing.dedup();
+    if !missing.is_empty() {
+        return Err(CliError::failure(format!(
+            "no image {} here (nothing is pulled): scripts/docker/build-images.sh builds zkfle's \
+             (ZKFLE_DOCKER_VERSIONS picks the ZooKeeper versions), or load your own",
+            missing
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let seed = args.seed.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u64
+            % 1_000_000_000
+    });
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("zkfle-campaign-{seed}")));
+    let dir = std::path::absolute(&dir)
+        .map_err(|e| CliError::failure(format!("{}: {e}", dir.display())))?;
+    let opts = campaign::CampaignOptions {
+        spec: crate::chaos::docker::EnsembleSpec {
+            images: images.clone(),
+            tick_ms: args.tick,
+            init_limit: 10,
+            sync_limit: 5,
+            dir: dir.clone(),
+        },
+        schedules: args.schedules,
+        seed,
+        plan: match args.plan {
+            PlanArg::Random => campaign::PlanKind::Random,
+            PlanArg::DiskLoss => campaign::PlanKind::DiskLoss,
+        },
+        window: args.window,
+        clients: args.clients,
+        keys: args.keys,
+        destructive: args.destructive,
+        recovery,
+        budget: Budget {
+            configurations: args.budget,
+        },
+        keep_all: args.keep_all,
+    };
+    eprintln!(
+        "zkfle chaos campaign: seed {seed}, {} schedules of {:.0} s on {} (tickTime {} ms, initLimit 10, syncLimit 5); writing {}",
+        args.schedules,
+        args.window,
+        images.join(", "),
+        args.tick,
+        dir.display()
+    );
+    let started = Instant::now();
+    let mut c = campaign::Campaign::start(opts)
+        .map_err(|e| CliError::failure(format!("chaos campaign: {e}")))?;
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(args.schedules);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:30} {pos}/{len} schedules, eta {eta} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(bar)
+    } else {
+        None
+    };
+    let mut results = Vec::new();
+    for i in 0..args.schedules {
+        let r = c.run_schedule(i);
+        let line = format!(
+            "schedule {i} (seed {}): {}{}, {} operations, {} unknown, writes stalled {:.1} s at most, {}",
+            r.seed,
+            r.verdict,
+            r.error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default(),
+            r.stats.operations,
+            r.stats.unknown,
+            r.write_gap.unwrap_or(0.0),
+            match r.recovered_in {
+                Some(s) => format!("whole again {s:.1} s after the heal"),
+                None => "NOT whole again within the recovery bound".into(),
+            }
+        );
+        match &bar {
+            Some(b) => {
+                b.set_message(format!("last: {}", r.verdict));
+                b.inc(1);
+                if r.verdict != "valid" || r.recovered_in.is_none() {
+                    b.println(&line);
+                }
+            }
+            None => eprintln!("{line}"),
+        }
+        results.push(r);
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    drop(c);
+    let count = |v: &str| results.iter().filter(|r| r.verdict == v).count();
+    let stuck = results.iter().filter(|r| r.recovered_in.is_none()).count();
+    let failing: Vec<&campaign::ScheduleResult> = results
+        .iter()
+        .filter(|r| r.verdict != "valid" || r.recovered_in.is_none())
+        .collect();
+    let summary = format!(
+        "campaign seed {seed}: {} schedules in {:.0} s: {} valid, {} invalid, {} unknown, {} errors; {} not whole again after the heal; {}",
+        results.len(),
+        started.elapsed().as_secs_f64(),
+        count("valid"),
+        count("invalid"),
+        count("unknown"),
+        count("error"),
+        stuck,
+        dir.join("campaign.jsonl").display()
+    );
+    let text = match args.format {
+        Format::Json => format!(
+            "{}\n",
+            serde_json::json!({
+                "seed": seed,
+                "images": images,
+                "tick_ms": args.tick,
+                "window": args.window,
+                "schedules": results.len(),
+                "valid": count("valid"),
+                "invalid": count("invalid"),
+                "unknown": count("unknown"),
+                "errors": count("error"),
+                "not_recovered": stuck,
+                "seconds": started.elapsed().as_secs_f64().round(),
+                "dir": dir,
+                "failing": failing.iter().map(|r| r.to_json()).collect::<Vec<_>>(),
+            })
+        ),
+        Format::Text => {
+            let mut t = String::new();
+            for r in &failing {
+                t.push_str(&format!(
+                    "schedule {} (seed {}): {}; replay: zkfle chaos campaign --seed {} --schedules 1 ...; evidence in {}\n",
+                    r.index,
+                    r.seed,
+                    r.verdict,
+                    r.seed,
+                    r.dir.display()
+                ));
+                for step in &r.plan.steps {
+                    t.push_str(&format!("  plan    {}\n", step.describe()));
+                }
+                for a in &r.actions {
+                    t.push_str(&format!("  did   {a}\n"));
+                }
+                if let Some(e) = &r.error {
+                    t.push_str(&format!("  error: {e}\n"));
+                }
+            }
+            t.push_str(&summary);
+            t.push('\n');
+            t
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(CliError::writing)?;
+    if failing.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::failure(format!(
+            "chaos campaign: {} of {} schedules failed",
+            failing.len(),
+            results.len()
+        )))
     }
 }
 
