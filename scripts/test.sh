@@ -126,6 +126,11 @@ for v in 3.4.14 3.6.3 3.8.0 3.9.5; do
 done
 ZKFLE_PROFILE=debug scripts/docker/conformance.sh --ci --versions "${docker_versions# }"
 
+if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
+  stage "chaos campaigns in Docker, fixed seeds: random schedules with zkfle inside, and the disk-loss plan caught (scripts/docker/chaos.sh)"
+  ZKFLE_PROFILE=debug scripts/docker/chaos.sh --version 3.9.5
+fi
+
 if [ -n "${SKIPPED// /}" ]; then
   echo "!! SKIPPED ZooKeeper versions (their tests passed without running):$SKIPPED" >&2
 fi

@@ -14,6 +14,7 @@ use super::docker::{DockerEnsemble, EnsembleSpec};
 use super::history;
 use super::linearizable::Budget;
 use super::nemesis::{self, Fault, Plan, Target};
+use super::safety::{self, ElectionCheck};
 use super::workload::{self, Recorder, WorkloadOptions, WorkloadStats};
 use crate::wire::ServerState;
 
@@ -43,6 +44,9 @@ pub struct CampaignOptions {
     pub budget: Budget,
     /// Keep every schedule's directory, not only the failing ones'.
     pub keep_all: bool,
+    /// Replays of an invalid schedule, to confirm it (and per smaller plan when shrinking).
+    pub replays: u32,
+    pub shrink: bool,
 }
 
 /// One schedule's outcome.
@@ -69,6 +73,18 @@ pub struct ScheduleResult {
     pub dir: PathBuf,
     /// The nemesis's actions with their times.
     pub actions: Vec<String>,
+    /// One leader per epoch and the elections, from the bridge's capture (`None`: no
+    /// tcpdump, or the capture could not be read: see `capture_error`).
+    pub election: Option<ElectionCheck>,
+    pub capture_error: Option<String>,
+    /// An invalid schedule replayed: in how many of how many replays it failed again.
+    pub confirmed: Option<(u32, u32)>,
+    /// The fewest faults of the plan that still failed, when fewer than the plan's.
+    pub shrunk: Option<Plan>,
+    /// Where the smallest failing run's evidence is.
+    pub shrunk_dir: Option<PathBuf>,
+    /// Runs of smaller plans tried.
+    pub shrink_tries: u32,
 }
 
 impl ScheduleResult {
@@ -90,6 +106,14 @@ impl ScheduleResult {
             "error": self.error,
             "dir": self.dir,
             "report": self.report.as_ref().map(|r| r.to_json()),
+            "election": self.election.as_ref().map(|e| e.to_json()),
+            "confirmed": self.confirmed.map(|(k, n)| json!({"failed_again": k, "replays": n})),
+            "shrunk": self.shrunk.as_ref().map(|p| p.steps.iter().map(|s| json!({
+                "at": s.at, "heal_at": s.heal_at, "kind": s.fault.kind(), "text": s.fault.describe(),
+            })).collect::<Vec<_>>()),
+            "shrunk_dir": self.shrunk_dir,
+            "shrink_tries": self.shrink_tries,
+            "capture_error": self.capture_error,
         })
     }
 }
@@ -99,6 +123,8 @@ pub struct Campaign {
     pub opts: CampaignOptions,
     pub ensemble: DockerEnsemble,
     out: std::fs::File,
+    /// Runs so far, replays included: each works under a root of its own.
+    runs: std::sync::atomic::AtomicU64,
 }
 
 impl Campaign {
@@ -114,22 +140,106 @@ impl Campaign {
             opts,
             ensemble,
             out,
+            runs: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
-    /// Runs schedule `index` and records its line in `campaign.jsonl`.
+    /// Runs schedule `index` and records its line in `campaign.jsonl`. A schedule found
+    /// invalid is replayed `replays` times to confirm it, then shrunk: faults are dropped one
+    /// at a time while the rest still fails in one of `replays` runs (at least one run).
     pub fn run_schedule(&mut self, index: u64) -> ScheduleResult {
         let seed = self.opts.seed.wrapping_add(index);
         let plan = match self.opts.plan {
             PlanKind::Random => nemesis::plan(
                 seed,
                 self.ensemble.voters.len(),
+                self.ensemble.voters.iter().filter(|v| v.zkfle).count(),
                 self.opts.window,
                 self.opts.destructive,
             ),
             PlanKind::DiskLoss => nemesis::disk_loss(seed, self.opts.window),
         };
         let dir = self.opts.spec.dir.join(format!("schedule-{index:03}"));
+        let mut result = self.attempt(index, seed, plan, &dir);
+        if result.verdict == "invalid" && self.opts.replays > 0 {
+            let mut recurred = 0;
+            for r in 0..self.opts.replays {
+                let again = self.attempt(
+                    index,
+                    seed,
+                    result.plan.clone(),
+                    &dir.join(format!("replay-{r}")),
+                );
+                recurred += u32::from(again.verdict == "invalid");
+                self.discard(&again);
+            }
+            result.confirmed = Some((recurred, self.opts.replays));
+            if self.opts.shrink {
+                self.shrink(&mut result);
+            }
+        }
+        let failed = result.verdict != "valid" || result.recovered_in.is_none();
+        if failed {
+            self.save_evidence(&dir, &result);
+        } else if !self.opts.keep_all {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        let _ = writeln!(self.out, "{}", result.to_json());
+        let _ = self.out.flush();
+        result
+    }
+
+    /// Drops faults from `result`'s plan while what is left still fails; the smallest failing
+    /// run keeps its evidence in `shrunk-N` beside the schedule's.
+    fn shrink(&mut self, result: &mut ScheduleResult) {
+        let mut smallest = result.plan.clone();
+        let mut tries = 0;
+        loop {
+            let mut reduced = false;
+            for i in 0..smallest.steps.len() {
+                let mut candidate = smallest.clone();
+                candidate.steps.remove(i);
+                tries += 1;
+                let dir = result.dir.join(format!("shrunk-{tries}"));
+                let mut failing = None;
+                for _ in 0..self.opts.replays.max(1) {
+                    let run = self.attempt(result.index, result.seed, candidate.clone(), &dir);
+                    if run.verdict == "invalid" {
+                        failing = Some(run);
+                        break;
+                    }
+                    self.discard(&run);
+                }
+                if let Some(run) = failing {
+                    self.save_evidence(&dir, &run);
+                    if let Some(previous) = &result.shrunk_dir {
+                        let _ = std::fs::remove_dir_all(previous);
+                    }
+                    result.shrunk_dir = Some(dir);
+                    smallest = candidate;
+                    reduced = true;
+                    break;
+                }
+            }
+            if !reduced {
+                break;
+            }
+        }
+        result.shrink_tries = tries;
+        if smallest.steps.len() < result.plan.steps.len() {
+            result.shrunk = Some(smallest);
+        }
+    }
+
+    /// Removes a run's directory unless every run is kept.
+    fn discard(&self, run: &ScheduleResult) {
+        if !self.opts.keep_all {
+            let _ = std::fs::remove_dir_all(&run.dir);
+        }
+    }
+
+    /// One run of `plan`, its files in `dir`.
+    fn attempt(&self, index: u64, seed: u64, plan: Plan, dir: &std::path::Path) -> ScheduleResult {
         let started = Instant::now();
         let mut result = ScheduleResult {
             index,
@@ -143,21 +253,19 @@ impl Campaign {
             unread: Vec::new(),
             write_gap: None,
             seconds: 0.0,
-            dir: dir.clone(),
+            dir: dir.to_path_buf(),
             actions: Vec::new(),
+            election: None,
+            capture_error: None,
+            confirmed: None,
+            shrunk: None,
+            shrunk_dir: None,
+            shrink_tries: 0,
         };
-        if let Err(e) = self.schedule(&plan, &dir, &mut result) {
+        if let Err(e) = self.schedule(&plan, dir, &mut result) {
             result.error = Some(e);
         }
         result.seconds = started.elapsed().as_secs_f64();
-        let failed = result.verdict != "valid" || result.recovered_in.is_none();
-        if failed {
-            self.save_evidence(&dir, &result);
-        } else if !self.opts.keep_all {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        let _ = writeln!(self.out, "{}", result.to_json());
-        let _ = self.out.flush();
         result
     }
 
@@ -190,13 +298,26 @@ impl Campaign {
             seed: result.seed,
             op_timeout: Duration::from_secs(2),
             session_ms: 10_000,
-            root: format!("/zkfle-chaos/{}-{}", self.opts.seed, result.index),
+            // A replay must not find the znodes of the run before it.
+            root: format!(
+                "/zkfle-chaos/{}-{}-{}",
+                self.opts.seed,
+                result.index,
+                self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ),
         };
-        workload::prepare(&wopts).map_err(|e| format!("creating {}: {e}", wopts.root))?;
+        workload::prepare(&wopts, self.opts.recovery)
+            .map_err(|e| format!("creating {}: {e}", wopts.root))?;
         let history_path = dir.join("history.jsonl");
         let file = std::fs::File::create(&history_path)
             .map_err(|e| format!("{}: {e}", history_path.display()))?;
         let recorder = Recorder::new(Box::new(std::io::BufWriter::new(file)));
+        let capture_path = dir.join("capture.pcap");
+        let mut capture = Capture::start(&e.bridge, &capture_path);
+        let origin = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
         let start = Instant::now();
         let stats = std::thread::scope(|scope| {
             let load = scope.spawn(|| workload::run(&wopts, &recorder));
@@ -234,13 +355,28 @@ impl Campaign {
             std::thread::sleep(Duration::from_millis(500));
         }
         drop(recorder);
+        match capture.as_mut().map(Capture::stop) {
+            Some(Ok(())) => {
+                match safety::check_capture(&capture_path, &self.ensemble.config(), origin) {
+                    Ok(c) => result.election = Some(c),
+                    Err(why) => result.capture_error = Some(why),
+                }
+            }
+            Some(Err(why)) => result.capture_error = Some(why),
+            None => result.capture_error = Some("no tcpdump here: elections not checked".into()),
+        }
         let file = std::fs::File::open(&history_path)
             .map_err(|e| format!("{}: {e}", history_path.display()))?;
         let h = history::read(std::io::BufReader::new(file))
             .map_err(|e| format!("{}: {e}", history_path.display()))?;
         result.write_gap = longest_write_gap(&h, self.opts.window);
         let report = check::check(&h, self.opts.budget);
+        let two_leaders = result
+            .election
+            .as_ref()
+            .is_some_and(|c| !c.violations.is_empty());
         result.verdict = match report.valid() {
+            _ if two_leaders => "invalid",
             Some(true) if result.unread.is_empty() => "valid",
             Some(true) => "unknown",
             Some(false) => "invalid",
@@ -356,6 +492,17 @@ impl Campaign {
                         e.wipe(v)
                             .map(|()| format!("wiped {} and started it empty", name(v)))
                     }
+                    Fault::Member { zkfle, fault } => {
+                        let zkfles = e.voters.iter().enumerate().filter(|(_, v)| v.zkfle);
+                        match zkfles.map(|(v, _)| v).nth(*zkfle) {
+                            Some(v) => {
+                                hit[i] = Some(v);
+                                e.member_faults(v, Some(fault))
+                                    .map(|()| format!("{}: {fault}", name(v)))
+                            }
+                            None => Err(format!("no zkfle voter {zkfle}")),
+                        }
+                    }
                 }
             } else {
                 match &step.fault {
@@ -370,6 +517,21 @@ impl Campaign {
                         self.apply_cuts(&cuts)
                             .map(|()| "heal that partition".into())
                     }
+                    Fault::Member { .. } => hit[i].map_or(Ok(String::new()), |v| {
+                        let crashed = !e.is_running(v);
+                        e.member_faults(v, None)
+                            .and_then(|()| e.start_voter(v))
+                            .map(|()| {
+                                if crashed {
+                                    format!(
+                                        "{}: faults off; it had crashed: started again",
+                                        name(v)
+                                    )
+                                } else {
+                                    format!("{}: faults off", name(v))
+                                }
+                            })
+                    }),
                     Fault::RollingRestart | Fault::Wipe(_) => Ok(String::new()),
                 }
             };
@@ -393,6 +555,9 @@ impl Campaign {
     /// Every voter running, unpaused, and reachable.
     fn heal_all(&self) {
         for i in 0..self.ensemble.voters.len() {
+            if self.ensemble.voters[i].zkfle {
+                let _ = self.ensemble.member_faults(i, None);
+            }
             let _ = self.ensemble.start_voter(i);
             let _ = self.ensemble.unpause(i);
         }
@@ -434,4 +599,70 @@ fn longest_write_gap(h: &history::History, window: f64) -> Option<f64> {
         last = last.max(t);
     }
     Some(gap)
+}
+
+/// tcpdump on the campaign's bridge, election and quorum ports, for the schedule.
+struct Capture {
+    child: std::process::Child,
+}
+
+impl Capture {
+    /// Starts it, or `None` when there is no tcpdump.
+    fn start(bridge: &str, path: &std::path::Path) -> Option<Capture> {
+        let child = std::process::Command::new("tcpdump")
+            .args(["-i", bridge, "-U", "-s", "0", "-w"])
+            .arg(path)
+            .args(["tcp", "and", "(port", "2888", "or", "port", "3888)"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        // tcpdump opens the interface before it writes the file's header.
+        let up = Instant::now() + Duration::from_secs(3);
+        while !path.exists() && Instant::now() < up {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(Capture { child })
+    }
+
+    /// Stops it (SIGTERM: it writes what it holds) and waits.
+    fn stop(&mut self) -> Result<(), String> {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        self.child
+            .wait()
+            .map(drop)
+            .map_err(|e| format!("tcpdump: {e}"))
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_write_gap_counts_from_the_start_between_acks_and_to_the_end() {
+        let text = r#"{"process":0,"type":"invoke","f":"set","key":"/k","value":"a","time":1.0}
+{"process":0,"type":"ok","version":1,"time":1.5}
+{"process":0,"type":"invoke","f":"get","key":"/k","time":2.0}
+{"process":0,"type":"ok","value":"a","version":1,"time":6.0}
+{"process":0,"type":"invoke","f":"set","key":"/k","value":"b","time":6.0}
+{"process":0,"type":"ok","version":2,"time":7.0}
+"#;
+        let h = history::read(text.as_bytes()).unwrap();
+        // Acks at 1.5 and 7.0 (the read does not count); the window ends at 1.0 + 10.
+        assert_eq!(longest_write_gap(&h, 10.0), Some(5.5));
+        assert_eq!(longest_write_gap(&h, 6.0), Some(5.5));
+        assert_eq!(longest_write_gap(&history::History::default(), 10.0), None);
+    }
 }

@@ -44,10 +44,14 @@ pub struct EnsembleSpec {
 pub struct DockerEnsemble {
     pub voters: Vec<Voter>,
     pub network: String,
+    /// The bridge's interface on the host, for tcpdump.
+    pub bridge: String,
     label: String,
 }
 
 const LABEL: &str = "zkfle.chaos";
+/// The fault file of a zkfle voter, in its data directory (`join --chaos-faults`).
+const MEMBER_FAULT_FILE: &str = "zkfle-chaos-faults";
 
 /// Runs `docker ARGS`: its stdout, or an error with its stderr.
 pub fn docker(args: &[&str]) -> Result<String, String> {
@@ -124,6 +128,8 @@ impl DockerEnsemble {
         let pid = std::process::id();
         let label = pid.to_string();
         let network = format!("zkfle-chaos-{pid}");
+        // An interface name has at most 15 characters.
+        let bridge = format!("zkc{pid}");
         // A /24 of 172.29-31 no other bridge holds: tried in turn from one the pid picks.
         let mut subnet = None;
         for k in 0..64u32 {
@@ -139,6 +145,8 @@ impl DockerEnsemble {
                     &format!("{net}.0/24"),
                     "--label",
                     &format!("{LABEL}={label}"),
+                    "-o",
+                    &format!("com.docker.network.bridge.name={bridge}"),
                     &network,
                 ]);
                 if made.is_ok() {
@@ -154,6 +162,7 @@ impl DockerEnsemble {
         let mut ensemble = DockerEnsemble {
             voters: Vec::new(),
             network,
+            bridge,
             label,
         };
         let n = spec.images.len();
@@ -214,6 +223,8 @@ impl DockerEnsemble {
                     "/data".into(),
                     "--wire".into(),
                     "auto".into(),
+                    "--chaos-faults".into(),
+                    format!("/data/{MEMBER_FAULT_FILE}"),
                 ]);
             } else {
                 for (k, v) in [
@@ -242,6 +253,16 @@ impl DockerEnsemble {
             docker(&args)?;
         }
         Ok(ensemble)
+    }
+
+    /// The members as a config (IP addresses), for decoding the bridge's capture.
+    pub fn config(&self) -> crate::wire::QuorumConfig {
+        let text: String = self
+            .voters
+            .iter()
+            .map(|v| format!("server.{}={}:2888:3888:participant;2181\n", v.sid, v.ip))
+            .collect();
+        crate::wire::QuorumConfig::parse(&text).unwrap_or_default()
     }
 
     /// The Java servers' client ports (zkfle answers no client requests).
@@ -320,6 +341,17 @@ impl DockerEnsemble {
             }
             std::thread::sleep(Duration::from_millis(300));
         }
+    }
+
+    /// Whether voter `i`'s container runs (a paused one does).
+    pub fn is_running(&self, i: usize) -> bool {
+        docker(&[
+            "inspect",
+            "--format",
+            "{{.State.Running}}",
+            &self.voters[i].container,
+        ])
+        .is_ok_and(|s| s == "true")
     }
 
     pub fn kill(&self, i: usize) -> Result<(), String> {
@@ -420,6 +452,19 @@ impl DockerEnsemble {
             }
         }
         self.start_voter(i)
+    }
+
+    /// Sets zkfle voter `i`'s own faults (`None`: none).
+    pub fn member_faults(&self, i: usize, faults: Option<&str>) -> Result<(), String> {
+        let path = self.voters[i].data.join("data").join(MEMBER_FAULT_FILE);
+        let done = match faults {
+            Some(text) => std::fs::write(&path, format!("{text}\n")),
+            None => match std::fs::remove_file(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                other => other,
+            },
+        };
+        done.map_err(|e| format!("{}: {e}", path.display()))
     }
 
     /// Every voter's output so far (the servers log to stdout in these images).

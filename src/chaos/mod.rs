@@ -10,11 +10,13 @@
 //!   history as they run (`zkfle chaos run`).
 //! - [`nemesis`]: a schedule's faults drawn from its seed, pure; [`docker`]: the campaign's
 //!   ensemble in Docker and the nemesis's hands on it; [`campaign`]: schedules run one after
-//!   another, healed, read and checked (`zkfle chaos campaign`).
+//!   another, healed, read and checked (`zkfle chaos campaign`); [`safety`]: one leader per
+//!   epoch and each election's time, from the campaign's capture decoded by zkfle.
 pub mod campaign;
 pub mod check;
 pub mod docker;
 pub mod history;
 pub mod linearizable;
 pub mod nemesis;
+pub mod safety;
 pub mod workload;

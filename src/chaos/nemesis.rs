@@ -37,7 +37,20 @@ pub enum Fault {
     /// Destructive: the server killed, its data directory (snapshots, txn logs, epochs)
     /// wiped, and started again empty.
     Wipe(Target),
+    /// A zkfle voter (the `zkfle`-th of them) misbehaving from inside: the line of its
+    /// `--chaos-faults` file ([`crate::net::faults`]); removed at the heal, and the member
+    /// started again if it crashed.
+    Member { zkfle: usize, fault: String },
 }
+
+/// The faults a zkfle voter can inject into itself, as its fault file says them.
+pub const MEMBER_FAULTS: &[&str] = &[
+    "crash-before-ack",
+    "crash-after-newleader-ack",
+    "drop-votes 500",
+    "delay-votes 400",
+    "slow-read 200",
+];
 
 /// One fault and its window, in seconds since the schedule began.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,6 +103,7 @@ impl Fault {
             ),
             Fault::RollingRestart => "restart every server in turn".into(),
             Fault::Wipe(t) => format!("wipe the data of {} (destructive)", t.describe()),
+            Fault::Member { zkfle, fault } => format!("zkfle voter {zkfle}: {fault}"),
         }
     }
 
@@ -103,6 +117,7 @@ impl Fault {
             Fault::Bridge { .. } => "bridge",
             Fault::RollingRestart => "rolling-restart",
             Fault::Wipe(_) => "wipe",
+            Fault::Member { .. } => "member",
         }
     }
 }
@@ -118,9 +133,10 @@ impl Step {
     }
 }
 
-/// A plan of one to three faults for `voters` servers within `window` seconds (each healed
-/// at least 2 s before the window ends). Wipes only when `destructive`.
-pub fn plan(seed: u64, voters: usize, window: f64, destructive: bool) -> Plan {
+/// A plan of one to three faults for `voters` servers, `zkfle_voters` of them zkfle, within
+/// `window` seconds (each healed at least 2 s before the window ends). Wipes only when
+/// `destructive`; a zkfle voter's own faults only when there is one.
+pub fn plan(seed: u64, voters: usize, zkfle_voters: usize, window: f64, destructive: bool) -> Plan {
     let mut rng = StdRng::seed_from_u64(seed);
     let window = window.max(8.0);
     let count = rng.random_range(1..=3usize);
@@ -136,8 +152,14 @@ pub fn plan(seed: u64, voters: usize, window: f64, destructive: bool) -> Plan {
                 Target::Role(rng.random_range(0..voters))
             }
         };
-        let kinds = if destructive { 7 } else { 6 };
-        let fault = match rng.random_range(0..kinds) {
+        // Kinds 0-5 always; 6 a zkfle voter's own fault when there is one; 7 a wipe.
+        let kind = loop {
+            let k = rng.random_range(0..8);
+            if (k != 6 || zkfle_voters > 0) && (k != 7 || destructive) {
+                break k;
+            }
+        };
+        let fault = match kind {
             0 => Fault::Kill(target(&mut rng)),
             1 => Fault::Pause(target(&mut rng)),
             2 => Fault::Isolate(target(&mut rng)),
@@ -166,6 +188,10 @@ pub fn plan(seed: u64, voters: usize, window: f64, destructive: bool) -> Plan {
                 }
             }
             4 | 5 => Fault::RollingRestart,
+            6 => Fault::Member {
+                zkfle: rng.random_range(0..zkfle_voters.max(1)),
+                fault: MEMBER_FAULTS[rng.random_range(0..MEMBER_FAULTS.len())].to_string(),
+            },
             _ => Fault::Wipe(target(&mut rng)),
         };
         steps.push(Step { at, heal_at, fault });
@@ -214,15 +240,18 @@ mod tests {
     #[test]
     fn a_seed_gives_one_plan() {
         for seed in 0..200 {
-            let a = plan(seed, 5, 30.0, false);
-            assert_eq!(a, plan(seed, 5, 30.0, false));
+            let a = plan(seed, 5, 0, 30.0, false);
+            assert_eq!(a, plan(seed, 5, 0, 30.0, false));
             assert!((1..=3).contains(&a.steps.len()));
             for s in &a.steps {
                 assert!(
                     s.at >= 1.0 && s.heal_at >= s.at && s.heal_at <= 28.0,
                     "{s:?}"
                 );
-                assert!(!matches!(s.fault, Fault::Wipe(_)), "{s:?}");
+                assert!(
+                    !matches!(s.fault, Fault::Wipe(_) | Fault::Member { .. }),
+                    "{s:?}"
+                );
                 match &s.fault {
                     Fault::Split(side) => assert!(!side.is_empty() && side.len() < 5),
                     Fault::Bridge { left, right, .. } => {
@@ -236,9 +265,9 @@ mod tests {
             }
         }
         let kinds: std::collections::BTreeSet<&str> = (0..200)
-            .flat_map(|s| plan(s, 3, 30.0, true).steps)
+            .flat_map(|s| plan(s, 3, 1, 30.0, true).steps)
             .map(|s| s.fault.kind())
             .collect();
-        assert_eq!(kinds.len(), 7, "{kinds:?}");
+        assert_eq!(kinds.len(), 8, "{kinds:?}");
     }
 }

@@ -116,8 +116,21 @@ fn completion(h: &ReplyHeader, ok: Value) -> (Value, bool) {
     (json!({"type": kind, "error": name}), !definite)
 }
 
-/// Creates `root` and its parents (existing ones are fine) through any server that answers.
-pub fn prepare(opts: &WorkloadOptions) -> Result<(), String> {
+/// Creates `root` and its parents (existing ones are fine) through any server that answers,
+/// trying for up to `within`: a server that has just elected may not serve clients until it
+/// has synced.
+pub fn prepare(opts: &WorkloadOptions, within: Duration) -> Result<(), String> {
+    let end = Instant::now() + within;
+    loop {
+        match prepare_once(opts) {
+            Ok(()) => return Ok(()),
+            Err(e) if Instant::now() >= end => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(300)),
+        }
+    }
+}
+
+fn prepare_once(opts: &WorkloadOptions) -> Result<(), String> {
     let mut last = String::from("no server given");
     for &server in &opts.servers {
         let mut c = match Client::connect(server, opts.session_ms, opts.op_timeout) {

@@ -134,6 +134,16 @@ pub struct CampaignArgs {
     /// Keep every schedule's directory, not only the failing ones'.
     #[arg(long = "keep-all")]
     pub keep_all: bool,
+    /// Replays of an invalid schedule: it is confirmed when it fails again in some of them,
+    /// and each smaller plan tried while shrinking gets as many (0: neither).
+    #[arg(long, default_value_t = 2)]
+    pub replays: u32,
+    /// Do not shrink an invalid schedule to the fewest faults that still fail.
+    #[arg(long = "no-shrink")]
+    pub no_shrink: bool,
+    /// Print each schedule's fault plan and stop: no Docker, nothing run.
+    #[arg(long = "dry-run")]
+    pub dry_run: bool,
     /// Output format of the campaign's report.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -211,6 +221,36 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
     }
     seconds("--window", args.window)?;
     let recovery = seconds("--recovery", args.recovery)?;
+    if args.dry_run {
+        let seed = args.seed.unwrap_or(0);
+        let zkfles = images
+            .iter()
+            .filter(|i| i.starts_with("zkfle/zkfle"))
+            .count();
+        let mut text = String::new();
+        for i in 0..args.schedules {
+            let s = seed.wrapping_add(i);
+            let plan = match args.plan {
+                PlanArg::Random => crate::chaos::nemesis::plan(
+                    s,
+                    images.len(),
+                    zkfles,
+                    args.window,
+                    args.destructive,
+                ),
+                PlanArg::DiskLoss => crate::chaos::nemesis::disk_loss(s, args.window),
+            };
+            text.push_str(&format!("schedule {i} (seed {s}):\n"));
+            for step in &plan.steps {
+                text.push_str(&format!("  {}\n", step.describe()));
+            }
+        }
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .map_err(CliError::writing);
+    }
     let mut missing: Vec<&String> = images
         .iter()
         .filter(|i| !crate::chaos::docker::image_exists(i))
@@ -263,6 +303,8 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
             configurations: args.budget,
         },
         keep_all: args.keep_all,
+        replays: args.replays.min(10),
+        shrink: !args.no_shrink,
     };
     eprintln!(
         "zkfle chaos campaign: seed {seed}, {} schedules of {:.0} s on {} (tickTime {} ms, initLimit 10, syncLimit 5); writing {}",
@@ -375,6 +417,33 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
                 for a in &r.actions {
                     t.push_str(&format!("  did   {a}\n"));
                 }
+                if let Some((k, n)) = r.confirmed {
+                    t.push_str(&format!("  failed again in {k} of {n} replays\n"));
+                }
+                match &r.shrunk {
+                    Some(p) => {
+                        t.push_str(&format!(
+                            "  shrunk to {} of {} faults ({} smaller plans tried; evidence in {}):\n",
+                            p.steps.len(),
+                            r.plan.steps.len(),
+                            r.shrink_tries,
+                            r.shrunk_dir.as_deref().map(|d| d.display().to_string()).unwrap_or_default()
+                        ));
+                        for step in &p.steps {
+                            t.push_str(&format!("  plan    {}\n", step.describe()));
+                        }
+                    }
+                    None if r.shrink_tries > 0 => t.push_str(&format!(
+                        "  no smaller plan failed ({} tried)\n",
+                        r.shrink_tries
+                    )),
+                    None => {}
+                }
+                if let Some(e) = &r.election {
+                    for v in &e.violations {
+                        t.push_str(&format!("  TWO LEADERS: {v}\n"));
+                    }
+                }
                 if let Some(e) = &r.error {
                     t.push_str(&format!("  error: {e}\n"));
                 }
@@ -474,7 +543,7 @@ fn run_workload(args: RunArgs) -> Result<(), CliError> {
         opts.root,
         duration.as_secs_f64()
     );
-    workload::prepare(&opts)
+    workload::prepare(&opts, Duration::from_secs(10))
         .map_err(|e| CliError::failure(format!("creating {}: {e}", opts.root)))?;
     let stats =
         workload::run(&opts, &recorder).map_err(|e| CliError::failure(format!("{name}: {e}")))?;

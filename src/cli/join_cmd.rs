@@ -73,6 +73,11 @@ pub struct JoinArgs {
     /// (NAT, a second interface, a hostname that resolves elsewhere) is refused.
     #[arg(long = "strict-peers")]
     pub strict_peers: bool,
+    /// For conformance campaigns only: read faults to inject into this member from FILE,
+    /// every 200 ms (crash before an ACK, after NEWLEADER's ACK, dropped or delayed votes, a
+    /// slow read of the leader; docs/chaos.md). A missing file is no fault.
+    #[arg(long = "chaos-faults", value_name = "FILE")]
+    pub chaos_faults: Option<PathBuf>,
     /// The most bytes of proposals a leader's DIFF may carry (they are staged on disk until
     /// NEWLEADER); a larger DIFF ends the sync with an error.
     #[arg(long = "max-diff-bytes", value_name = "BYTES", default_value_t = crate::zab::DEFAULT_MAX_SYNC_BYTES)]
@@ -700,6 +705,13 @@ pub fn run(args: JoinArgs) -> Result<(), CliError> {
         .with_writer(std::io::stderr)
         .try_init();
     let cfg = node_config(&args)?;
+    if let Some(path) = &args.chaos_faults {
+        tracing::warn!(
+            "chaos faults enabled: reading {} (not for production)",
+            path.display()
+        );
+        crate::net::faults::watch(path.clone());
+    }
     tracing::info!(
         target: crate::net::STATE_LOG,
         "zkfle join {} starting: sid {}, election {}, quorum {}, {}",

@@ -295,6 +295,7 @@ async fn flush(
     stream: &mut QuorumStream,
     snapshot_max_zxid: i64,
     files: ConfigFiles<'_>,
+    synced: bool,
 ) -> Result<usize, FollowError> {
     if !learner.has_ready() {
         return Ok(0);
@@ -302,6 +303,17 @@ async fn flush(
     let ready = learner.ready();
     persist(storage, staging, ready.persist, snapshot_max_zxid, files)
         .map_err(FollowError::Storage)?;
+    let faults = super::faults::get();
+    if ready
+        .send
+        .iter()
+        .any(|p| p.ptype == ptype::ACK && p.zxid & 0xffff_ffff != 0)
+    {
+        faults.crash_if(
+            &faults.crash_before_ack,
+            "after logging a proposal, before its ACK",
+        );
+    }
     let mut out = Vec::new();
     let mut acks = 0;
     for p in &ready.send {
@@ -316,6 +328,18 @@ async fn flush(
     if !out.is_empty() {
         stream.write_all(&out).await.map_err(FollowError::Write)?;
         stream.flush().await.map_err(FollowError::Write)?;
+    }
+    // Before UPTODATE, an ACK of an epoch's first zxid is NEWLEADER's.
+    if !synced
+        && ready
+            .send
+            .iter()
+            .any(|p| p.ptype == ptype::ACK && p.zxid & 0xffff_ffff == 0)
+    {
+        faults.crash_if(
+            &faults.crash_after_newleader_ack,
+            "after ACKing NEWLEADER, before UPTODATE",
+        );
     }
     Ok(acks)
 }
@@ -393,6 +417,7 @@ async fn follow_session(
             &mut stream,
             snap_max,
             files,
+            sync.synced,
         )
         .await
         {
@@ -430,6 +455,7 @@ async fn follow_session(
             &mut stream,
             snap_max,
             files,
+            sync.synced,
         )
         .await
         {
@@ -455,6 +481,9 @@ async fn read_leader(
     learner: &mut Learner,
     now: &impl Fn() -> u64,
 ) -> Option<usize> {
+    if let Some(delay) = super::faults::get().read_delay() {
+        tokio::time::sleep(delay).await;
+    }
     let wait = learner
         .next_deadline()
         .map(|d| d.saturating_sub(now()))

@@ -288,19 +288,17 @@ impl Manager {
     /// A non-member without a connection cannot be dialled: the message is dropped rather than
     /// kept for it (Java keeps a queue per sid ever seen).
     pub fn to_send(&self, sid: i64, payload: Vec<u8>) {
-        let connect = {
-            let mut st = lock(&self.shared.state);
-            if st.queues.connection(sid).is_none() && !self.shared.is_member(sid) {
-                debug!("Not queueing a message for non-member {sid}: no connection");
-                return;
-            }
-            let connect = st.queues.queue(sid, payload);
-            wake(&st, sid);
-            connect
-        };
-        if connect {
-            self.shared.spawn_connect(sid, None);
-        }
+        self.shared.to_send(sid, payload);
+    }
+
+    /// [`Manager::to_send`] after `delay` (a chaos campaign's `delay-votes`), from a task of
+    /// its own: the driver goes on meanwhile.
+    pub fn to_send_later(&self, sid: i64, payload: Vec<u8>, delay: std::time::Duration) {
+        let shared = Arc::clone(&self.shared);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            shared.to_send(sid, payload);
+        });
     }
 
     /// `connectOne(sid)`: connect to `sid` unless connected or connecting.
@@ -484,6 +482,23 @@ pub(crate) async fn read_initial(
 }
 
 impl Shared {
+    /// [`Manager::to_send`]'s work, shared with the delayed sends.
+    fn to_send(self: &Arc<Self>, sid: i64, payload: Vec<u8>) {
+        let connect = {
+            let mut st = lock(&self.state);
+            if st.queues.connection(sid).is_none() && !self.is_member(sid) {
+                debug!("Not queueing a message for non-member {sid}: no connection");
+                return;
+            }
+            let connect = st.queues.queue(sid, payload);
+            wake(&st, sid);
+            connect
+        };
+        if connect {
+            self.spawn_connect(sid, None);
+        }
+    }
+
     fn my_sid(&self) -> i64 {
         self.cfg.my_sid
     }

@@ -16,7 +16,10 @@
 //!   [`crate::zab::leader::Leader`] over tokio, then the hand-over (`docs/lead.md`).
 //! - [`client_port`] and [`status`]: the member's client port, answering four-letter words
 //!   from the state the node and its Zab sessions keep on a [`status::StatusBoard`].
-//! - [`client`]: a small blocking ZooKeeper client (session, create, setData, pipelined).
+//! - [`client`]: a small blocking ZooKeeper client (session, create, setData, pipelined;
+//!   getData, conditional setData and sync).
+//! - [`faults`]: the faults a chaos campaign asks the member to inject into itself
+//!   (`--chaos-faults`).
 //! - [`tls`] and [`sasl`]: quorum TLS around a connection, and quorum SASL at its start
 //!   (docs/tls.md, docs/sasl.md).
 //! - [`probe`]: asking a live server for its state and vote as a non-member (`zkfle probe`).
@@ -27,6 +30,7 @@ pub mod client_port;
 pub mod core;
 pub mod deadline;
 pub mod dialect;
+pub mod faults;
 pub mod follow;
 pub mod http;
 pub mod lead;

@@ -596,9 +596,15 @@ impl Node {
             n.effective_peer_epoch(),
             n.state.name()
         );
-        match n.encode() {
-            Ok(bytes) => self.mgr.to_send(to, bytes),
-            Err(e) => warn!("Not sending a notification to {to}: {e}"),
+        let faults = super::faults::get();
+        if faults.drop_vote() {
+            tracing::debug!("chaos fault: notification to {to} dropped");
+            return;
+        }
+        match (n.encode(), faults.vote_delay()) {
+            (Ok(bytes), None) => self.mgr.to_send(to, bytes),
+            (Ok(bytes), Some(delay)) => self.mgr.to_send_later(to, bytes, delay),
+            (Err(e), _) => warn!("Not sending a notification to {to}: {e}"),
         }
     }
 

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# chaos.sh: the short `zkfle chaos campaign` CI runs, with fixed seeds, on the images
+# scripts/docker/build-images.sh built (conformance.sh builds them first in scripts/test.sh).
+#
+# Usage: scripts/docker/chaos.sh [--version 3.9.5]
+#
+#   1. four voters, three Java servers of VERSION and one `zkfle join`, three random schedules
+#      from seed 1 (12 s of workload each): every schedule must run (no error) and be valid;
+#   2. the composed disk-loss plan (--destructive) on three Java voters: the campaign must
+#      catch it (exit 1), as lost acknowledged writes.
+#
+# ZKFLE_PROFILE=debug uses target/debug/zkfle (as scripts/test.sh builds it); release by
+# default. Without a Docker engine it says so loudly and exits 0. Output in
+# ${ZKFLE_CHAOS_DIR:-$TMPDIR/zkfle-chaos}.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+VERSION=3.9.5
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --version) VERSION=$2; shift 2 ;;
+    -h | --help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "chaos: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+if ! docker info >/dev/null 2>&1; then
+  echo "!! SKIPPED chaos campaigns: no Docker engine here" >&2
+  exit 0
+fi
+ZKFLE=$PWD/target/${ZKFLE_PROFILE:-release}/zkfle
+OUT=${ZKFLE_CHAOS_DIR:-${TMPDIR:-/tmp}/zkfle-chaos}
+rm -rf "$OUT"
+mkdir -p "$OUT"
+for image in "zkfle/zookeeper:$VERSION" zkfle/zkfle:latest; do
+  docker image inspect "$image" >/dev/null 2>&1 ||
+    { echo "chaos: no image $image: run scripts/docker/build-images.sh first" >&2; exit 1; }
+done
+
+echo "chaos: 3 random schedules from seed 1 on 3 x $VERSION + zkfle"
+status=0
+"$ZKFLE" chaos campaign --voters 4 --zkfle-voters 1 --version "$VERSION" --schedules 3 \
+  --seed 1 --window 12 --out "$OUT/random" --format json >"$OUT/random.json" || status=$?
+jq -r '"chaos: \(.schedules) schedules: \(.valid) valid, \(.invalid) invalid, \(.unknown) unknown, \(.errors) errors, \(.not_recovered) not whole again, \(.seconds) s"' "$OUT/random.json"
+if [ "$status" -ne 0 ] || [ "$(jq '.valid' "$OUT/random.json")" -ne 3 ]; then
+  echo "chaos: the random schedules did not all pass (exit $status); see $OUT/random" >&2
+  jq -c '.failing[] | {schedule, seed, verdict, error, actions}' "$OUT/random.json" >&2 || true
+  exit 1
+fi
+
+echo "chaos: the disk-loss plan on 3 x $VERSION (must be caught)"
+status=0
+"$ZKFLE" chaos campaign --voters 3 --version "$VERSION" --plan disk-loss --destructive \
+  --schedules 1 --seed 1 --window 16 --replays 0 --out "$OUT/disk-loss" --format json \
+  >"$OUT/disk-loss.json" || status=$?
+lost=$(jq '[.failing[].report.finals.lost | length] | add // 0' "$OUT/disk-loss.json")
+if [ "$status" -ne 1 ] || [ "$(jq '.invalid' "$OUT/disk-loss.json")" -ne 1 ] || [ "$lost" -eq 0 ]; then
+  echo "chaos: the disk-loss plan was not caught as lost writes (exit $status, $lost lost)" >&2
+  exit 1
+fi
+echo "chaos: disk loss caught: $lost acknowledged writes lost at the end"
