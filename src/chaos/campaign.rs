@@ -280,8 +280,19 @@ impl Campaign {
         let first = match e.wait_stable(self.opts.recovery) {
             Ok(l) => l,
             Err(_) => {
-                // Whatever the last schedule left: everything started and healed, once more.
+                // Whatever the last schedule left (it was reported there): everything started
+                // and healed once more, and a voter still neither leading nor following
+                // restarted, so that one stuck member does not fail every schedule after it.
                 self.heal_all();
+                for (i, state) in e.states().into_iter().enumerate() {
+                    if !matches!(
+                        state,
+                        Some((ServerState::Leading | ServerState::Following, _))
+                    ) {
+                        let _ = e.kill(i);
+                        let _ = e.start_voter(i);
+                    }
+                }
                 e.wait_stable(self.opts.recovery).map_err(|why| {
                     format!("the ensemble is not whole before the schedule: {why}")
                 })?

@@ -598,7 +598,12 @@ impl Node {
         );
         let faults = super::faults::get();
         if faults.drop_vote() {
+            // Lost on the way, not never sent: the connection layer still connects and keeps
+            // its slot for `to`, as after a real send. Without a slot for any peer
+            // `haveDelivered()` is false and `connectAll()` dials nobody: the election would
+            // never send again (the first 100-schedule campaign found that state).
             tracing::debug!("chaos fault: notification to {to} dropped");
+            self.mgr.connect_one(to);
             return;
         }
         match (n.encode(), faults.vote_delay()) {
