@@ -27,6 +27,21 @@ pub enum PlanKind {
     DiskLoss,
 }
 
+/// The plan a schedule of `seed` runs.
+pub fn plan_for(
+    kind: PlanKind,
+    seed: u64,
+    voters: usize,
+    zkfle_voters: usize,
+    window: f64,
+    destructive: bool,
+) -> Plan {
+    match kind {
+        PlanKind::Random => nemesis::plan(seed, voters, zkfle_voters, window, destructive),
+        PlanKind::DiskLoss => nemesis::disk_loss(seed, window),
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct CampaignOptions {
     pub spec: EnsembleSpec,
@@ -93,9 +108,7 @@ impl ScheduleResult {
             "schedule": self.index,
             "seed": self.seed,
             "verdict": self.verdict,
-            "faults": self.plan.steps.iter().map(|s| json!({
-                "at": s.at, "heal_at": s.heal_at, "kind": s.fault.kind(), "text": s.fault.describe(),
-            })).collect::<Vec<_>>(),
+            "faults": steps_json(&self.plan),
             "actions": self.actions,
             "operations": self.stats.operations,
             "unknown": self.stats.unknown,
@@ -108,14 +121,24 @@ impl ScheduleResult {
             "report": self.report.as_ref().map(|r| r.to_json()),
             "election": self.election.as_ref().map(|e| e.to_json()),
             "confirmed": self.confirmed.map(|(k, n)| json!({"failed_again": k, "replays": n})),
-            "shrunk": self.shrunk.as_ref().map(|p| p.steps.iter().map(|s| json!({
-                "at": s.at, "heal_at": s.heal_at, "kind": s.fault.kind(), "text": s.fault.describe(),
-            })).collect::<Vec<_>>()),
+            "shrunk": self.shrunk.as_ref().map(steps_json),
             "shrunk_dir": self.shrunk_dir,
             "shrink_tries": self.shrink_tries,
             "capture_error": self.capture_error,
         })
     }
+}
+
+/// A plan's faults as JSON.
+fn steps_json(plan: &Plan) -> Value {
+    plan.steps
+        .iter()
+        .map(|s| {
+            json!({
+                "at": s.at, "heal_at": s.heal_at, "kind": s.fault.kind(), "text": s.fault.describe(),
+            })
+        })
+        .collect()
 }
 
 /// The running campaign: its ensemble and where it writes.
@@ -149,16 +172,14 @@ impl Campaign {
     /// at a time while the rest still fails in one of `replays` runs (at least one run).
     pub fn run_schedule(&mut self, index: u64) -> ScheduleResult {
         let seed = self.opts.seed.wrapping_add(index);
-        let plan = match self.opts.plan {
-            PlanKind::Random => nemesis::plan(
-                seed,
-                self.ensemble.voters.len(),
-                self.ensemble.voters.iter().filter(|v| v.zkfle).count(),
-                self.opts.window,
-                self.opts.destructive,
-            ),
-            PlanKind::DiskLoss => nemesis::disk_loss(seed, self.opts.window),
-        };
+        let plan = plan_for(
+            self.opts.plan,
+            seed,
+            self.ensemble.voters.len(),
+            self.ensemble.voters.iter().filter(|v| v.zkfle).count(),
+            self.opts.window,
+            self.opts.destructive,
+        );
         let dir = self.opts.spec.dir.join(format!("schedule-{index:03}"));
         let mut result = self.attempt(index, seed, plan, &dir);
         if result.verdict == "invalid" && self.opts.replays > 0 {
@@ -347,24 +368,10 @@ impl Campaign {
             result.recovered_in = Some(healed.elapsed().as_secs_f64());
         }
         // Final reads: each server once it answers, within the recovery bound.
-        let give_up = Instant::now() + self.opts.recovery;
-        let mut pending = wopts.servers.clone();
-        while !pending.is_empty() {
-            let these = WorkloadOptions {
-                servers: pending.clone(),
-                ..wopts.clone()
-            };
-            let unread = workload::final_reads(&these, &recorder);
-            pending = unread.iter().map(|(s, _)| *s).collect();
-            if pending.is_empty() || Instant::now() >= give_up {
-                result.unread = unread
-                    .iter()
-                    .map(|(s, why)| format!("{s}: {why}"))
-                    .collect();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(500));
-        }
+        result.unread = workload::final_reads(&wopts, &recorder, self.opts.recovery)
+            .iter()
+            .map(|(s, why)| format!("{s}: {why}"))
+            .collect();
         drop(recorder);
         match capture.as_mut().map(Capture::stop) {
             Some(Ok(())) => {

@@ -70,6 +70,11 @@ pub fn docker(args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// Whether `image` runs `zkfle join` rather than a Java server.
+pub fn is_zkfle_image(image: &str) -> bool {
+    image.starts_with("zkfle/zkfle")
+}
+
 /// Whether an image is present (nothing is pulled: there may be no registry).
 pub fn image_exists(image: &str) -> bool {
     docker(&["image", "inspect", "--format", "{{.Id}}", image]).is_ok()
@@ -171,7 +176,7 @@ impl DockerEnsemble {
             .collect();
         for (i, image) in spec.images.iter().enumerate() {
             let sid = i as u64 + 1;
-            let zkfle = image.starts_with("zkfle/zkfle");
+            let zkfle = is_zkfle_image(image);
             let ip: Ipv4Addr = format!("{subnet}.{}", 10 + sid)
                 .parse()
                 .map_err(|e| format!("{e}"))?;
@@ -343,15 +348,15 @@ impl DockerEnsemble {
         }
     }
 
+    /// A field of voter `i`'s container's state, as `docker inspect --format` prints it.
+    fn inspect(&self, i: usize, format: &str) -> Result<String, String> {
+        docker(&["inspect", "--format", format, &self.voters[i].container])
+    }
+
     /// Whether voter `i`'s container runs (a paused one does).
     pub fn is_running(&self, i: usize) -> bool {
-        docker(&[
-            "inspect",
-            "--format",
-            "{{.State.Running}}",
-            &self.voters[i].container,
-        ])
-        .is_ok_and(|s| s == "true")
+        self.inspect(i, "{{.State.Running}}")
+            .is_ok_and(|s| s == "true")
     }
 
     pub fn kill(&self, i: usize) -> Result<(), String> {
@@ -369,25 +374,14 @@ impl DockerEnsemble {
 
     /// Unpauses voter `i` when it is paused.
     pub fn unpause(&self, i: usize) -> Result<(), String> {
-        let state = docker(&[
-            "inspect",
-            "--format",
-            "{{.State.Paused}}",
-            &self.voters[i].container,
-        ])?;
-        if state == "true" {
+        if self.inspect(i, "{{.State.Paused}}")? == "true" {
             docker(&["unpause", &self.voters[i].container])?;
         }
         Ok(())
     }
 
     fn pid(&self, i: usize) -> Result<String, String> {
-        let pid = docker(&[
-            "inspect",
-            "--format",
-            "{{.State.Pid}}",
-            &self.voters[i].container,
-        ])?;
+        let pid = self.inspect(i, "{{.State.Pid}}")?;
         if pid == "0" {
             return Err(format!("z{} is not running", self.voters[i].sid));
         }

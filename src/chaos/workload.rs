@@ -344,11 +344,33 @@ fn get(
 }
 
 /// After the faults healed: each server, through a session of its own, syncs and reads every
-/// key; each read is recorded as a `final` line. A server that cannot be read is returned
-/// with the reason, and has no final lines.
-pub fn final_reads(opts: &WorkloadOptions, recorder: &Recorder) -> Vec<(SocketAddr, String)> {
+/// key; each read is recorded as a `final` line. A server that cannot be read yet (still
+/// recovering from the faults) is tried again every 500 ms for up to `within`; one never
+/// read is returned with the reason, and has no final lines.
+pub fn final_reads(
+    opts: &WorkloadOptions,
+    recorder: &Recorder,
+    within: Duration,
+) -> Vec<(SocketAddr, String)> {
+    let give_up = Instant::now() + within;
+    let mut pending = opts.servers.clone();
+    loop {
+        let unread = final_reads_once(&pending, opts, recorder);
+        if unread.is_empty() || Instant::now() >= give_up {
+            return unread;
+        }
+        pending = unread.iter().map(|(s, _)| *s).collect();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn final_reads_once(
+    servers: &[SocketAddr],
+    opts: &WorkloadOptions,
+    recorder: &Recorder,
+) -> Vec<(SocketAddr, String)> {
     let mut unread = Vec::new();
-    for &server in &opts.servers {
+    for &server in servers {
         let read = || -> Result<Vec<Value>, String> {
             let mut c = Client::connect(server, opts.session_ms, opts.op_timeout)?;
             let h = c.sync(&opts.root)?;

@@ -197,7 +197,10 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
             images.len()
         )));
     }
-    if images.iter().all(|i| i.starts_with("zkfle/zkfle")) {
+    if images
+        .iter()
+        .all(|i| crate::chaos::docker::is_zkfle_image(i))
+    {
         return Err(CliError::input(
             "every voter is zkfle: at least one Java server must serve the clients",
         ));
@@ -221,35 +224,33 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
     }
     seconds("--window", args.window)?;
     let recovery = seconds("--recovery", args.recovery)?;
+    let plan_kind = match args.plan {
+        PlanArg::Random => campaign::PlanKind::Random,
+        PlanArg::DiskLoss => campaign::PlanKind::DiskLoss,
+    };
     if args.dry_run {
         let seed = args.seed.unwrap_or(0);
         let zkfles = images
             .iter()
-            .filter(|i| i.starts_with("zkfle/zkfle"))
+            .filter(|i| crate::chaos::docker::is_zkfle_image(i))
             .count();
         let mut text = String::new();
         for i in 0..args.schedules {
             let s = seed.wrapping_add(i);
-            let plan = match args.plan {
-                PlanArg::Random => crate::chaos::nemesis::plan(
-                    s,
-                    images.len(),
-                    zkfles,
-                    args.window,
-                    args.destructive,
-                ),
-                PlanArg::DiskLoss => crate::chaos::nemesis::disk_loss(s, args.window),
-            };
+            let plan = campaign::plan_for(
+                plan_kind,
+                s,
+                images.len(),
+                zkfles,
+                args.window,
+                args.destructive,
+            );
             text.push_str(&format!("schedule {i} (seed {s}):\n"));
             for step in &plan.steps {
                 text.push_str(&format!("  {}\n", step.describe()));
             }
         }
-        let mut out = std::io::stdout().lock();
-        return out
-            .write_all(text.as_bytes())
-            .and_then(|()| out.flush())
-            .map_err(CliError::writing);
+        return print(&text);
     }
     let mut missing: Vec<&String> = images
         .iter()
@@ -267,13 +268,7 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
                 .join(", ")
         )));
     }
-    let seed = args.seed.unwrap_or_else(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos() as u64
-            % 1_000_000_000
-    });
+    let seed = args.seed.unwrap_or_else(clock_seed);
     let dir = args
         .out
         .clone()
@@ -290,10 +285,7 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
         },
         schedules: args.schedules,
         seed,
-        plan: match args.plan {
-            PlanArg::Random => campaign::PlanKind::Random,
-            PlanArg::DiskLoss => campaign::PlanKind::DiskLoss,
-        },
+        plan: plan_kind,
         window: args.window,
         clients: args.clients,
         keys: args.keys,
@@ -453,10 +445,7 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
             t
         }
     };
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(CliError::writing)?;
+    print(&text)?;
     if failing.is_empty() {
         Ok(())
     } else {
@@ -466,6 +455,22 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
             results.len()
         )))
     }
+}
+
+/// A seed from the clock, for runs not given one (printed, so they can be replayed).
+fn clock_seed() -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    now.as_nanos() as u64 % 1_000_000_000
+}
+
+/// Writes `text` to stdout whole (a closed pipe ends quietly).
+fn print(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(CliError::writing)
 }
 
 fn seconds(name: &str, value: f64) -> Result<Duration, CliError> {
@@ -498,10 +503,10 @@ fn run_workload(args: RunArgs) -> Result<(), CliError> {
     let op_timeout = seconds("--timeout", args.timeout)?;
     let session = seconds("--session-timeout", args.session_timeout)?;
     let final_timeout = seconds("--final-timeout", args.final_timeout)?;
+    let seed = args.seed.unwrap_or_else(clock_seed);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
-    let seed = args.seed.unwrap_or(now.as_nanos() as u64 % 1_000_000_000);
     let root = args
         .root
         .unwrap_or_else(|| format!("/zkfle-chaos/{seed}-{}", now.as_secs()));
@@ -548,21 +553,7 @@ fn run_workload(args: RunArgs) -> Result<(), CliError> {
     let stats =
         workload::run(&opts, &recorder).map_err(|e| CliError::failure(format!("{name}: {e}")))?;
     // The final reads wait for servers still recovering from the faults, each read once.
-    let give_up = Instant::now() + final_timeout;
-    let mut pending = opts.servers.clone();
-    let mut unread = Vec::new();
-    while !pending.is_empty() {
-        let these = workload::WorkloadOptions {
-            servers: pending.clone(),
-            ..opts.clone()
-        };
-        unread = workload::final_reads(&these, &recorder);
-        pending = unread.iter().map(|(s, _)| *s).collect();
-        if pending.is_empty() || Instant::now() >= give_up {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let unread = workload::final_reads(&opts, &recorder, final_timeout);
     drop(recorder);
     for (server, why) in &unread {
         eprintln!("zkfle chaos run: {server} could not be read at the end: {why}");
@@ -627,10 +618,7 @@ fn report(
         Format::Text => report.to_text(),
         Format::Json => format!("{}\n", report.to_json()),
     };
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(CliError::writing)?;
+    print(&text)?;
     match report.valid() {
         Some(true) => Ok(()),
         Some(false) => Err(CliError::failure(format!("chaos check: {name} is invalid"))),
