@@ -393,9 +393,12 @@ impl ZooCfg {
         self.quorum.servers()
     }
 
-    /// The config text a Java server with this file puts in its notifications: members in
-    /// sid order (Java keeps them in a `HashMap<Long, _>`, which iterates small ids in order),
-    /// each with its role written out, then `version=`.
+    /// The config text a Java server with this file puts in its notifications
+    /// (`QuorumServer.toString()`): members in sid order (Java keeps them in a
+    /// `HashMap<Long, _>`, which iterates small ids in order), each with its addresses sorted
+    /// by host, its role written out, and a client part given as a port alone written with
+    /// the host Java gives it, `0.0.0.0` (seen in a 3.8.0 server's notifications in Docker:
+    /// `;2181` in its zoo.cfg, `;0.0.0.0:2181` on the wire); then `version=`.
     pub fn quorum_text(&self) -> String {
         let mut servers: Vec<ServerLine> = self.servers().cloned().collect();
         servers.sort_by_key(|s| s.id);
@@ -403,6 +406,10 @@ impl ZooCfg {
             .into_iter()
             .map(|mut s| {
                 s.role = Some(s.role());
+                s.addresses.sort_by(|a, b| a.host.cmp(&b.host));
+                if let Some((host @ None, _)) = &mut s.client {
+                    *host = Some("0.0.0.0".to_string());
+                }
                 ConfigLine::Server(s)
             })
             .collect();
@@ -451,7 +458,17 @@ mod tests {
         assert_eq!(cfg.int("tickTime"), Some(2000));
         assert_eq!(
             cfg.quorum_text(),
-            "server.1=127.0.0.1:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:observer;2181\nversion=0"
+            "server.1=127.0.0.1:2888:3888:participant\nserver.2=127.0.0.2:2888:3888:observer;0.0.0.0:2181\nversion=0"
+        );
+        // Multiple addresses are written sorted by host, as QuorumServer.toString() sorts them.
+        std::fs::write(
+            &p,
+            "server.1=127.0.0.9:2888:3888|127.0.0.1:2889:3889;127.0.0.1:2181\n",
+        )
+        .unwrap();
+        assert_eq!(
+            ZooCfg::read(&p).unwrap().quorum_text(),
+            "server.1=127.0.0.1:2889:3889|127.0.0.9:2888:3888:participant;127.0.0.1:2181\nversion=0"
         );
         std::fs::write(&p, "server.x=1\n").unwrap();
         let e = ZooCfg::read(&p).unwrap_err().to_string();

@@ -154,6 +154,21 @@ fn zkfle_answers_four_letter_words_as_a_java_follower() {
         assert!(keys(&theirs).contains(&k), "{k} is not Java's: {theirs}");
     }
     assert!(mine.contains("zk_server_state\tfollower\n"), "{mine}");
+    // What zkfle adds while it leads is what a Java leader's mntr has, by name.
+    let leader = (2..=3)
+        .map(|s| format!("127.0.0.{s}:2181"))
+        .find(|a| ask(a, b"srvr").contains("Mode: leader"))
+        .expect("a Java leader");
+    let leaders = ask(&leader, b"mntr");
+    for g in zkfle::output::fourlw::LEADER_GAUGES
+        .iter()
+        .chain(&["synced_observers"])
+    {
+        assert!(
+            keys(&leaders).contains(&format!("zk_{g}").as_str()),
+            "zk_{g} is not in a Java leader's mntr: {leaders}"
+        );
+    }
     let count = |t: &str| {
         t.lines()
             .find_map(|l| l.strip_prefix("zk_znode_count\t"))

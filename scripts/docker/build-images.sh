@@ -12,7 +12,8 @@
 #                                the root file system tarball is cached under
 #                                ${ZKFLE_CACHE:-~/.cache/zkfle}/docker/
 #   zkfle/zookeeper:3.8.0        Debian's `zookeeper` package (its .debs, downloaded into the
-#                                cache beside the tarball, installed with dpkg)
+#                                cache beside the tarball, installed with dpkg), and Debian's
+#                                own zkServer.sh at /usr/share/zookeeper/bin
 #   zkfle/zookeeper:3.4.14|3.6.3|3.9.5   the jars scripts/zk-fetch.sh caches
 #   zkfle/zkfle:latest           target/release/zkfle (built here with cargo build --release;
 #                                ZKFLE_PROFILE=debug: target/debug/zkfle, for CI, whose tests
@@ -104,14 +105,34 @@ else
 fi
 
 # --- ZooKeeper images --------------------------------------------------------------------------
+# Debian's own zkServer.sh and its environment file, from the `zookeeper` package (whose
+# dependencies, the full default-jre among them, the image does without): the 3.8.0 image gets
+# them at /usr/share/zookeeper/bin, so that `zkServer.sh status` as Debian ships it can be run
+# against any member, zkfle's included. The .deb is fetched once into the cache.
+debian_scripts() {
+  local into=$1 deb_dir=$CACHE/zookeeper-deb x
+  if ! ls "$deb_dir"/zookeeper_*.deb >/dev/null 2>&1; then
+    rm -rf "$deb_dir.tmp" && mkdir -p "$deb_dir.tmp"
+    fetch_zookeeper_deb() { (cd "$deb_dir.tmp" && zk_apt download -qq zookeeper >/dev/null); }
+    fetch_zookeeper_deb || { zk_apt update -qq && fetch_zookeeper_deb; } ||
+      die "apt-get download zookeeper failed (Debian's zkServer.sh for the 3.8.0 image)"
+    rm -rf "$deb_dir" && mv "$deb_dir.tmp" "$deb_dir"
+  fi
+  x=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-deb.XXXXXX")
+  dpkg-deb -x "$deb_dir"/zookeeper_*.deb "$x"
+  cp "$x/usr/share/zookeeper/bin/zkServer.sh" "$x/etc/zookeeper/conf_example/environment" "$into/"
+  rm -rf "$x"
+}
+
 build_zookeeper() {
   local version=$1 ctx jars="" inputs h image=zkfle/zookeeper:$1
   ctx=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-image.XXXXXX")
-  mkdir -p "$ctx/lib" "$ctx/debs"
+  mkdir -p "$ctx/lib" "$ctx/debs" "$ctx/debian"
   cp "$IMAGE_DIR"/docker-entrypoint.sh "$IMAGE_DIR"/zkServer.sh "$IMAGE_DIR"/zkCli.sh \
     "$IMAGE_DIR"/log4j.properties "$IMAGE_DIR"/log4j2.properties "$ROOT/scripts/zk-env.sh" "$ctx/"
   if [ "$version" = 3.8.0 ]; then
     cp "$DEB_DIR"/*.deb "$ctx/debs/"
+    debian_scripts "$ctx/debian"
   else
     if ! jars=$(scripts/zk-fetch.sh --cached "$version" 2>/dev/null | tail -n1); then
       if ! jars=$(scripts/zk-fetch.sh "$version" | tail -n1); then

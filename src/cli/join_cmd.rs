@@ -10,6 +10,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::election::{ElectionConfig, QuorumVerifier};
+use crate::net::dialect::JavaRelease;
 use crate::net::{NetConfig, NodeConfig, StateEvent, WireDialect};
 use crate::wire::{ElectionAddress, QuorumConfig};
 use crate::zoocfg::ZooCfg;
@@ -66,6 +67,12 @@ pub struct JoinArgs {
     /// message, 40-byte notifications).
     #[arg(long, value_enum, default_value_t = WireDialect::Auto)]
     pub wire: WireDialect,
+    /// The Java release to present as, e.g. 3.8.0: the version line of the four-letter words
+    /// and the AdminServer, and how the initial message writes zkfle's own address (the
+    /// resolved IP up to 3.8.1, the configured host from 3.8.2 on, as each release does).
+    /// Default: 3.9.5, or 3.4.14 with `--wire legacy`.
+    #[arg(long, value_name = "X.Y.Z")]
+    pub release: Option<JavaRelease>,
     /// Accept a member's sid on the election port only from the addresses the config gives
     /// for it (any of them, with multi-address). Java, and zkfle by default, accept any sid
     /// from anyone who can reach the port: anyone there can stand in for a member in the
@@ -236,12 +243,18 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
             args.config.display()
         ))
     })?;
-    let announce: Vec<ElectionAddress> = me.addresses.iter().map(|a| a.election()).collect();
+    let release = args.release.unwrap_or(if args.wire == WireDialect::Legacy {
+        JavaRelease::LEGACY
+    } else {
+        JavaRelease::CURRENT
+    });
     let all_ips = cfg.flag("quorumListenOnAllIPs").unwrap_or(false);
     let mut listen = Vec::new();
-    for a in &announce {
-        let sa = resolve(a)
+    let mut announce: Vec<ElectionAddress> = Vec::new();
+    for a in me.addresses.iter().map(|a| a.election()) {
+        let sa = resolve(&a)
             .ok_or_else(|| input(format!("my election address {} does not resolve", a.text)))?;
+        announce.push(release.announced(&a, Some(sa.ip())));
         listen.push(if all_ips {
             SocketAddr::new(
                 if sa.is_ipv4() {
@@ -405,11 +418,7 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
             init_limit,
             sync_limit,
             data_dir: zab.as_ref().map(|z| z.data_dir.clone()),
-            speaks: if args.wire == WireDialect::Legacy {
-                "3.4.14"
-            } else {
-                "3.9.5"
-            },
+            speaks: release,
             membership: cfg.quorum_text(),
         },
     )?;
@@ -449,8 +458,8 @@ struct ClientPortLimits {
     init_limit: u64,
     sync_limit: u64,
     data_dir: Option<std::path::PathBuf>,
-    /// The release named in the version line: the newest of the generation zkfle speaks.
-    speaks: &'static str,
+    /// The release named in the version line (`--release`).
+    speaks: JavaRelease,
     membership: String,
 }
 
@@ -683,10 +692,15 @@ fn listen_address(
     Ok(listen)
 }
 
+/// `a` resolved as Java's `InetAddress.getByName` does: an IPv4 address first when the name has
+/// one (Java's default, `java.net.preferIPv6Addresses=false`), where getaddrinfo may put IPv6
+/// first (`localhost`).
 fn resolve(a: &ElectionAddress) -> Option<SocketAddr> {
     use std::net::ToSocketAddrs;
-    a.socket_addr()
-        .or_else(|| (a.host.as_str(), a.port).to_socket_addrs().ok()?.next())
+    a.socket_addr().or_else(|| {
+        let all: Vec<SocketAddr> = (a.host.as_str(), a.port).to_socket_addrs().ok()?.collect();
+        all.iter().find(|s| s.is_ipv4()).or(all.first()).copied()
+    })
 }
 
 pub fn run(args: JoinArgs) -> Result<(), CliError> {

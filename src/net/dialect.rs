@@ -15,8 +15,9 @@
 //! its peer when writing it ([`Dialects::adapt`]).
 
 use std::collections::BTreeSet;
+use std::net::IpAddr;
 
-use crate::wire::{InitialMessage, Notification, ProtocolVersion};
+use crate::wire::{ElectionAddress, InitialMessage, Notification, ProtocolVersion};
 
 /// The notification format version 3.4.6+ senders put in their 40-byte messages.
 pub const LEGACY_NOTIFICATION_VERSION: i32 = 1;
@@ -38,6 +39,82 @@ pub enum WireDialect {
 pub enum PeerForm {
     Current,
     Legacy,
+}
+
+/// The Java release zkfle presents itself as (`zkfle join --release`): the version line its
+/// monitoring answers carry, and how its initial message writes its own address. Releases of
+/// one generation differ there, not in the election's rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct JavaRelease {
+    pub major: u32,
+    pub minor: u32,
+    pub patch: u32,
+}
+
+impl JavaRelease {
+    /// What zkfle presents as unless told: the newest release it is checked against.
+    pub const CURRENT: JavaRelease = JavaRelease::new(3, 9, 5);
+    /// What `--wire legacy` presents as unless told.
+    pub const LEGACY: JavaRelease = JavaRelease::new(3, 4, 14);
+    /// The first release whose `NetUtils.formatInetAddr` writes the configured host string
+    /// instead of the resolved IP (ZOOKEEPER-3860; 3.8.1's still writes the IP).
+    const ANNOUNCES_HOST_STRING: JavaRelease = JavaRelease::new(3, 8, 2);
+
+    pub const fn new(major: u32, minor: u32, patch: u32) -> Self {
+        JavaRelease {
+            major,
+            minor,
+            patch,
+        }
+    }
+
+    /// `3.8.0`. Only 3.4.0 and later: earlier releases speak another election protocol.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad = || format!("'{text}' is not a ZooKeeper release (3.4.0 or later, as 3.8.0)");
+        let mut parts = text.split('.');
+        let mut next = || -> Result<u32, String> {
+            let p = parts.next().ok_or_else(bad)?;
+            if p.is_empty() || p.len() > 4 || !p.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            p.parse().map_err(|_| bad())
+        };
+        let release = JavaRelease::new(next()?, next()?, next()?);
+        if parts.next().is_some() || release.major != 3 || release.minor < 4 {
+            return Err(bad());
+        }
+        Ok(release)
+    }
+
+    /// The address as this release's initial message writes it, `addr` being the member's
+    /// configured election address and `resolved` what its host resolves to (None: it does not).
+    ///
+    /// 3.5.0-3.8.1 write the resolved IP (`InetAddress.getHostAddress()`, IPv6 unabbreviated),
+    /// the host as configured only when it did not resolve; 3.8.2+ write the host as configured.
+    /// Receivers dial a lower sid back at this address, so a name announced is looked up
+    /// there: with Java's cached failed lookup (10 s) of a host that did not exist yet, the
+    /// dial back fails where an IP would connect at once.
+    pub fn announced(self, addr: &ElectionAddress, resolved: Option<IpAddr>) -> ElectionAddress {
+        match resolved {
+            Some(ip) if self < Self::ANNOUNCES_HOST_STRING => {
+                ElectionAddress::from_socket_addr(std::net::SocketAddr::new(ip, addr.port))
+            }
+            _ => addr.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for JavaRelease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+impl std::str::FromStr for JavaRelease {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        JavaRelease::parse(s)
+    }
 }
 
 /// Per-peer choice of form.
@@ -142,7 +219,57 @@ pub fn encode_for(form: PeerForm, n: &Notification) -> Result<Vec<u8>, crate::wi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{ElectionAddress, ServerState};
+    use crate::wire::ServerState;
+
+    #[test]
+    fn releases_parse_as_java_numbers_them() {
+        assert_eq!(JavaRelease::parse("3.8.0"), Ok(JavaRelease::new(3, 8, 0)));
+        assert_eq!(JavaRelease::parse("3.4.14").unwrap().to_string(), "3.4.14");
+        for bad in [
+            "",
+            "3.8",
+            "3.8.0.1",
+            "3.3.6",
+            "4.0.0",
+            "3.8.x",
+            "3..0",
+            "3.8.-1",
+            "3.8.99999",
+        ] {
+            assert!(JavaRelease::parse(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(JavaRelease::new(3, 8, 1) < JavaRelease::new(3, 8, 2));
+        assert!(JavaRelease::new(3, 10, 0) > JavaRelease::CURRENT);
+    }
+
+    /// NetUtils.formatInetAddr before and after ZOOKEEPER-3860 (3.8.1's and 3.8.2's source).
+    #[test]
+    fn announced_address_is_the_ip_before_3_8_2_and_the_configured_host_after() {
+        let named = ElectionAddress::parse("zoo3:3888", 0).unwrap();
+        let ip: IpAddr = "172.28.0.13".parse().unwrap();
+        let old = JavaRelease::new(3, 8, 1).announced(&named, Some(ip));
+        assert_eq!(old.text, "172.28.0.13:3888");
+        assert_eq!(
+            JavaRelease::new(3, 8, 2).announced(&named, Some(ip)).text,
+            "zoo3:3888"
+        );
+        // A name that does not resolve is written as configured by every release.
+        assert_eq!(
+            JavaRelease::new(3, 6, 3).announced(&named, None).text,
+            "zoo3:3888"
+        );
+        // IPv6: getHostAddress() writes every group; 3.8.2+ the literal as configured.
+        let v6 = ElectionAddress::parse("[::1]:3888", 0).unwrap();
+        let lo: IpAddr = "::1".parse().unwrap();
+        assert_eq!(
+            JavaRelease::new(3, 5, 9).announced(&v6, Some(lo)).text,
+            "[0:0:0:0:0:0:0:1]:3888"
+        );
+        assert_eq!(
+            JavaRelease::CURRENT.announced(&v6, Some(lo)).text,
+            "[::1]:3888"
+        );
+    }
 
     fn current() -> Notification {
         Notification::current(

@@ -25,7 +25,7 @@ use crate::wire::quorum::{
     QuorumItem, QuorumPacket, QuorumStreamDecoder, SnapshotWalker, ptype, snapshot_signature,
 };
 use crate::zab::Persist;
-use crate::zab::leader::{ConnId, Event, Leader, LeaderConfig, LeaderLog, Out};
+use crate::zab::leader::{ConnId, Event, Leader, LeaderConfig, LeaderLog, Out, Phase};
 
 /// What leading needs.
 #[derive(Debug, Clone)]
@@ -464,6 +464,8 @@ pub async fn lead(cfg: LeadConfig, storage: &mut Storage, now: impl Fn() -> u64)
                 }
             }
         }
+        cfg.status
+            .leader_gauges(leader.gauges(), leader.phase() == Phase::Broadcast);
         let wait = leader
             .next_deadline()
             .map(|d| d.saturating_sub(now()))

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::wire::ServerState;
+use crate::zab::leader::LeaderGauges;
 
 /// The member's state and its data tree's figures, shared.
 #[derive(Debug, Clone)]
@@ -37,6 +38,10 @@ pub struct MemberStatus {
     pub metrics: MemberMetrics,
     /// When the current election began.
     looking_since: Option<Instant>,
+    /// Leading: the leader's gauges, and since when its epoch is established (Java's
+    /// `leader_uptime` counts from there).
+    pub leading: Option<LeaderGauges>,
+    pub leading_since: Option<Instant>,
 }
 
 /// Counts and timings a Java member keeps in `ServerMetrics`, where zkfle has them.
@@ -107,6 +112,8 @@ impl Default for StatusBoard {
             walked: None,
             metrics: MemberMetrics::default(),
             looking_since: None,
+            leading: None,
+            leading_since: None,
         })))
     }
 }
@@ -123,6 +130,8 @@ impl StatusBoard {
         s.state = ServerState::Looking;
         s.leader = None;
         s.synced = false;
+        s.leading = None;
+        s.leading_since = None;
         s.metrics.looking_count += 1;
         s.looking_since = Some(Instant::now());
     }
@@ -133,6 +142,8 @@ impl StatusBoard {
         s.state = state;
         s.leader = Some(leader);
         s.synced = false;
+        s.leading = None;
+        s.leading_since = None;
         if let Some(t) = s.looking_since.take() {
             s.metrics.election_time.add(t.elapsed().as_millis() as f64);
         }
@@ -145,6 +156,15 @@ impl StatusBoard {
         s.synced = true;
         if let Some(ms) = sync_ms {
             s.metrics.follower_sync_time.add(ms as f64);
+        }
+    }
+
+    /// The leader's gauges now; `established`: its epoch is (from then on, `leader_uptime`).
+    pub fn leader_gauges(&self, gauges: LeaderGauges, established: bool) {
+        let mut s = self.lock();
+        s.leading = Some(gauges);
+        if established && s.leading_since.is_none() {
+            s.leading_since = Some(Instant::now());
         }
     }
 

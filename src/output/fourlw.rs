@@ -188,8 +188,44 @@ pub fn monitor_values(s: &MemberStatus, setup: &MemberSetup) -> Vec<(&'static st
     if s.state == ServerState::Looking {
         v.last_mut().unwrap().1 = "looking".to_string();
     }
+    // The gauges Java's LeaderZooKeeperServer and FollowerZooKeeperServer register, in their
+    // order. zkfle serves no client, so no SYNC is ever pending; observers never sync from it
+    // while it follows (it is no observer master).
+    match (s.state, &s.leading) {
+        (ServerState::Leading, Some(g)) => {
+            let uptime = s.leading_since.map_or(0, |t| t.elapsed().as_millis());
+            v.extend([
+                ("learners", g.learners.to_string()),
+                ("synced_followers", g.synced_followers.to_string()),
+                (
+                    "synced_non_voting_followers",
+                    g.synced_non_voting_followers.to_string(),
+                ),
+                ("synced_observers", g.synced_observers.to_string()),
+                ("pending_syncs", "0".to_string()),
+                ("leader_uptime", uptime.to_string()),
+                ("last_proposal_size", g.last_proposal_size.to_string()),
+                ("max_proposal_size", g.max_proposal_size.to_string()),
+                ("min_proposal_size", g.min_proposal_size.to_string()),
+            ]);
+        }
+        (ServerState::Following, _) => v.push(("synced_observers", "0".to_string())),
+        _ => {}
+    }
     v
 }
+
+/// The gauges a leader adds to [`monitor_values`], after those every member has.
+pub const LEADER_GAUGES: &[&str] = &[
+    "learners",
+    "synced_followers",
+    "synced_non_voting_followers",
+    "pending_syncs",
+    "leader_uptime",
+    "last_proposal_size",
+    "max_proposal_size",
+    "min_proposal_size",
+];
 
 /// Open and allowed file descriptors of this process (Java's
 /// `UnixOperatingSystemMXBean`), 0 where the system does not say.
@@ -256,6 +292,44 @@ mod tests {
         );
         assert_eq!(answer("ruok", &s, &setup(), (0, 0)), "imok");
         assert_eq!(answer("isro", &s, &setup(), (0, 0)), "null");
+    }
+
+    #[test]
+    fn a_leader_adds_javas_leader_gauges() {
+        let mut s = status(ServerState::Leading, true);
+        s.leading = Some(crate::zab::leader::LeaderGauges {
+            learners: 3,
+            synced_followers: 2,
+            synced_non_voting_followers: 0,
+            synced_observers: 1,
+            last_proposal_size: 52,
+            min_proposal_size: 52,
+            max_proposal_size: 52,
+        });
+        let text = answer("mntr", &s, &setup(), (0, 0));
+        for line in [
+            "zk_server_state\tleader",
+            "zk_learners\t3",
+            "zk_synced_followers\t2",
+            "zk_synced_non_voting_followers\t0",
+            "zk_synced_observers\t1",
+            "zk_pending_syncs\t0",
+            "zk_leader_uptime\t0",
+            "zk_last_proposal_size\t52",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in {text}");
+        }
+        let follower = answer(
+            "mntr",
+            &status(ServerState::Following, true),
+            &setup(),
+            (0, 0),
+        );
+        assert!(
+            follower.contains("\nzk_synced_observers\t0\n"),
+            "{follower}"
+        );
+        assert!(!follower.contains("zk_synced_followers"), "{follower}");
     }
 
     #[test]

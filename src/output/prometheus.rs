@@ -218,21 +218,29 @@ pub fn exposition(
     let mut out = String::with_capacity(24 * 1024);
     if s.synced {
         let monitor: Vec<(&str, String)> = fourlw::monitor_values(s, setup);
+        let value_of = |name: &str| {
+            monitor
+                .iter()
+                .find(|(k, _)| *k == name)
+                .and_then(|(_, v)| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
         for name in SERVING_GAUGES {
             let value = match *name {
                 "quorum_size" => quorum_size as f64,
-                "synced_observers" => 0.0,
                 "max_client_response_size"
                 | "min_client_response_size"
                 | "last_client_response_size" => -1.0,
-                n => monitor
-                    .iter()
-                    .find(|(k, _)| *k == n)
-                    .and_then(|(_, v)| v.parse::<f64>().ok())
-                    .unwrap_or(0.0),
+                n => value_of(n),
             };
             family(&mut out, name, "gauge");
             sample(&mut out, name, "", value);
+        }
+        if s.leading.is_some() {
+            for name in fourlw::LEADER_GAUGES {
+                family(&mut out, name, "gauge");
+                sample(&mut out, name, "", value_of(name));
+            }
         }
         for name in QUOTA_GAUGE_SETS {
             family(&mut out, name, "gauge");

@@ -114,6 +114,24 @@ pub enum Event {
     Ended { handed_over: bool, reason: String },
 }
 
+/// The leader's gauges as Java's `LeaderZooKeeperServer` registers them (`mntr`, the
+/// AdminServer's `monitor`, Prometheus): learner connections, the learners being synced or
+/// synced, and the proposals' sizes (-1 before the first, as Java's `BufferStats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaderGauges {
+    /// Every learner connection (`getLearners`: added when its handler starts).
+    pub learners: u64,
+    /// Participants whose sync was chosen (`getForwardingFollowers`: `startForwarding`).
+    pub synced_followers: u64,
+    /// Of those, sids that are not voters in the config (`getNonVotingFollowers`).
+    pub synced_non_voting_followers: u64,
+    /// Observers whose sync was chosen (`getObservingLearners`).
+    pub synced_observers: u64,
+    pub last_proposal_size: i64,
+    pub min_proposal_size: i64,
+    pub max_proposal_size: i64,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Waiting for a quorum of FOLLOWERINFOs (`getEpochToPropose`).
@@ -147,7 +165,10 @@ enum Stage {
 
 struct LearnerConn {
     sid: Option<i64>,
+    /// A voter that sent FOLLOWERINFO: counted in the quorums.
     participant: bool,
+    /// It sent OBSERVERINFO.
+    observer: bool,
     stage: Stage,
     last_heard: u64,
     peer_last_zxid: i64,
@@ -234,6 +255,26 @@ impl Leader {
         self.dropped_requests
     }
 
+    /// The gauges now ([`LeaderGauges`]).
+    pub fn gauges(&self) -> LeaderGauges {
+        let synced = |observer: bool| {
+            self.learners.values().filter(move |l| {
+                l.sid.is_some() && l.observer == observer && l.stage >= Stage::AwaitNewLeaderAck
+            })
+        };
+        // zkfle proposes one txn, the hand-over, once the epoch is established.
+        let proposal = self.handover.as_ref().map_or(-1, |h| h.txn.len() as i64);
+        LeaderGauges {
+            learners: self.learners.len() as u64,
+            synced_followers: synced(false).count() as u64,
+            synced_non_voting_followers: synced(false).filter(|l| !l.participant).count() as u64,
+            synced_observers: synced(true).count() as u64,
+            last_proposal_size: proposal,
+            min_proposal_size: proposal,
+            max_proposal_size: proposal,
+        }
+    }
+
     pub fn ready(&mut self) -> Ready {
         std::mem::take(&mut self.ready)
     }
@@ -292,6 +333,7 @@ impl Leader {
             LearnerConn {
                 sid: None,
                 participant: false,
+                observer: false,
                 stage: Stage::AwaitInfo,
                 last_heard: now,
                 peer_last_zxid: -1,
@@ -406,6 +448,7 @@ impl Leader {
         if let Some(l) = self.learners.get_mut(&conn) {
             l.sid = Some(info.sid);
             l.participant = participant;
+            l.observer = observer;
             l.stage = Stage::AwaitEpoch;
         }
         self.events.push_back(Event::LearnerInfo {
@@ -1124,6 +1167,8 @@ mod tests {
         let mut l = Leader::new(c, qc, lg, 1, 1, 0);
         assert!(l.ready().is_empty());
         l.on_connect(1, 7);
+        assert_eq!((l.gauges().learners, l.gauges().synced_followers), (1, 0));
+        assert_eq!(l.gauges().last_proposal_size, -1);
         l.on_packet(2, 7, info(2, 1));
         let r = l.ready();
         assert_eq!(r.persist, vec![Persist::AcceptedEpoch(2)]);
@@ -1144,6 +1189,13 @@ mod tests {
             panic!()
         };
         assert!(String::from_utf8_lossy(nl.data.as_ref().unwrap()).ends_with("version=200000000"));
+        // Its sync chosen, the follower counts as synced (Java's startForwarding).
+        let g = l.gauges();
+        assert_eq!(
+            (g.learners, g.synced_followers, g.synced_observers),
+            (1, 1, 0)
+        );
+        assert_eq!(g.synced_non_voting_followers, 0);
         // A 3.8.0 learner's ACK of a synced txn before the NEWLEADER ACK is skipped.
         l.on_packet(4, 7, QuorumPacket::ack(0x1_0000_0002));
         assert!(l.ready().send.is_empty());
@@ -1154,6 +1206,19 @@ mod tests {
             vec![(ptype::UPTODATE, -1), (ptype::PROPOSAL, 0x2_0000_0001)]
         );
         assert_eq!(l.phase(), Phase::Broadcast);
+        let Out::Packet(proposal) = &r.send.last().unwrap().1 else {
+            panic!()
+        };
+        let size = proposal.data.as_ref().unwrap().len() as i64;
+        let g = l.gauges();
+        assert_eq!(
+            (
+                g.last_proposal_size,
+                g.min_proposal_size,
+                g.max_proposal_size
+            ),
+            (size, size, size)
+        );
         l.on_timer(5);
         assert_eq!(sent(&l.ready(), 7), vec![(ptype::PING, 0x2_0000_0001)]);
         l.on_packet(6, 7, QuorumPacket::ack(0x2_0000_0000));
