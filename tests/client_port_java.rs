@@ -149,10 +149,29 @@ fn zkfle_answers_four_letter_words_as_a_java_follower() {
         same.0,
         same.1
     );
-    let (mine, theirs) = (ask("127.0.0.1:2181", b"mntr"), ask(&java, b"mntr"));
-    for k in keys(&mine) {
-        assert!(keys(&theirs).contains(&k), "{k} is not Java's: {theirs}");
-    }
+    // mntr: the same keys as the Java follower's, both ways (its gauges and every
+    // ServerMetrics family, per-namespace writes included: both wrote /zookeeper/config), and
+    // the same node count.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let (mine, theirs) = loop {
+        let (mine, theirs) = (ask("127.0.0.1:2181", b"mntr"), ask(&java, b"mntr"));
+        let only = |a: &str, b: &str| -> Vec<String> {
+            keys(a)
+                .into_iter()
+                .filter(|k| !keys(b).contains(k))
+                .map(str::to_string)
+                .collect()
+        };
+        let (zkfle_only, java_only) = (only(&mine, &theirs), only(&theirs, &mine));
+        if zkfle_only.is_empty() && java_only.is_empty() {
+            break (mine, theirs);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "mntr: zkfle has {zkfle_only:?} that Java's follower has not, and lacks {java_only:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
     assert!(mine.contains("zk_server_state\tfollower\n"), "{mine}");
     // What zkfle adds while it leads is what a Java leader's mntr has, by name.
     let leader = (2..=3)
@@ -371,15 +390,25 @@ fn zkfle_answers_admin_server_commands_as_a_java_follower() {
         if name.starts_with("process_") || name == "synced_observers" || !sampled {
             continue;
         }
-        let key = if kind == "summary" {
-            format!("avg_{name}")
+        // A labelled summary (writes per namespace) by each key: avg_KEY_NAME.
+        let labelled: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix(name)?.strip_prefix("_count{key=\""))
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        let keys: Vec<String> = if !labelled.is_empty() {
+            labelled.iter().map(|k| format!("avg_{k}_{name}")).collect()
+        } else if kind == "summary" {
+            vec![format!("avg_{name}")]
         } else {
-            name.to_string()
+            vec![name.to_string()]
         };
-        assert!(
-            !java[key.as_str()].is_null(),
-            "{name} ({kind}) is not in Java's monitor"
-        );
+        for key in keys {
+            assert!(
+                !java[key.as_str()].is_null(),
+                "{name} ({kind}) is not in Java's monitor as {key}"
+            );
+        }
         families += 1;
     }
     assert!(families > 130, "{families} families");

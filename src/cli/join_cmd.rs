@@ -546,6 +546,11 @@ fn monitoring_config(
         peer_type: u8::from(me.role() == crate::wire::Role::Observer),
         membership: l.membership.clone(),
         speaks: l.speaks.to_string(),
+        voters: cfg
+            .quorum
+            .servers()
+            .filter(|s| s.role() == crate::wire::Role::Participant)
+            .count(),
     };
     let client_port = listen.map(|listen| ClientPortConfig {
         listen,
@@ -591,11 +596,6 @@ fn metrics_config(
     Ok(Some(crate::net::metrics::MetricsConfig {
         listen,
         setup: setup.clone(),
-        quorum_size: cfg
-            .quorum
-            .servers()
-            .filter(|s| s.role() == crate::wire::Role::Participant)
-            .count(),
         process: !key("exportJvmInfo").is_some_and(|v| v.trim().eq_ignore_ascii_case("false")),
     }))
 }

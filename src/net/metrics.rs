@@ -17,8 +17,6 @@ use crate::output::prometheus::{self, Process};
 pub struct MetricsConfig {
     pub listen: SocketAddr,
     pub setup: MemberSetup,
-    /// Voters in the config (`quorum_size`).
-    pub quorum_size: usize,
     /// `metricsProvider.exportJvmInfo`: the process's figures too (zkfle has no JVM's).
     pub process: bool,
 }
@@ -47,7 +45,7 @@ fn answer(method: &Method, path: &str, cfg: &MetricsConfig, board: &StatusBoard)
         );
     }
     let process = cfg.process.then(process);
-    let text = prometheus::exposition(&board.read(), &cfg.setup, cfg.quorum_size, process.as_ref());
+    let text = prometheus::exposition(&board.read(), &cfg.setup, process.as_ref());
     http::response(
         StatusCode::OK,
         "text/plain; version=0.0.4; charset=utf-8",

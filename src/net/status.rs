@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::storage::tree::WriteStat;
 use crate::wire::ServerState;
 use crate::zab::leader::LeaderGauges;
 
@@ -57,6 +58,10 @@ pub struct MemberMetrics {
     /// (`learner_proposal_received_count`, `learner_commit_received_count`).
     pub proposals_received: u64,
     pub commits_received: u64,
+    /// Txns whose digest disagreed with the tree's (`digest_mismatches_count`).
+    pub digest_mismatches: u64,
+    /// The data tree's writes per top-level znode (`write_per_namespace`).
+    pub writes_per_namespace: imbl::OrdMap<Arc<str>, WriteStat>,
 }
 
 /// A summary's observations: count and sum since start, and the values of the last ten
@@ -65,6 +70,9 @@ pub struct MemberMetrics {
 pub struct Samples {
     pub count: u64,
     pub sum: f64,
+    /// The least and greatest values since start (Java's `AvgMinMaxCounter`).
+    least: f64,
+    greatest: f64,
     recent: std::collections::VecDeque<(Instant, f64)>,
 }
 
@@ -73,12 +81,28 @@ impl Samples {
     const WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
 
     pub fn add(&mut self, v: f64) {
+        if self.count == 0 || v < self.least {
+            self.least = v;
+        }
+        if self.count == 0 || v > self.greatest {
+            self.greatest = v;
+        }
         self.count += 1;
         self.sum += v;
         if self.recent.len() == Self::KEPT {
             self.recent.pop_front();
         }
         self.recent.push_back((Instant::now(), v));
+    }
+
+    /// The least value since start, 0 without any (as Java's `min_` in `mntr`).
+    pub fn min(&self) -> f64 {
+        if self.count == 0 { 0.0 } else { self.least }
+    }
+
+    /// The greatest value since start, 0 without any.
+    pub fn max(&self) -> f64 {
+        if self.count == 0 { 0.0 } else { self.greatest }
     }
 
     /// The `q` quantile of the last ten minutes' values (NaN without any, as Java's).
@@ -183,6 +207,8 @@ impl StatusBoard {
     pub fn tree(&self, tree: &crate::storage::tree::DataTree) {
         let mut s = self.lock();
         s.last_zxid = tree.last_processed_zxid;
+        s.metrics.digest_mismatches = tree.digest_mismatches;
+        s.metrics.writes_per_namespace = tree.writes_per_namespace.clone();
         // zkfle keeps the root once; Java's map holds it under "" and "/".
         s.node_count = tree.node_count() as u64 + 1;
         if s.walked

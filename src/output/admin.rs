@@ -157,7 +157,7 @@ pub fn response(
         }
         "monitor" => {
             for (k, v) in fourlw::monitor_values(s, setup) {
-                put(k, typed(&v));
+                put(&k, typed(&v));
             }
         }
         "observers" => {

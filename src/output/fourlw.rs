@@ -42,6 +42,8 @@ pub struct MemberSetup {
     pub membership: String,
     /// The release line zkfle speaks to the ensemble, for the version line.
     pub speaks: String,
+    /// Voters in the config (`quorum_size`).
+    pub voters: usize,
 }
 
 impl MemberSetup {
@@ -151,66 +153,110 @@ pub fn answer(cmd: &str, s: &MemberStatus, setup: &MemberSetup, dirs: (u64, u64)
     out
 }
 
-/// `mntr`'s values that zkfle has: Java's `dumpMonitorValues` and the gauges of its default
-/// metrics provider that describe a member (docs/join.md lists what is left out and why).
-pub fn monitor_values(s: &MemberStatus, setup: &MemberSetup) -> Vec<(&'static str, String)> {
+/// `mntr`'s values, as Java 3.8's `MonitorCommand` dumps them: the state, then every gauge its
+/// server registers and every `ServerMetrics` family (counters as one value, summaries as
+/// `avg_`, `min_`, `max_`, `cnt_`, `sum_` and, for the detailed ones, `p50_` to `p999_`), with
+/// zkfle's values where it has the quantity and Java's idle ones where it counts what zkfle
+/// never does (client requests). The per-namespace sets have a summary per namespace used:
+/// writes as the data tree applied them; reads and quota errors never (zkfle serves no
+/// client).
+pub fn monitor_values(s: &MemberStatus, setup: &MemberSetup) -> Vec<(String, String)> {
+    use super::prometheus::java_double;
+    use super::server_metrics::{self, Kind, SERVER_METRICS, SERVING_GAUGES};
     let (open_fds, max_fds) = file_descriptors();
-    let mut v = vec![
-        ("version", setup.version()),
-        ("server_state", mode(s.state).to_string()),
-        ("avg_latency", "0.0".to_string()),
-        ("max_latency", "0".to_string()),
-        ("min_latency", "0".to_string()),
-        ("packets_received", "0".to_string()),
-        ("packets_sent", "0".to_string()),
-        ("num_alive_connections", "0".to_string()),
-        ("outstanding_requests", "0".to_string()),
-        ("znode_count", s.node_count.to_string()),
-        ("watch_count", "0".to_string()),
-        ("ephemerals_count", s.ephemerals.to_string()),
-        ("approximate_data_size", s.data_size.to_string()),
-        ("open_file_descriptor_count", open_fds.to_string()),
-        ("max_file_descriptor_count", max_fds.to_string()),
-        ("uptime", s.started.elapsed().as_millis().to_string()),
-        (
-            "peer_state",
-            format!(
-                "{} - {}",
-                s.state.name().to_ascii_lowercase(),
-                if s.synced {
-                    "broadcast"
-                } else {
-                    "synchronization"
-                }
-            ),
+    let peer_state = match s.state {
+        ServerState::Looking => "looking".to_string(),
+        state => format!(
+            "{} - {}",
+            state.name().to_ascii_lowercase(),
+            if s.synced {
+                "broadcast"
+            } else {
+                "synchronization"
+            }
         ),
-    ];
-    if s.state == ServerState::Looking {
-        v.last_mut().unwrap().1 = "looking".to_string();
+    };
+    let mut v: Vec<(String, String)> = Vec::with_capacity(512);
+    let mut put = |k: &str, value: String| v.push((k.to_string(), value));
+    put("version", setup.version());
+    put("server_state", mode(s.state).to_string());
+    put("peer_state", peer_state);
+    for name in SERVING_GAUGES.iter().copied() {
+        let value = match name {
+            "znode_count" => s.node_count.to_string(),
+            "ephemerals_count" => s.ephemerals.to_string(),
+            "approximate_data_size" => s.data_size.to_string(),
+            "open_file_descriptor_count" => open_fds.to_string(),
+            "max_file_descriptor_count" => max_fds.to_string(),
+            "uptime" => s.started.elapsed().as_millis().to_string(),
+            "quorum_size" => setup.voters.to_string(),
+            "avg_latency" | "connection_drop_probability" => "0.0".to_string(),
+            "last_client_response_size"
+            | "max_client_response_size"
+            | "min_client_response_size" => "-1".to_string(),
+            // A leader's gauge (below); a follower's is null unless it is an observer master,
+            // and Java's mntr leaves null gauges out.
+            "synced_observers" => continue,
+            _ => "0".to_string(),
+        };
+        put(name, value);
     }
-    // The gauges Java's LeaderZooKeeperServer and FollowerZooKeeperServer register, in their
-    // order. zkfle serves no client, so no SYNC is ever pending; observers never sync from it
-    // while it follows (it is no observer master).
-    match (s.state, &s.leading) {
-        (ServerState::Leading, Some(g)) => {
-            let uptime = s.leading_since.map_or(0, |t| t.elapsed().as_millis());
-            v.extend([
-                ("learners", g.learners.to_string()),
-                ("synced_followers", g.synced_followers.to_string()),
-                (
-                    "synced_non_voting_followers",
-                    g.synced_non_voting_followers.to_string(),
-                ),
-                ("synced_observers", g.synced_observers.to_string()),
-                ("pending_syncs", "0".to_string()),
-                ("leader_uptime", uptime.to_string()),
-                ("last_proposal_size", g.last_proposal_size.to_string()),
-                ("max_proposal_size", g.max_proposal_size.to_string()),
-                ("min_proposal_size", g.min_proposal_size.to_string()),
-            ]);
+    // The gauges Java's LeaderZooKeeperServer registers, in its order. zkfle serves no client,
+    // so no SYNC is ever pending.
+    if let (ServerState::Leading, Some(g)) = (s.state, &s.leading) {
+        let uptime = s.leading_since.map_or(0, |t| t.elapsed().as_millis());
+        put("learners", g.learners.to_string());
+        put("synced_followers", g.synced_followers.to_string());
+        put(
+            "synced_non_voting_followers",
+            g.synced_non_voting_followers.to_string(),
+        );
+        put("synced_observers", g.synced_observers.to_string());
+        put("pending_syncs", "0".to_string());
+        put("leader_uptime", uptime.to_string());
+        put("last_proposal_size", g.last_proposal_size.to_string());
+        put("max_proposal_size", g.max_proposal_size.to_string());
+        put("min_proposal_size", g.min_proposal_size.to_string());
+    }
+    for (name, kind) in SERVER_METRICS {
+        match kind {
+            Kind::Counter => put(name, server_metrics::counter(name, s).to_string()),
+            Kind::Basic | Kind::Advanced => {
+                let samples = server_metrics::samples(name, s);
+                let (count, sum) = samples.map_or((0, 0.0), |m| (m.count, m.sum));
+                let avg = if count == 0 { 0.0 } else { sum / count as f64 };
+                let whole = |x: f64| if x.is_finite() { x as i64 } else { 0 };
+                put(&format!("avg_{name}"), java_double(avg));
+                put(
+                    &format!("min_{name}"),
+                    whole(samples.map_or(0.0, |m| m.min())).to_string(),
+                );
+                put(
+                    &format!("max_{name}"),
+                    whole(samples.map_or(0.0, |m| m.max())).to_string(),
+                );
+                put(&format!("cnt_{name}"), count.to_string());
+                put(&format!("sum_{name}"), whole(sum).to_string());
+                if *kind == Kind::Advanced {
+                    for (p, q) in [("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999)] {
+                        let value = samples.map_or(0.0, |m| m.quantile(q));
+                        put(&format!("{p}_{name}"), whole(value).to_string());
+                    }
+                }
+            }
+            // Java's sets write one summary per key, `avg_KEY_NAME` and so on.
+            Kind::SummarySet if *name == "write_per_namespace" => {
+                for (namespace, w) in &s.metrics.writes_per_namespace {
+                    let avg = w.sum as f64 / w.count.max(1) as f64;
+                    put(&format!("avg_{namespace}_{name}"), java_double(avg));
+                    put(&format!("min_{namespace}_{name}"), w.min.to_string());
+                    put(&format!("max_{namespace}_{name}"), w.max.to_string());
+                    put(&format!("cnt_{namespace}_{name}"), w.count.to_string());
+                    put(&format!("sum_{namespace}_{name}"), w.sum.to_string());
+                }
+            }
+            Kind::SummarySet | Kind::CounterSet => {}
         }
-        (ServerState::Following, _) => v.push(("synced_observers", "0".to_string())),
-        _ => {}
     }
     v
 }
@@ -319,17 +365,40 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in {text}");
         }
+        // A follower that is no observer master: Java leaves its null gauge out.
         let follower = answer(
             "mntr",
             &status(ServerState::Following, true),
             &setup(),
             (0, 0),
         );
-        assert!(
-            follower.contains("\nzk_synced_observers\t0\n"),
-            "{follower}"
-        );
-        assert!(!follower.contains("zk_synced_followers"), "{follower}");
+        assert!(!follower.contains("zk_synced_"), "{follower}");
+    }
+
+    #[test]
+    fn mntr_dumps_server_metrics_as_javas_default_provider() {
+        let board = crate::net::status::StatusBoard::default();
+        board.looking();
+        board.decided(ServerState::Following, 3);
+        board.synced(Some(69));
+        let text = answer("mntr", &board.read(), &setup(), (0, 0));
+        for line in [
+            "zk_quorum_size\t0",
+            "zk_last_client_response_size\t-1",
+            "zk_connection_drop_probability\t0.0",
+            "zk_looking_count\t1",
+            "zk_avg_follower_sync_time\t69.0",
+            "zk_min_follower_sync_time\t69",
+            "zk_max_follower_sync_time\t69",
+            "zk_cnt_follower_sync_time\t1",
+            "zk_sum_follower_sync_time\t69",
+            "zk_avg_fsynctime\t0.0",
+            "zk_cnt_fsynctime\t0",
+            "zk_p999_readlatency\t0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in {text}");
+        }
+        assert!(!text.contains("per_namespace"), "{text}");
     }
 
     #[test]

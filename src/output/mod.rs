@@ -30,6 +30,7 @@ pub mod probe;
 pub mod prometheus;
 pub mod replay;
 pub mod repro;
+pub mod server_metrics;
 pub mod shiviz;
 pub mod summary;
 pub mod text;

@@ -9,183 +9,8 @@
 use std::fmt::Write;
 
 use super::fourlw::{self, MemberSetup};
+use super::server_metrics::{self, Kind::*, SERVER_METRICS, SERVING_GAUGES};
 use crate::net::status::{MemberStatus, Samples};
-use crate::wire::ServerState;
-
-/// A `ServerMetrics` family's kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Counter,
-    /// A summary with the 0.5 quantile (Java's `DetailLevel.BASIC`).
-    Basic,
-    /// A summary with the 0.5, 0.9 and 0.99 quantiles (`DetailLevel.ADVANCED`).
-    Advanced,
-    /// Labelled by `key`, with no samples until a key is used: HELP and TYPE only.
-    SummarySet,
-    CounterSet,
-}
-
-use Kind::*;
-
-/// Java 3.8's `ServerMetrics`, created at start whatever the server's state.
-pub const SERVER_METRICS: &[(&str, Kind)] = &[
-    // Election and sync.
-    ("election_time", Basic),
-    ("follower_sync_time", Basic),
-    ("looking_count", Counter),
-    ("unavailable_time", Basic),
-    ("leader_unavailable_time", Basic),
-    // Replication.
-    ("learner_proposal_received_count", Counter),
-    ("learner_commit_received_count", Counter),
-    ("proposal_latency", Advanced),
-    ("proposal_ack_creation_latency", Advanced),
-    ("commit_propagation_latency", Advanced),
-    ("om_proposal_process_time_ms", Advanced),
-    ("om_commit_process_time_ms", Advanced),
-    // Disk and start.
-    ("fsynctime", Basic),
-    ("snapshottime", Basic),
-    ("dbinittime", Basic),
-    ("startup_txns_loaded", Basic),
-    ("startup_txns_load_time", Basic),
-    ("startup_snap_load_time", Basic),
-    // The sync request processor.
-    ("sync_processor_queue_and_flush_time_ms", Advanced),
-    ("sync_processor_queue_time_ms", Advanced),
-    ("sync_processor_queue_flush_time_ms", Advanced),
-    ("sync_processor_queue_size", Basic),
-    ("sync_process_time", Basic),
-    ("sync_processor_batch_size", Basic),
-    ("sync_processor_request_queued", Counter),
-    // The commit processor.
-    ("commit_process_time", Basic),
-    ("write_batch_time_in_commit_processor", Basic),
-    ("commit_commit_proc_req_queued", Basic),
-    ("read_commit_proc_req_queued", Basic),
-    ("write_commit_proc_req_queued", Basic),
-    ("read_commit_proc_issued", Basic),
-    ("write_commit_proc_issued", Basic),
-    ("concurrent_request_processing_in_commit_processor", Basic),
-    ("time_waiting_empty_pool_in_commit_processor_read_ms", Basic),
-    ("read_commitproc_time_ms", Advanced),
-    ("write_commitproc_time_ms", Advanced),
-    ("local_write_committed_time_ms", Advanced),
-    ("server_write_committed_time_ms", Advanced),
-    ("read_final_proc_time_ms", Advanced),
-    ("write_final_proc_time_ms", Advanced),
-    ("request_commit_queued", Counter),
-    // Other server-side.
-    ("propagation_latency", Advanced),
-    ("learner_request_processor_queue_size", Basic),
-    ("skip_learner_request_to_next_processor_count", Counter),
-    ("digest_mismatches_count", Counter),
-    ("jvm_pause_time_ms", Advanced),
-    ("socket_closing_time", Basic),
-    ("unrecoverable_error_count", Counter),
-    ("ensemble_auth_success", Counter),
-    ("ensemble_auth_fail", Counter),
-    ("ensemble_auth_skip", Counter),
-    // A leader's (idle on a follower).
-    ("diff_count", Counter),
-    ("snap_count", Counter),
-    ("commit_count", Counter),
-    ("inflight_snap_count", Basic),
-    ("inflight_diff_count", Basic),
-    ("observer_sync_time", Basic),
-    ("quorum_ack_latency", Advanced),
-    ("proposal_count", Counter),
-    ("quit_leading_due_to_disloyal_voter", Counter),
-    ("revalidate_count", Counter),
-    ("requests_not_forwarded_to_commit_processor", Counter),
-    ("ack_latency", SummarySet),
-    ("learner_handler_qp_size", SummarySet),
-    ("learner_handler_qp_time_ms", SummarySet),
-    // Clients' (idle: zkfle serves none).
-    ("readlatency", Advanced),
-    ("updatelatency", Advanced),
-    ("dead_watchers_cleaner_latency", Advanced),
-    ("prep_processor_queue_time_ms", Advanced),
-    ("close_session_prep_time", Advanced),
-    ("request_throttle_queue_time_ms", Advanced),
-    ("connection_token_deficit", Basic),
-    ("node_created_watch_count", Basic),
-    ("node_deleted_watch_count", Basic),
-    ("node_changed_watch_count", Basic),
-    ("node_children_watch_count", Basic),
-    ("prep_processor_queue_size", Basic),
-    ("prep_process_time", Basic),
-    ("proposal_process_time", Basic),
-    ("requests_in_session_queue", Basic),
-    ("pending_session_queue_size", Basic),
-    ("reads_after_write_in_session_queue", Basic),
-    ("reads_issued_from_session_queue", Basic),
-    ("session_queues_drained", Basic),
-    ("netty_queued_buffer_capacity", Basic),
-    ("connection_request_count", Counter),
-    ("connection_rejected", Counter),
-    ("bytes_received_count", Counter),
-    ("add_dead_watcher_stall_time", Counter),
-    ("dead_watchers_queued", Counter),
-    ("dead_watchers_cleared", Counter),
-    ("response_packet_cache_hits", Counter),
-    ("response_packet_cache_misses", Counter),
-    ("response_packet_get_children_cache_hits", Counter),
-    ("response_packet_get_children_cache_misses", Counter),
-    ("prep_processor_request_queued", Counter),
-    ("outstanding_changes_queued", Counter),
-    ("outstanding_changes_removed", Counter),
-    ("connection_drop_count", Counter),
-    ("connection_revalidate_count", Counter),
-    ("sessionless_connections_expired", Counter),
-    ("stale_sessions_expired", Counter),
-    ("throttled_ops", Counter),
-    ("stale_requests", Counter),
-    ("stale_requests_dropped", Counter),
-    ("stale_replies", Counter),
-    ("request_throttle_wait_count", Counter),
-    ("large_requests_rejected", Counter),
-    ("unsuccessful_handshake", Counter),
-    ("insecure_admin_count", Counter),
-    ("tls_handshake_exceeded", Counter),
-    ("cnxn_closed_without_zk_server_running", Counter),
-    ("response_bytes", Counter),
-    ("watch_bytes", Counter),
-    ("write_per_namespace", SummarySet),
-    ("read_per_namespace", SummarySet),
-    ("quota_exceeded_error_per_namespace", CounterSet),
-];
-
-/// The gauges Java's server registers once it serves (`ZooKeeperServer.registerMetrics`, and a
-/// quorum server's `quorum_size` and a follower's `synced_observers`), gone while LOOKING.
-const SERVING_GAUGES: &[&str] = &[
-    "avg_latency",
-    "max_latency",
-    "min_latency",
-    "packets_received",
-    "packets_sent",
-    "num_alive_connections",
-    "outstanding_requests",
-    "uptime",
-    "znode_count",
-    "watch_count",
-    "ephemerals_count",
-    "approximate_data_size",
-    "global_sessions",
-    "local_sessions",
-    "open_file_descriptor_count",
-    "max_file_descriptor_count",
-    "connection_drop_probability",
-    "last_client_response_size",
-    "max_client_response_size",
-    "min_client_response_size",
-    "outstanding_tls_handshake",
-    "auth_failed_count",
-    "non_mtls_remote_conn_count",
-    "non_mtls_local_conn_count",
-    "quorum_size",
-    "synced_observers",
-];
 
 /// The quota gauges, labelled by namespace: HELP and TYPE only on a tree without quotas.
 const QUOTA_GAUGE_SETS: &[&str] = &[
@@ -209,32 +34,20 @@ pub struct Process {
 
 /// The page at `/metrics`. `quorum_size` is the number of voters; `process` is written when
 /// `metricsProvider.exportJvmInfo` is on (Java's default).
-pub fn exposition(
-    s: &MemberStatus,
-    setup: &MemberSetup,
-    quorum_size: usize,
-    process: Option<&Process>,
-) -> String {
+pub fn exposition(s: &MemberStatus, setup: &MemberSetup, process: Option<&Process>) -> String {
     let mut out = String::with_capacity(24 * 1024);
     if s.synced {
-        let monitor: Vec<(&str, String)> = fourlw::monitor_values(s, setup);
+        let monitor = fourlw::monitor_values(s, setup);
         let value_of = |name: &str| {
             monitor
                 .iter()
-                .find(|(k, _)| *k == name)
+                .find(|(k, _)| k == name)
                 .and_then(|(_, v)| v.parse::<f64>().ok())
                 .unwrap_or(0.0)
         };
         for name in SERVING_GAUGES {
-            let value = match *name {
-                "quorum_size" => quorum_size as f64,
-                "max_client_response_size"
-                | "min_client_response_size"
-                | "last_client_response_size" => -1.0,
-                n => value_of(n),
-            };
             family(&mut out, name, "gauge");
-            sample(&mut out, name, "", value);
+            sample(&mut out, name, "", value_of(name));
         }
         if s.leading.is_some() {
             for name in fourlw::LEADER_GAUGES {
@@ -246,28 +59,15 @@ pub fn exposition(
             family(&mut out, name, "gauge");
         }
     }
-    let m = &s.metrics;
+    let empty = Samples::default();
     for (name, kind) in SERVER_METRICS {
         match kind {
             Counter => {
-                let v = match *name {
-                    "looking_count" => m.looking_count,
-                    "learner_proposal_received_count" => m.proposals_received,
-                    "learner_commit_received_count" => m.commits_received,
-                    _ => 0,
-                };
                 family(&mut out, name, "counter");
-                sample(&mut out, name, "", v as f64);
+                sample(&mut out, name, "", server_metrics::counter(name, s) as f64);
             }
             Basic | Advanced => {
-                let empty = Samples::default();
-                let samples = match *name {
-                    "election_time" => &m.election_time,
-                    "follower_sync_time" if s.state != ServerState::Leading => {
-                        &m.follower_sync_time
-                    }
-                    _ => &empty,
-                };
+                let samples = server_metrics::samples(name, s).unwrap_or(&empty);
                 family(&mut out, name, "summary");
                 let quantiles: &[f64] = if *kind == Basic {
                     &[0.5]
@@ -281,7 +81,22 @@ pub fn exposition(
                 sample(&mut out, &format!("{name}_count"), "", samples.count as f64);
                 sample(&mut out, &format!("{name}_sum"), "", samples.sum);
             }
-            SummarySet => family(&mut out, name, "summary"),
+            SummarySet => {
+                family(&mut out, name, "summary");
+                if *name == "write_per_namespace" {
+                    for (namespace, w) in &s.metrics.writes_per_namespace {
+                        let key = format!("key=\"{}\",", label_value(namespace));
+                        sample(
+                            &mut out,
+                            name,
+                            &format!("{key}quantile=\"0.5\","),
+                            w.median(),
+                        );
+                        sample(&mut out, &format!("{name}_count"), &key, w.count as f64);
+                        sample(&mut out, &format!("{name}_sum"), &key, w.sum as f64);
+                    }
+                }
+            }
             CounterSet => family(&mut out, name, "counter"),
         }
     }
@@ -334,6 +149,14 @@ pub fn exposition(
     out
 }
 
+/// A label value in the text format: `\`, `"` and newlines escaped (a znode name may hold
+/// the first two).
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 fn family(out: &mut String, name: &str, ty: &str) {
     let _ = writeln!(out, "# HELP {name} {name}\n# TYPE {name} {ty}");
 }
@@ -374,6 +197,7 @@ pub fn java_double(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::ServerState;
 
     #[test]
     fn values_are_written_as_java_writes_doubles() {
@@ -406,9 +230,10 @@ mod tests {
     fn a_synced_follower_has_javas_families_and_a_looking_one_no_gauges() {
         let setup = MemberSetup {
             speaks: "3.8.0".into(),
+            voters: 3,
             ..MemberSetup::default()
         };
-        let text = exposition(&status(true), &setup, 3, None);
+        let text = exposition(&status(true), &setup, None);
         assert!(
             text.contains(
                 "# HELP znode_count znode_count\n# TYPE znode_count gauge\nznode_count 5.0\n"
@@ -425,7 +250,7 @@ mod tests {
             families,
             SERVER_METRICS.len() + SERVING_GAUGES.len() + QUOTA_GAUGE_SETS.len()
         );
-        let looking = exposition(&status(false), &setup, 3, None);
+        let looking = exposition(&status(false), &setup, None);
         assert!(!looking.contains("znode_count"));
         assert_eq!(looking.matches("# TYPE ").count(), SERVER_METRICS.len());
     }

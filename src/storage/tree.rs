@@ -248,6 +248,47 @@ pub struct DataTree {
     pub digest_mismatches: u64,
     /// The first such mismatch (zxid), for the log.
     pub first_mismatch: Option<i64>,
+    /// Bytes written by each create, delete and setData, per top-level znode (Java's
+    /// `WRITE_PER_NAMESPACE`, `DataTree.updateWriteStat`), for monitoring.
+    pub writes_per_namespace: OrdMap<Arc<str>, WriteStat>,
+}
+
+/// The writes of one namespace: Java's `AvgMinMaxCounter` (count, sum, least, greatest), and
+/// the last [`WriteStat::KEPT`] sizes for a median.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WriteStat {
+    pub count: u64,
+    pub sum: u64,
+    pub min: u64,
+    pub max: u64,
+    recent: Vec<u64>,
+}
+
+impl WriteStat {
+    pub const KEPT: usize = 64;
+    /// Namespaces counted at most: past them, writes to new ones are not counted.
+    pub const NAMESPACES: usize = 1024;
+
+    fn add(&mut self, bytes: u64) {
+        if self.count == 0 || bytes < self.min {
+            self.min = bytes;
+        }
+        self.max = self.max.max(bytes);
+        if self.recent.len() == Self::KEPT {
+            self.recent.remove(0);
+        }
+        self.recent.push(bytes);
+        self.count += 1;
+        self.sum += bytes;
+    }
+
+    /// The median of the last [`WriteStat::KEPT`] writes.
+    pub fn median(&self) -> f64 {
+        let mut v = self.recent.clone();
+        v.sort_unstable();
+        v.get(v.len().saturating_sub(1) / 2)
+            .map_or(f64::NAN, |m| *m as f64)
+    }
 }
 
 impl Default for DataTree {
@@ -343,6 +384,7 @@ impl DataTree {
             last_processed_zxid: 0,
             digest_mismatches: 0,
             first_mismatch: None,
+            writes_per_namespace: OrdMap::new(),
         };
         for p in ["", ZOOKEEPER, QUOTA, CONFIG] {
             t.put(p, Node::empty());
@@ -507,7 +549,24 @@ impl DataTree {
         if let Some(prefix) = self.max_prefix_with_quota(path) {
             self.update_quota_stat(&prefix, bytes, 1);
         }
+        self.count_write(path, bytes as u64);
         Ok(())
+    }
+
+    /// `updateWriteStat`: the path's length in UTF-16 units and the data's bytes, under the
+    /// path's first component (none for `/`).
+    fn count_write(&mut self, path: &str, bytes: u64) {
+        let Some(namespace) = path.split('/').nth(1).filter(|n| !n.is_empty()) else {
+            return;
+        };
+        let written = path.encode_utf16().count() as u64 + bytes;
+        if let Some(stat) = self.writes_per_namespace.get_mut(namespace) {
+            stat.add(written);
+        } else if self.writes_per_namespace.len() < WriteStat::NAMESPACES {
+            let mut stat = WriteStat::default();
+            stat.add(written);
+            self.writes_per_namespace.insert(Arc::from(namespace), stat);
+        }
     }
 
     /// `deleteNode`.
@@ -541,6 +600,7 @@ impl DataTree {
         if let Some(prefix) = self.max_prefix_with_quota(path) {
             self.update_quota_stat(&prefix, -node.data_len(), -1);
         }
+        self.count_write(path, 0);
         Ok(())
     }
 
@@ -568,6 +628,7 @@ impl DataTree {
         if let Some(prefix) = self.max_prefix_with_quota(path) {
             self.update_quota_stat(&prefix, new_len - old_len, 0);
         }
+        self.count_write(path, new_len as u64);
         Ok(())
     }
 
@@ -979,6 +1040,7 @@ impl TreeBuilder {
                 last_processed_zxid: 0,
                 digest_mismatches: 0,
                 first_mismatch: None,
+                writes_per_namespace: OrdMap::new(),
             },
             digest: None,
         }
@@ -1092,6 +1154,24 @@ mod tests {
                 parent_cversion: pcv,
             }),
         )
+    }
+
+    /// Java's `updateWriteStat`: a create, a setData and a delete under `/app` count the path's
+    /// length plus the data's; `/zookeeper/config`, set at start, counts under `zookeeper`.
+    #[test]
+    fn writes_are_counted_per_namespace() {
+        let mut t = DataTree::new();
+        t.set_config(b"server.1=a:1:2:participant\nversion=0", 0, 1);
+        t.create_node("/app", Some(b"12345"), None, 0, -1, 1, 1)
+            .unwrap();
+        t.set_data("/app", Some(b"1"), 1, 2, 2).unwrap();
+        t.delete_node("/app", 3).unwrap();
+        assert!(t.create_node("/app/x", None, None, 0, -1, 4, 4).is_err());
+        let app = &t.writes_per_namespace["app"];
+        assert_eq!((app.count, app.sum, app.min, app.max), (3, 9 + 5 + 4, 4, 9));
+        assert_eq!(app.median(), 5.0);
+        let zk = &t.writes_per_namespace["zookeeper"];
+        assert_eq!((zk.count, zk.sum), (1, 17 + 36));
     }
 
     #[test]
