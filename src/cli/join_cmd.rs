@@ -545,7 +545,7 @@ fn monitoring_config(
         quorum_ports: me.addresses.iter().map(|a| a.quorum_port).collect(),
         peer_type: u8::from(me.role() == crate::wire::Role::Observer),
         membership: l.membership.clone(),
-        speaks: l.speaks.to_string(),
+        speaks: l.speaks,
         voters: cfg
             .quorum
             .servers()

@@ -104,6 +104,12 @@ impl JavaRelease {
     }
 }
 
+impl Default for JavaRelease {
+    fn default() -> Self {
+        JavaRelease::CURRENT
+    }
+}
+
 impl std::fmt::Display for JavaRelease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}.{}.{}", self.major, self.minor, self.patch)

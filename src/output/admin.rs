@@ -347,7 +347,7 @@ mod tests {
     fn setup() -> MemberSetup {
         MemberSetup {
             server_id: 1,
-            speaks: "3.8.0".into(),
+            speaks: crate::net::dialect::JavaRelease::new(3, 8, 0),
             ..MemberSetup::default()
         }
     }

@@ -9,6 +9,7 @@
 
 use std::fmt::Write;
 
+use crate::net::dialect::JavaRelease;
 use crate::net::status::MemberStatus;
 use crate::wire::ServerState;
 
@@ -40,8 +41,9 @@ pub struct MemberSetup {
     pub peer_type: u8,
     /// The membership as Java's `QuorumVerifier.toString()` writes it.
     pub membership: String,
-    /// The release line zkfle speaks to the ensemble, for the version line.
-    pub speaks: String,
+    /// The Java release zkfle presents as (`join --release`): the version line, and which
+    /// release's metrics it reports.
+    pub speaks: JavaRelease,
     /// Voters in the config (`quorum_size`).
     pub voters: usize,
 }
@@ -162,7 +164,7 @@ pub fn answer(cmd: &str, s: &MemberStatus, setup: &MemberSetup, dirs: (u64, u64)
 /// client).
 pub fn monitor_values(s: &MemberStatus, setup: &MemberSetup) -> Vec<(String, String)> {
     use super::prometheus::java_double;
-    use super::server_metrics::{self, Kind, SERVER_METRICS, SERVING_GAUGES};
+    use super::server_metrics::{self, Kind, SERVING_GAUGES};
     let (open_fds, max_fds) = file_descriptors();
     let peer_state = match s.state {
         ServerState::Looking => "looking".to_string(),
@@ -218,7 +220,7 @@ pub fn monitor_values(s: &MemberStatus, setup: &MemberSetup) -> Vec<(String, Str
         put("max_proposal_size", g.max_proposal_size.to_string());
         put("min_proposal_size", g.min_proposal_size.to_string());
     }
-    for (name, kind) in SERVER_METRICS {
+    for (name, kind) in server_metrics::families(setup.speaks) {
         match kind {
             Kind::Counter => put(name, server_metrics::counter(name, s).to_string()),
             Kind::Basic | Kind::Advanced => {
@@ -315,7 +317,7 @@ mod tests {
 
     fn setup() -> MemberSetup {
         MemberSetup {
-            speaks: "3.8.0".into(),
+            speaks: crate::net::dialect::JavaRelease::new(3, 8, 0),
             ..MemberSetup::default()
         }
     }
@@ -399,6 +401,14 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "{line} not in {text}");
         }
         assert!(!text.contains("per_namespace"), "{text}");
+        assert!(!text.contains("restore_time"), "3.9's family: {text}");
+        let as_3_9 = MemberSetup {
+            speaks: JavaRelease::new(3, 9, 5),
+            ..setup()
+        };
+        let text = answer("mntr", &board.read(), &as_3_9, (0, 0));
+        assert!(text.contains("\nzk_cnt_restore_time\t0\n"), "{text}");
+        assert!(text.contains("\nzk_snapshot_error_count\t0\n"), "{text}");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use std::fmt::Write;
 
 use super::fourlw::{self, MemberSetup};
-use super::server_metrics::{self, Kind::*, SERVER_METRICS, SERVING_GAUGES};
+use super::server_metrics::{self, Kind::*, SERVING_GAUGES};
 use crate::net::status::{MemberStatus, Samples};
 
 /// The quota gauges, labelled by namespace: HELP and TYPE only on a tree without quotas.
@@ -60,7 +60,7 @@ pub fn exposition(s: &MemberStatus, setup: &MemberSetup, process: Option<&Proces
         }
     }
     let empty = Samples::default();
-    for (name, kind) in SERVER_METRICS {
+    for (name, kind) in server_metrics::families(setup.speaks) {
         match kind {
             Counter => {
                 family(&mut out, name, "counter");
@@ -197,6 +197,7 @@ pub fn java_double(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::server_metrics::SERVER_METRICS;
     use crate::wire::ServerState;
 
     #[test]
@@ -229,7 +230,7 @@ mod tests {
     #[test]
     fn a_synced_follower_has_javas_families_and_a_looking_one_no_gauges() {
         let setup = MemberSetup {
-            speaks: "3.8.0".into(),
+            speaks: crate::net::dialect::JavaRelease::new(3, 8, 0),
             voters: 3,
             ..MemberSetup::default()
         };

@@ -2,6 +2,7 @@
 //! `mntr`, the AdminServer's `monitor` and the Prometheus endpoint report alike, and zkfle's
 //! value for each where it has the quantity (the rest stay idle: zkfle serves no clients).
 
+use crate::net::dialect::JavaRelease;
 use crate::net::status::{MemberStatus, Samples};
 use crate::wire::ServerState;
 
@@ -179,6 +180,26 @@ pub const SERVING_GAUGES: &[&str] = &[
     "quorum_size",
     "synced_observers",
 ];
+
+/// The families 3.9.0 added (the AdminServer's snapshot and restore commands, ZOOKEEPER-4570).
+pub const SERVER_METRICS_SINCE_3_9: &[(&str, Kind)] = &[
+    ("restore_time", Basic),
+    ("restore_error_count", Counter),
+    ("restore_rate_limited_count", Counter),
+    ("snapshot_error_count", Counter),
+    ("snapshot_rate_limited_count", Counter),
+];
+
+/// The `ServerMetrics` families of `release` (3.8's for 3.8 and older; zkfle's tests compare
+/// 3.8.0's and 3.9.5's).
+pub fn families(release: JavaRelease) -> impl Iterator<Item = &'static (&'static str, Kind)> {
+    let since_3_9: &[(&str, Kind)] = if release >= JavaRelease::new(3, 9, 0) {
+        SERVER_METRICS_SINCE_3_9
+    } else {
+        &[]
+    };
+    SERVER_METRICS.iter().chain(since_3_9)
+}
 
 /// zkfle's count for a `Counter` family (0 for what it never does).
 pub fn counter(name: &str, s: &MemberStatus) -> u64 {
