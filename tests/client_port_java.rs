@@ -113,7 +113,14 @@ fn zkfle_answers_four_letter_words_as_a_java_follower() {
             .replace("4lw.commands.whitelist=srvr", "4lw.commands.whitelist=*"),
     )
     .unwrap();
-    let n = Native::start_in(&e.dir, &all, 1, &[]);
+    // Presenting as the Java servers' release: its metric families are theirs.
+    let data = e.dir.join("native1");
+    let n = Native::start_in(
+        &e.dir,
+        &all,
+        1,
+        &["--data-dir", data.to_str().unwrap(), "--release", "3.8.0"],
+    );
     wait_for("zkfle synced again", Duration::from_secs(20), || {
         ask("127.0.0.1:2181", b"srvr")
             .contains("Mode: follower")
@@ -290,7 +297,13 @@ fn zkfle_answers_admin_server_commands_as_a_java_follower() {
         ),
     )
     .unwrap();
-    let n = Native::start_in(&e.dir, &cfg, 1, &[]);
+    let data = e.dir.join("native1");
+    let n = Native::start_in(
+        &e.dir,
+        &cfg,
+        1,
+        &["--data-dir", data.to_str().unwrap(), "--release", "3.8.0"],
+    );
     let mine = "127.0.0.1:8080";
     wait_for(
         "zkfle's AdminServer says it serves",
