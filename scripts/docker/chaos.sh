@@ -45,6 +45,13 @@ if [ "$status" -ne 0 ] || [ "$(jq '.valid' "$OUT/random.json")" -ne 3 ]; then
   jq -c '.failing[] | {schedule, seed, verdict, error, actions}' "$OUT/random.json" >&2 || true
   exit 1
 fi
+# zkfle's replica, read from its data directory, is among every schedule's final reads.
+with_zkfle=$(jq -s '[.[] | select(any(.report.finals.servers[]; contains("zkfle")))] | length' "$OUT/random/campaign.jsonl")
+if [ "$with_zkfle" -ne 3 ]; then
+  echo "chaos: zkfle's replica was compared in $with_zkfle of 3 schedules" >&2
+  exit 1
+fi
+echo "chaos: zkfle's replica (its data directory) agreed with the Java servers' in all 3"
 
 echo "chaos: the disk-loss plan on 3 x $VERSION (must be caught)"
 status=0

@@ -372,6 +372,21 @@ impl Campaign {
             .iter()
             .map(|(s, why)| format!("{s}: {why}"))
             .collect();
+        // zkfle voters' replicas, from their data directories.
+        for v in e.voters.iter().filter(|v| v.zkfle) {
+            let client = std::net::SocketAddr::from((v.ip, 2181));
+            let name = format!("{client} (zkfle sid {}, its data directory)", v.sid);
+            if let Err(why) = workload::final_from_data_dir(
+                &wopts,
+                &recorder,
+                &name,
+                client,
+                &v.data.join("data"),
+                self.opts.recovery,
+            ) {
+                result.unread.push(format!("{name}: {why}"));
+            }
+        }
         drop(recorder);
         match capture.as_mut().map(Capture::stop) {
             Some(Ok(())) => {

@@ -347,6 +347,81 @@ fn get(
 /// key; each read is recorded as a `final` line. A server that cannot be read yet (still
 /// recovering from the faults) is tried again every 500 ms for up to `within`; one never
 /// read is returned with the reason, and has no final lines.
+/// A `final` line of the history: what `server` holds for `key` at the end.
+fn final_line(server: &str, key: &str, value: Value, version: Value) -> Value {
+    json!({"type": "final", "server": server, "key": key, "value": value, "version": version})
+}
+
+/// The zxid a server's `srvr` states (its data tree's last processed txn), or why not.
+fn srvr_zxid(server: SocketAddr, timeout: Duration) -> Result<i64, String> {
+    use std::io::Read;
+    let mut s =
+        std::net::TcpStream::connect_timeout(&server, timeout).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    s.write_all(b"srvr").map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    s.take(64 * 1024)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Zxid: 0x"))
+        .and_then(|z| i64::from_str_radix(z.trim(), 16).ok())
+        .ok_or_else(|| format!("srvr says no zxid: {:?}", text.lines().next().unwrap_or("")))
+}
+
+/// A zkfle voter's replica, as `final` lines: zkfle serves no client, so the keys are read
+/// from the data directory it writes (`data_dir`, holding `version-2`), once its `srvr`
+/// (at `client`) states at least the newest zxid the other servers' do, within `within`.
+/// `server` names it in the history. Its files are only read, while it runs.
+pub fn final_from_data_dir(
+    opts: &WorkloadOptions,
+    recorder: &Recorder,
+    server: &str,
+    client: SocketAddr,
+    data_dir: &std::path::Path,
+    within: Duration,
+) -> Result<(), String> {
+    let give_up = Instant::now() + within;
+    let newest = |timeout| {
+        opts.servers
+            .iter()
+            .filter_map(|s| srvr_zxid(*s, timeout).ok())
+            .max()
+    };
+    let target = newest(opts.op_timeout).ok_or("no other server states its zxid")?;
+    loop {
+        match srvr_zxid(client, opts.op_timeout) {
+            Ok(z) if z >= target => break,
+            Ok(z) if Instant::now() >= give_up => {
+                return Err(format!(
+                    "its replica did not catch up: zxid 0x{z:x}, the others' 0x{target:x}"
+                ));
+            }
+            Err(e) if Instant::now() >= give_up => return Err(format!("srvr: {e}")),
+            _ => std::thread::sleep(Duration::from_millis(300)),
+        }
+    }
+    let loaded = crate::storage::db::load_tree(&data_dir.join("version-2"))
+        .map_err(|e| format!("reading {}: {e}", data_dir.display()))?;
+    for k in 0..opts.keys {
+        let key = key_path(&opts.root, k);
+        let (value, version) = match loaded.tree.get(&key) {
+            Some(node) => (
+                json!(String::from_utf8_lossy(
+                    node.data.as_deref().unwrap_or_default()
+                )),
+                json!(node.stat.version),
+            ),
+            None => (Value::Null, Value::Null),
+        };
+        recorder
+            .record(final_line(server, &key, value, version))
+            .map_err(|e| format!("writing the history: {e}"))?;
+    }
+    Ok(())
+}
+
 pub fn final_reads(
     opts: &WorkloadOptions,
     recorder: &Recorder,
@@ -388,10 +463,7 @@ fn final_reads_once(
                     None if h.err == -101 => (Value::Null, Value::Null),
                     None => return Err(format!("getData {key}: {}", code_name(h.err).0)),
                 };
-                lines.push(
-                    json!({"type": "final", "server": server.to_string(), "key": key,
-                                  "value": value, "version": version}),
-                );
+                lines.push(final_line(&server.to_string(), &key, value, version));
             }
             c.close();
             Ok(lines)

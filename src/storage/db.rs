@@ -333,6 +333,122 @@ pub fn write_snapshot(dir: &Path, snap: &TreeSnapshot) -> io::Result<(PathBuf, u
     Ok((path, size))
 }
 
+/// The log files of a `version-2` directory by their first zxid.
+fn logs_sorted(dir: &Path) -> io::Result<Vec<(i64, PathBuf)>> {
+    let mut logs = Vec::new();
+    for e in fs::read_dir(dir)? {
+        let e = e?;
+        if let Some(z) = zxid_from_name(&e.file_name().to_string_lossy(), "log") {
+            logs.push((z, e.path()));
+        }
+    }
+    logs.sort();
+    Ok(logs)
+}
+
+/// A data tree as a data directory's files give it ([`load_tree`]).
+pub struct Loaded {
+    pub tree: DataTree,
+    /// The zxid of the snapshot it started from (0 without one).
+    pub from: i64,
+    /// Txns applied from the logs after it.
+    pub txns: u64,
+    /// Snapshot and log files found.
+    pub snapshots: usize,
+    pub logs: usize,
+}
+
+/// Builds the data tree of a `version-2` directory as Java's `FileTxnSnapLog.restore` does:
+/// the newest readable snapshot, then every logged txn after it. Reads only: it can look at
+/// the directory of a member still running (a torn last entry ends its log, as
+/// [`for_each_log_entry`] stops there).
+pub fn load_tree(dir: &Path) -> io::Result<Loaded> {
+    let mut snaps: Vec<i64> = Vec::new();
+    for e in fs::read_dir(dir)? {
+        if let Some(z) = zxid_from_name(&e?.file_name().to_string_lossy(), "snapshot") {
+            snaps.push(z);
+        }
+    }
+    snaps.sort_unstable_by(|a, b| b.cmp(a));
+    let mut tree = None;
+    let mut unreadable = Vec::new();
+    for z in snaps.iter().take(100) {
+        let p = dir.join(snapshot_name(*z));
+        if !snapshot_looks_valid(&p) {
+            continue;
+        }
+        match read_snapshot(&p) {
+            Ok((mut t, digest)) => {
+                t.last_processed_zxid = *z;
+                // A digest written at zxid 0 (a fresh tree's snapshot.0, which carries
+                // digest 0 as Java writes it) is not compared, as Java's
+                // `deserializeZxidDigest` ignores it.
+                if let Some((dz, d)) = digest
+                    && dz > 0
+                    && dz == *z
+                    && d != t.digest()
+                {
+                    tracing::warn!(
+                        "{}: digest {d} in the snapshot, {} computed",
+                        p.display(),
+                        t.digest()
+                    );
+                }
+                tree = Some(t);
+                break;
+            }
+            Err(e) => {
+                tracing::warn!("problem reading snap file {}: {e}", p.display());
+                unreadable.push(e.to_string());
+            }
+        }
+    }
+    if tree.is_none() && !unreadable.is_empty() {
+        // FileSnap.deserialize: "Not able to find valid snapshots".
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}: not able to find a valid snapshot: {}",
+                dir.display(),
+                unreadable.join("; ")
+            ),
+        ));
+    }
+    let logs = logs_sorted(dir)?;
+    let mut tree = match tree {
+        Some(t) => t,
+        None => {
+            if !logs.is_empty() {
+                tracing::warn!(
+                    "{}: no readable snapshot, but there are log entries: building the tree from an empty one and the logs (Java refuses to start here)",
+                    dir.display()
+                );
+            }
+            DataTree::new()
+        }
+    };
+    let from = tree.last_processed_zxid;
+    // The newest log starting at or before the snapshot, and every later one.
+    let first = logs.iter().rposition(|(z, _)| *z <= from).unwrap_or(0);
+    let mut n = 0u64;
+    let mut unreadable = LogThrottle::new();
+    for (_, p) in &logs[first..] {
+        for_each_log_entry(p, |zxid, txn| {
+            if zxid > from {
+                apply(&mut tree, zxid, txn, &mut unreadable);
+                n += 1;
+            }
+        })?;
+    }
+    Ok(Loaded {
+        tree,
+        from,
+        txns: n,
+        snapshots: snaps.len(),
+        logs: logs.len(),
+    })
+}
+
 impl Storage {
     /// Sets when to snapshot and purge, and the config node; purges at once when purging is
     /// on (Java's purge task starts with the server).
@@ -360,84 +476,13 @@ impl Storage {
     pub(super) fn db_load(&mut self) -> io::Result<()> {
         self.db_wait_snapshot();
         let t0 = Instant::now();
-        let mut snaps: Vec<i64> = Vec::new();
-        for e in fs::read_dir(&self.dir)? {
-            if let Some(z) = zxid_from_name(&e?.file_name().to_string_lossy(), "snapshot") {
-                snaps.push(z);
-            }
-        }
-        snaps.sort_unstable_by(|a, b| b.cmp(a));
-        let mut tree = None;
-        let mut unreadable = Vec::new();
-        for z in snaps.iter().take(100) {
-            let p = self.dir.join(snapshot_name(*z));
-            if !snapshot_looks_valid(&p) {
-                continue;
-            }
-            match read_snapshot(&p) {
-                Ok((mut t, digest)) => {
-                    t.last_processed_zxid = *z;
-                    // A digest written at zxid 0 (a fresh tree's snapshot.0, which carries
-                    // digest 0 as Java writes it) is not compared, as Java's
-                    // `deserializeZxidDigest` ignores it.
-                    if let Some((dz, d)) = digest
-                        && dz > 0
-                        && dz == *z
-                        && d != t.digest()
-                    {
-                        tracing::warn!(
-                            "{}: digest {d} in the snapshot, {} computed",
-                            p.display(),
-                            t.digest()
-                        );
-                    }
-                    tree = Some(t);
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!("problem reading snap file {}: {e}", p.display());
-                    unreadable.push(e.to_string());
-                }
-            }
-        }
-        if tree.is_none() && !unreadable.is_empty() {
-            // FileSnap.deserialize: "Not able to find valid snapshots".
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "{}: not able to find a valid snapshot: {}",
-                    self.dir.display(),
-                    unreadable.join("; ")
-                ),
-            ));
-        }
-        let logs = self.logs_sorted()?;
-        let had_snapshot = tree.is_some();
-        let mut tree = match tree {
-            Some(t) => t,
-            None => {
-                if !logs.is_empty() {
-                    tracing::warn!(
-                        "{}: no readable snapshot, but there are log entries: building the tree from an empty one and the logs (Java refuses to start here)",
-                        self.dir.display()
-                    );
-                }
-                DataTree::new()
-            }
-        };
-        let from = tree.last_processed_zxid;
-        // The newest log starting at or before the snapshot, and every later one.
-        let first = logs.iter().rposition(|(z, _)| *z <= from).unwrap_or(0);
-        let mut n = 0u64;
-        let mut unreadable = LogThrottle::new();
-        for (_, p) in &logs[first..] {
-            for_each_log_entry(p, |zxid, txn| {
-                if zxid > from {
-                    apply(&mut tree, zxid, txn, &mut unreadable);
-                    n += 1;
-                }
-            })?;
-        }
+        let Loaded {
+            mut tree,
+            from,
+            txns: n,
+            snapshots,
+            logs,
+        } = load_tree(&self.dir)?;
         if let Some((text, version)) = &self.db.cfg.config_node {
             tree.set_config(text, *version, now_ms());
         }
@@ -452,25 +497,13 @@ impl Storage {
         self.db.pending.clear();
         self.db.pending_bytes = 0;
         self.db.committed = 0;
-        if !had_snapshot && snaps.is_empty() && logs.is_empty() {
+        if snapshots == 0 && logs == 0 {
             // FileTxnSnapLog.restore on an empty database: save snapshot.0 now.
             let (path, _) = write_snapshot(&self.dir, &self.db.tree.snapshot())?;
             tracing::info!("Snapshotting: 0x0 to {}", path.display());
             self.snapshot_zxid = Some(0);
         }
         Ok(())
-    }
-
-    fn logs_sorted(&self) -> io::Result<Vec<(i64, PathBuf)>> {
-        let mut logs = Vec::new();
-        for e in fs::read_dir(&self.dir)? {
-            let e = e?;
-            if let Some(z) = zxid_from_name(&e.file_name().to_string_lossy(), "log") {
-                logs.push((z, e.path()));
-            }
-        }
-        logs.sort();
-        Ok(logs)
     }
 
     /// A txn was appended: it waits for its COMMIT; the snapshot rule is checked.
@@ -612,7 +645,7 @@ impl Storage {
         let Some(&least) = valid.last() else {
             return Ok(Vec::new());
         };
-        let logs = self.logs_sorted()?;
+        let logs = logs_sorted(&self.dir)?;
         let keep_from = logs
             .iter()
             .filter(|(z, _)| *z <= least)
