@@ -157,6 +157,7 @@ impl Campaign {
             .map_err(|e| format!("{}: {e}", opts.spec.dir.display()))?;
         let path = opts.spec.dir.join("campaign.jsonl");
         let out = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        super::docker::remove_on_signal();
         let ensemble = DockerEnsemble::start(&opts.spec)?;
         ensemble.wait_stable(Duration::from_secs(90))?;
         Ok(Campaign {

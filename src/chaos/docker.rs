@@ -82,41 +82,75 @@ pub fn image_exists(image: &str) -> bool {
 
 /// Removes containers and networks of campaigns whose process is gone.
 fn remove_stale() {
-    let Ok(list) = docker(&[
-        "ps",
-        "-a",
-        "--filter",
-        &format!("label={LABEL}"),
-        "--format",
-        &format!("{{{{.ID}}}} {{{{.Label \"{LABEL}\"}}}}"),
-    ]) else {
-        return;
+    remove_labelled(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+}
+
+/// Removes this process's containers and bridge (a campaign interrupted: SIGINT, SIGTERM).
+pub fn remove_own() {
+    let me = std::process::id().to_string();
+    remove_labelled(|pid| pid == me);
+}
+
+/// Removes the containers, then the networks, whose label (the campaign's process id) `which`
+/// picks.
+fn remove_labelled(which: impl Fn(&str) -> bool) {
+    let listed = |what: &[&str]| -> Vec<(String, String)> {
+        let format = format!("{{{{.{}}}}} {{{{.Label \"{LABEL}\"}}}}", what[0]);
+        let mut args: Vec<&str> = what[1..].to_vec();
+        let filter = format!("label={LABEL}");
+        args.extend(["--filter", &filter, "--format", &format]);
+        docker(&args)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                Some((f.next()?.to_string(), f.next()?.to_string()))
+            })
+            .collect()
     };
-    for line in list.lines() {
-        let mut f = line.split_whitespace();
-        let (Some(id), Some(pid)) = (f.next(), f.next()) else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = docker(&["rm", "-f", "-v", id]);
+    for (id, pid) in listed(&["ID", "ps", "-a"]) {
+        if which(&pid) {
+            let _ = docker(&["rm", "-f", "-v", &id]);
         }
     }
-    if let Ok(nets) = docker(&[
-        "network",
-        "ls",
-        "--filter",
-        &format!("label={LABEL}"),
-        "--format",
-        &format!("{{{{.Name}}}} {{{{.Label \"{LABEL}\"}}}}"),
-    ]) {
-        for line in nets.lines() {
-            let mut f = line.split_whitespace();
-            if let (Some(name), Some(pid)) = (f.next(), f.next())
-                && !Path::new(&format!("/proc/{pid}")).exists()
-            {
-                let _ = docker(&["network", "rm", name]);
-            }
+    for (name, pid) in listed(&["Name", "network", "ls"]) {
+        if which(&pid) {
+            let _ = docker(&["network", "rm", &name]);
         }
+    }
+}
+
+/// From now on, SIGINT or SIGTERM removes this process's containers and bridge before it
+/// exits (130), as the end of a campaign does: a campaign leaves nothing behind, whatever
+/// ends it (a SIGKILL's leftovers are removed by the next campaign).
+pub fn remove_on_signal() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::thread::spawn(remove_when_signalled);
+    });
+}
+
+fn remove_when_signalled() {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return;
+    };
+    let signalled = rt.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut term) = signal(SignalKind::terminate()) else {
+            return false;
+        };
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.is_ok(),
+            _ = term.recv() => true,
+        }
+    });
+    if signalled {
+        eprintln!("zkfle: chaos campaign interrupted: removing its containers and bridge");
+        remove_own();
+        std::process::exit(130);
     }
 }
 
