@@ -1,6 +1,8 @@
-//! zkfle's client port beside Java 3.8 followers in one ensemble (scripts/ensemble.sh): the
-//! four-letter words monitoring uses answer as a Java follower's do, so `zkServer.sh status`
-//! (`srvr`), `ruok` probes and `mntr` scrapers see zkfle as a healthy follower.
+//! zkfle's client port beside Java servers in one ensemble (scripts/ensemble.sh; 3.8.0 and,
+//! where its jars are fetched, 3.9.5): the four-letter words monitoring uses answer as a Java
+//! follower's do, so `zkServer.sh status` (`srvr`), `ruok` probes and `mntr` scrapers see zkfle
+//! as a healthy follower; and its AdminServer and Prometheus endpoint beside a Java 3.8.0
+//! follower's AdminServer.
 
 mod common;
 use common::join;
@@ -9,7 +11,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use join::{Ensemble, Native, ZKFLE, lock_loopback, wait_for};
+use join::{Ensemble, Native, ZKFLE, cached_jars, lock_loopback, wait_for};
 
 /// Sends `word` to `addr` and reads the answer to its end ("" when nothing listens).
 fn ask(addr: &str, word: &[u8]) -> String {
@@ -35,9 +37,15 @@ fn keys(mntr: &str) -> Vec<&str> {
 #[test]
 fn zkfle_answers_four_letter_words_as_a_java_follower() {
     let _l = lock_loopback();
-    let e = Ensemble::start(
+    // A mixed ensemble, as in a rolling upgrade, where 3.9.5's jars are fetched: server 2 runs
+    // Debian's 3.8.0, server 3 runs 3.9.5 (all Debian's 3.8.0 otherwise).
+    let newer = cached_jars("3.9.5");
+    let mixed = newer.is_some();
+    let newer = newer.unwrap_or_else(|| "debian".into());
+    let e = Ensemble::start_with_jars(
         "fourlw",
         "1:participant:external,2:participant,3:participant",
+        &["debian".into(), "debian".into(), newer],
         &["--tick", "200", "--no-start"],
     );
     // The Java servers answer every word, to compare with (zoo.cfg's key wins over a -D flag).
@@ -113,13 +121,27 @@ fn zkfle_answers_four_letter_words_as_a_java_follower() {
             .replace("4lw.commands.whitelist=srvr", "4lw.commands.whitelist=*"),
     )
     .unwrap();
-    // Presenting as the Java servers' release: its metric families are theirs.
+    if mixed {
+        assert!(
+            ask("127.0.0.3:2181", b"srvr").starts_with("Zookeeper version: 3.9.5"),
+            "server 3 runs 3.9.5"
+        );
+    }
+    // Presenting as the Java follower's release (`--release`), its keys are that follower's.
+    let java = (2..=3)
+        .map(|s| format!("127.0.0.{s}:2181"))
+        .find(|a| ask(a, b"srvr").contains("Mode: follower"))
+        .expect("a Java follower");
+    let release = field(&ask(&java, b"srvr"), "Zookeeper version: ")
+        .and_then(|v| v.split('-').next())
+        .expect("the Java follower's version line")
+        .to_string();
     let data = e.dir.join("native1");
     let n = Native::start_in(
         &e.dir,
         &all,
         1,
-        &["--data-dir", data.to_str().unwrap(), "--release", "3.8.0"],
+        &["--data-dir", data.to_str().unwrap(), "--release", &release],
     );
     wait_for("zkfle synced again", Duration::from_secs(20), || {
         ask("127.0.0.1:2181", b"srvr")
@@ -128,10 +150,6 @@ fn zkfle_answers_four_letter_words_as_a_java_follower() {
     });
     assert_eq!(ask("127.0.0.1:2181", b"ruok"), "imok");
     assert_eq!(ask("127.0.0.1:2181", b"isro"), "rw");
-    let java = (2..=3)
-        .map(|s| format!("127.0.0.{s}:2181"))
-        .find(|a| ask(a, b"srvr").contains("Mode: follower"))
-        .expect("a Java follower");
     // Same zxid and node count as the Java follower's.
     let same = wait_for("zxid and node count agree", Duration::from_secs(10), || {
         let (z, j) = (ask("127.0.0.1:2181", b"srvr"), ask(&java, b"srvr"));

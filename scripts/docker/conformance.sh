@@ -17,7 +17,8 @@
 #                    (tcpdump of 172.28.0.0/24 port 3888) decodes with every sid known and its
 #                    summary names that leader;
 #                    `zkfle probe --all` agrees with every member's `srvr` (zkfle's too) and the leader's `mntr`;
-#                    zkfle answers `ruok`, and its `mntr` has every key a Java follower's has
+#                    zkfle answers `ruok`, and its `mntr` has every key a Java follower's has;
+#                    its AdminServer's monitor and its Prometheus /metrics read it as a follower
 #   leader-isolated  the leader's container off the bridge (docker network disconnect)
 #   split-minority   the leader alone on one side (iptables in each container's netns)
 #   split-majority   one Java follower alone; the leader's side (with zkfle) keeps writing
@@ -497,6 +498,41 @@ monitoring_as_java() {
   else
     log "  zkfle's ruok: imok; its mntr (3.8/3.9's) lacks $(wc -w <<<"$missing") keys of Java $V's: $missing"
   fi
+  # zkfle's AdminServer (Java's default: on, port 8080) and Prometheus endpoint (scripts/docker/
+  # zoo.cfg names Java's provider: port 7000); the Java images carry neither Jetty nor the
+  # provider's jars, so these are zkfle's alone: a follower to both, every mntr key in
+  # monitor, the Java follower's node count, and a page promtool parses.
+  local monitor page nodes java_nodes try code
+  monitor=$(http_get zoo1 8080 /commands/monitor)
+  [ "$(jq -r '.server_state' <<<"$monitor" 2>/dev/null)" = follower ] ||
+    { echo "zkfle's AdminServer /commands/monitor: ${monitor:-no answer}" >&2; return 1; }
+  missing=$(comm -13 <(jq -r 'keys[]' <<<"$monitor" | sort) <(sed 's/^zk_//' <<<"$z" | sort) | xargs)
+  [ -z "$missing" ] || { echo "zkfle's AdminServer monitor lacks what its mntr has: $missing" >&2; return 1; }
+  for try in 1 2 3 4 5; do
+    page=$(http_get zoo1 7000 /metrics)
+    nodes=$(awk '$1 == "znode_count" {print $2}' <<<"$page")
+    java_nodes=$(fourlw "$follower" mntr | awk '$1 == "zk_znode_count" {print $2}')
+    [ -n "$nodes" ] && [ "${nodes%.0}" = "$java_nodes" ] && break
+    sleep 1
+  done
+  [ -n "$nodes" ] && [ "${nodes%.0}" = "$java_nodes" ] ||
+    { echo "zkfle's /metrics: znode_count ${nodes:-absent}, $follower's mntr ${java_nodes:-?}" >&2; return 1; }
+  if command -v promtool >/dev/null 2>&1; then
+    code=0
+    promtool check metrics <<<"$page" >/dev/null 2>&1 || code=$?
+    # 3: it parses, and lints Java's own names (counters without _total ...), which zkfle keeps.
+    [ "$code" = 0 ] || [ "$code" = 3 ] || { echo "promtool cannot parse zkfle's /metrics (exit $code)" >&2; return 1; }
+    log "  zkfle's AdminServer monitor: follower, every mntr key; its /metrics: znode_count $java_nodes as $follower's, parsed by promtool"
+  else
+    log "  zkfle's AdminServer monitor: follower, every mntr key; its /metrics: znode_count $java_nodes as $follower's (!! no promtool here: not parsed)"
+  fi
+}
+
+# http_get SERVICE PORT PATH: the body of an HTTP GET (HTTP/1.0, so the server closes).
+http_get() {
+  timeout 5 bash -c 'exec 3<>/dev/tcp/$0/$1 &&
+    printf "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" "$2" "$0" >&3 && cat <&3' \
+    "$(ip_of "$1")" "$2" "$3" 2>/dev/null | sed '1,/^\r\{0,1\}$/d'
 }
 
 sc_leader-isolated() {
@@ -1050,7 +1086,11 @@ for V in $VERSIONS; do
   for scen in $SCENARIOS; do
     if [ -n "$FULL_VERSIONS" ] && [ "$scen" != start ] && [ "$scen" != repro ] && [[ " $FULL_VERSIONS " != *" $V "* ]] &&
       ! { [ "$scen" = hostname-join ] && [[ " $JOIN_CI_VERSIONS " == *" $V "* ]]; }; then
-      RESULT[$scen|$V]="skipped: --ci runs it on $FULL_VERSIONS only (time)"
+      if [ "$scen" = hostname-join ]; then
+        RESULT[$scen|$V]="skipped: --ci runs it on $JOIN_CI_VERSIONS only (time)"
+      else
+        RESULT[$scen|$V]="skipped: --ci runs it on $FULL_VERSIONS only (time)"
+      fi
       continue
     fi
     if [ "$scen" != start ] && ! $started; then
