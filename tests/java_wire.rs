@@ -292,6 +292,18 @@ fn non_voters_get_the_current_vote(ctx: &mut Ctx) {
                 .contains(&format!("n.sid:{sid},")),
             "Java logged a notification from non-voter {sid}"
         );
+        // The next case reconnects as the same sid: first let Java tear this connection down.
+        // Otherwise the old connection's end can drop the new one's sender (seen once in
+        // CI: `Removing entry from senderWorkerMap sid=9` right after the new connection's
+        // handshake, and the reply never sent), a race of Java's, not what is tested here.
+        let closing = ctx.ens.log_mark(JAVA_SID);
+        drop(peer);
+        let _ = ctx.ens.wait_log(
+            JAVA_SID,
+            closing,
+            &[&format!("Removing entry from senderWorkerMap sid={sid}")],
+            Duration::from_secs(2),
+        );
     }
     assert_eq!(ctx.probe_round(), lc, "non-voters moved Java's round");
 }
