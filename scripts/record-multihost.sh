@@ -16,6 +16,10 @@
 # Scenario (SCENARIO, default kill): start every server together, wait until stable, client
 # writes through every server, then:
 #   kill        kill -9 the leader, wait, writes, restart it, wait, stop
+#   stop        stop the leader with SIGTERM (as zkServer.sh stop does), wait, writes,
+#               restart it, wait, stop
+#   restart     stop the leader with SIGTERM and start it again at once (as
+#               zkServer.sh restart does), wait, writes, stop
 #   partition   cut the leader off (its bridge port leaves the bridge), wait for a new leader,
 #               writes, heal, wait, stop
 #   freeze      SIGSTOP the leader (a GC pause, a stopped VM), wait for a new leader, writes,
@@ -76,7 +80,7 @@ PREFIX=zkfle-mh
 FILTER="tcp port 3888 or tcp port 2888"
 OUT=${OUT:-"$ROOT/fixtures/$NAME"}
 SCENARIO=${SCENARIO:-kill}
-case "$SCENARIO" in kill|partition|freeze|quorumloss|probes) ;; *) die "SCENARIO must be kill, partition, freeze, quorumloss or probes, got '$SCENARIO'" ;; esac
+case "$SCENARIO" in kill|stop|restart|partition|freeze|quorumloss|probes) ;; *) die "SCENARIO must be kill, stop, restart, partition, freeze, quorumloss or probes, got '$SCENARIO'" ;; esac
 [ "$SCENARIO" != quorumloss ] || [ "$N" = 3 ] || die "SCENARIO=quorumloss needs 3 servers"
 ZKFLE_BIN=${ZKFLE_BIN:-"$ROOT/target/release/zkfle"}
 if [ "$SCENARIO" = probes ]; then [ -x "$ZKFLE_BIN" ] || die "SCENARIO=probes needs $ZKFLE_BIN (cargo build --release)"; fi
@@ -248,6 +252,25 @@ case "$SCENARIO" in
     "$ENS" start-node "$WORK/ens" "$old" >/dev/null
     event "restarted server $old"
     wait_stable "server $old restarted"
+    ;;
+  stop)
+    "$ENS" stop-node "$WORK/ens" "$old" >/dev/null
+    event "stopped leader $old (SIGTERM)"
+    sleep 1
+    wait_stable "leader $old stopped"
+    writes b
+    "$ENS" start-node "$WORK/ens" "$old" >/dev/null
+    event "restarted server $old"
+    wait_stable "server $old restarted"
+    ;;
+  restart)
+    "$ENS" stop-node "$WORK/ens" "$old" >/dev/null
+    event "stopped leader $old (SIGTERM)"
+    "$ENS" start-node "$WORK/ens" "$old" >/dev/null
+    event "restarted server $old"
+    sleep 1
+    wait_stable "leader $old restarted"
+    writes b
     ;;
   partition)
     br ip link set "mh$old-br" nomaster
