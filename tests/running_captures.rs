@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use zkfle::decode::summary::{Cause, RoundKind, Summarizer, Summary};
+use zkfle::decode::summary::{Cause, LeaderFate, RoundKind, Summarizer, Summary};
 use zkfle::decode::{Body, Record};
 
 /// How far a reported decision may be from the server's `About to leave FLE instance`.
@@ -280,6 +280,8 @@ fn a_lost_quorum_is_dated_from_the_follower_that_left() {
 fn causes_are_the_scenarios() {
     for (name, cause) in [
         ("kill3", Cause::LeaderLost),
+        ("stop3", Cause::LeaderLost),
+        ("restart3", Cause::LeaderLost),
         ("loopback3", Cause::LeaderLost),
         ("probes3", Cause::LeaderLost),
         ("partition", Cause::LeaderSilent),
@@ -300,6 +302,90 @@ fn causes_are_the_scenarios() {
                 cause == Cause::LeaderFrozen,
                 "{}",
                 dir.display()
+            );
+        }
+    }
+}
+
+/// What became of the old leader, by scenario: a leader whose process ended (kill -9 or
+/// SIGTERM: the wire shows them alike) and came back later is `restarted`, back when its new
+/// process began looking (its log's `New election`); cut off, frozen and a lost quorum are
+/// named as such.
+#[test]
+fn the_leaders_fate_is_the_scenarios() {
+    for (name, fate) in [
+        ("kill3", LeaderFate::Restarted),
+        ("loopback3", LeaderFate::Restarted),
+        ("probes3", LeaderFate::Restarted),
+        ("stop3", LeaderFate::Restarted),
+        ("restart3", LeaderFate::Restarted),
+        ("partition", LeaderFate::CutOff),
+        ("freeze3", LeaderFate::Frozen),
+        ("quorumloss3", LeaderFate::LostQuorum),
+    ] {
+        let fixtures = scenario(name);
+        assert!(!fixtures.is_empty() || std::env::var("ZKFLE_FIXTURE_VERSION").is_ok());
+        for (dir, summary) in fixtures {
+            let first = summary
+                .rounds
+                .iter()
+                .find(|r| r.kind == RoundKind::Election)
+                .unwrap_or_else(|| panic!("{}: no election", dir.display()));
+            assert_eq!(first.fate, Some(fate), "{}: {first:?}", dir.display());
+            let Some(back) = first.leader_back else {
+                assert_ne!(fate, LeaderFate::Restarted, "{}", dir.display());
+                continue;
+            };
+            // The old leader: the sid whose log has a `New election` within a second of it.
+            let logged = fixture_sids(&dir)
+                .into_iter()
+                .flat_map(|sid| logged_story(&dir, sid).new_elections)
+                .filter(|t| *t > first.started)
+                .map(|t| (t - back).abs())
+                .fold(f64::INFINITY, f64::min);
+            assert!(
+                logged <= 0.1,
+                "{}: back at {back:.3}, {logged:.3} s from the log",
+                dir.display()
+            );
+        }
+    }
+}
+
+/// The same captures cut before the old leader came back: its process ended, killed or
+/// stopped, and no `leader_back`.
+#[test]
+fn a_leader_that_never_came_back_was_killed_or_stopped() {
+    for name in ["kill3", "stop3", "restart3"] {
+        for (dir, summary) in scenario(name) {
+            let first = summary
+                .rounds
+                .iter()
+                .find(|r| r.kind == RoundKind::Election)
+                .unwrap();
+            let back = first.leader_back.unwrap();
+            let records: Vec<Record> = decode(&dir)
+                .into_iter()
+                .filter(|r| r.time.as_secs_f64() < back - 0.5)
+                .collect();
+            let cut = summarize(&dir, &records);
+            let first = cut
+                .rounds
+                .iter()
+                .find(|r| r.kind == RoundKind::Election)
+                .unwrap_or_else(|| panic!("{}: no election", dir.display()));
+            assert_eq!(first.cause, Cause::LeaderLost, "{}", dir.display());
+            assert_eq!(
+                first.fate,
+                Some(LeaderFate::KilledOrStopped),
+                "{}: {first:?}",
+                dir.display()
+            );
+            assert_eq!(first.leader_back, None);
+            let text = cut.text(first_time(&records), false);
+            assert!(
+                text.contains("(its process ended: killed or stopped)"),
+                "{text}"
             );
         }
     }

@@ -273,6 +273,42 @@ pub enum Cause {
     LeaderFrozen,
 }
 
+/// What became of the old leader, as far as the wire tells: the finer cause of an election
+/// beside [`Cause`], whose values keep their meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaderFate {
+    /// Its process ended: its host closed its connections (FIN or RST) and it did not come
+    /// back in the capture. Killed, crashed or stopped: Java does nothing of its own on
+    /// SIGTERM (no shutdown hook closes a socket), so a stop looks on the wire as `kill -9`
+    /// does (fixtures/running/v3.9.5-stop3 beside v3.9.5-kill3).
+    KilledOrStopped,
+    /// As `KilledOrStopped`, and back later in the capture: a new process of the same sid
+    /// looked again (`leader_back`).
+    Restarted,
+    /// Silent since before the election, its connections still open, and never back
+    /// LEADING: its network failed it (a partition, a pulled cable).
+    CutOff,
+    /// Silent, and back LEADING in the round it had led: its process had stopped.
+    Frozen,
+    /// It went LOOKING itself: fewer than a quorum of followers stayed with it.
+    LostQuorum,
+    /// Its followers left it with no sign on the wire of why.
+    Unknown,
+}
+
+impl LeaderFate {
+    pub fn name(self) -> &'static str {
+        match self {
+            LeaderFate::KilledOrStopped => "killed_or_stopped",
+            LeaderFate::Restarted => "restarted",
+            LeaderFate::CutOff => "cut_off",
+            LeaderFate::Frozen => "frozen",
+            LeaderFate::LostQuorum => "lost_quorum",
+            LeaderFate::Unknown => "unknown",
+        }
+    }
+}
+
 impl Cause {
     pub fn name(self) -> &'static str {
         match self {
@@ -324,6 +360,11 @@ pub struct Round {
     /// Whether a participant decided.
     pub settled: bool,
     pub cause: Cause,
+    /// What became of the old leader (`None` when there was none: servers starting).
+    pub fate: Option<LeaderFate>,
+    /// A killed or stopped leader's first look after it started again
+    /// ([`LeaderFate::Restarted`]).
+    pub leader_back: Option<f64>,
     /// When the old leader was lost (its connections closed), or the election began.
     pub leader_lost: Option<f64>,
     /// `leader_lost` is when the old leader's connections closed, as the capture shows (at
@@ -2923,6 +2964,27 @@ impl Summarizer {
                         r.cause = Cause::LeaderLost;
                         r.leader_lost = Some(r.started);
                     }
+                    r.fate = match r.cause {
+                        Cause::ServersStarted => None,
+                        Cause::QuorumLost => Some(LeaderFate::LostQuorum),
+                        Cause::LeaderFrozen => Some(LeaderFate::Frozen),
+                        Cause::LeaderSilent => Some(LeaderFate::CutOff),
+                        Cause::LeaderLost if lost.is_finite() => {
+                            // Back: a new process of its sid began looking after the close.
+                            r.leader_back = self
+                                .episodes
+                                .iter()
+                                .filter(|e| e.sid == old && e.started && e.since >= lost)
+                                .map(|e| e.since)
+                                .reduce(f64::min);
+                            Some(if r.leader_back.is_some() {
+                                LeaderFate::Restarted
+                            } else {
+                                LeaderFate::KilledOrStopped
+                            })
+                        }
+                        Cause::LeaderLost => Some(LeaderFate::Unknown),
+                    };
                 }
             }
             if let Some(w) = r.winner.or_else(|| {

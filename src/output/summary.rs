@@ -99,7 +99,9 @@ impl Summary {
                     "participants": r.participants,
                     "cause": (r.kind == RoundKind::Election).then(|| r.cause.name()),
                     "leader_lost": r.leader_lost,
+                    "leader_fate": r.fate.map(|f| f.name()),
                     "leader_resumed": r.leader_resumed,
+                    "leader_back": r.leader_back,
                     "no_leader": r.no_leader,
                     "serving": r.serving,
                     "unavailable": r.unavailable,
@@ -339,10 +341,16 @@ impl Summary {
             RoundKind::Election => {
                 let cause = match r.cause {
                     Cause::ServersStarted => "servers starting".to_string(),
-                    Cause::LeaderLost => match r.leader_lost {
-                        Some(t) if r.leader_closed => {
-                            format!("the leader's connections closed at {}", rel(t))
-                        }
+                    Cause::LeaderLost => match (r.leader_lost, r.leader_back) {
+                        (Some(t), Some(back)) if r.leader_closed => format!(
+                            "the leader's connections closed at {} (its process ended; restarted, it began looking again at {})",
+                            rel(t),
+                            rel(back)
+                        ),
+                        (Some(t), None) if r.leader_closed => format!(
+                            "the leader's connections closed at {} (its process ended: killed or stopped)",
+                            rel(t)
+                        ),
                         _ => "the leader fell silent".to_string(),
                     },
                     Cause::QuorumLost => match r.leader_lost {

@@ -391,6 +391,9 @@ pub struct LoggedStory {
     /// `Exception when following the leader` / `Exception when observing the leader`: the
     /// learner gave its leader up.
     pub left_leader: Vec<f64>,
+    /// `New election. My id = N`: the server began looking (a process's first one is its
+    /// start).
+    pub new_elections: Vec<f64>,
 }
 
 /// Reads `server.<sid>.log` for [`LoggedStory`].
@@ -402,7 +405,9 @@ pub fn logged_story(dir: &Path, sid: i64) -> LoggedStory {
             continue;
         }
         let t = log_time(l);
-        if l.contains("About to leave FLE instance:") {
+        if l.contains(" - New election. My id = ") {
+            s.new_elections.push(t);
+        } else if l.contains("About to leave FLE instance:") {
             s.decisions.push((
                 t,
                 field(l, "my state=", '\n').unwrap().to_string(),
