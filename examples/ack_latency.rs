@@ -103,7 +103,7 @@ fn main() {
                 }
             }
         }
-        StreamEvent::Closed { .. } => {}
+        StreamEvent::Unacknowledged { .. } | StreamEvent::Closed { .. } => {}
     };
     while let Some(r) = segs.next_with(|seg| re.push_with(seg, &mut on_event)) {
         if let Err(e) = r {

@@ -390,3 +390,43 @@ fn a_leader_that_never_came_back_was_killed_or_stopped() {
         }
     }
 }
+
+/// A frozen leader that never comes back in the capture is told from a cut-off one by TCP:
+/// its kernel still acknowledges what its followers send it, where a cut-off one's peers wait
+/// for acknowledgements. The freeze and partition captures, cut before the leader resumed or
+/// the cut healed, end with the same silence; the verdicts differ.
+#[test]
+fn a_frozen_leader_that_never_returns_is_told_from_a_cut_off_one() {
+    for (name, cause, fate) in [
+        ("freeze3", Cause::LeaderFrozen, LeaderFate::Frozen),
+        ("partition", Cause::LeaderSilent, LeaderFate::CutOff),
+    ] {
+        for (dir, whole) in scenario(name) {
+            let first = whole
+                .rounds
+                .iter()
+                .find(|r| r.kind == RoundKind::Election)
+                .unwrap();
+            // Ten seconds after the election began: the leader still silent, the new one
+            // serving.
+            let end = first.started + 10.0;
+            let records = decode_fixture_until(&dir, end);
+            let cut = summarize(&dir, &records);
+            let r = cut
+                .rounds
+                .iter()
+                .find(|r| r.kind == RoundKind::Election)
+                .unwrap_or_else(|| panic!("{}: no election", dir.display()));
+            assert_eq!(r.cause, cause, "{}: {r:?}", dir.display());
+            assert_eq!(r.fate, Some(fate), "{}: {r:?}", dir.display());
+            assert_eq!(r.leader_resumed, None, "{}", dir.display());
+            assert_eq!(r.leader_lost, first.leader_lost, "{}", dir.display());
+            let text = cut.text(first_time(&records), false);
+            let says = match fate {
+                LeaderFate::Frozen => "its host still acknowledging what its followers sent",
+                _ => "unacknowledged (cut off from its followers)",
+            };
+            assert!(text.contains(says), "{}:\n{text}", dir.display());
+        }
+    }
+}

@@ -104,6 +104,23 @@ pub enum StreamEvent<B = Vec<u8>> {
         /// Number of missing bytes.
         missing: u64,
     },
+    /// Bytes one direction sent waited [`UNACKNOWLEDGED_SECS`] or more for the other end's
+    /// acknowledgement: a host cut off, powered off or gone, seen from the side still
+    /// sending. Reported when an acknowledgement finally came (`acked`), or when the
+    /// connection ended with them still waiting. A stopped process (SIGSTOP, a GC pause) is
+    /// not one: its kernel still acknowledges.
+    Unacknowledged {
+        /// The connection.
+        conn: ConnId,
+        /// The direction whose bytes waited.
+        dir: Direction,
+        /// Since when: the first byte waiting, or the last acknowledgement that moved.
+        since: Timestamp,
+        /// When the wait ended: the acknowledgement, or the connection's end.
+        time: Timestamp,
+        /// Whether an acknowledgement ended it.
+        acked: bool,
+    },
     /// The connection ended; its id will not appear again.
     Closed {
         /// The connection.
@@ -158,10 +175,29 @@ impl StreamEvent<&[u8]> {
                 offset,
                 missing,
             },
+            StreamEvent::Unacknowledged {
+                conn,
+                dir,
+                since,
+                time,
+                acked,
+            } => StreamEvent::Unacknowledged {
+                conn,
+                dir,
+                since,
+                time,
+                acked,
+            },
             StreamEvent::Closed { conn, time, how } => StreamEvent::Closed { conn, time, how },
         }
     }
 }
+
+/// How long sent bytes may wait for their acknowledgement before
+/// [`StreamEvent::Unacknowledged`] reports them: far above an ACK's usual delay (Linux delays
+/// one at most 200 ms) and below the seconds a ZooKeeper server waits before giving up on a
+/// peer (`syncLimit` ticks).
+pub const UNACKNOWLEDGED_SECS: f64 = 1.0;
 
 /// Limits for a [`Reassembler`]. Memory use is about
 /// `max_connections * 2 * max_buffered_bytes` in the worst case.
@@ -640,6 +676,70 @@ struct Half {
     pending_bytes: usize,
     /// Stream offset of the FIN, once seen.
     fin_at: Option<u64>,
+    /// What this direction sent and the other end acknowledged.
+    acks: AckState,
+}
+
+/// A direction's acknowledgements, by raw sequence number (so a connection joined mid-stream
+/// needs no base): the end of what it sent, the highest acknowledgement of it, and since when
+/// bytes have waited for one.
+#[derive(Default)]
+struct AckState {
+    sent_end: Option<u32>,
+    acked: Option<u32>,
+    waiting_since: Option<Timestamp>,
+}
+
+/// Whether sequence number `a` is after `b` (32-bit serial arithmetic).
+fn seq_after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+/// Follows what each direction of `conn` sent and the other acknowledged, reporting bytes
+/// that waited [`UNACKNOWLEDGED_SECS`] or more once an acknowledgement moves.
+fn track_acks<S: FnMut(StreamEvent<&[u8]>)>(
+    conn: &mut Conn,
+    seg: &TcpSegmentRef<'_>,
+    sink: &mut S,
+) {
+    let dir = conn.dir_of(seg.src);
+    let len = seg.payload.len() as u64 + u64::from(seg.missing) + u64::from(seg.fin);
+    if len > 0 && !seg.rst {
+        let end = seg.seq.wrapping_add(len as u32);
+        let a = &mut conn.halves[dir.index()].acks;
+        if a.sent_end.is_none_or(|e| seq_after(end, e)) {
+            a.sent_end = Some(end);
+        }
+        // Already acknowledged (a retransmission, or an ACK placed first by a merge of two
+        // hosts' clocks) waits for nothing.
+        if a.waiting_since.is_none() && a.acked.is_none_or(|k| seq_after(end, k)) {
+            a.waiting_since = Some(seg.time);
+        }
+    }
+    let Some(ack) = seg.ack else { return };
+    let other = match dir {
+        Direction::FromInitiator => Direction::FromAcceptor,
+        Direction::FromAcceptor => Direction::FromInitiator,
+    };
+    let a = &mut conn.halves[other.index()].acks;
+    if a.acked.is_some_and(|k| !seq_after(ack, k)) {
+        return;
+    }
+    a.acked = Some(ack);
+    let Some(since) = a.waiting_since else { return };
+    if seg.time.as_secs_f64() - since.as_secs_f64() >= UNACKNOWLEDGED_SECS {
+        sink(StreamEvent::Unacknowledged {
+            conn: conn.info.id,
+            dir: other,
+            since,
+            time: seg.time,
+            acked: true,
+        });
+    }
+    a.waiting_since = match a.sent_end {
+        Some(end) if seq_after(end, ack) => Some(seg.time),
+        _ => None,
+    };
 }
 
 impl Half {
@@ -879,6 +979,9 @@ impl Reassembler {
                     self.clock += 1;
                     conn.tick = self.clock;
                 }
+                if !conn.info.ignored {
+                    track_acks(conn, seg, sink);
+                }
                 if is_bare_ack(seg) {
                     // A third of a capture's segments. It places nothing and ends nothing: an
                     // open connection is one whose FINs have not all been reached, and this
@@ -932,10 +1035,11 @@ impl Reassembler {
         }
         if seg.syn || !seg.payload.is_empty() || seg.missing > 0 {
             self.open(key, seg, sink);
-            if let Some(conn) = self.conns.get_mut(&key)
-                && let Some(how) = handle(conn, seg, &self.config, &mut self.stats, sink)
-            {
-                self.close(key, how, seg.time, sink);
+            if let Some(conn) = self.conns.get_mut(&key) {
+                track_acks(conn, seg, sink);
+                if let Some(how) = handle(conn, seg, &self.config, &mut self.stats, sink) {
+                    self.close(key, how, seg.time, sink);
+                }
             }
         } else {
             self.stats.stray += 1;
@@ -1155,6 +1259,17 @@ impl Reassembler {
                 let mut pieces = Vec::new();
                 half.drain(true, &mut pieces);
                 push_pieces(&mut conn.info.streams[d], id, dir, time, pieces, sink);
+                if let Some(since) = half.acks.waiting_since
+                    && time.as_secs_f64() - since.as_secs_f64() >= UNACKNOWLEDGED_SECS
+                {
+                    sink(StreamEvent::Unacknowledged {
+                        conn: id,
+                        dir,
+                        since,
+                        time,
+                        acked: false,
+                    });
+                }
             }
         }
         sink(StreamEvent::Closed {

@@ -1116,6 +1116,7 @@ fn events_are_in_time_order() {
             StreamEvent::Opened { time, .. }
             | StreamEvent::Data { time, .. }
             | StreamEvent::Gap { time, .. }
+            | StreamEvent::Unacknowledged { time, .. }
             | StreamEvent::Closed { time, .. } => *time,
         })
         .collect();
@@ -1558,4 +1559,96 @@ fn a_closed_tuple_is_forgotten_after_its_window() {
         "{out:?}"
     );
     assert_eq!(r.stats().after_close, 1);
+}
+
+/// A segment at `ms` milliseconds, acknowledging `ack` when given.
+fn seg_at(ms: i64, src: &str, dst: &str, seq: u32, payload: &[u8], ack: Option<u32>) -> TcpSegment {
+    let mut s = seg(src, dst, seq, payload);
+    s.time = t(ms);
+    s.ack = ack;
+    s
+}
+
+fn unacknowledged(ev: &[StreamEvent]) -> Vec<(Direction, Timestamp, Timestamp, bool)> {
+    ev.iter()
+        .filter_map(|e| match e {
+            StreamEvent::Unacknowledged {
+                dir,
+                since,
+                time,
+                acked,
+                ..
+            } => Some((*dir, *since, *time, *acked)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn bytes_acknowledged_late_are_reported_when_the_acknowledgement_comes() {
+    let mut v = vec![
+        {
+            let mut s = syn(A, B, 100);
+            s.time = t(1);
+            s
+        },
+        {
+            let mut s = synack(B, A, 500, 101);
+            s.time = t(2);
+            s
+        },
+    ];
+    // Acknowledged at once: nothing to report.
+    v.push(seg_at(10, A, B, 101, b"vote", Some(501)));
+    v.push(seg_at(12, B, A, 501, b"", Some(105)));
+    // Then a wait of 2.5 s, with retransmissions, before the acknowledgement.
+    v.push(seg_at(1000, A, B, 105, b"again", Some(501)));
+    v.push(seg_at(1400, A, B, 105, b"again", Some(501)));
+    v.push(seg_at(3500, B, A, 501, b"", Some(110)));
+    // A retransmission of acknowledged bytes waits for nothing.
+    v.push(seg_at(3600, A, B, 105, b"again", Some(501)));
+    let ev = run(v);
+    assert_eq!(
+        unacknowledged(&ev),
+        vec![(Direction::FromInitiator, t(1000), t(3500), true)]
+    );
+}
+
+#[test]
+fn bytes_never_acknowledged_are_reported_at_the_end() {
+    let mut r = Reassembler::new(ReassemblyConfig::default());
+    let mut out = Vec::new();
+    // Joined mid-stream (no handshake): sequence numbers alone are followed.
+    r.push(seg_at(1000, A, B, 7000, b"ping", Some(9000)), &mut out);
+    r.push(seg_at(1001, B, A, 9000, b"", Some(7004)), &mut out);
+    // B stops acknowledging; its acknowledgements that move nothing change nothing.
+    r.push(seg_at(2000, A, B, 7004, b"ping", Some(9000)), &mut out);
+    r.push(seg_at(2500, B, A, 9000, b"", Some(7004)), &mut out);
+    r.push(seg_at(4000, A, B, 7008, b"ping", Some(9000)), &mut out);
+    // Progress after a wait is reported, and the wait starts again from it.
+    r.push(seg_at(4500, B, A, 9000, b"", Some(7008)), &mut out);
+    r.push(seg_at(4600, A, B, 7008, b"ping", Some(9000)), &mut out);
+    r.push(seg_at(9000, A, B, 7012, b"ping", Some(9000)), &mut out);
+    r.finish(&mut out);
+    assert_eq!(
+        unacknowledged(&out),
+        vec![
+            (Direction::FromInitiator, t(2000), t(4500), true),
+            (Direction::FromInitiator, t(4500), t(9000), false),
+        ]
+    );
+    // Reported before the connection's close.
+    assert!(matches!(out.last(), Some(StreamEvent::Closed { .. })));
+}
+
+#[test]
+fn a_short_wait_is_not_reported() {
+    let mut r = Reassembler::new(ReassemblyConfig::default());
+    let mut out = Vec::new();
+    r.push(seg_at(1000, A, B, 7000, b"ping", Some(9000)), &mut out);
+    r.push(seg_at(1900, B, A, 9000, b"", Some(7004)), &mut out);
+    r.push(seg_at(2000, A, B, 7004, b"ping", Some(9000)), &mut out);
+    r.finish(&mut out);
+    // The capture ended 0 s after the last bytes: too soon to say.
+    assert_eq!(unacknowledged(&out), vec![]);
 }

@@ -823,6 +823,35 @@ impl State {
                 let r = self.problem(conn, dir, time, at, Problem::new(severity, kind, what));
                 self.push(r);
             }
+            StreamEvent::Unacknowledged {
+                conn,
+                dir,
+                since,
+                time,
+                acked,
+            } => {
+                let Some(slot) = self.slot(conn) else {
+                    return;
+                };
+                let dir = self.conns[slot].our_dir(dir);
+                let waited = time.as_secs_f64() - since.as_secs_f64();
+                let what = if acked {
+                    format!(
+                        "bytes sent waited {waited:.3} s for an acknowledgement, which came now: the other end's host was unreachable"
+                    )
+                } else {
+                    format!(
+                        "bytes sent were still unacknowledged {waited:.3} s later, when the connection or the capture ended: the other end's host was unreachable"
+                    )
+                };
+                let problem = Problem::new(
+                    Severity::Warning,
+                    ProblemKind::Unacknowledged { since, acked },
+                    what,
+                );
+                let r = self.record(conn, dir, time, None, Body::Problem(problem));
+                self.push(r);
+            }
             StreamEvent::Closed { conn, time, how } => self.closed(conn, time, how),
         }
     }

@@ -153,4 +153,12 @@ pub enum ProblemKind {
         /// The user the learner answered as, when the capture shows its response.
         user: Option<String>,
     },
+    /// Bytes this direction sent waited a second or more for the other end's TCP
+    /// acknowledgement, from `since` to the record's time: its host was unreachable (cut off,
+    /// powered off), where a stopped process's kernel still acknowledges. `acked`: an
+    /// acknowledgement came at last; otherwise the connection or the capture ended first.
+    Unacknowledged {
+        since: crate::capture::Timestamp,
+        acked: bool,
+    },
 }

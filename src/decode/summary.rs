@@ -273,6 +273,18 @@ pub enum Cause {
     LeaderFrozen,
 }
 
+/// What TCP showed of a silent leader's host, which tells a cut-off leader from a frozen one
+/// that does not come back in the capture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SilenceEvidence {
+    /// Bytes between it and its peers waited a second or more for an acknowledgement.
+    Unreachable,
+    /// Its kernel acknowledged what its followers sent it, its process silent.
+    Acknowledged,
+    /// The capture holds nothing sent to it, or between it and its peers, to tell.
+    None,
+}
+
 /// What became of the old leader, as far as the wire tells: the finer cause of an election
 /// beside [`Cause`], whose values keep their meaning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -370,8 +382,11 @@ pub struct Round {
     /// `leader_lost` is when the old leader's connections closed, as the capture shows (at
     /// or before the election began).
     pub leader_closed: bool,
-    /// A frozen leader's first answer after it resumed ([`Cause::LeaderFrozen`]).
+    /// A frozen leader's first answer after it resumed ([`Cause::LeaderFrozen`]), when it
+    /// came back in the capture.
     pub leader_resumed: Option<f64>,
+    /// For a leader silent and never back LEADING: what TCP showed of its host.
+    pub silence: Option<SilenceEvidence>,
     /// When the new leader held NEWLEADER ACKs from a quorum (Java: `Have quorum of
     /// supporters`).
     pub serving: Option<f64>,
@@ -1123,6 +1138,13 @@ pub struct Summarizer {
     /// Per leader sid: its last quorum-port packet to a learner, and its silences (from, to)
     /// of more than [`SILENCE_SECS`] between packets, the newest [`MAX_SILENCES`].
     leader_heard: HashMap<i64, (f64, Vec<(f64, f64)>)>,
+    /// Bytes that waited a second or more for a TCP acknowledgement: (since, until, sender,
+    /// receiver). A leader whose peers' bytes wait so is unreachable, not frozen.
+    unacked: Vec<(f64, f64, Option<i64>, Option<i64>)>,
+    /// Notifications sent to a leader silent on the quorum port for over
+    /// [`SILENCE_SECS`]: (time, leader). Acknowledged (none in `unacked`), they show its host
+    /// alive while its process said nothing: frozen.
+    sent_to_silent: Vec<(f64, i64)>,
     /// The leader established before the capture began (see [`AtStart`]).
     at_start: Option<AtStart>,
     /// Answers of servers stating they lead: (time, sid, round), for a frozen leader's return.
@@ -1267,6 +1289,10 @@ impl Summarizer {
                 if p.kind == super::ProblemKind::MidStream && !self.decided_in_capture {
                     self.mid_run = true;
                 }
+                if let super::ProblemKind::Unacknowledged { since, .. } = p.kind {
+                    let entry = (since.as_secs_f64(), time, r.from_sid, r.to_sid);
+                    bounded_push(&mut self.unacked, entry);
+                }
                 if let super::ProblemKind::Sasl {
                     accepted: false,
                     user,
@@ -1307,6 +1333,14 @@ impl Summarizer {
             }
             Body::Notification(n) => {
                 self.last_message = time;
+                if let Some(to) = r.to_sid
+                    && self
+                        .leader_heard
+                        .get(&to)
+                        .is_some_and(|(last, _)| time - last > SILENCE_SECS)
+                {
+                    bounded_push(&mut self.sent_to_silent, (time, to));
+                }
                 self.link(r);
                 self.notification(time, r.conn, r.from_sid, r.to_sid, n);
             }
@@ -2381,6 +2415,32 @@ impl Summarizer {
 
     /// When `leader` last sent on the quorum port before `at`, if it had then been silent for
     /// more than [`SILENCE_SECS`] (and had been heard at all).
+    /// What TCP says of a leader silent since `from` whose followers began an election at
+    /// `started`: whether what went between it and its peers from then on waited for
+    /// acknowledgements (its host unreachable), or what its followers sent it was
+    /// acknowledged (its host alive, its process stopped).
+    fn silence_evidence(&self, leader: i64, from: f64, started: f64) -> SilenceEvidence {
+        let until = started + CAUSE_WINDOW_SECS;
+        let unreachable = self.unacked.iter().any(|&(since, end, a, b)| {
+            (a == Some(leader) || b == Some(leader)) && end >= from && since <= until
+        });
+        // A send is known acknowledged when the capture went on long enough after it for a
+        // wait to have been reported.
+        let acknowledged = self.sent_to_silent.iter().any(|&(at, to)| {
+            to == leader
+                && at >= from + SILENCE_SECS
+                && at <= until
+                && at <= self.now - crate::capture::reassembly::UNACKNOWLEDGED_SECS
+        });
+        if unreachable {
+            SilenceEvidence::Unreachable
+        } else if acknowledged {
+            SilenceEvidence::Acknowledged
+        } else {
+            SilenceEvidence::None
+        }
+    }
+
     fn silent_since(&self, leader: i64, at: f64) -> Option<f64> {
         let (last, silences) = self.leader_heard.get(&leader)?;
         if *last <= at - SILENCE_SECS {
@@ -2937,6 +2997,11 @@ impl Summarizer {
                         {
                             r.cause = Cause::LeaderFrozen;
                             r.leader_resumed = Some(at);
+                        } else {
+                            r.silence = Some(self.silence_evidence(old, t, r.started));
+                            if r.silence == Some(SilenceEvidence::Acknowledged) {
+                                r.cause = Cause::LeaderFrozen;
+                            }
                         }
                     } else if r.participants.contains(&old) && !restarted {
                         r.cause = Cause::QuorumLost;
@@ -2968,7 +3033,10 @@ impl Summarizer {
                         Cause::ServersStarted => None,
                         Cause::QuorumLost => Some(LeaderFate::LostQuorum),
                         Cause::LeaderFrozen => Some(LeaderFate::Frozen),
-                        Cause::LeaderSilent => Some(LeaderFate::CutOff),
+                        Cause::LeaderSilent if r.silence == Some(SilenceEvidence::Unreachable) => {
+                            Some(LeaderFate::CutOff)
+                        }
+                        Cause::LeaderSilent => Some(LeaderFate::Unknown),
                         Cause::LeaderLost if lost.is_finite() => {
                             // Back: a new process of its sid began looking after the close.
                             r.leader_back = self

@@ -318,6 +318,15 @@ fn write_problem(out: &mut Vec<u8>, p: &crate::decode::Problem) {
             json_int(out, *bytes);
         }
         ProblemKind::Encrypted => out.extend_from_slice(b"\"encrypted\""),
+        ProblemKind::Unacknowledged { since, acked } => {
+            out.extend_from_slice(b"\"unacknowledged\",\"since\":");
+            let _ = serde_json::to_writer(&mut *out, &since.as_secs_f64());
+            out.extend_from_slice(if *acked {
+                b",\"acked\":true"
+            } else {
+                b",\"acked\":false"
+            });
+        }
         ProblemKind::Sasl { accepted, user } => {
             out.extend_from_slice(b"\"sasl\",\"accepted\":");
             out.extend_from_slice(if *accepted { b"true" } else { b"false" });

@@ -5,7 +5,9 @@
 use serde_json::{Value, json};
 
 use crate::decode::live::LiveDecision;
-use crate::decode::summary::{Cause, Evidence, RoundKind, StillLooking, Summary, SyncInfo};
+use crate::decode::summary::{
+    Cause, Evidence, LeaderFate, RoundKind, StillLooking, Summary, SyncInfo,
+};
 use crate::output::printable;
 
 fn sync_json(s: &SyncInfo) -> Value {
@@ -360,17 +362,27 @@ impl Summary {
                         ),
                         _ => "the leader lost its quorum".to_string(),
                     },
-                    Cause::LeaderFrozen => format!(
-                        "the leader froze (its process stopped: a GC pause, a stopped VM, SIGSTOP): its last quorum-port packet was at {}, its connections still open; it answered again at {}, still LEADING in the round it had led",
-                        r.leader_lost.map_or("?".to_string(), rel),
-                        r.leader_resumed.map_or("?".to_string(), rel),
-                    ),
-                    Cause::LeaderSilent => match r.leader_lost {
-                        Some(t) => format!(
-                            "the leader's last quorum-port packet was at {}, its connections still open (cut off from its followers)",
+                    Cause::LeaderFrozen => match r.leader_resumed {
+                        Some(back) => format!(
+                            "the leader froze (its process stopped: a GC pause, a stopped VM, SIGSTOP): its last quorum-port packet was at {}, its connections still open; it answered again at {}, still LEADING in the round it had led",
+                            r.leader_lost.map_or("?".to_string(), rel),
+                            rel(back),
+                        ),
+                        None => format!(
+                            "the leader froze (its process stopped: a GC pause, a stopped VM, SIGSTOP): its last quorum-port packet was at {}, its connections still open, its host still acknowledging what its followers sent; it did not answer again in the capture",
+                            r.leader_lost.map_or("?".to_string(), rel),
+                        ),
+                    },
+                    Cause::LeaderSilent => match (r.leader_lost, r.fate) {
+                        (Some(t), Some(LeaderFate::CutOff)) => format!(
+                            "the leader's last quorum-port packet was at {}, its connections still open, what went to and from it unacknowledged (cut off from its followers)",
                             rel(t)
                         ),
-                        None => "the leader fell silent".to_string(),
+                        (Some(t), _) => format!(
+                            "the leader's last quorum-port packet was at {}, its connections still open (cut off or frozen: the capture holds nothing sent to it that TCP would tell by)",
+                            rel(t)
+                        ),
+                        (None, _) => "the leader fell silent".to_string(),
                     },
                 };
                 let mut head = format!(

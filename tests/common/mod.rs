@@ -194,6 +194,32 @@ pub fn decode_fixture(dir: &Path) -> Vec<Record> {
     Decoder::new(segments, options(dir)).collect()
 }
 
+/// A fixture's capture as if it had ended at `end` (seconds since the epoch): its segments
+/// up to then, every host's merged as [`decode_fixture`] merges them, decoded to the end, so
+/// what was waiting then is reported as a capture's end reports it.
+pub fn decode_fixture_until(dir: &Path, end: f64) -> Vec<Record> {
+    use zkfle::capture::SegmentSource;
+    let hosts = host_captures(dir);
+    let mut kept = Vec::new();
+    if !hosts.is_empty() {
+        let fixed = vec![None; hosts.len()];
+        let (mut merged, _) = capture::merge::open_files(&hosts, &fixed).expect("captures open");
+        while let Some(r) = merged.next_segment(|s| {
+            if s.time.as_secs_f64() <= end {
+                kept.push(s.to_segment());
+            }
+        }) {
+            r.expect("segment");
+        }
+    } else {
+        kept = segments(dir)
+            .into_iter()
+            .filter(|s| s.time.as_secs_f64() <= end)
+            .collect();
+    }
+    Decoder::new(kept.into_iter().map(Ok), options(dir)).collect()
+}
+
 /// The capture's TCP segments (of every host's capture, for a multi-host fixture).
 pub fn segments(dir: &Path) -> Vec<TcpSegment> {
     let hosts = host_captures(dir);
