@@ -267,9 +267,10 @@ pub enum Cause {
     /// election, its connections still open: cut off from its followers, which gave up on it
     /// after `syncLimit` ticks. `leader_lost` is its last packet.
     LeaderSilent,
-    /// As `LeaderSilent`, and the leader came back still LEADING in the round it had led: its
-    /// process had stopped (a GC pause, a stopped VM, SIGSTOP), not its network (a leader cut
-    /// off goes LOOKING when its followers are gone). `leader_resumed` is its first answer.
+    /// As `LeaderSilent`, and the leader came back still LEADING in the round it had led (a
+    /// leader cut off goes LOOKING when its followers are gone), or never came back while its
+    /// kernel acknowledged what its followers sent: its process had stopped (a GC pause, a
+    /// stopped VM, SIGSTOP), not its network. `leader_resumed` is its first answer, if any.
     LeaderFrozen,
 }
 
@@ -297,14 +298,17 @@ pub enum LeaderFate {
     /// As `KilledOrStopped`, and back later in the capture: a new process of the same sid
     /// looked again (`leader_back`).
     Restarted,
-    /// Silent since before the election, its connections still open, and never back
-    /// LEADING: its network failed it (a partition, a pulled cable).
+    /// Silent since before the election, its connections still open, never back LEADING,
+    /// and what went to or from it waited for TCP acknowledgements: its network failed it
+    /// (a partition, a pulled cable).
     CutOff,
-    /// Silent, and back LEADING in the round it had led: its process had stopped.
+    /// Silent, and back LEADING in the round it had led, or never back while its kernel
+    /// acknowledged its followers' votes: its process had stopped.
     Frozen,
     /// It went LOOKING itself: fewer than a quorum of followers stayed with it.
     LostQuorum,
-    /// Its followers left it with no sign on the wire of why.
+    /// Its followers left it with no sign on the wire of why, or it fell silent with nothing
+    /// in the capture for TCP to tell cut off from frozen.
     Unknown,
 }
 
