@@ -665,3 +665,92 @@ fn malformed_addresses_are_wrong_arguments() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// A config that puts sids at addresses the servers themselves announce for others (a wrong
+/// `myid`, a stale zoo.cfg): each address the wire contradicts is reported once, in the JSON
+/// lines and among the summary's anomalies, naming both sids and who said which, and no
+/// fixture's own config makes one.
+#[test]
+fn address_conflicts_are_reported_not_guessed() {
+    let dir = fixture("basic3");
+    let cap = capture_file(&dir).unwrap();
+    let cap = cap.to_str().unwrap();
+    let own = dir.join("zoo.cfg");
+    let decoded = zkfle(
+        &[
+            "decode",
+            "--format",
+            "jsonl",
+            "--config",
+            own.to_str().unwrap(),
+            cap,
+        ],
+        b"",
+    );
+    assert!(decoded.status.success(), "{}", text(&decoded.stderr));
+    assert!(!text(&decoded.stdout).contains("address_conflict"));
+
+    let tmp = std::env::temp_dir().join(format!("zkfle-cli-conflict-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let swapped = tmp.join("zoo.cfg");
+    std::fs::write(
+        &swapped,
+        "server.1=127.0.0.1:2888:3888:participant\n\
+         server.2=127.0.0.3:2888:3888:participant\n\
+         server.3=127.0.0.2:2888:3888:participant\n",
+    )
+    .unwrap();
+    let swapped = swapped.to_str().unwrap();
+    let decoded = zkfle(
+        &["decode", "--format", "jsonl", "--config", swapped, cap],
+        b"",
+    );
+    assert!(decoded.status.success(), "{}", text(&decoded.stderr));
+    let conflicts: Vec<serde_json::Value> = text(&decoded.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["kind"] == "address_conflict")
+        .collect();
+    let mut seen: Vec<(String, i64, String, i64, String)> = conflicts
+        .iter()
+        .map(|v| {
+            assert_eq!(v["severity"], "warning");
+            (
+                v["address"].as_str().unwrap().to_string(),
+                v["was_sid"].as_i64().unwrap(),
+                v["was_source"].as_str().unwrap().to_string(),
+                v["sid"].as_i64().unwrap(),
+                v["source"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            (
+                "127.0.0.2:3888".into(),
+                3,
+                "config".into(),
+                2,
+                "initial".into()
+            ),
+            (
+                "127.0.0.3:3888".into(),
+                2,
+                "config".into(),
+                3,
+                "initial".into()
+            ),
+        ]
+    );
+    let summary = zkfle(&["decode", "--summary", "--config", swapped, cap], b"");
+    let out = text(&summary.stdout);
+    assert!(
+        out.contains(
+            "election address 127.0.0.2:3888 is sid 3 by --config and sid 2 by an initial message; sid 2 is used from here on"
+        ),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -57,6 +57,23 @@ pub enum SidSource {
 }
 
 impl SidSource {
+    /// What said it, for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SidSource::Initial => "an initial message",
+            SidSource::SidMap => "--sid-map",
+            SidSource::Config => "--config",
+            SidSource::NotificationConfig => "the config carried in notifications",
+            SidSource::Address => "the IP it dialled from",
+            SidSource::Vote => "its first vote",
+        }
+    }
+
+    /// The name in JSON of any source, [`SidSource::Initial`] included (`initial`).
+    pub fn key(self) -> &'static str {
+        self.name().unwrap_or("initial")
+    }
+
     /// The name in JSON; `None` for [`SidSource::Initial`], which is not written.
     pub fn name(self) -> Option<&'static str> {
         match self {
@@ -95,7 +112,45 @@ pub struct AddressBook {
     version: u64,
     /// Host names the user resolved (`--hosts`, /etc/hosts form), lowercase, to their IPs.
     names: HashMap<String, Vec<IpAddr>>,
+    /// Conflicts found and not yet taken ([`AddressBook::take_conflicts`]).
+    conflicts: Vec<AddressConflict>,
+    /// Conflicts already found, (address, sid before, sid after), each reported once.
+    conflicts_seen: rustc_hash::FxHashSet<(String, i64, i64)>,
 }
+
+/// Two statements naming different sids at one election address: a server announcing an
+/// address its config gives another sid (a wrong `myid`), two servers announcing one address,
+/// or the user's `--config` or `--sid-map` disagreeing with the wire. Reported, never
+/// resolved silently: the newest statement names the address from then on, as Java's own
+/// view changes with what it is told last. Configs carried in notifications that move an
+/// address from one sid to another are a reconfig, not a conflict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddressConflict {
+    /// The address as the statements wrote it (`IP:port`, or `host:port`).
+    pub address: String,
+    /// The sid it named before, and how that was learned.
+    pub was: (i64, SidSource),
+    /// The sid it names now, and how that was learned.
+    pub now: (i64, SidSource),
+}
+
+impl AddressConflict {
+    /// One line for people.
+    pub fn describe(&self) -> String {
+        format!(
+            "election address {} is sid {} by {} and sid {} by {}; sid {} is used from here on",
+            self.address,
+            self.was.0,
+            self.was.1.describe(),
+            self.now.0,
+            self.now.1.describe(),
+            self.now.0
+        )
+    }
+}
+
+/// Conflicts remembered, so that each is reported once.
+const MAX_CONFLICTS: usize = 1024;
 
 /// Addresses remembered (by socket, by name and quorum addresses, each): an ensemble has a few
 /// a member; a crafted capture announcing more is not remembered beyond this.
@@ -205,6 +260,13 @@ impl AddressBook {
                     return;
                 }
                 self.version += 1;
+                if let Some(was) = replaced {
+                    self.note_conflict(
+                        || format!("{}:{}", addr.host, addr.port),
+                        was,
+                        (sid, source),
+                    );
+                }
                 let replaced = replaced.map(|(old, _)| old);
                 if replaced == Some(sid) {
                     return;
@@ -226,11 +288,42 @@ impl AddressBook {
     fn learn_socket(&mut self, sid: i64, sa: SocketAddr, source: SidSource) {
         self.learn_host(sid, sa.ip());
         let source = best_source(self.by_socket.get(&sa), sid, source);
-        if insert_bounded(&mut self.by_socket, sa, (sid, source))
-            .is_some_and(|old| old != Some((sid, source)))
-        {
+        let Some(old) = insert_bounded(&mut self.by_socket, sa, (sid, source)) else {
+            return;
+        };
+        if old != Some((sid, source)) {
             self.version += 1;
         }
+        if let Some(was) = old {
+            self.note_conflict(|| sa.to_string(), was, (sid, source));
+        }
+    }
+
+    /// Keeps a conflict between what an address was and what it is now, if they name
+    /// different sids and are not two configs from the wire (a reconfig).
+    fn note_conflict(
+        &mut self,
+        address: impl FnOnce() -> String,
+        was: (i64, SidSource),
+        now: (i64, SidSource),
+    ) {
+        // `--sid-map` overrides on purpose.
+        if was.0 == now.0
+            || now.1 == SidSource::SidMap
+            || (was.1 == SidSource::NotificationConfig && now.1 == SidSource::NotificationConfig)
+            || self.conflicts_seen.len() >= MAX_CONFLICTS
+        {
+            return;
+        }
+        let address = address();
+        if self.conflicts_seen.insert((address.clone(), was.0, now.0)) {
+            self.conflicts.push(AddressConflict { address, was, now });
+        }
+    }
+
+    /// The conflicts found since the last call (see [`AddressConflict`]).
+    pub fn take_conflicts(&mut self) -> Vec<AddressConflict> {
+        std::mem::take(&mut self.conflicts)
     }
 
     /// Records that `sid`'s quorum (Zab) port is the socket address `q`.

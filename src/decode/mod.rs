@@ -963,6 +963,7 @@ impl State {
             let (body, raw) = match item {
                 StreamItem::Initial { message, raw, .. } => {
                     self.book.learn_initial(&message);
+                    self.report_conflicts(conn, dir, time, at);
                     if let Some(slot) = self.slot(conn) {
                         let c = &mut self.conns[slot];
                         c.initiator_sid = Some(message.sid);
@@ -1039,6 +1040,7 @@ impl State {
                     {
                         self.book
                             .learn_config(&cfg, identity::SidSource::NotificationConfig);
+                        self.report_conflicts(conn, dir, time, at);
                     }
                     if dir == CapDir::FromInitiator {
                         self.initiator_vote(conn, &n);
@@ -1179,6 +1181,20 @@ impl State {
             self.push(r);
         }
         self.push_problems_up_to(conn, dir, time, &mut problems_in_order, u64::MAX);
+    }
+
+    /// Warns of each address conflict the message at `at` made (see
+    /// [`identity::AddressConflict`]), before its own record.
+    fn report_conflicts(&mut self, conn: ConnId, dir: CapDir, time: Timestamp, at: u64) {
+        for conflict in self.book.take_conflicts() {
+            let problem = Problem::new(
+                Severity::Warning,
+                ProblemKind::AddressConflict(conflict.clone()),
+                conflict.describe(),
+            );
+            let r = self.problem(conn, dir, time, at, problem);
+            self.push(r);
+        }
     }
 
     /// A connection ended: a record for FIN/RST, and a warning for a message left unfinished.

@@ -161,4 +161,7 @@ pub enum ProblemKind {
         since: crate::capture::Timestamp,
         acked: bool,
     },
+    /// What this record's message said of an election address names another sid than what
+    /// was known of it (see [`super::identity::AddressConflict`]).
+    AddressConflict(super::identity::AddressConflict),
 }

@@ -763,6 +763,9 @@ impl VoteMaps {
 /// Connections, closes and refused dials the summary follows at most (reassembly follows
 /// as many connections at once).
 const MAX_TRACKED: usize = 65536;
+/// Address conflicts listed (the decoder reports each conflict once): a capture crafted to
+/// make more gets no longer a list.
+const MAX_ADDRESS_CONFLICTS: usize = 64;
 /// Servers (distinct sids) followed at most; a real ensemble has a few dozen.
 const MAX_SERVERS: usize = 65536;
 /// Pairs of servers followed at most for repeated votes and tie-break drops.
@@ -1149,6 +1152,8 @@ pub struct Summarizer {
     /// [`SILENCE_SECS`]: (time, leader). Acknowledged (none in `unacked`), they show its host
     /// alive while its process said nothing: frozen.
     sent_to_silent: Vec<(f64, i64)>,
+    /// Address conflicts listed among the anomalies (at most [`MAX_ADDRESS_CONFLICTS`]).
+    address_conflicts: usize,
     /// The leader established before the capture began (see [`AtStart`]).
     at_start: Option<AtStart>,
     /// Answers of servers stating they lead: (time, sid, round), for a frozen leader's return.
@@ -1292,6 +1297,16 @@ impl Summarizer {
             Body::Problem(p) => {
                 if p.kind == super::ProblemKind::MidStream && !self.decided_in_capture {
                     self.mid_run = true;
+                }
+                if let super::ProblemKind::AddressConflict(c) = &p.kind
+                    && self.address_conflicts < MAX_ADDRESS_CONFLICTS
+                {
+                    self.address_conflicts += 1;
+                    self.anomalies.push(Anomaly {
+                        kind: "address_conflict",
+                        time: Some(time),
+                        message: c.describe(),
+                    });
                 }
                 if let super::ProblemKind::Unacknowledged { since, .. } = p.kind {
                     let entry = (since.as_secs_f64(), time, r.from_sid, r.to_sid);

@@ -318,6 +318,18 @@ fn write_problem(out: &mut Vec<u8>, p: &crate::decode::Problem) {
             json_int(out, *bytes);
         }
         ProblemKind::Encrypted => out.extend_from_slice(b"\"encrypted\""),
+        ProblemKind::AddressConflict(c) => {
+            out.extend_from_slice(b"\"address_conflict\",\"address\":");
+            json_str(out, &c.address);
+            out.extend_from_slice(b",\"was_sid\":");
+            json_int(out, c.was.0);
+            out.extend_from_slice(b",\"was_source\":");
+            json_str(out, c.was.1.key());
+            out.extend_from_slice(b",\"sid\":");
+            json_int(out, c.now.0);
+            out.extend_from_slice(b",\"source\":");
+            json_str(out, c.now.1.key());
+        }
         ProblemKind::Unacknowledged { since, acked } => {
             out.extend_from_slice(b"\"unacknowledged\",\"since\":");
             let _ = serde_json::to_writer(&mut *out, &since.as_secs_f64());
