@@ -269,6 +269,111 @@ fn live_capture_equals_decoding_the_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `decode -i` started on an ensemble that formed before it: the live summary starts from the
+/// leader the quorum port shows, and tells its kill as a failover (the leader's process ended),
+/// never as servers starting, as `decode` does with captures begun on a running ensemble.
+#[test]
+fn a_live_capture_begun_on_a_running_ensemble_tells_the_failover() {
+    let _lock = lock_loopback();
+    let ns = Netns::new("zkfle-live-late");
+    let dir = std::env::temp_dir().join(format!("zkfle-live-late-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |n: &str| dir.join(n);
+    let netns: Vec<String> = (1..=3).map(|i| format!("{i}={}", ns.0)).collect();
+    let mut extra = Vec::new();
+    for n in &netns {
+        extra.extend(["--netns", n.as_str()]);
+    }
+    extra.extend(["--tick", "500"]);
+    let ensemble = Ensemble::start(
+        "live-late",
+        "1:participant,2:participant,3:participant",
+        &extra,
+    );
+    ensemble.wait_stable();
+    let old = ensemble.leader(&[1, 2, 3]).expect("a leader");
+
+    // The captures start now, on the running ensemble.
+    let mut text = ns.spawn(
+        ZKFLE,
+        &["decode", "-i", "lo", "--summary", "--time", "relative"],
+        p("summary.txt"),
+        p("summary.err"),
+    );
+    let mut json = ns.spawn(
+        ZKFLE,
+        &["decode", "-i", "lo", "--summary", "--format", "jsonl"],
+        p("summary.jsonl"),
+        p("summary-json.err"),
+    );
+    // tcpdump's file beside the live summaries, kept when the test fails, to decode again.
+    let pcap = p("capture.pcap");
+    let mut tcpdump = ns.spawn(
+        "tcpdump",
+        &[
+            "-i",
+            "lo",
+            "-s",
+            "0",
+            "-U",
+            "-n",
+            "-w",
+            pcap.to_str().unwrap(),
+            "tcp",
+        ],
+        p("tcpdump.out"),
+        p("tcpdump.err"),
+    );
+    wait_file_contains(&p("tcpdump.err"), "listening on");
+    wait_file_contains(&p("summary.err"), "capturing on lo");
+    wait_file_contains(&p("summary-json.err"), "capturing on lo");
+    // The leader's PINGs on the quorum port name it (one every half tick).
+    std::thread::sleep(Duration::from_secs(2));
+    ensemble.signal(old, "-9");
+    let others: Vec<i64> = [1, 2, 3].into_iter().filter(|s| *s != old).collect();
+    let new = join::wait_for("a new leader", Duration::from_secs(30), || {
+        ensemble.leader(&others)
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    interrupt(&mut text);
+    interrupt(&mut json);
+    interrupt(&mut tcpdump);
+
+    let summary = std::fs::read_to_string(p("summary.txt")).unwrap();
+    let began = summary
+        .lines()
+        .find(|l| l.starts_with("the capture began on a running ensemble: at +"))
+        .unwrap_or_else(|| panic!("no leader at the start: {summary}"));
+    assert!(
+        began.contains(&format!("s sid {old} was leading")),
+        "{summary}"
+    );
+    let election = summary
+        .lines()
+        .find(|l| l.starts_with("election 1 at"))
+        .unwrap_or_else(|| panic!("no election: {summary}"));
+    assert!(
+        election.contains("the leader's connections closed at")
+            && election.contains("(its process ended: killed or stopped)")
+            && election.ends_with(&format!("winner sid {new}")),
+        "{summary}"
+    );
+    assert!(!summary.contains("servers starting"), "{summary}");
+
+    let json_text = std::fs::read_to_string(p("summary.jsonl")).unwrap();
+    let whole: Value = jsonl(&json_text)
+        .into_iter()
+        .find(|v| v.get("rounds").is_some())
+        .unwrap_or_else(|| panic!("no summary object: {json_text}"));
+    assert_eq!(whole["at_start"]["leader"], old, "{json_text}");
+    let first = &whole["rounds"][0];
+    assert_eq!(first["kind"], "election", "{json_text}");
+    assert_eq!(first["cause"], "leader_lost", "{json_text}");
+    assert_eq!(first["leader_fate"], "killed_or_stopped", "{json_text}");
+    assert_eq!(first["winner"], new, "{json_text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Pairs each record of `live` with an equal one of `other` near the same place.
 ///
 /// Two packet sockets (zkfle's and tcpdump's) can see packets sent at the same instant by two

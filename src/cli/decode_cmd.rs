@@ -302,7 +302,10 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         let live = capture::live::LiveSegments::open(iface, &bpf, stop)
             .map_err(|e| CliError::failure(e.to_string()))?;
         eprintln!("zkfle: capturing on {iface} ({bpf}); Ctrl-C ends it");
-        options.streaming = true;
+        // A summary holds records whose sids are not known yet (as a file's decode does), so
+        // that a capture begun on a running ensemble names its leader from the config the
+        // first election carries; records shown one by one go out as they decode.
+        options.streaming = !args.summary;
         let mut out = Output::new(&args, filter, members(), true);
         let mut decoder = Decoder::with_source(live, options);
         out.consume(&mut decoder)?;
@@ -327,7 +330,7 @@ pub fn run(args: DecodeArgs) -> Result<(), CliError> {
         if streaming {
             install_sigint();
         }
-        options.streaming = streaming;
+        options.streaming = streaming && !args.summary;
         let segments = open_with_progress(path)?;
         let mut out = Output::new(&args, filter, members(), streaming);
         let mut decoder = Decoder::from_capture(segments, options);
@@ -577,6 +580,12 @@ impl Output {
         while let Some(record) = decoder.next_record() {
             self.record(record)?;
             if self.streaming && STOP.load(Ordering::Relaxed) {
+                // Read no more, but hand out what the decoder still holds (records waiting
+                // for sids, what reassembly buffers).
+                decoder.end_input();
+                while let Some(record) = decoder.next_record() {
+                    self.record(record)?;
+                }
                 break;
             }
         }

@@ -52,7 +52,9 @@ pub enum SidSource {
     /// The IP a connection was dialled from, the one member's host.
     Address,
     /// The connection's first vote: a LOOKING server's first notification of a round proposes
-    /// itself, and only a larger sid's connection carries notifications (Java's tie-break).
+    /// itself, and a LEADING one's names itself (a FOLLOWING server's answers, which name only
+    /// its leader, are passed over); only a larger sid's connection carries notifications
+    /// (Java's tie-break).
     Vote,
 }
 

@@ -562,6 +562,13 @@ impl<S: SegmentSource> Decoder<S> {
         }
     }
 
+    /// Ends the input here, as if the source had ended: connections still open end with the
+    /// capture, and the records still waiting for sids are handed out by
+    /// [`Decoder::next_record`] with what is known (Ctrl-C on a live or streamed decode).
+    pub fn end_input(&mut self) {
+        self.finish();
+    }
+
     /// The segment source (for its statistics).
     pub fn segments(&self) -> &S {
         &self.segments
@@ -1294,6 +1301,15 @@ impl State {
         if c.initiator_sid.is_some() || c.initiator_voted {
             return;
         }
+        // A decided follower's answers (the state it holds, as it answers a LOOKING peer) name
+        // only its leader: its first LOOKING vote still names it. A leader's name itself.
+        let state = n.state;
+        if matches!(
+            state,
+            crate::wire::ServerState::Following | crate::wire::ServerState::Observing
+        ) {
+            return;
+        }
         let acceptor = self.acceptor_sid(c).map(|(sid, _)| sid);
         let ip = c.initiator.ip();
         self.conns[slot].initiator_voted = true;
@@ -1306,8 +1322,10 @@ impl State {
             .members()
             .get(&proposer)
             .is_some_and(|r| *r == crate::wire::Role::Participant);
-        if n.state != crate::wire::ServerState::Looking
-            || !votes
+        if !matches!(
+            state,
+            crate::wire::ServerState::Looking | crate::wire::ServerState::Leading
+        ) || !votes
             || proposer <= acceptor
             || self.book.dialler_of(ip, Some(acceptor)).is_some()
         {
@@ -1316,6 +1334,21 @@ impl State {
         let c = &mut self.conns[slot];
         c.initiator_sid = Some(proposer);
         c.initiator_source = Some(SidSource::Vote);
+        // The connection's records already waiting are named now: they are not named later
+        // if the connection closes first (a capture's end closes them all).
+        let retired = self.out.retired;
+        for p in self.out.queue.iter_mut().skip(retired) {
+            if p.record.conn == Some(conn)
+                && let Some(wait) = p.acceptor.take()
+            {
+                fill_sids(
+                    &self.book,
+                    &mut p.record,
+                    wait,
+                    Some((proposer, SidSource::Vote)),
+                );
+            }
+        }
     }
 
     /// A connection whose initiator did not name itself tells the book that its initiator's
@@ -1372,8 +1405,10 @@ impl State {
             return false;
         };
         let waited = newest.record.time.secs - oldest.record.time.secs;
+        // A record that waits for no sid goes out at once: nothing later can change it.
         let ready = self.finished
             || self.streaming
+            || oldest.acceptor.is_none()
             || self.out.len() > RESOLVE_WINDOW_RECORDS
             || waited > UNNAMED_WINDOW_SECS
             || (waited > RESOLVE_WINDOW_SECS
