@@ -259,6 +259,74 @@ fn zkfle_answers_four_letter_words_as_a_java_follower() {
 }
 
 /// `GET http://ADDR/commands/NAME`: the JSON body ("" when nothing answers).
+/// Presenting as 3.4 (`--release 3.4.14`) among 3.4.14 servers, zkfle's `mntr` is 3.4's: the
+/// same keys in the same order as a Java 3.4 follower's, and its tree has 3.4's nodes (no
+/// `/zookeeper/config`, which 3.5 added), so `srvr`'s node count is the follower's.
+#[test]
+fn zkfle_answers_as_a_3_4_follower() {
+    let Some(jars) = cached_jars("3.4.14") else {
+        return;
+    };
+    let _l = lock_loopback();
+    let e = Ensemble::start_with_jars(
+        "fourlw34",
+        "1:participant:external,2:participant,3:participant",
+        &[jars.clone(), jars.clone(), jars],
+        &["--tick", "200", "--no-start"],
+    );
+    for sid in [2, 3] {
+        let own = e.dir.join(format!("{sid}/zoo.cfg"));
+        let text = std::fs::read_to_string(&own).unwrap();
+        std::fs::write(
+            &own,
+            text.replace("4lw.commands.whitelist=srvr", "4lw.commands.whitelist=*"),
+        )
+        .unwrap();
+    }
+    let text = std::fs::read_to_string(e.zoo_cfg()).unwrap();
+    let cfg = e.dir.join("zkfle.cfg");
+    std::fs::write(
+        &cfg,
+        format!("{text}\nclientPort=2181\nclientPortAddress=127.0.0.1\n")
+            .replace("4lw.commands.whitelist=srvr", "4lw.commands.whitelist=*"),
+    )
+    .unwrap();
+    e.start_node(2);
+    e.start_node(3);
+    e.run(&["wait-stable", "--timeout", "30"]);
+    let data = e.dir.join("native1");
+    let _n = Native::start_in(
+        &e.dir,
+        &cfg,
+        1,
+        &["--data-dir", data.to_str().unwrap(), "--release", "3.4.14"],
+    );
+    wait_for("zkfle follows", Duration::from_secs(20), || {
+        ask("127.0.0.1:2181", b"srvr")
+            .contains("Mode: follower")
+            .then_some(())
+    });
+    let java = (2..=3)
+        .map(|s| format!("127.0.0.{s}:2181"))
+        .find(|a| ask(a, b"srvr").contains("Mode: follower"))
+        .expect("a Java follower");
+    let theirs = ask(&java, b"mntr");
+    assert!(theirs.starts_with("zk_version\t3.4.14"), "{theirs}");
+    let mine = ask("127.0.0.1:2181", b"mntr");
+    assert_eq!(
+        keys(&mine),
+        keys(&theirs),
+        "zkfle:\n{mine}\nJava:\n{theirs}"
+    );
+    assert!(mine.contains("zk_server_state\tfollower\n"), "{mine}");
+    let same = wait_for("node counts agree", Duration::from_secs(10), || {
+        let (z, j) = (ask("127.0.0.1:2181", b"srvr"), ask(&java, b"srvr"));
+        let count = |t: &str| field(t, "Node count: ").map(str::to_string);
+        (count(&z) == count(&j)).then_some(count(&z))
+    });
+    assert!(same.is_some());
+}
+
 fn admin(addr: &str, name: &str) -> serde_json::Value {
     let Ok(mut s) = TcpStream::connect(addr) else {
         return serde_json::Value::Null;

@@ -476,8 +476,8 @@ sc_start() {
 # zkfle's four-letter words beside a Java follower's: ruok, and every key of the Java
 # follower's mntr in zkfle's (its gauges and metric families, the per-namespace writes of the
 # znode just written included), but the reads per namespace: Java's client reads were served
-# by Java servers only. Required for 3.8.0 and 3.9.5 (issue 44); printed for older releases,
-# whose mntr differs from the 3.8/3.9 one zkfle answers.
+# by Java servers only. zkfle presents as the version (`--release $V`): 3.4's fixed mntr for
+# 3.4.14, 3.5+'s metrics otherwise.
 monitoring_as_java() {
   # (`command cut`: `cut` is this script's partition function.)
   local s follower="" z j missing ruok
@@ -492,11 +492,9 @@ monitoring_as_java() {
   missing=$(comm -13 <(echo "$z") <(echo "$j") | xargs)
   if [ -z "$missing" ]; then
     log "  zkfle's ruok: imok; its mntr has every key of $follower's ($(wc -l <<<"$j") keys)"
-  elif [ "$V" = 3.8.0 ] || [ "$V" = 3.9.5 ]; then
+  else
     echo "zkfle's mntr lacks what Java $V's follower $follower has: $missing" >&2
     return 1
-  else
-    log "  zkfle's ruok: imok; its mntr (3.8/3.9's) lacks $(wc -w <<<"$missing") keys of Java $V's: $missing"
   fi
   # zkfle's AdminServer (Java's default: on, port 8080) and Prometheus endpoint (scripts/docker/
   # zoo.cfg names Java's provider: port 7000); the Java images carry neither Jetty nor the
@@ -515,12 +513,6 @@ monitoring_as_java() {
     [ -n "$nodes" ] && [ "${nodes%.0}" = "$java_nodes" ] && break
     sleep 1
   done
-  if [[ "$V" == 3.4.* ]] && [ -n "$nodes" ]; then
-    # 3.4 has no /zookeeper/config node; zkfle's tree, as 3.5+'s, has it.
-    [ "${nodes%.0}" = "$java_nodes" ] ||
-      same="($follower's ${java_nodes:-?}: 3.4 keeps no /zookeeper/config)"
-    java_nodes=${nodes%.0}
-  fi
   [ -n "$nodes" ] && [ "${nodes%.0}" = "$java_nodes" ] ||
     { echo "zkfle's /metrics: znode_count ${nodes:-absent}, $follower's mntr ${java_nodes:-?}" >&2; return 1; }
   if command -v promtool >/dev/null 2>&1; then

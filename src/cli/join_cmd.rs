@@ -183,6 +183,7 @@ fn snap_config(
             retain: retain as usize,
             purge_every,
             config_node: None,
+            no_config_node: false,
         },
         prealloc,
     ))
@@ -354,7 +355,12 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
             .collect();
         let (mut snap, prealloc) =
             snap_config(&cfg, args.autopurge_every).map_err(|e| input(format!("--config {e}")))?;
-        snap.config_node = Some((cfg.quorum_text().into_bytes(), quorum_cfg.version() as i64));
+        // A 3.4 tree has no config node; 3.5+ write the quorum config into it at every load.
+        if release >= crate::net::dialect::JavaRelease::new(3, 5, 0) {
+            snap.config_node = Some((cfg.quorum_text().into_bytes(), quorum_cfg.version() as i64));
+        } else {
+            snap.no_config_node = true;
+        }
         Some(crate::net::ZabConfig {
             data_dir,
             snap,

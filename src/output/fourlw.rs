@@ -165,6 +165,9 @@ pub fn answer(cmd: &str, s: &MemberStatus, setup: &MemberSetup, dirs: (u64, u64)
 pub fn monitor_values(s: &MemberStatus, setup: &MemberSetup) -> Vec<(String, String)> {
     use super::prometheus::java_double;
     use super::server_metrics::{self, Kind, SERVING_GAUGES};
+    if setup.speaks < JavaRelease::new(3, 5, 0) {
+        return monitor_values_3_4(s, setup);
+    }
     let (open_fds, max_fds) = file_descriptors();
     let peer_state = match s.state {
         ServerState::Looking => "looking".to_string(),
@@ -259,6 +262,39 @@ pub fn monitor_values(s: &MemberStatus, setup: &MemberSetup) -> Vec<(String, Str
             }
             Kind::SummarySet | Kind::CounterSet => {}
         }
+    }
+    v
+}
+
+/// `mntr` as 3.4 answers it (`NIOServerCnxn.MonitorCommand`): its fixed list, in its order,
+/// before 3.5's metrics system; a leader adds its learners and proposal sizes.
+fn monitor_values_3_4(s: &MemberStatus, setup: &MemberSetup) -> Vec<(String, String)> {
+    let (open_fds, max_fds) = file_descriptors();
+    let mut v: Vec<(String, String)> = Vec::with_capacity(24);
+    let mut put = |k: &str, value: String| v.push((k.to_string(), value));
+    put("version", setup.version());
+    put("avg_latency", "0".to_string());
+    put("max_latency", "0".to_string());
+    put("min_latency", "0".to_string());
+    put("packets_received", "0".to_string());
+    put("packets_sent", "0".to_string());
+    put("num_alive_connections", "0".to_string());
+    put("outstanding_requests", "0".to_string());
+    put("server_state", mode(s.state).to_string());
+    put("znode_count", s.node_count.to_string());
+    put("watch_count", "0".to_string());
+    put("ephemerals_count", s.ephemerals.to_string());
+    put("approximate_data_size", s.data_size.to_string());
+    put("open_file_descriptor_count", open_fds.to_string());
+    put("max_file_descriptor_count", max_fds.to_string());
+    put("fsync_threshold_exceed_count", "0".to_string());
+    if let (ServerState::Leading, Some(g)) = (s.state, &s.leading) {
+        put("followers", g.learners.to_string());
+        put("synced_followers", g.synced_followers.to_string());
+        put("pending_syncs", "0".to_string());
+        put("last_proposal_size", g.last_proposal_size.to_string());
+        put("max_proposal_size", g.max_proposal_size.to_string());
+        put("min_proposal_size", g.min_proposal_size.to_string());
     }
     v
 }

@@ -63,6 +63,8 @@ pub struct SnapConfig {
     /// The quorum config text and version written into `/zookeeper/config` after every load
     /// (`initConfigInZKDatabase`).
     pub config_node: Option<(Vec<u8>, i64)>,
+    /// No `/zookeeper/config` at all: a 3.4 member's tree (3.5 added the node).
+    pub no_config_node: bool,
 }
 
 impl Default for SnapConfig {
@@ -73,6 +75,7 @@ impl Default for SnapConfig {
             retain: MIN_SNAP_RETAIN,
             purge_every: None,
             config_node: None,
+            no_config_node: false,
         }
     }
 }
@@ -456,6 +459,9 @@ impl Storage {
         if let Some((text, version)) = &cfg.config_node {
             self.db.tree.set_config(text, *version, now_ms());
         }
+        if cfg.no_config_node {
+            self.db.tree.drop_config_node();
+        }
         self.db.next_purge = cfg.purge_every.map(|_| Instant::now());
         self.db.cfg = cfg;
         self.db.reset_snapshot_stats();
@@ -485,6 +491,9 @@ impl Storage {
         } = load_tree(&self.dir)?;
         if let Some((text, version)) = &self.db.cfg.config_node {
             tree.set_config(text, *version, now_ms());
+        }
+        if self.db.cfg.no_config_node {
+            tree.drop_config_node();
         }
         tracing::info!(
             "{}: data tree of {} nodes loaded from snapshot 0x{from:x} and {n} txns in {} ms (last processed 0x{:x})",

@@ -779,6 +779,16 @@ impl DataTree {
         let _ = self.set_data(CONFIG, Some(text), -1, version, time);
     }
 
+    /// Takes the config node out as if it had never been added: a 3.4 tree has none (3.5's
+    /// `DataTree` constructor adds it with `addConfigNode`, which changes no stat of
+    /// `/zookeeper`).
+    pub fn drop_config_node(&mut self) {
+        if let Some(node) = self.nodes.remove(key(CONFIG)) {
+            self.digest = self.digest.wrapping_sub(node_digest(CONFIG, &node));
+            self.acls.remove_usage(node.acl);
+        }
+    }
+
     /// Applies a txn as a Java follower applies a committed one (`ZKDatabase.processTxn`:
     /// sessions, then `DataTree.processTxn`). Returns the error code (0 for success), which
     /// Java ignores but logs at debug level. A digest the txn carries is compared with the
