@@ -484,3 +484,71 @@ fn an_election_won_by_newer_data_counts_from_the_lost_session() {
     // Its election began when its session with leader 2 ended, which is when it lost 2.
     assert_eq!(Some(one.looking_since), third.leader_lost);
 }
+
+/// A Docker ensemble's leader cut off by iptables, then another paused, captured on the host
+/// (fixtures/v3.9.5-docker4-faults): the cut-off leader answered the probes while its
+/// followers heard nothing (cut off, though it answered LEADING once healed); the paused one
+/// left its followers' votes unanswered, its kernel acknowledging them (frozen); the votes
+/// queued for the cut-off leader and delivered at the heal are delayed votes, not a new
+/// election: each election begins when the followers' logs say they left their leader.
+#[test]
+fn faults_in_docker_are_told_as_the_logs_tell() {
+    use zkfle::decode::summary::{Cause, LeaderFate, RoundKind};
+    let Some(dir) = all_fixtures()
+        .into_iter()
+        .find(|d| d.ends_with("v3.9.5-docker4-faults"))
+    else {
+        assert!(
+            std::env::var("ZKFLE_FIXTURE_VERSION").is_ok(),
+            "fixtures/v3.9.5-docker4-faults missing"
+        );
+        return; // scripts/matrix.sh checking another version
+    };
+    let summary = summarize(&decode_fixture(&dir));
+    let elections: Vec<_> = summary
+        .rounds
+        .iter()
+        .filter(|r| r.kind == RoundKind::Election)
+        .collect();
+    assert_eq!(elections.len(), 3, "{elections:#?}");
+    let left: Vec<f64> = fixture_sids(&dir)
+        .into_iter()
+        .flat_map(|sid| logged_story(&dir, sid).left_leader)
+        .collect();
+    for e in &elections[1..] {
+        let nearest = left
+            .iter()
+            .map(|t| (t - e.started).abs())
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            nearest <= 0.3,
+            "election at {:.3}: {nearest:.3} s from a logged exit",
+            e.started
+        );
+    }
+    let (cut, paused) = (elections[1], elections[2]);
+    assert_eq!(
+        (cut.cause, cut.fate),
+        (Cause::LeaderSilent, Some(LeaderFate::CutOff))
+    );
+    assert_eq!(
+        (paused.cause, paused.fate),
+        (Cause::LeaderFrozen, Some(LeaderFate::Frozen))
+    );
+    assert!(paused.leader_resumed.is_some());
+    let delayed: Vec<&str> = summary
+        .anomalies
+        .iter()
+        .filter(|a| a.kind == "delayed_votes")
+        .map(|a| a.message.as_str())
+        .collect();
+    assert_eq!(delayed.len(), 2, "{delayed:?}");
+    for from in [1, 2] {
+        assert!(
+            delayed
+                .iter()
+                .any(|m| m.starts_with(&format!("sid {from}'s ")) && m.contains("reached sid 4")),
+            "{delayed:?}"
+        );
+    }
+}

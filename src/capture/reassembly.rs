@@ -690,6 +690,15 @@ struct AckState {
     waiting_since: Option<Timestamp>,
 }
 
+/// Whether `from` to `to` is [`UNACKNOWLEDGED_SECS`] or more (in integers: this is asked of
+/// most acknowledgements).
+fn waited_long(from: Timestamp, to: Timestamp) -> bool {
+    const WHOLE: i64 = UNACKNOWLEDGED_SECS as i64;
+    const _: () = assert!(WHOLE as f64 == UNACKNOWLEDGED_SECS);
+    let secs = to.secs - from.secs;
+    secs > WHOLE || (secs == WHOLE && to.nanos >= from.nanos)
+}
+
 /// Whether sequence number `a` is after `b` (32-bit serial arithmetic).
 fn seq_after(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
@@ -699,10 +708,10 @@ fn seq_after(a: u32, b: u32) -> bool {
 /// that waited [`UNACKNOWLEDGED_SECS`] or more once an acknowledgement moves.
 fn track_acks<S: FnMut(StreamEvent<&[u8]>)>(
     conn: &mut Conn,
+    dir: Direction,
     seg: &TcpSegmentRef<'_>,
     sink: &mut S,
 ) {
-    let dir = conn.dir_of(seg.src);
     let len = seg.payload.len() as u64 + u64::from(seg.missing) + u64::from(seg.fin);
     if len > 0 && !seg.rst {
         let end = seg.seq.wrapping_add(len as u32);
@@ -727,7 +736,7 @@ fn track_acks<S: FnMut(StreamEvent<&[u8]>)>(
     }
     a.acked = Some(ack);
     let Some(since) = a.waiting_since else { return };
-    if seg.time.as_secs_f64() - since.as_secs_f64() >= UNACKNOWLEDGED_SECS {
+    if waited_long(since, seg.time) {
         sink(StreamEvent::Unacknowledged {
             conn: conn.info.id,
             dir: other,
@@ -979,10 +988,10 @@ impl Reassembler {
                     self.clock += 1;
                     conn.tick = self.clock;
                 }
-                if !conn.info.ignored {
-                    track_acks(conn, seg, sink);
-                }
                 if is_bare_ack(seg) {
+                    if !conn.info.ignored {
+                        track_acks(conn, conn.dir_of(seg.src), seg, sink);
+                    }
                     // A third of a capture's segments. It places nothing and ends nothing: an
                     // open connection is one whose FINs have not all been reached, and this
                     // moves no stream.
@@ -1035,11 +1044,10 @@ impl Reassembler {
         }
         if seg.syn || !seg.payload.is_empty() || seg.missing > 0 {
             self.open(key, seg, sink);
-            if let Some(conn) = self.conns.get_mut(&key) {
-                track_acks(conn, seg, sink);
-                if let Some(how) = handle(conn, seg, &self.config, &mut self.stats, sink) {
-                    self.close(key, how, seg.time, sink);
-                }
+            if let Some(conn) = self.conns.get_mut(&key)
+                && let Some(how) = handle(conn, seg, &self.config, &mut self.stats, sink)
+            {
+                self.close(key, how, seg.time, sink);
             }
         } else {
             self.stats.stray += 1;
@@ -1260,7 +1268,7 @@ impl Reassembler {
                 half.drain(true, &mut pieces);
                 push_pieces(&mut conn.info.streams[d], id, dir, time, pieces, sink);
                 if let Some(since) = half.acks.waiting_since
-                    && time.as_secs_f64() - since.as_secs_f64() >= UNACKNOWLEDGED_SECS
+                    && waited_long(since, time)
                 {
                     sink(StreamEvent::Unacknowledged {
                         conn: id,
@@ -1803,6 +1811,9 @@ fn handle<S: FnMut(StreamEvent<&[u8]>)>(
             .iter()
             .all(|s| s.fin)
             .then_some(CloseKind::Fin);
+    }
+    if !seg.syn {
+        track_acks(conn, dir, seg, sink);
     }
     if seg.syn && !learn_syn(conn, d, seg) {
         stats.odd_syn += 1;

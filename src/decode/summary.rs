@@ -280,7 +280,10 @@ pub enum Cause {
 pub enum SilenceEvidence {
     /// Bytes between it and its peers waited a second or more for an acknowledgement.
     Unreachable,
-    /// Its kernel acknowledged what its followers sent it, its process silent.
+    /// It answered a non-member (a probe) while its followers heard nothing: running, and
+    /// out of their reach.
+    AnsweredOutsider,
+    /// Its kernel acknowledged what its followers sent it, and its process left it unanswered.
     Acknowledged,
     /// The capture holds nothing sent to it, or between it and its peers, to tell.
     None,
@@ -763,6 +766,24 @@ impl VoteMaps {
 /// Connections, closes and refused dials the summary follows at most (reassembly follows
 /// as many connections at once).
 const MAX_TRACKED: usize = 65536;
+/// How long after its sender decided a LOOKING vote of the decided round must arrive to be
+/// told as delayed (a vote queued just before deciding goes out milliseconds after).
+const DELAYED_VOTE_SECS: f64 = 1.0;
+
+/// How many of the newest vote changes a delayed vote is looked for among.
+const DELAYED_VOTE_LOOKBACK: usize = 4096;
+
+/// LOOKING votes of a decided round that one sender's queue delivered to one receiver late.
+#[derive(Debug, Clone)]
+struct DelayedVotes {
+    count: u32,
+    round: i64,
+    /// When the sender decided in that round.
+    decided_at: f64,
+    /// When the first arrived.
+    first: f64,
+}
+
 /// Address conflicts listed (the decoder reports each conflict once): a capture crafted to
 /// make more gets no longer a list.
 const MAX_ADDRESS_CONFLICTS: usize = 64;
@@ -1149,11 +1170,18 @@ pub struct Summarizer {
     /// receiver). A leader whose peers' bytes wait so is unreachable, not frozen.
     unacked: Vec<(f64, f64, Option<i64>, Option<i64>)>,
     /// Notifications sent to a leader silent on the quorum port for over
-    /// [`SILENCE_SECS`]: (time, leader). Acknowledged (none in `unacked`), they show its host
-    /// alive while its process said nothing: frozen.
-    sent_to_silent: Vec<(f64, i64)>,
+    /// [`SILENCE_SECS`]: (time, leader, whether it sent anything within a second after).
+    /// Acknowledged (none in `unacked`) and unanswered, they show its host alive while its
+    /// process said nothing: frozen.
+    sent_to_silent: Vec<(f64, i64, bool)>,
+    /// Notifications sent by a leader silent on the quorum port for over [`SILENCE_SECS`]:
+    /// (time, leader, whether to a member). One to a non-member (a probe) before any to a
+    /// member shows its process running while its followers heard nothing: cut off.
+    sent_by_silent: Vec<(f64, i64, bool)>,
     /// Address conflicts listed among the anomalies (at most [`MAX_ADDRESS_CONFLICTS`]).
     address_conflicts: usize,
+    /// LOOKING votes delivered late, per (sender, receiver): see [`Summarizer::delayed_vote`].
+    delayed: BTreeMap<(i64, i64), DelayedVotes>,
     /// The leader established before the capture began (see [`AtStart`]).
     at_start: Option<AtStart>,
     /// Answers of servers stating they lead: (time, sid, round), for a frozen leader's return.
@@ -1352,13 +1380,28 @@ impl Summarizer {
             }
             Body::Notification(n) => {
                 self.last_message = time;
-                if let Some(to) = r.to_sid
-                    && self
-                        .leader_heard
-                        .get(&to)
-                        .is_some_and(|(last, _)| time - last > SILENCE_SECS)
-                {
-                    bounded_push(&mut self.sent_to_silent, (time, to));
+                let silent = |sid: Option<i64>| {
+                    sid.filter(|s| {
+                        self.leader_heard
+                            .get(s)
+                            .is_some_and(|(last, _)| time - last > SILENCE_SECS)
+                    })
+                };
+                if let Some(to) = silent(r.to_sid) {
+                    bounded_push(&mut self.sent_to_silent, (time, to, false));
+                }
+                if let Some(from) = silent(r.from_sid) {
+                    // What was sent to it in the second before is answered.
+                    for e in self.sent_to_silent.iter_mut().rev() {
+                        if e.0 < time - SILENCE_SECS {
+                            break;
+                        }
+                        if e.1 == from {
+                            e.2 = true;
+                        }
+                    }
+                    let to_member = r.to_sid.is_some_and(|to| !self.is_non_member(to));
+                    bounded_push(&mut self.sent_by_silent, (time, from, to_member));
                 }
                 self.link(r);
                 self.notification(time, r.conn, r.from_sid, r.to_sid, n);
@@ -1459,7 +1502,16 @@ impl Summarizer {
             for sid in [q.leader, q.learner].into_iter().flatten() {
                 self.assume_before_capture(sid, time);
             }
-            if let Some(l) = q.learner
+            // A session with a leader it has since left for another (a connection to a leader
+            // cut off, closed only when the cut heals) ends nothing it is in now.
+            let stale = q.learner.zip(q.leader).is_some_and(|(l, leader)| {
+                self.servers
+                    .get(&l)
+                    .and_then(|s| s.decision)
+                    .is_some_and(|d| self.decisions[d].leader != leader)
+            });
+            if !stale
+                && let Some(l) = q.learner
                 && let Some(s) = self.servers.get_mut(&l)
             {
                 s.left_zab = Some(time);
@@ -1977,6 +2029,39 @@ impl Summarizer {
         }
     }
 
+    /// A LOOKING vote of a round its sender had already decided, delivered a second or more
+    /// after the decision, and one it had sent before deciding: a copy queued while it could
+    /// not reach `to` (a partition) and delivered when it could (its retransmission, or its
+    /// queue on a new connection). Not a new election; listed among the anomalies. (A server
+    /// just gone LOOKING can answer with its decided round's vote, one it never proposed: not
+    /// delayed.)
+    fn delayed_vote(&mut self, time: f64, from: i64, to: i64, vote: VoteKey) {
+        let Some(decided_at) = self.servers[&from].decision.map(|d| self.decisions[d].time) else {
+            return;
+        };
+        if time - decided_at < DELAYED_VOTE_SECS
+            || (self.delayed.len() >= MAX_PAIRS && !self.delayed.contains_key(&(from, to)))
+        {
+            return;
+        }
+        let sent_before = self
+            .changes
+            .iter()
+            .rev()
+            .take(DELAYED_VOTE_LOOKBACK)
+            .any(|c| c.sid == from && c.vote == vote && c.time < decided_at);
+        if !sent_before {
+            return;
+        }
+        let d = self.delayed.entry((from, to)).or_insert(DelayedVotes {
+            count: 0,
+            round: vote.round,
+            decided_at,
+            first: time,
+        });
+        d.count += 1;
+    }
+
     /// The sender's side: what its message says about its own state. Returns whether the
     /// message is a decided server's last vote re-sent.
     fn sender(
@@ -2067,6 +2152,8 @@ impl Summarizer {
                     if decided.is_some_and(|r| vote.round <= r) && !gone && !advanced {
                         if last_sent == Some(vote) {
                             self.resent += 1;
+                        } else {
+                            self.delayed_vote(time, from, to, vote);
                         }
                         return true;
                     }
@@ -2444,15 +2531,26 @@ impl Summarizer {
             (a == Some(leader) || b == Some(leader)) && end >= from && since <= until
         });
         // A send is known acknowledged when the capture went on long enough after it for a
-        // wait to have been reported.
-        let acknowledged = self.sent_to_silent.iter().any(|&(at, to)| {
+        // wait to have been reported; left unanswered a second, its receiver's process was
+        // not running.
+        let acknowledged = self.sent_to_silent.iter().any(|&(at, to, answered)| {
             to == leader
+                && !answered
                 && at >= from + SILENCE_SECS
                 && at <= until
                 && at <= self.now - crate::capture::reassembly::UNACKNOWLEDGED_SECS
         });
+        // Its first words after falling silent went to a non-member (a probe): it was running,
+        // and its followers could not hear it.
+        let answered_outsider = self
+            .sent_by_silent
+            .iter()
+            .find(|&&(at, sid, _)| sid == leader && at >= from + SILENCE_SECS && at <= until)
+            .is_some_and(|&(_, _, to_member)| !to_member);
         if unreachable {
             SilenceEvidence::Unreachable
+        } else if answered_outsider {
+            SilenceEvidence::AnsweredOutsider
         } else if acknowledged {
             SilenceEvidence::Acknowledged
         } else {
@@ -2959,6 +3057,9 @@ impl Summarizer {
                     let from = self
                         .closes
                         .partition_point(|c| c.0 < r.started - CAUSE_WINDOW_SECS);
+                    // A leader heard on the quorum port after a close was not lost by it (the
+                    // stale connections of a healed partition close while it leads).
+                    let silent_from = self.silent_since(old, r.started);
                     let closes: Vec<(f64, bool)> = self.closes[from..]
                         .iter()
                         .take_while(|c| c.0 <= r.started + 0.5)
@@ -2966,6 +3067,7 @@ impl Summarizer {
                             *t <= r.started + 0.5
                                 && *t >= r.started - CAUSE_WINDOW_SECS
                                 && *t > old_decided
+                                && silent_from.is_none_or(|s| *t >= s - 0.5)
                                 && (*a == Some(old) || *b == Some(old))
                         })
                         .map(|(t, _, _, q)| (*t, *q))
@@ -3007,20 +3109,19 @@ impl Summarizer {
                     if let Some(t) = silent {
                         r.cause = Cause::LeaderSilent;
                         r.leader_lost = Some(t);
+                        let evidence = self.silence_evidence(old, t, r.started);
                         // Back still LEADING in an older round: it had stopped, not been cut
-                        // off (fixtures/running/v3.9.5-freeze3, SIGSTOP for 35 s).
-                        if let Some(&(at, _, _)) =
-                            self.leading_answers.iter().find(|(at, sid, round)| {
-                                *sid == old && *at > r.started && *round < r.election_epoch
-                            })
-                        {
+                        // off (fixtures/running/v3.9.5-freeze3, SIGSTOP for 35 s), unless
+                        // what went to it waited for acknowledgements: a leader cut off for
+                        // less than it takes to notice answers LEADING once the cut heals
+                        // (Docker, iptables in its network namespace for 5 s).
+                        let back = self.leading_answers.iter().find(|(at, sid, round)| {
+                            *sid == old && *at > r.started && *round < r.election_epoch
+                        });
+                        r.silence = Some(evidence);
+                        if evidence == SilenceEvidence::Acknowledged {
                             r.cause = Cause::LeaderFrozen;
-                            r.leader_resumed = Some(at);
-                        } else {
-                            r.silence = Some(self.silence_evidence(old, t, r.started));
-                            if r.silence == Some(SilenceEvidence::Acknowledged) {
-                                r.cause = Cause::LeaderFrozen;
-                            }
+                            r.leader_resumed = back.map(|b| b.0);
                         }
                     } else if r.participants.contains(&old) && !restarted {
                         r.cause = Cause::QuorumLost;
@@ -3052,7 +3153,15 @@ impl Summarizer {
                         Cause::ServersStarted => None,
                         Cause::QuorumLost => Some(LeaderFate::LostQuorum),
                         Cause::LeaderFrozen => Some(LeaderFate::Frozen),
-                        Cause::LeaderSilent if r.silence == Some(SilenceEvidence::Unreachable) => {
+                        Cause::LeaderSilent
+                            if matches!(
+                                r.silence,
+                                Some(
+                                    SilenceEvidence::Unreachable
+                                        | SilenceEvidence::AnsweredOutsider
+                                )
+                            ) =>
+                        {
                             Some(LeaderFate::CutOff)
                         }
                         Cause::LeaderSilent => Some(LeaderFate::Unknown),
@@ -3244,6 +3353,18 @@ impl Summarizer {
                 time: None,
                 message: format!(
                     "sid {from} connected to larger sid {to} {n} time(s) and {to} dropped it (the sid tie-break: only connections initiated by the larger sid are kept; {to} dials back)"
+                ),
+            });
+        }
+        for ((from, to), d) in &self.delayed {
+            self.anomalies.push(Anomaly {
+                kind: "delayed_votes",
+                time: Some(d.first),
+                message: format!(
+                    "sid {from}'s {} LOOKING vote(s) of round {:#x} reached sid {to} {:.3} s after sid {from} had decided in that round: queued while sid {to} was out of reach, delivered when it came back (not a new election)",
+                    d.count,
+                    d.round,
+                    d.first - d.decided_at,
                 ),
             });
         }

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::decode::live::LiveDecision;
 use crate::decode::summary::{
-    Cause, Evidence, LeaderFate, RoundKind, StillLooking, Summary, SyncInfo,
+    Cause, Evidence, RoundKind, SilenceEvidence, StillLooking, Summary, SyncInfo,
 };
 use crate::output::printable;
 
@@ -373,9 +373,13 @@ impl Summary {
                             r.leader_lost.map_or("?".to_string(), rel),
                         ),
                     },
-                    Cause::LeaderSilent => match (r.leader_lost, r.fate) {
-                        (Some(t), Some(LeaderFate::CutOff)) => format!(
+                    Cause::LeaderSilent => match (r.leader_lost, r.silence) {
+                        (Some(t), Some(SilenceEvidence::Unreachable)) => format!(
                             "the leader's last quorum-port packet was at {}, its connections still open, what went to and from it unacknowledged (cut off from its followers)",
+                            rel(t)
+                        ),
+                        (Some(t), Some(SilenceEvidence::AnsweredOutsider)) => format!(
+                            "the leader's last quorum-port packet was at {}, its connections still open, while it answered a non-member (cut off from its followers)",
                             rel(t)
                         ),
                         (Some(t), _) => format!(

@@ -38,6 +38,9 @@ use crate::wire::{InitialMessage, Notification, QuorumConfig, Role, ServerState}
 #[derive(Debug, Clone, PartialEq)]
 pub struct Timed {
     pub at_ms: u64,
+    /// Its place in the capture among SID's messages both ways: what came first within one
+    /// millisecond.
+    pub order: u64,
     pub from: i64,
     pub to: i64,
     pub notification: Notification,
@@ -169,6 +172,7 @@ impl RecordingBuilder {
                 self.last_seen = at_ms;
                 let t = Timed {
                     at_ms,
+                    order: (self.inbound.len() + self.outbound.len()) as u64,
                     from,
                     to,
                     notification: n.clone(),
@@ -316,6 +320,7 @@ fn find_starts(
     let mut own_proposal: Option<(i64, i64)> = None;
     let mut prev_round: Option<i64> = None;
     let mut prev_sent_ms = 0u64;
+    let mut prev_sent_order = 0u64;
     let mut decided_since_start = false;
     let mut heard_max = i64::MIN;
     let mut in_i = 0;
@@ -346,6 +351,7 @@ fn find_starts(
         if n.state != ServerState::Looking {
             decided_since_start = true;
             prev_sent_ms = t.at_ms;
+            prev_sent_order = t.order;
             continue;
         }
         let round = n.election_epoch;
@@ -369,6 +375,7 @@ fn find_starts(
             // A vote SID had already sent: a queued message or QCM's re-send of the last
             // message on a new connection, not a new election.
             prev_sent_ms = t.at_ms;
+            prev_sent_order = t.order;
             continue;
         }
         seen.insert(key);
@@ -391,7 +398,7 @@ fn find_starts(
             let at_ms = start_time(
                 t,
                 own_initials,
-                prev_sent_ms,
+                (prev_sent_ms, prev_sent_order),
                 prev_round.is_some() && !restart,
                 decisions,
                 inbound,
@@ -424,6 +431,7 @@ fn find_starts(
         }
         prev_round = Some(round);
         prev_sent_ms = t.at_ms;
+        prev_sent_order = t.order;
     }
     fill_initial_votes(sid, quorum, outbound, &mut starts);
     (starts, configs)
@@ -445,7 +453,7 @@ fn newer_config(n: &Notification, version: u64) -> Option<QuorumVerifier> {
 fn start_time(
     t: &Timed,
     own_initials: &[u64],
-    prev_sent_ms: u64,
+    (prev_sent_ms, prev_sent_order): (u64, u64),
     answerable: bool,
     decisions: &[Decided],
     inbound: &[Timed],
@@ -467,7 +475,12 @@ fn start_time(
         .unwrap_or(0);
     let unanswered = inbound
         .iter()
-        .filter(|m| m.at_ms > prev_sent_ms.max(decided_ms) && m.at_ms < at_ms)
+        .filter(|m| {
+            // After SID's previous message in the capture, even within its millisecond.
+            (m.at_ms, m.order) > (prev_sent_ms, prev_sent_order)
+                && m.at_ms > decided_ms
+                && m.at_ms < at_ms
+        })
         .filter(|m| m.notification.state == ServerState::Looking)
         .filter(|m| voters.is_voter(m.from))
         .map(|m| m.at_ms)
