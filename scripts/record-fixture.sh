@@ -39,6 +39,11 @@
 #                then `-add` it back, then `-remove` another follower, which is stopped (a
 #                removed server is a non-voting follower until shut down); then the usual
 #                kill of the leader, re-elected by the other two, and its restart
+#   reconfig-leader4
+#                4 participants with reconfigEnabled=true: `reconfig -remove` the leader
+#                itself (Java hands over to a designated leader without an election), then
+#                the removed server is stopped; then the usual kill of the leader and its
+#                restart
 #
 # fixtures/NAME/ gets: capture.pcap (tcpdump -i IFACE, snaplen 0, election and quorum
 # ports), server.N.log (each server's log trimmed to FastLeaderElection,
@@ -101,8 +106,8 @@ case "$SCENARIO" in
   mixed-36-39) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); MIXED="3.6.3 3.6.3 3.9.5" ;;
   late3) ENS_OPTS=(--servers "1:participant,2:participant,3:participant"); LATE=3 ;;
   lagging3) ENS_OPTS=(--servers "1:participant,2:participant,3:participant") ;;
-  reconfig4) ENS_OPTS=(--servers "1:participant,2:participant,3:participant,4:participant"); SIDS="1 2 3 4" ;;
-  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5, big, mixed-34-38, mixed-36-39, late3, lagging3, reconfig4)" ;;
+  reconfig4|reconfig-leader4) ENS_OPTS=(--servers "1:participant,2:participant,3:participant,4:participant"); SIDS="1 2 3 4" ;;
+  *) die "unknown scenario '$SCENARIO' (basic3, observer, multiaddr, ipv6, staggered5, big, mixed-34-38, mixed-36-39, late3, lagging3, reconfig4, reconfig-leader4)" ;;
 esac
 if [ "$SCENARIO" = ipv6 ]; then
   PCAP_FILTER="tcp portrange 3881-3889"
@@ -233,7 +238,7 @@ writes() {
 echo "recording $SCENARIO into fixtures/$NAME (ZooKeeper $ZK_VERSION, work dir $WORK)"
 # Configs only: the servers start once tcpdump listens.
 "$ENS" start "$WORK" --no-start "${ENS_OPTS[@]}" >/dev/null
-if [ "$SCENARIO" = reconfig4 ]; then
+if [ "$SCENARIO" = reconfig4 ] || [ "$SCENARIO" = reconfig-leader4 ]; then
   # reconfig needs it enabled, and a superuser or skipACL.
   for f in "$WORK"/zoo.cfg "$WORK"/*/zoo.cfg; do
     printf 'reconfigEnabled=true\nskipACL=yes\n' >>"$f"
@@ -294,6 +299,18 @@ if [ "$SCENARIO" = reconfig4 ]; then
   sleep 1
   "$ENS" stop-node "$WORK" "$removed" >/dev/null
   event "stopped the removed server $removed"
+  writes r
+fi
+if [ "$SCENARIO" = reconfig-leader4 ]; then
+  l=$(leader_of)
+  laddr=$("$ENS" status "$WORK" | awk -v l="$l" '$1 == l { print $4 }')
+  out=$(zk_cli "$laddr" reconfig -remove "$l" 2>&1)
+  grep -q "^Committed new configuration" <<<"$out" || die "reconfig -remove $l: $out"
+  event "reconfig -remove $l (the leader itself) through leader $l: committed"
+  sleep 3
+  "$ENS" stop-node "$WORK" "$l" >/dev/null
+  event "stopped the removed server $l"
+  wait_stable "leader $l removed"
   writes r
 fi
 if [ -n "${LATE:-}" ]; then
