@@ -64,6 +64,15 @@ fn scenario(name: &str) -> Vec<(PathBuf, Summary)> {
         .collect()
 }
 
+/// The first election of a fixture's summary.
+fn first_election<'a>(dir: &Path, summary: &'a Summary) -> &'a zkfle::decode::summary::Round {
+    summary
+        .rounds
+        .iter()
+        .find(|r| r.kind == RoundKind::Election)
+        .unwrap_or_else(|| panic!("{}: no election", dir.display()))
+}
+
 fn first_time(records: &[Record]) -> f64 {
     records
         .iter()
@@ -291,11 +300,7 @@ fn causes_are_the_scenarios() {
         let fixtures = scenario(name);
         assert!(!fixtures.is_empty() || std::env::var("ZKFLE_FIXTURE_VERSION").is_ok());
         for (dir, summary) in fixtures {
-            let first = summary
-                .rounds
-                .iter()
-                .find(|r| r.kind == RoundKind::Election)
-                .unwrap_or_else(|| panic!("{}: no election", dir.display()));
+            let first = first_election(&dir, &summary);
             assert_eq!(first.cause, cause, "{}: {first:?}", dir.display());
             assert_eq!(
                 first.leader_resumed.is_some(),
@@ -326,11 +331,7 @@ fn the_leaders_fate_is_the_scenarios() {
         let fixtures = scenario(name);
         assert!(!fixtures.is_empty() || std::env::var("ZKFLE_FIXTURE_VERSION").is_ok());
         for (dir, summary) in fixtures {
-            let first = summary
-                .rounds
-                .iter()
-                .find(|r| r.kind == RoundKind::Election)
-                .unwrap_or_else(|| panic!("{}: no election", dir.display()));
+            let first = first_election(&dir, &summary);
             assert_eq!(first.fate, Some(fate), "{}: {first:?}", dir.display());
             let Some(back) = first.leader_back else {
                 assert_ne!(fate, LeaderFate::Restarted, "{}", dir.display());
@@ -358,22 +359,14 @@ fn the_leaders_fate_is_the_scenarios() {
 fn a_leader_that_never_came_back_was_killed_or_stopped() {
     for name in ["kill3", "stop3", "restart3"] {
         for (dir, summary) in scenario(name) {
-            let first = summary
-                .rounds
-                .iter()
-                .find(|r| r.kind == RoundKind::Election)
-                .unwrap();
+            let first = first_election(&dir, &summary);
             let back = first.leader_back.unwrap();
             let records: Vec<Record> = decode(&dir)
                 .into_iter()
                 .filter(|r| r.time.as_secs_f64() < back - 0.5)
                 .collect();
             let cut = summarize(&dir, &records);
-            let first = cut
-                .rounds
-                .iter()
-                .find(|r| r.kind == RoundKind::Election)
-                .unwrap_or_else(|| panic!("{}: no election", dir.display()));
+            let first = first_election(&dir, &cut);
             assert_eq!(first.cause, Cause::LeaderLost, "{}", dir.display());
             assert_eq!(
                 first.fate,
@@ -402,21 +395,13 @@ fn a_frozen_leader_that_never_returns_is_told_from_a_cut_off_one() {
         ("partition", Cause::LeaderSilent, LeaderFate::CutOff),
     ] {
         for (dir, whole) in scenario(name) {
-            let first = whole
-                .rounds
-                .iter()
-                .find(|r| r.kind == RoundKind::Election)
-                .unwrap();
+            let first = first_election(&dir, &whole);
             // Ten seconds after the election began: the leader still silent, the new one
             // serving.
             let end = first.started + 10.0;
             let records = decode_fixture_until(&dir, end);
             let cut = summarize(&dir, &records);
-            let r = cut
-                .rounds
-                .iter()
-                .find(|r| r.kind == RoundKind::Election)
-                .unwrap_or_else(|| panic!("{}: no election", dir.display()));
+            let r = first_election(&dir, &cut);
             assert_eq!(r.cause, cause, "{}: {r:?}", dir.display());
             assert_eq!(r.fate, Some(fate), "{}: {r:?}", dir.display());
             assert_eq!(r.leader_resumed, None, "{}", dir.display());
