@@ -321,7 +321,7 @@ fn cli_prints_clocks_and_takes_overrides() {
         let mut files = vec![gz.to_string_lossy().into_owned(), late.clone()];
         files.extend(hosts[2..].iter().cloned());
         // 3.4 names no election addresses: its operators give the config.
-        let config: Vec<String> = if is_legacy_fixture(&dir) {
+        let config: Vec<String> = if needs_config(&dir) {
             vec!["--config".into(), dir.join("zoo.cfg").display().to_string()]
         } else {
             Vec::new()

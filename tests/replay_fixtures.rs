@@ -22,7 +22,7 @@ fn every_fixture_participant_replays_natively() {
         let cfg = zoo_cfg(&dir);
         // 3.4 notifications carry no config: the recording takes the fixture's zoo.cfg, as
         // `zkfle replay --config` would.
-        let config = is_legacy_fixture(&dir).then_some(&cfg.quorum);
+        let config = needs_config(&dir).then_some(&cfg.quorum);
         for server in cfg.servers() {
             let sid = server.id;
             let rec = Recording::from_records(&records, sid, config).unwrap();

@@ -41,7 +41,7 @@ fn decode(dir: &Path) -> Vec<Record> {
 
 /// The summary `zkfle decode --summary` gives (3.4 ones with `--config`).
 fn summarize(dir: &Path, records: &[Record]) -> Summary {
-    let mut s = if is_legacy_fixture(dir) {
+    let mut s = if needs_config(dir) {
         Summarizer::with_config(&zoo_cfg(dir).quorum)
     } else {
         Summarizer::new(Default::default())
@@ -194,7 +194,7 @@ fn sids_without_initial_messages_say_how_they_were_learned() {
             .iter()
             .find(|r| matches!(&r.body, Body::Quorum(q) if q.type_name() == "PING" && q.data_len.is_none()))
             .unwrap_or_else(|| panic!("{name}: no PING"));
-        let config = if is_legacy_fixture(&dir) {
+        let config = if needs_config(&dir) {
             "config"
         } else {
             "notification_config"
@@ -413,5 +413,76 @@ fn a_frozen_leader_that_never_returns_is_told_from_a_cut_off_one() {
             };
             assert!(text.contains(says), "{}:\n{text}", dir.display());
         }
+    }
+}
+
+/// A leader that removes itself by `reconfig` hands over to the designated leader with no
+/// election (docs/java-behaviour.md): the summary tells a handover from the commit, names the
+/// designated leader its servers logged (`Suggested leader`), and the next failover is the
+/// designated leader's, dated from when its followers lost it (`Exception when following the
+/// leader`), not from the removed leader's stop.
+#[test]
+fn a_leader_removed_by_reconfig_hands_over_without_an_election() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let dirs = [
+        root.join("v3.8.0-reconfig-leader4"),
+        root.join("running/v3.9.5-reconfig-leader4"),
+    ];
+    for dir in dirs {
+        if std::env::var("ZKFLE_FIXTURE_VERSION")
+            .is_ok_and(|v| fixture_version(&dir).as_deref() != Some(v.as_str()))
+        {
+            continue;
+        }
+        let name = dir.display();
+        let summary = summarize(&dir, &decode(&dir));
+        let handovers: Vec<_> = summary
+            .rounds
+            .iter()
+            .filter(|r| r.kind == RoundKind::Handover)
+            .collect();
+        assert_eq!(handovers.len(), 1, "{name}: {:?}", summary.rounds);
+        let h = handovers[0];
+        let stories: Vec<_> = fixture_sids(&dir)
+            .into_iter()
+            .map(|sid| (sid, logged_story(&dir, sid)))
+            .collect();
+        let (committer, committed) = stories
+            .iter()
+            .find_map(|(sid, s)| s.handed_over.first().map(|t| (*sid, *t)))
+            .unwrap_or_else(|| panic!("{name}: no logged handover"));
+        assert_eq!(h.cause, Cause::Reconfig, "{name}");
+        assert_eq!(h.fate, Some(LeaderFate::HandedOver), "{name}");
+        assert_eq!(h.old_leader, Some(committer), "{name}");
+        assert!((h.started - committed).abs() <= 0.1, "{name}: {h:?}");
+        // The designated leader: the one the servers logged LEADING after the commit.
+        let designated = stories
+            .iter()
+            .find(|(sid, s)| {
+                s.decisions
+                    .iter()
+                    .any(|(t, state, l)| *t > committed && state == "LEADING" && l == sid)
+            })
+            .map(|(sid, _)| *sid)
+            .unwrap();
+        assert_eq!(h.winner, Some(designated), "{name}");
+        assert!(h.serving.is_some(), "{name}: {h:?}");
+        // The next failover is the designated leader's.
+        let next = summary
+            .rounds
+            .iter()
+            .find(|r| r.kind == RoundKind::Election && r.started > h.started)
+            .unwrap_or_else(|| panic!("{name}: no failover after the handover"));
+        assert_eq!(next.old_leader, Some(designated), "{name}: {next:?}");
+        let lost_logged = stories
+            .iter()
+            .flat_map(|(_, s)| s.left_leader.iter().copied())
+            .filter(|t| *t > committed + 1.0)
+            .fold(f64::INFINITY, f64::min);
+        let lost = next.leader_lost.unwrap();
+        assert!(
+            (lost - lost_logged).abs() <= 0.1,
+            "{name}: leader lost at {lost:.3}, its followers logged losing it at {lost_logged:.3}"
+        );
     }
 }

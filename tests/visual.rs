@@ -25,7 +25,7 @@ fn decode_args(dir: &Path) -> Vec<String> {
         args.push("--port".into());
         args.push(p.to_string());
     }
-    if is_legacy_fixture(dir) {
+    if needs_config(dir) {
         args.push("--config".into());
         args.push(dir.join("zoo.cfg").display().to_string());
     }

@@ -54,7 +54,9 @@ pub enum Body {
 }
 
 /// A quorum-port packet as decoded: its type, zxid and, for FOLLOWERINFO/OBSERVERINFO, the
-/// learner's [`LearnerInfo`]. The data itself is not kept (a PROPOSAL can be 2 MB).
+/// learner's [`LearnerInfo`]. The data itself is not kept (a PROPOSAL can be 2 MB), but for
+/// what the story needs of a few types: a NEWLEADER's config text and the designated leader of
+/// COMMITANDACTIVATE/INFORMANDACTIVATE.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuorumMessage {
     /// The packet type code (`ptype`), named by [`QuorumMessage::type_name`].
@@ -64,10 +66,18 @@ pub struct QuorumMessage {
     pub data_len: Option<u32>,
     /// FOLLOWERINFO/OBSERVERINFO: who the learner is.
     pub learner: Option<LearnerInfo>,
+    /// COMMITANDACTIVATE/INFORMANDACTIVATE: the sid the activated config designates to lead.
+    pub designated_leader: Option<i64>,
+    /// NEWLEADER from a 3.5+ leader: the config text it leads under (its data), when no
+    /// longer than [`MAX_NEWLEADER_CONFIG`].
+    pub config: Option<Box<[u8]>>,
     /// The bytes of the snapshot streamed after a SNAP packet (set on the SNAP record once the
     /// snapshot has ended; `None` otherwise).
     pub snapshot_bytes: Option<u64>,
 }
+
+/// The longest NEWLEADER config text kept (Java's is a line per member).
+pub const MAX_NEWLEADER_CONFIG: usize = 64 * 1024;
 
 impl QuorumMessage {
     pub(super) fn of(p: &QuorumPacket) -> Self {
@@ -83,6 +93,14 @@ impl QuorumMessage {
             zxid: p.zxid,
             data_len: p.data.as_ref().map(|d| d.len() as u32),
             learner,
+            designated_leader: p.designated_leader().map(|(sid, _)| sid),
+            config: p
+                .data
+                .as_deref()
+                .filter(|d| {
+                    p.ptype == ptype::NEWLEADER && !d.is_empty() && d.len() <= MAX_NEWLEADER_CONFIG
+                })
+                .map(Box::from),
             snapshot_bytes: None,
         }
     }

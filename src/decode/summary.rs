@@ -65,6 +65,9 @@ const MAX_QUEUED: usize = 256;
 const SILENCE_SECS: f64 = 1.0;
 /// The silences kept per leader (the newest).
 const MAX_SILENCES: usize = 64;
+/// A learner that began its sync with the designated leader this long after the reconfig
+/// that handed over to it took part in the handover (Java's learners dial it at once).
+const HANDOVER_WINDOW_SECS: f64 = 10.0;
 /// At most this many sids are named in one "why still LOOKING" list.
 const MAX_LISTED: usize = 12;
 
@@ -111,6 +114,12 @@ pub enum Evidence {
     /// It started a new round of its own (no peer had shown it that round): it must have
     /// decided in the round before, on its last vote there.
     NewRound,
+    /// A committed reconfig designated another leader than the one in office
+    /// (COMMITANDACTIVATE): Java's servers take it with no election. The time is when the
+    /// server closed its connection to the old leader, where the capture names it, else its
+    /// first packet of its sync with the new one (for the new leader, the first that reached
+    /// it).
+    Reconfig,
 }
 
 impl Evidence {
@@ -121,6 +130,7 @@ impl Evidence {
             Evidence::QuorumReplies => "quorum_replies",
             Evidence::ConvergedVotes => "converged_votes",
             Evidence::NewRound => "new_round",
+            Evidence::Reconfig => "reconfig",
         }
     }
 }
@@ -251,6 +261,9 @@ pub enum RoundKind {
     Election,
     /// A server learned an established leader from its answers.
     Rejoin,
+    /// A committed reconfig designated a new leader and the servers took it without an
+    /// election (Java's `reconfigFlag`: the leader was removed, or made an observer).
+    Handover,
 }
 
 /// Why an election began, as the wire shows it.
@@ -272,6 +285,9 @@ pub enum Cause {
     /// kernel acknowledged what its followers sent: its process had stopped (a GC pause, a
     /// stopped VM, SIGSTOP), not its network. `leader_resumed` is its first answer, if any.
     LeaderFrozen,
+    /// A committed reconfig designated another leader (a [`RoundKind::Handover`]);
+    /// `leader_lost` is the commit's first COMMITANDACTIVATE.
+    Reconfig,
 }
 
 /// What TCP showed of a silent leader's host, which tells a cut-off leader from a frozen one
@@ -313,6 +329,9 @@ pub enum LeaderFate {
     /// Its followers left it with no sign on the wire of why, or it fell silent with nothing
     /// in the capture for TCP to tell cut off from frozen.
     Unknown,
+    /// It committed a reconfig that designated another leader, and stepped down to follow it
+    /// (a [`RoundKind::Handover`]).
+    HandedOver,
 }
 
 impl LeaderFate {
@@ -324,6 +343,7 @@ impl LeaderFate {
             LeaderFate::Frozen => "frozen",
             LeaderFate::LostQuorum => "lost_quorum",
             LeaderFate::Unknown => "unknown",
+            LeaderFate::HandedOver => "handed_over",
         }
     }
 }
@@ -336,6 +356,7 @@ impl Cause {
             Cause::QuorumLost => "quorum_lost",
             Cause::LeaderSilent => "leader_silent",
             Cause::LeaderFrozen => "leader_frozen",
+            Cause::Reconfig => "reconfig",
         }
     }
 }
@@ -379,6 +400,8 @@ pub struct Round {
     /// Whether a participant decided.
     pub settled: bool,
     pub cause: Cause,
+    /// The leader in office before it, when the capture shows one.
+    pub old_leader: Option<i64>,
     /// What became of the old leader (`None` when there was none: servers starting).
     pub fate: Option<LeaderFate>,
     /// A killed or stopped leader's first look after it started again
@@ -423,6 +446,19 @@ pub struct ConfigChange {
     pub removed: Vec<i64>,
 }
 
+/// A committed reconfig that designated another leader than the one that committed it: the
+/// first COMMITANDACTIVATE (or INFORMANDACTIVATE) saying so.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Handover {
+    time: f64,
+    /// The leader that committed it, when the capture names it (else the handover stands
+    /// only if learners then synced with `to`: see [`Summarizer::handover_rounds`]).
+    from: Option<i64>,
+    to: i64,
+    /// The reconfig txn's zxid: the version of the config it activates.
+    zxid: i64,
+}
+
 /// A rejoin whose leader an election was already replacing when the server decided: Java's
 /// observers and followers can take a dead leader from answers sent before it died, then give
 /// it up when they cannot connect to it (`fixtures/big`: observer 6 took the killed leader 5
@@ -462,7 +498,7 @@ pub struct Summary {
     /// When the servers shut down: every election connection had closed by the end of the
     /// capture, from this time on (the first close after the last message).
     pub shutdown: Option<f64>,
-    /// The configs the notifications carried, each newer than the last.
+    /// The configs the notifications (and NEWLEADER packets) carried, each newer than the last.
     pub configs: Vec<ConfigChange>,
     /// Notifications cut by the capture's snap length that were counted from the vote in
     /// their first bytes (their configs unknown).
@@ -525,7 +561,8 @@ impl Summary {
                 push(old, t, None);
             }
             for d in &r.decisions {
-                if !d.before_capture {
+                // (Servers handed over by a reconfig never look.)
+                if !d.before_capture && d.evidence != Evidence::Reconfig {
                     push(d.sid, d.looking_since, Some(ServerState::Looking));
                 }
                 push(d.sid, d.time, Some(d.state));
@@ -533,7 +570,7 @@ impl Summary {
             for w in &r.still_looking {
                 push(w.sid, w.since, Some(ServerState::Looking));
             }
-            if r.kind == RoundKind::Election
+            if matches!(r.kind, RoundKind::Election | RoundKind::Handover)
                 && let Some(w) = r.winner
             {
                 prev_leader = Some(w);
@@ -1186,6 +1223,11 @@ pub struct Summarizer {
     at_start: Option<AtStart>,
     /// Answers of servers stating they lead: (time, sid, round), for a frozen leader's return.
     leading_answers: Vec<(f64, i64, i64)>,
+    /// Reconfigs that handed the leadership over (at most [`MAX_CONFIG_CHANGES`]).
+    handovers: Vec<Handover>,
+    /// The version of the config `--config` gave: a newer one in the notifications (a
+    /// reconfig since that file was written) replaces its members.
+    given_config_version: Option<u64>,
     /// Whether a server decided in the capture (not counting states held before it).
     decided_in_capture: bool,
     /// Whether the capture began on a running ensemble: connections open before it, joined
@@ -1235,6 +1277,7 @@ impl Summarizer {
     pub fn with_config(config: &crate::wire::QuorumConfig) -> Self {
         let mut s = Summarizer::new(config.servers().map(|m| (m.id, m.role())).collect());
         s.hierarchy = hierarchy_of(config);
+        s.given_config_version = Some(config.version());
         s
     }
 
@@ -1988,7 +2031,25 @@ impl Summarizer {
         voters.sort_unstable();
         observers.sort_unstable();
         let (mut added, mut removed) = (Vec::new(), Vec::new());
-        if let Some(prev) = self.config_changes.last() {
+        // The members before it: the last config seen, or a `--config` older than it.
+        let given = (self.config_changes.is_empty()
+            && self.given_config_version.is_some_and(|g| version > g))
+        .then(|| {
+            let mut voters: Vec<i64> = Vec::new();
+            let mut observers: Vec<i64> = Vec::new();
+            for (sid, role) in &self.members {
+                match role {
+                    Role::Observer => observers.push(*sid),
+                    _ => voters.push(*sid),
+                }
+            }
+            ConfigChange {
+                voters,
+                observers,
+                ..ConfigChange::default()
+            }
+        });
+        if let Some(prev) = self.config_changes.last().or(given.as_ref()) {
             let was = |sid: &i64| prev.voters.contains(sid) || prev.observers.contains(sid);
             let is = |sid: &i64| voters.contains(sid) || observers.contains(sid);
             added = voters
@@ -2651,6 +2712,19 @@ impl Summarizer {
                 *last = last.max(time);
             }
         }
+        if !from_learner
+            && let Some(to) = q.designated_leader
+            && c.leader != Some(to)
+            && !self.handovers.iter().any(|h| h.zxid == q.zxid)
+            && self.handovers.len() < MAX_CONFIG_CHANGES
+        {
+            self.handovers.push(Handover {
+                time,
+                from: c.leader,
+                to,
+                zxid: q.zxid,
+            });
+        }
         match q.ptype {
             ptype::DIFF | ptype::SNAP | ptype::TRUNC if !from_learner && c.sync.mode.is_none() => {
                 c.sync.mode = Some(q.type_name());
@@ -2659,6 +2733,13 @@ impl Summarizer {
             ptype::NEWLEADER if !from_learner => {
                 c.sync.newleader.get_or_insert(time);
                 c.sync.newleader_zxid.get_or_insert(q.zxid);
+                // The config it leads under counts its NEWLEADER ACKs (a reconfig's designated
+                // leader: the activated one, before any notification carries it).
+                if let Some(raw) = &q.config
+                    && let Some(cfg) = self.configs.new_config(raw)
+                {
+                    self.config_seen(time, &cfg);
+                }
             }
             ptype::ACK
                 if from_learner
@@ -2724,8 +2805,9 @@ impl Summarizer {
         let sids_unknown = self.unknown_sids * 10 > self.notifications && self.unknown_sids > 0;
         let mut rounds = self.build_rounds(sids_unknown);
         rounds.sort_by(|a, b| a.started.total_cmp(&b.started));
-        for r in &mut rounds {
+        for r in rounds.iter_mut().filter(|r| r.kind != RoundKind::Handover) {
             // The newest config shown by the round's start (the first, if it began before any).
+            // (A handover's is the one it activated.)
             r.config_version = self
                 .config_changes
                 .iter()
@@ -2988,9 +3070,25 @@ impl Summarizer {
                 }
             })
             .map(|l| (l, f64::NEG_INFINITY));
+        let handovers = self.handover_rounds(sids_unknown);
+        let mut next_handover = 0;
         for i in 0..elections.len() {
             let next_start = elections.get(i + 1).map_or(f64::INFINITY, |r| r.started);
             let r = &mut elections[i];
+            // A handover before the election put its designated leader in office.
+            while let Some((h, to)) = handovers
+                .get(next_handover)
+                .filter(|(h, _)| h.started < r.started)
+            {
+                let led = h
+                    .decisions
+                    .iter()
+                    .find(|d| d.state == ServerState::Leading)
+                    .map_or(h.started, |d| d.time);
+                prev_leader = Some((*to, led));
+                next_handover += 1;
+            }
+            r.old_leader = prev_leader.map(|(l, _)| l);
             let end = r
                 .decisions
                 .iter()
@@ -3180,6 +3278,7 @@ impl Summarizer {
                             })
                         }
                         Cause::LeaderLost => Some(LeaderFate::Unknown),
+                        Cause::Reconfig => Some(LeaderFate::HandedOver),
                     };
                 }
             }
@@ -3229,7 +3328,139 @@ impl Summarizer {
         }
         self.mark_stale_rejoins(&mut rounds, &elections);
         rounds.extend(elections);
+        rounds.extend(handovers.into_iter().map(|(h, _)| h));
         rounds
+    }
+
+    /// When `sid` took the leader a handover designated, at the latest `by`: when it left the
+    /// old leader (Java's learner closes its connection as it leaves, the designated leader
+    /// too), where the capture names that connection; its first sync packet can come later,
+    /// after dials refused while the new leader was not listening yet.
+    ///
+    /// Where the capture names no learner of the old leader's connections (one host, every
+    /// learner dialling from one address), each of them closed one of those: the last such
+    /// close bounds them all (not the old leader itself, which takes the new one only once it
+    /// has stopped leading; nor anyone when the old leader is not named).
+    fn left_for_handover(&self, h: &Handover, sid: i64, by: f64) -> f64 {
+        if h.from.is_none_or(|from| from == sid) {
+            return by;
+        }
+        let closes = || {
+            self.closes.iter().filter(|(t, leader, _, quorum)| {
+                *quorum && *leader == h.from && *t >= h.time && *t <= by
+            })
+        };
+        let own = closes()
+            .filter(|c| c.2 == Some(sid))
+            .map(|c| c.0)
+            .reduce(f64::min);
+        let unnamed = closes()
+            .filter(|c| c.2.is_none())
+            .map(|c| c.0)
+            .reduce(f64::max);
+        own.or(unnamed).map_or(by, |t| t.min(by))
+    }
+
+    /// The handovers, each with its designated leader, in time order: the learners that
+    /// began a sync with that leader within [`HANDOVER_WINDOW_SECS`] after the commit follow
+    /// it (the old leader among them, as a non-voter), and the leader led by the first of
+    /// those syncs.
+    fn handover_rounds(&self, sids_unknown: bool) -> Vec<(Round, i64)> {
+        let mut handovers = self.handovers.clone();
+        handovers.sort_by(|a, b| a.time.total_cmp(&b.time));
+        handovers
+            .iter()
+            .filter_map(|h| {
+                // The round of the old leader's election: Java's servers keep it.
+                let round = self
+                    .decisions
+                    .iter()
+                    .filter(|d| Some(d.leader) == h.from && d.time <= h.time)
+                    .max_by(|a, b| a.time.total_cmp(&b.time))
+                    .map_or(UNKNOWN_ROUND, |d| d.election_epoch);
+                // A server's switch to the designated leader: no election, so no round of its own.
+                let switch =
+                    |sid: i64, state: ServerState, time: f64, sync: Option<SyncInfo>| Decision {
+                        sid,
+                        state,
+                        leader: h.to,
+                        election_epoch: round,
+                        time,
+                        evidence: Evidence::Reconfig,
+                        looking_since: h.time,
+                        took: time - h.time,
+                        took_at_least: false,
+                        sync,
+                        before_capture: false,
+                    };
+                let mut decisions: Vec<Decision> = Vec::new();
+                for (sync, &(learner, observer)) in self.syncs.iter().zip(&self.sync_learners) {
+                    if sync.leader != Some(h.to)
+                        || sync.started < h.time
+                        || sync.started > h.time + HANDOVER_WINDOW_SECS
+                        || decisions.iter().any(|d| d.sid == learner)
+                    {
+                        continue;
+                    }
+                    let state = if observer {
+                        ServerState::Observing
+                    } else {
+                        ServerState::Following
+                    };
+                    let left = self.left_for_handover(h, learner, sync.started);
+                    decisions.push(switch(learner, state, left, Some(sync.clone())));
+                }
+                // With the committer unnamed, only learners moving to the designated leader
+                // show that it was not the committer itself.
+                if h.from.is_none() && decisions.is_empty() {
+                    return None;
+                }
+                // The new leader led by the time the first of those syncs reached it.
+                let led = decisions
+                    .iter()
+                    .filter_map(|d| d.sync.as_ref())
+                    .map(|y| y.started)
+                    .reduce(f64::min)
+                    .map(|reached| self.left_for_handover(h, h.to, reached));
+                if let Some(t) = led {
+                    decisions.push(switch(h.to, ServerState::Leading, t, None));
+                }
+                decisions.sort_by(|a, b| a.time.total_cmp(&b.time));
+                let epoch = decisions
+                    .iter()
+                    .filter_map(|d| d.sync.as_ref()?.newleader_zxid)
+                    .map(|z| z >> 32)
+                    .next();
+                let serving = epoch
+                    .and_then(|e| self.acks.get(&(h.to, e)))
+                    .and_then(|(_, reached)| *reached);
+                let round = Round {
+                    kind: RoundKind::Handover,
+                    election_epoch: round,
+                    started: h.time,
+                    participants: decisions.iter().map(|d| d.sid).collect(),
+                    winner: (!sids_unknown).then_some(h.to),
+                    duration: decisions.last().map(|d| d.time - h.time),
+                    settled: led.is_some(),
+                    cause: Cause::Reconfig,
+                    old_leader: h.from,
+                    fate: Some(LeaderFate::HandedOver),
+                    leader_lost: Some(h.time),
+                    serving,
+                    unavailable: serving.map(|t| t - h.time),
+                    no_leader: led.map(|t| t - h.time),
+                    end: if led.is_some() {
+                        "decided"
+                    } else {
+                        "capture_end"
+                    },
+                    config_version: u64::try_from(h.zxid).ok(),
+                    decisions,
+                    ..Round::default()
+                };
+                Some((round, h.to))
+            })
+            .collect()
     }
 
     /// Marks rejoins made while an election was replacing their leader (stale decisions),

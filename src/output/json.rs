@@ -417,6 +417,10 @@ fn write_quorum(out: &mut Vec<u8>, q: &QuorumMessage) {
         out.extend_from_slice(b",\"config_version\":");
         json_int(out, l.config_version);
     }
+    if let Some(sid) = q.designated_leader {
+        out.extend_from_slice(b",\"designated_leader\":");
+        json_int(out, sid);
+    }
     if let Some(n) = q.snapshot_bytes {
         out.extend_from_slice(b",\"snapshot_bytes\":");
         json_int(out, n);
@@ -1023,13 +1027,14 @@ mod tests {
                 message: "skipped \"3\" bytes".into(),
             }),
         ];
-        for (ptype, data_len, learner, snapshot_bytes) in [
-            (11, Some(20), Some((3, 0x10000, 0x1_0000_0002)), None),
-            (11, Some(4), Some((-1, -7, -1)), Some(0)),
-            (15, None, None, Some(123_456)),
-            (2, Some(0), None, None),
-            (99, None, None, None),
-            (-5, Some(2_000_000), None, None),
+        for (ptype, data_len, learner, snapshot_bytes, designated_leader) in [
+            (11, Some(20), Some((3, 0x10000, 0x1_0000_0002)), None, None),
+            (11, Some(4), Some((-1, -7, -1)), Some(0), None),
+            (15, None, None, Some(123_456), None),
+            (2, Some(0), None, None, None),
+            (9, Some(8), None, None, Some(-9)),
+            (99, None, None, None, None),
+            (-5, Some(2_000_000), None, None, None),
         ] {
             bodies.push(Body::Quorum(QuorumMessage {
                 ptype,
@@ -1042,6 +1047,8 @@ mod tests {
                         config_version,
                     }
                 }),
+                designated_leader,
+                config: None,
                 snapshot_bytes,
             }));
         }

@@ -42,6 +42,9 @@ impl Evidence {
                 "its vote had a quorum; finalizeWait after the last notification it got"
             }
             Evidence::NewRound => "it began a new round of its own afterwards",
+            Evidence::Reconfig => {
+                "a committed reconfig designated this leader: it left the old one (or began its sync)"
+            }
         }
     }
 }
@@ -87,6 +90,21 @@ impl StillLooking {
     }
 }
 
+/// A round's "no leader for ...; serving at ... (unavailable ...)".
+fn outage(r: &crate::decode::summary::Round, rel: &dyn Fn(f64) -> String) -> String {
+    let mut s = String::new();
+    if let Some(x) = r.no_leader {
+        s.push_str(&format!("; no leader for {x:.3}s"));
+    }
+    if let Some(t) = r.serving {
+        s.push_str(&format!("; serving at {}", rel(t)));
+        if let Some(u) = r.unavailable {
+            s.push_str(&format!(" (unavailable {u:.3}s)"));
+        }
+    }
+    s
+}
+
 impl Summary {
     /// The summary as one JSON object; times are seconds since the epoch.
     pub fn to_json(&self) -> Value {
@@ -95,12 +113,17 @@ impl Summary {
             .iter()
             .map(|r| {
                 json!({
-                    "kind": match r.kind { RoundKind::Election => "election", RoundKind::Rejoin => "rejoin" },
+                    "kind": match r.kind {
+                        RoundKind::Election => "election",
+                        RoundKind::Rejoin => "rejoin",
+                        RoundKind::Handover => "handover",
+                    },
                     "election_epoch": r.election_epoch,
                     "started": r.started,
                     "participants": r.participants,
-                    "cause": (r.kind == RoundKind::Election).then(|| r.cause.name()),
+                    "cause": (r.kind != RoundKind::Rejoin).then(|| r.cause.name()),
                     "leader_lost": r.leader_lost,
+                    "old_leader": r.old_leader,
                     "leader_fate": r.fate.map(|f| f.name()),
                     "leader_resumed": r.leader_resumed,
                     "leader_back": r.leader_back,
@@ -230,8 +253,14 @@ impl Summary {
             }
             None => {}
         }
-        if self.configs.len() > 1 {
-            s.push_str("membership (configs the notifications carried):\n");
+        // (One config is worth listing when it changed the members `--config` gave.)
+        if self.configs.len() > 1
+            || self
+                .configs
+                .iter()
+                .any(|c| !c.added.is_empty() || !c.removed.is_empty())
+        {
+            s.push_str("membership (configs the notifications and NEWLEADER packets carried):\n");
             for c in &self.configs {
                 let mut line = format!(
                     "  {}  config {:#x}: voters {}",
@@ -310,6 +339,32 @@ impl Summary {
     ) -> String {
         let mut s = String::new();
         match r.kind {
+            RoundKind::Handover => {
+                let mut head = format!("handover at {}", rel(r.started));
+                if r.election_epoch >= 0 {
+                    head.push_str(&format!(", round {:#x}", r.election_epoch));
+                }
+                head.push_str(": a reconfig");
+                if let Some(v) = r.config_version {
+                    head.push_str(&format!(" (config {v:#x})"));
+                }
+                match r.old_leader {
+                    Some(old) => head.push_str(&format!(" committed by leader {old}")),
+                    None => head.push_str(" committed by the leader"),
+                }
+                let whom = r
+                    .winner
+                    .map_or("another".to_string(), |w| format!("sid {w}"));
+                head.push_str(&format!(
+                    " designated {whom} to lead, and the servers took it with no election"
+                ));
+                head.push_str(&outage(r, rel));
+                if r.decisions.is_empty() {
+                    head.push_str("; no sync with the new leader in the capture");
+                }
+                s.push_str(&head);
+                s.push('\n');
+            }
             RoundKind::Rejoin => {
                 let d = &r.decisions[0];
                 let took = format!(
@@ -373,6 +428,7 @@ impl Summary {
                             r.leader_lost.map_or("?".to_string(), rel),
                         ),
                     },
+                    Cause::Reconfig => "a reconfig".to_string(),
                     Cause::LeaderSilent => match (r.leader_lost, r.silence) {
                         (Some(t), Some(SilenceEvidence::Unreachable)) => format!(
                             "the leader's last quorum-port packet was at {}, its connections still open, what went to and from it unacknowledged (cut off from its followers)",
@@ -394,15 +450,7 @@ impl Summary {
                     rel(r.started),
                     r.election_epoch
                 );
-                if let Some(x) = r.no_leader {
-                    head.push_str(&format!("; no leader for {x:.3}s"));
-                }
-                if let Some(t) = r.serving {
-                    head.push_str(&format!("; serving at {}", rel(t)));
-                    if let Some(u) = r.unavailable {
-                        head.push_str(&format!(" (unavailable {u:.3}s)"));
-                    }
-                }
+                head.push_str(&outage(r, rel));
                 match (r.winner, self.sids_unknown) {
                     (Some(w), _) => head.push_str(&format!("; winner sid {w}")),
                     (None, true) => head.push_str("; winner unknown (sids unknown)"),

@@ -160,6 +160,9 @@ fn write_quorum_words(out: &mut Vec<u8>, q: &QuorumMessage) {
             l.sid, l.protocol_version, l.config_version
         );
     }
+    if let Some(sid) = q.designated_leader {
+        let _ = write!(out, ", designated leader {sid}");
+    }
     if let Some(n) = q.snapshot_bytes {
         let _ = write!(out, ", snapshot of {n} bytes followed");
     }

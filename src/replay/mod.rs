@@ -230,7 +230,8 @@ impl RecordingBuilder {
             .rounds
             .iter()
             .flat_map(|r| r.decisions.iter())
-            .filter(|d| d.sid == sid)
+            // (A reconfig's handover is no election: nothing to replay.)
+            .filter(|d| d.sid == sid && d.evidence != crate::decode::summary::Evidence::Reconfig)
             .collect();
         // Rounds and rejoins are listed by when they began; decisions go in time order.
         own.sort_by(|a, b| a.time.total_cmp(&b.time));

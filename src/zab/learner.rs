@@ -744,9 +744,9 @@ impl Learner {
         if self.cfg.reconfig.is_none() {
             return; // a plain commit (Java's processReconfig returns at once)
         }
-        let designated = match p.data.as_deref() {
-            Some(d) if d.len() >= 8 => i64::from_be_bytes(d[..8].try_into().expect("8 bytes")),
-            _ => {
+        let designated = match p.designated_leader() {
+            Some((sid, _)) => sid,
+            None => {
                 return self.close(format!(
                     "COMMITANDACTIVATE 0x{:x} without a designated leader",
                     p.zxid
@@ -806,20 +806,18 @@ impl Learner {
     /// An observer's INFORM (a committed txn) or INFORMANDACTIVATE (designated leader, then
     /// a committed reconfig txn): logged, never acknowledged (Java's `Observer.processPacket`).
     fn inform(&mut self, p: &QuorumPacket) {
-        let data = p.data.as_deref().unwrap_or_default();
         let (designated, txn) = if p.ptype == ptype::INFORMANDACTIVATE {
-            if data.len() < 8 {
-                return self.close(format!(
-                    "INFORMANDACTIVATE 0x{:x} without a designated leader",
-                    p.zxid
-                ));
+            match p.designated_leader() {
+                Some((sid, txn)) => (Some(sid), txn),
+                None => {
+                    return self.close(format!(
+                        "INFORMANDACTIVATE 0x{:x} without a designated leader",
+                        p.zxid
+                    ));
+                }
             }
-            (
-                Some(i64::from_be_bytes(data[..8].try_into().expect("8 bytes"))),
-                &data[8..],
-            )
         } else {
-            (None, data)
+            (None, p.data.as_deref().unwrap_or_default())
         };
         let txn = QuorumPacket::new(ptype::PROPOSAL, p.zxid, Some(txn.to_vec()));
         let Some(txn) = self.proposal_txn(&txn) else {

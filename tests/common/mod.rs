@@ -145,6 +145,15 @@ pub fn is_legacy_fixture(dir: &Path) -> bool {
     fixture_version(dir).is_some_and(|v| v.split('+').any(|v| v.starts_with("3.4.")))
 }
 
+/// Whether a fixture is decoded with `--config` (its zoo.cfg): 3.4 captures, which name no
+/// addresses, and those whose README says `Decode it with --config zoo.cfg` (a server that no
+/// config on the wire names, on a host whose address others share).
+pub fn needs_config(dir: &Path) -> bool {
+    is_legacy_fixture(dir)
+        || std::fs::read_to_string(dir.join("README.md"))
+            .is_ok_and(|t| t.contains("Decode it with `--config zoo.cfg`"))
+}
+
 /// Whether all of the fixture's servers are 3.4.
 pub fn is_pure_legacy_fixture(dir: &Path) -> bool {
     fixture_version(dir).is_some_and(|v| v.split('+').all(|v| v.starts_with("3.4.")))
@@ -155,7 +164,7 @@ pub fn is_pure_legacy_fixture(dir: &Path) -> bool {
 /// `zkfle decode --config` would.
 pub fn options(dir: &Path) -> DecodeOptions {
     let mut book = AddressBook::default();
-    if is_legacy_fixture(dir) {
+    if needs_config(dir) {
         book.learn_config(&zoo_cfg(dir).quorum, zkfle::decode::SidSource::Config);
     }
     DecodeOptions {
@@ -403,7 +412,9 @@ pub fn write_pcap(path: &Path, segments: &[TcpSegment]) {
 /// What a server's log says about its elections and syncs, with the log's times.
 #[derive(Debug, Default, Clone)]
 pub struct LoggedStory {
-    /// `About to leave FLE instance: leader=L, ... my state=S`: (time, state, leader).
+    /// `About to leave FLE instance: leader=L, ... my state=S`: (time, state, leader); and
+    /// the handovers of a reconfig, which skip FLE: `Suggested leader: L` (the designated
+    /// leader), then `QuorumPeer@N - S` as the server enters state S.
     pub decisions: Vec<(f64, String, i64)>,
     /// `FOLLOWING|LEADING - LEADER ELECTION TOOK - N MS`: (time, state, seconds).
     pub took: Vec<(f64, String, f64)>,
@@ -420,20 +431,46 @@ pub struct LoggedStory {
     /// `New election. My id = N`: the server began looking (a process's first one is its
     /// start).
     pub new_elections: Vec<f64>,
+    /// `this leader is not the designated leader anymore`: as leader, it committed a reconfig
+    /// that hands its leadership over.
+    pub handed_over: Vec<f64>,
 }
 
 /// Reads `server.<sid>.log` for [`LoggedStory`].
 pub fn logged_story(dir: &Path, sid: i64) -> LoggedStory {
     let text = std::fs::read_to_string(dir.join(format!("server.{sid}.log"))).unwrap_or_default();
     let mut s = LoggedStory::default();
+    // A designated leader not yet taken (QuorumPeer.updateVote).
+    let mut suggested: Option<i64> = None;
     for l in text.lines() {
         if l.len() < 23 || !l.as_bytes()[0].is_ascii_digit() {
             continue;
         }
         let t = log_time(l);
+        // (The state line is looked for only while a designated leader waits.)
+        let entered = || {
+            ["LEADING", "FOLLOWING", "OBSERVING"]
+                .into_iter()
+                .find(|state| {
+                    l.contains("QuorumPeer@")
+                        && l.strip_suffix(state).is_some_and(|r| r.ends_with("] - "))
+                })
+        };
+        if let Some(at) = l.find(" - Suggested leader: ") {
+            suggested = l[at + " - Suggested leader: ".len()..].trim().parse().ok();
+        } else if let Some(leader) = suggested
+            && let Some(state) = entered()
+        {
+            s.decisions.push((t, state.to_string(), leader));
+            suggested = None;
+        }
+        if l.contains("this leader is not the designated leader anymore") {
+            s.handed_over.push(t);
+        }
         if l.contains(" - New election. My id = ") {
             s.new_elections.push(t);
         } else if l.contains("About to leave FLE instance:") {
+            suggested = None;
             s.decisions.push((
                 t,
                 field(l, "my state=", '\n').unwrap().to_string(),

@@ -122,7 +122,9 @@
   }
   // Elections are numbered as the summary numbers them: rejoins are not elections.
   const electionNumber = [];
-  { let n = 0; for (const r of rounds) electionNumber.push(r.kind === "rejoin" ? null : ++n); }
+  { let n = 0; for (const r of rounds) electionNumber.push(r.kind === "election" ? ++n : null); }
+  // What a round is called: elections by their number; rejoins and reconfig handovers by kind.
+  const roundName = (r, i) => r.kind === "election" ? "election " + electionNumber[i] : r.kind;
   const roundEnd = (i) => {
     const r = rounds[i];
     const last = (r.decisions || []).reduce((m, d) => Math.max(m, d.time), r.started);
@@ -239,7 +241,7 @@
       starts.moveTo(x + 0.5, TOP - 12); starts.lineTo(x + 0.5, H);
       const rowi = labelEnd[0] <= labelEnd[1] ? 0 : 1;
       if (x < labelEnd[rowi] + 4) return;
-      const text = r.kind === "rejoin" ? "rejoin" : "election " + electionNumber[i] + " (round 0x" + Number(r.election_epoch).toString(16) + ")";
+      const text = r.kind === "rejoin" ? "rejoin" : roundName(r, i) + (r.election_epoch >= 0 ? " (round 0x" + Number(r.election_epoch).toString(16) + ")" : "");
       ctx.fillStyle = "#333";
       ctx.fillText(text, x + 3, rowi ? TOP - 14 : TOP - 26);
       labelEnd[rowi] = x + 3 + ctx.measureText(text).width;
@@ -415,7 +417,7 @@
     if (o.decision) {
       const d = o.decision.d, r = rounds[o.decision.ri];
       return "sid " + d.sid + " " + d.state + " (leader " + d.leader + ") at +" + (d.time - T0).toFixed(3) + " s\n" +
-        (r.kind === "rejoin" ? "rejoin" : "election " + electionNumber[o.decision.ri]) + ", round 0x" + Number(d.election_epoch).toString(16) +
+        roundName(r, o.decision.ri) + ", round 0x" + Number(d.election_epoch).toString(16) +
         (typeof d.took === "number" ? "; took " + (d.took_at_least ? "at least " : "") + (d.took * 1000).toFixed(0) + " ms" : "") +
         (d.sync ? "; sync " + (d.sync.mode || "(mode not captured)") : "");
     }
@@ -497,7 +499,7 @@
   const texts = D.round_texts || [];
   rounds.forEach((r, i) => {
     const lines = (texts[i] || "").split("\n").filter((l) => l.length);
-    const h = el("h2", lines[0] || (r.kind === "rejoin" ? "rejoin" : "election " + electionNumber[i]), "click" + (r.kind === "election" && r.cause ? " cause" : ""));
+    const h = el("h2", lines[0] || roundName(r, i), "click" + (r.kind !== "rejoin" && r.cause ? " cause" : ""));
     h.onclick = () => { const e = roundEnd(i); setView(r.started - (e - r.started) * 0.05 - 0.01, e + 0.05); };
     side.appendChild(h);
     const ul = el("ul");

@@ -89,6 +89,22 @@ impl QuorumPacket {
         }
     }
 
+    /// COMMITANDACTIVATE's and INFORMANDACTIVATE's designated leader: the sid that leads
+    /// under the config they activate, the long their data opens with (`Leader.java`
+    /// `commitAndActivate`, `buildInformAndActivePacket`), and the bytes after it (an
+    /// INFORMANDACTIVATE's committed txn). `None` for other types, or data too short for it.
+    pub fn designated_leader(&self) -> Option<(i64, &[u8])> {
+        if !matches!(
+            self.ptype,
+            ptype::COMMITANDACTIVATE | ptype::INFORMANDACTIVATE
+        ) {
+            return None;
+        }
+        let data = self.data.as_deref()?;
+        let (sid, rest) = data.split_first_chunk::<8>()?;
+        Some((i64::from_be_bytes(*sid), rest))
+    }
+
     /// FOLLOWERINFO: `zxid = acceptedEpoch << 32`, data = [`LearnerInfo`].
     pub fn follower_info(accepted_epoch: i64, info: &LearnerInfo) -> Self {
         Self::new(
