@@ -15,6 +15,10 @@
 #                                cache beside the tarball, installed with dpkg), and Debian's
 #                                own zkServer.sh at /usr/share/zookeeper/bin
 #   zkfle/zookeeper:3.4.14|3.6.3|3.9.5   the jars scripts/zk-fetch.sh caches
+#                                (3.5+: with Debian's Jetty 9.4, Jackson and the servlet API,
+#                                which neither Debian's package nor the releases' jars carry, so
+#                                that Java's AdminServer runs beside zkfle's, as
+#                                `ensemble.sh --admin` runs it locally)
 #   zkfle/zkfle:latest           target/release/zkfle (built here with cargo build --release;
 #                                ZKFLE_PROFILE=debug: target/debug/zkfle, for CI, whose tests
 #                                have built it already: a release build takes minutes)
@@ -124,12 +128,31 @@ debian_scripts() {
   rm -rf "$x"
 }
 
+# Java's AdminServer needs Jetty, Jackson and the servlet API: Debian's packages (Java only,
+# arch all; this list is closed under their Depends), fetched once into the cache.
+ADMIN_PACKAGES="libjetty9-java libjackson2-databind-java libjackson2-core-java libjackson2-annotations-java libservlet-api-java libel-api-java libjsp-api-java libwebsocket-api-java"
+ADMIN_DEBS=$CACHE/admin-debs-$(echo "$SUITE $ADMIN_PACKAGES" | hash_of)
+admin_debs() {
+  local into=$1
+  if ! ls "$ADMIN_DEBS"/*.deb >/dev/null 2>&1; then
+    rm -rf "$ADMIN_DEBS.tmp" && mkdir -p "$ADMIN_DEBS.tmp"
+    # shellcheck disable=SC2086
+    fetch_admin_debs() { (cd "$ADMIN_DEBS.tmp" && zk_apt download -qq $ADMIN_PACKAGES >/dev/null); }
+    fetch_admin_debs || { zk_apt update -qq && fetch_admin_debs; } ||
+      die "apt-get download of Jetty for Java's AdminServer failed ($ADMIN_PACKAGES)"
+    rm -rf "$ADMIN_DEBS" && mv "$ADMIN_DEBS.tmp" "$ADMIN_DEBS"
+  fi
+  cp "$ADMIN_DEBS"/*.deb "$into/"
+}
+
 build_zookeeper() {
   local version=$1 ctx jars="" inputs h image=zkfle/zookeeper:$1
   ctx=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-image.XXXXXX")
   mkdir -p "$ctx/lib" "$ctx/debs" "$ctx/debian"
   cp "$IMAGE_DIR"/docker-entrypoint.sh "$IMAGE_DIR"/zkServer.sh "$IMAGE_DIR"/zkCli.sh \
     "$IMAGE_DIR"/log4j.properties "$IMAGE_DIR"/log4j2.properties "$ROOT/scripts/zk-env.sh" "$ctx/"
+  # (3.4 has no AdminServer.)
+  [[ "$version" == 3.4.* ]] || admin_debs "$ctx/debs"
   if [ "$version" = 3.8.0 ]; then
     cp "$DEB_DIR"/*.deb "$ctx/debs/"
     debian_scripts "$ctx/debian"

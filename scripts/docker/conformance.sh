@@ -18,7 +18,8 @@
 #                    summary names that leader;
 #                    `zkfle probe --all` agrees with every member's `srvr` (zkfle's too) and the leader's `mntr`;
 #                    zkfle answers `ruok`, and its `mntr` has every key a Java follower's has;
-#                    its AdminServer's monitor and its Prometheus /metrics read it as a follower
+#                    its AdminServer's monitor and its Prometheus /metrics read it as a follower,
+#                    and (3.5+) its AdminServer's commands have every key a Java follower's do
 #   leader-isolated  the leader's container off the bridge (docker network disconnect)
 #   split-minority   the leader alone on one side (iptables in each container's netns)
 #   split-majority   one Java follower alone; the leader's side (with zkfle) keeps writing
@@ -38,7 +39,9 @@
 #                    and the servers' logs must say what each verdict says
 # then, unless --no-upgrade, the rolling upgrade 3.4.14 -> 3.6.3 -> 3.8.0 -> 3.9.5, one Java
 # container at a time, zkfle voting and following throughout; a capture of it shows zkfle's
-# wire form following each peer (40-byte notifications to 3.4.14, the 3.5+ form after).
+# wire form following each peer (40-byte notifications to 3.4.14, the 3.5+ form after); once
+# Java 3.8.0 and 3.9.5 followers serve together, zkfle's monitoring (as `start` checks it)
+# beside each, and Debian's zkServer.sh status reading zkfle as a follower.
 #
 # ZKFLE_PROFILE=debug: zkfle's debug build (target/debug/zkfle) on the host and in its image,
 # as scripts/test.sh runs it (its tests have built it; a release build takes minutes);
@@ -478,12 +481,15 @@ sc_start() {
 # znode just written included), but the reads per namespace: Java's client reads were served
 # by Java servers only. zkfle presents as the version (`--release $V`): 3.4's fixed mntr for
 # 3.4.14, 3.5+'s metrics otherwise.
+# monitoring_as_java [FOLLOWER VERSION]: against that Java follower of that version (in a
+# mixed ensemble), else the first Java follower of this scenario's version.
 monitoring_as_java() {
   # (`command cut`: `cut` is this script's partition function.)
-  local s follower="" z j missing ruok
+  local s follower=${1:-} z j missing ruok V=${2:-$V}
   ruok=$(fourlw zoo1 ruok)
   [ "$ruok" = imok ] || { echo "zkfle's ruok: '$ruok'" >&2; return 1; }
   for s in "${JAVA[@]}"; do
+    [ -z "$follower" ] || break
     fourlw "$s" srvr | grep -q '^Mode: follower' && { follower=$s; break; }
   done
   [ -n "$follower" ] || { echo "no Java follower answers srvr" >&2; return 1; }
@@ -497,10 +503,26 @@ monitoring_as_java() {
     return 1
   fi
   # zkfle's AdminServer (Java's default: on, port 8080) and Prometheus endpoint (scripts/docker/
-  # zoo.cfg names Java's provider: port 7000); the Java images carry neither Jetty nor the
-  # provider's jars, so these are zkfle's alone: a follower to both, every mntr key in
-  # monitor, the Java follower's node count, and a page promtool parses.
-  local monitor page nodes java_nodes try code same="as $follower's"
+  # zoo.cfg names Java's provider: port 7000). The 3.5+ images carry Debian's Jetty, so the
+  # Java follower's AdminServer answers too: every command a monitoring tool reads has its
+  # keys in zkfle's answer. The provider's jars cannot be had here, so /metrics is zkfle's
+  # alone: a follower, the Java follower's node count, and a page promtool parses.
+  local monitor page nodes java_nodes try code same="as $follower's" cmd theirs ours
+  if [[ "$V" != 3.4.* ]]; then
+    for try in $(seq 30); do
+      [ "$(http_get "$follower" 8080 /commands/ruok | jq -r '.command' 2>/dev/null)" = ruok ] && break
+      sleep 1
+    done
+    for cmd in ruok leader server_stats stats is_read_only configuration dirs voting_view \
+      zabstate connections watch_summary watches observers monitor; do
+      theirs=$(http_get "$follower" 8080 "/commands/$cmd" | jq -r 'keys[]' 2>/dev/null | sort)
+      ours=$(http_get zoo1 8080 "/commands/$cmd" | jq -r 'keys[]' 2>/dev/null | sort)
+      [ -n "$theirs" ] || { echo "Java $V's follower $follower: no AdminServer answer to /commands/$cmd" >&2; return 1; }
+      missing=$(comm -13 <(echo "$ours") <(echo "$theirs") | grep -v '_read_per_namespace$' | xargs)
+      [ -z "$missing" ] || { echo "zkfle's /commands/$cmd lacks what Java $V's follower $follower has: $missing" >&2; return 1; }
+    done
+    log "  zkfle's AdminServer answers 14 commands with every key Java $V's follower $follower gives"
+  fi
   monitor=$(http_get zoo1 8080 /commands/monitor)
   [ "$(jq -r '.server_state' <<<"$monitor" 2>/dev/null)" = follower ] ||
     { echo "zkfle's AdminServer /commands/monitor: ${monitor:-no answer}" >&2; return 1; }
@@ -736,8 +758,7 @@ sc_hostname-join() {
       probe zoo1 >/dev/null
       if [ "$kind" = zkfle ] && [ "$t" = 1 ] && have_image zkfle/zookeeper:3.8.0; then
         local status
-        status=$(docker run --rm --network "container:$JOIN_CONTAINER" --volumes-from "$JOIN_CONTAINER" \
-          --entrypoint /usr/share/zookeeper/bin/zkServer.sh zkfle/zookeeper:3.8.0 status /conf/zoo.cfg 2>&1)
+        status=$(debian_status "$JOIN_CONTAINER")
         if grep -q "^Mode: follower" <<<"$status"; then
           log "  Debian's zkServer.sh status in zoo1's network namespace: $(grep '^Mode' <<<"$status")"
         else
@@ -812,6 +833,46 @@ restart_one() {
   log "    all four agree on $LEADER after ${LAST_AGREE_MS} ms (bound 90 s); $p written"
 }
 
+# debian_status CONTAINER: Debian's own `zkServer.sh status` (the 3.8.0 image's copy) run in
+# CONTAINER's network namespace with its /conf, as an operator on that host runs it.
+debian_status() {
+  docker run --rm --network "container:$1" --volumes-from "$1" \
+    --entrypoint /usr/share/zookeeper/bin/zkServer.sh zkfle/zookeeper:3.8.0 status /conf/zoo.cfg 2>&1
+}
+
+# Once the ensemble mixes Java 3.8.0 and 3.9.5 followers (the upgrade's last step, first
+# server), zkfle's monitoring beside a Java follower of each: its ruok, mntr, AdminServer and
+# /metrics as `start` checks them, and Debian's zkServer.sh status reading it as a follower.
+mixed_monitoring() {
+  local s f38="" f39="" status
+  $MIXED_CHECKED && return 0
+  for s in "${JAVA[@]}"; do
+    fourlw "$s" srvr | grep -q '^Mode: follower' || continue
+    case "${VERSION_OF[$s]}" in
+      3.8.0) f38=${f38:-$s} ;;
+      3.9.5) f39=${f39:-$s} ;;
+    esac
+  done
+  [ -n "$f38" ] && [ -n "$f39" ] || return 0
+  MIXED_CHECKED=true
+  # zkfle presents as the release it was started as (3.4.14 here: 3.4's mntr); upgraded as
+  # the Java servers are, it is restarted presenting as 3.9.5 (same data volume).
+  V=3.9.5 ZK_IMAGE=zkfle/zookeeper:3.9.5 dc up -d --no-deps zoo1 >>"$OUT/upgrade-up.log" 2>&1 ||
+    { tail -n 20 "$OUT/upgrade-up.log"; return 1; }
+  refresh_ids
+  agree 90 "${ALL[@]}" && LEADER=$AGREED || return 1
+  log "  zkfle restarted presenting as 3.9.5 (--release): all four agree on $LEADER after ${LAST_AGREE_MS} ms"
+  log "  mixed ensemble (Java 3.8.0 follower $f38, 3.9.5 follower $f39, zkfle): its monitoring beside each"
+  monitoring_as_java "$f38" 3.8.0 || return 1
+  monitoring_as_java "$f39" 3.9.5 || return 1
+  if have_image zkfle/zookeeper:3.8.0; then
+    status=$(debian_status "$(cid zoo1)")
+    grep -q "^Mode: follower" <<<"$status" ||
+      { echo "Debian's zkServer.sh status on zkfle in the mixed ensemble: $status" >&2; return 1; }
+    log "  Debian's zkServer.sh status in zoo1's network namespace: $(grep '^Mode' <<<"$status")"
+  fi
+}
+
 run_upgrade() {
   local from=${UPGRADE_PATH%% *} v s p start=$SECONDS order
   V=$from
@@ -828,6 +889,9 @@ run_upgrade() {
   refresh_ids
   agree 120 "${ALL[@]}" && LEADER=$AGREED || return 1
   log "  all four agree on $LEADER (zkfle following $from)"
+  declare -gA VERSION_OF=()
+  for s in "${JAVA[@]}"; do VERSION_OF[$s]=$from; done
+  MIXED_CHECKED=false
   BEFORE_PATH=$(znode upgrade)
   BEFORE_DATA=upgrade-$from
   write "$BEFORE_PATH" "$BEFORE_DATA" "${JAVA[@]}" || return 1
@@ -859,6 +923,8 @@ run_upgrade() {
       agree 90 "${ALL[@]}" && LEADER=$AGREED || return 1
       read_back "$p" "$v-$s" "$s" || return 1
       log "    all four agree on $LEADER after ${LAST_AGREE_MS} ms (bound 90 s); $p (written while $s was away) reads back from it"
+      VERSION_OF[$s]=$v
+      mixed_monitoring || return 1
     done
     prev=$v
   done

@@ -19,11 +19,14 @@ case "${1:-}" in
       log4j2) log=(-Dlog4j2.configurationFile=/zookeeper/log4j2.properties) ;;
       *) log=() ;;
     esac
+    # Java's AdminServer, where the image carries Debian's Jetty (3.5+ images).
+    admin_cp=""
+    [ -e /usr/share/java/jetty9-server.jar ] && admin_cp=":$(zk_admin_classpath)"
     # shellcheck disable=SC2086
     exec "$JAVA" -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
       "-Dzookeeper.log.dir=${ZOO_LOG_DIR:-/logs}" -Dzookeeper.jmx.log4j.disable=true \
       -Dzookeeper.audit.enable=false "${log[@]}" ${JVMFLAGS:-} ${SERVER_JVMFLAGS:-} \
-      -cp "$ZK_CLASSPATH:${ZOOCFGDIR:-/conf}" org.apache.zookeeper.server.quorum.QuorumPeerMain "$cfg"
+      -cp "$ZK_CLASSPATH$admin_cp:${ZOOCFGDIR:-/conf}" org.apache.zookeeper.server.quorum.QuorumPeerMain "$cfg"
     ;;
   status)
     port=$(sed -n 's/^clientPort=//p' "$cfg" | head -n1)
