@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${ZKFLE:-}" ]; then
   cargo build --quiet --bin zkfle
-  ZKFLE=$PWD/target/debug/zkfle
+  ZKFLE=${CARGO_TARGET_DIR:-$PWD/target}/debug/zkfle
 fi
 command -v tcpdump >/dev/null || { echo "docs-record: needs tcpdump" >&2; exit 2; }
 export PATH="$(dirname "$ZKFLE"):$PATH"

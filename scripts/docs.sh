@@ -11,7 +11,7 @@ ZKFLE_DOCS_WRITE=1 cargo test --test docs
 cargo build --bin zkfle
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-target/debug/zkfle decode --format html fixtures/basic3/capture.pcap >"$tmp/basic3.html"
+"${CARGO_TARGET_DIR:-target}"/debug/zkfle decode --format html fixtures/basic3/capture.pcap >"$tmp/basic3.html"
 chromium=$(command -v chromium || command -v chromium-browser) || {
   echo "docs.sh: chromium is needed for the screenshot (scripts/viewers-env.sh)" >&2
   exit 1

@@ -31,6 +31,11 @@ else
   shift || true
 fi
 export RUSTC_BOOTSTRAP=1
+# The targets' own build directory: under CARGO_TARGET_DIR when that is set (scripts/test.sh
+# keeps its build in the cache), else fuzz/target. Never the main build's own: its flags differ,
+# and each build would undo the other's.
+target_dir=(--target-dir "${CARGO_TARGET_DIR:+$CARGO_TARGET_DIR/fuzz}")
+[ -n "${CARGO_TARGET_DIR:-}" ] || target_dir=(--target-dir target)
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "installing cargo-fuzz (cargo install cargo-fuzz --locked)"
@@ -41,9 +46,9 @@ targets=("$@")
 build_start=$SECONDS
 if [ ${#targets[@]} -eq 0 ]; then
   mapfile -t targets < <(cargo fuzz list)
-  nice -n 19 cargo fuzz build "${sanitizer[@]}"
+  nice -n 19 cargo fuzz build "${target_dir[@]}" "${sanitizer[@]}"
 else
-  for t in "${targets[@]}"; do nice -n 19 cargo fuzz build "${sanitizer[@]}" "$t"; done
+  for t in "${targets[@]}"; do nice -n 19 cargo fuzz build "${target_dir[@]}" "${sanitizer[@]}" "$t"; done
 fi
 echo "fuzz build: $((SECONDS - build_start)) s"
 
@@ -52,7 +57,7 @@ mkdir -p "$out"
 failed=()
 run() {
   local t=$1
-  if nice -n 19 cargo fuzz run "${sanitizer[@]}" "$t" -- "${limit[@]}" -rss_limit_mb=2048 \
+  if nice -n 19 cargo fuzz run "${target_dir[@]}" "${sanitizer[@]}" "$t" -- "${limit[@]}" -rss_limit_mb=2048 \
     >"$out/$t.log" 2>&1; then
     echo "fuzz $t: $(grep -Eo 'Done [0-9]+ runs in [0-9]+ second' "$out/$t.log" | tail -n1), clean"
   else

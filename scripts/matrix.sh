@@ -3,12 +3,14 @@
 # table (pass, FAIL, or skipped with the reason).
 #
 # Usage:
-#   scripts/matrix.sh [--no-fetch] [--versions "3.4.14 3.6.3 3.8.0 3.9.5"] [--out FILE]
+#   scripts/matrix.sh [--no-fetch] [--versions "3.4.14 3.6.3 3.8.0 3.9.5"] [--out FILE] [--jobs N]
 #   scripts/matrix.sh -h
 #
 #   --no-fetch   use only what is cached (scripts/zk-fetch.sh --cached); a version that is
 #                not is reported as skipped
 #   --out FILE   also write the table (markdown) to FILE
+#   --jobs N     run N cells at a time, each in a network namespace of its own
+#                (scripts/own-loopback.sh; needs root); default 1, one after the other
 #
 # Rows: each version, then the mixed-version ensembles (rolling upgrades):
 #   3.4.14+3.8.0  Java 3.4.14 (sid 2), Java 3.8.0 (sid 3), zkfle (sid 1)
@@ -46,12 +48,14 @@ usage() { sed -n '2,/^$/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 VERSIONS="3.4.14 3.6.3 3.8.0 3.9.5"
 FETCH=1
 OUT=""
+JOBS=1
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
     --no-fetch) FETCH=0; shift ;;
     --versions) VERSIONS=${2:?}; shift 2 ;;
     --out) OUT=${2:?}; shift 2 ;;
+    --jobs) JOBS=${2:?}; shift 2 ;;
     *) echo "matrix.sh: unknown option '$1' (see -h)" >&2; exit 2 ;;
   esac
 done
@@ -88,25 +92,53 @@ if ! cargo test --no-run --test versions --test decode_fixtures --test repro_jav
   exit 1
 fi
 
-# run_cell KEY LOGNAME cargo-args...: pass / FAIL / skipped: reason (from SKIPPED: lines)
+# run_cell KEY LOGNAME cargo-args...: one cell, one test (`cargo test ARGS -- --exact`). With
+# --jobs 1 it runs at once; with more, in the background, in a network namespace of its own
+# (scripts/own-loopback.sh: its own 127.0.0.x, its own loopback lock), at most JOBS at a time.
+# Its verdict is read from its log and exit status by settle_cells, after every cell ran.
+QUEUED=()
 run_cell() {
-  local key=$1 name=$2 log
+  local key=$1 name=$2
   shift 2
-  log="$LOGS/$name.log"
+  QUEUED+=("$key|$name")
   echo "== $key" >&2
-  if cargo test "$@" -- --exact --nocapture >"$log" 2>&1; then
-    if grep -q '^SKIPPED: ' "$log"; then
-      CELL[$key]="skipped: $(grep -m1 '^SKIPPED: ' "$log" | sed 's/^SKIPPED: //')"
-    elif grep -qE 'test result: ok\. [1-9]' "$log"; then
-      CELL[$key]="pass"
+  if [ "$JOBS" = 1 ]; then
+    cell_job "$name" "$@"
+  else
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+    cell_job "$name" "$@" &
+  fi
+}
+cell_job() {
+  local name=$1 rc=0
+  shift
+  if [ "$JOBS" = 1 ]; then
+    cargo test "$@" -- --exact --nocapture >"$LOGS/$name.log" 2>&1 || rc=$?
+  else
+    "$HERE/own-loopback.sh" cargo test "$@" -- --exact --nocapture >"$LOGS/$name.log" 2>&1 || rc=$?
+  fi
+  echo "$rc" >"$LOGS/$name.rc"
+}
+# pass / FAIL / skipped: reason (from SKIPPED: lines), for every queued cell.
+settle_cells() {
+  local q key name log
+  wait
+  for q in "${QUEUED[@]}"; do
+    key=${q%%|*} name=${q#*|} log="$LOGS/$name.log"
+    if [ "$(cat "$LOGS/$name.rc" 2>/dev/null)" = 0 ]; then
+      if grep -q '^SKIPPED: ' "$log"; then
+        CELL[$key]="skipped: $(grep -m1 '^SKIPPED: ' "$log" | sed 's/^SKIPPED: //')"
+      elif grep -qE 'test result: ok\. [1-9]' "$log"; then
+        CELL[$key]="pass"
+      else
+        CELL[$key]="FAIL: no test ran (see $log)"
+        FAILED=1
+      fi
     else
-      CELL[$key]="FAIL: no test ran (see $log)"
+      CELL[$key]="FAIL (see $log)"
       FAILED=1
     fi
-  else
-    CELL[$key]="FAIL (see $log)"
-    FAILED=1
-  fi
+  done
 }
 
 ZKFLE_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/zkfle"
@@ -216,14 +248,6 @@ for v in $VERSIONS; do
   else
     run_cell "$v,repros" "repros-$v" --test repro_java "$m::repros"
   fi
-  for r in $REPRO_NAMES; do
-    got=$(sed -n "s/.*VERDICT $r \([a-z_]*\)\$/\1/p" "$LOGS/repros-$v.log" 2>/dev/null | head -n1)
-    case "${CELL[$v,repros]}" in
-      pass) VERDICT[$r,$v]=${got:-?} ;;
-      skipped*) VERDICT[$r,$v]="skipped" ;;
-      *) VERDICT[$r,$v]="${got:-?} (FAIL, see $LOGS/repros-$v.log)" ;;
-    esac
-  done
 done
 
 MIXED=""
@@ -239,7 +263,6 @@ for pair in "3.4.14+3.8.0" "3.6.3+3.9.5"; do
     CELL[$pair,decode]="skipped: no fixture recorded with $pair"
   fi
   run_cell "$pair,join_late" "mixed-$pair" --test versions "mixed_${a//./_}_and_${b//./_}"
-  [ "${CELL[$pair,join_late]}" = pass ] && CELL[$pair,join_late]="pass (all 3 decide one leader; Java follower synced)"
   for c in join_from_start accepts_current_form accepts_legacy_form; do
     CELL[$pair,$c]="-"
   done
@@ -247,6 +270,21 @@ for pair in "3.4.14+3.8.0" "3.6.3+3.9.5"; do
   CELL[$pair,probe]="-"
   CELL[$pair,tls]="-"
   CELL[$pair,sasl]="-"
+done
+
+settle_cells
+for v in $VERSIONS; do
+  for r in $REPRO_NAMES; do
+    got=$(sed -n "s/.*VERDICT $r \([a-z_]*\)\$/\1/p" "$LOGS/repros-$v.log" 2>/dev/null | head -n1)
+    case "${CELL[$v,repros]}" in
+      pass) VERDICT[$r,$v]=${got:-?} ;;
+      skipped*) VERDICT[$r,$v]="skipped" ;;
+      *) VERDICT[$r,$v]="${got:-?} (FAIL, see $LOGS/repros-$v.log)" ;;
+    esac
+  done
+done
+for pair in $MIXED; do
+  [ "${CELL[$pair,join_late]}" = pass ] && CELL[$pair,join_late]="pass (all 3 decide one leader; Java follower synced)"
 done
 
 # ---------------------------------------------------------------- table

@@ -82,7 +82,7 @@ OUT=${OUT:-"$ROOT/fixtures/$NAME"}
 SCENARIO=${SCENARIO:-kill}
 case "$SCENARIO" in kill|stop|restart|partition|freeze|quorumloss|probes) ;; *) die "SCENARIO must be kill, stop, restart, partition, freeze, quorumloss or probes, got '$SCENARIO'" ;; esac
 [ "$SCENARIO" != quorumloss ] || [ "$N" = 3 ] || die "SCENARIO=quorumloss needs 3 servers"
-ZKFLE_BIN=${ZKFLE_BIN:-"$ROOT/target/release/zkfle"}
+ZKFLE_BIN=${ZKFLE_BIN:-"${CARGO_TARGET_DIR:-$ROOT/target}/release/zkfle"}
 if [ "$SCENARIO" = probes ]; then [ -x "$ZKFLE_BIN" ] || die "SCENARIO=probes needs $ZKFLE_BIN (cargo build --release)"; fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-mh-$NAME.XXXXXX")
 BRIDGE_PID=""

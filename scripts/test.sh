@@ -14,6 +14,9 @@
 # SKIPPED and this script lists it at the end. ZKFLE_SKIP_VERSIONS="3.9.5 ..." skips on purpose.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The build lives in the cache beside the jars and images (the fuzz targets' in its fuzz/), so
+# that a clean clone on a machine that ran the tests before builds only what changed.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${ZKFLE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/zkfle}/target}
 # Each stage's heading says how far into the run it starts, the line after the last stage how
 # long the one before it took, and the end lists every stage's share, so a slow stage shows in
 # CI's log.
@@ -65,28 +68,32 @@ echo "tcpdump (libpcap), iproute2, openssl, jq, promtool, Jetty: present"
 stage "Java ZooKeeper"
 scripts/zk-env.sh --print
 
-stage "ZooKeeper release lines (scripts/zk-fetch.sh)"
+stage "ZooKeeper release lines (scripts/zk-fetch.sh), fetched in the background until the tests' build is done"
 SKIPPED=${ZKFLE_SKIP_VERSIONS:-}
 fetch_start=$SECONDS
-pids=()
+fetch_pids=()
 for v in 3.4.14 3.6.3 3.9.5; do
   [[ " $SKIPPED " == *" $v "* ]] && continue
-  # The three downloads (200-460 MB each) run side by side.
+  # The three downloads (200-460 MB each, the first time) run side by side.
   scripts/zk-fetch.sh "$v" >"${TMPDIR:-/tmp}/zkfle-fetch-$v.out" 2>&1 &
-  pids+=("$v:$!")
+  fetch_pids+=("$v:$!")
 done
-for p in "${pids[@]}"; do
-  v=${p%%:*}
-  if wait "${p#*:}"; then
-    echo "ZooKeeper $v: $(tail -n1 "${TMPDIR:-/tmp}/zkfle-fetch-$v.out")"
-  else
-    echo "!! SKIPPED: ZooKeeper $v cannot be had on this machine:" >&2
-    sed 's/^/!!   /' "${TMPDIR:-/tmp}/zkfle-fetch-$v.out" >&2
-    SKIPPED="$SKIPPED $v"
-  fi
-done
-echo "fetch: $((SECONDS - fetch_start)) s"
-export ZKFLE_SKIP_VERSIONS=$SKIPPED
+# The fetches' outcome; a version that cannot be had is skipped loudly.
+fetch_wait() {
+  local p v
+  for p in ${fetch_pids[@]+"${fetch_pids[@]}"}; do
+    v=${p%%:*}
+    if wait "${p#*:}"; then
+      echo "ZooKeeper $v: $(tail -n1 "${TMPDIR:-/tmp}/zkfle-fetch-$v.out")"
+    else
+      echo "!! SKIPPED: ZooKeeper $v cannot be had on this machine:" >&2
+      sed 's/^/!!   /' "${TMPDIR:-/tmp}/zkfle-fetch-$v.out" >&2
+      SKIPPED="$SKIPPED $v"
+    fi
+  done
+  echo "fetch: done $((SECONDS - fetch_start)) s after it started"
+  export ZKFLE_SKIP_VERSIONS=$SKIPPED
+}
 
 stage "Chromium and tshark for the page and dissector tests (scripts/viewers-env.sh)"
 scripts/viewers-env.sh
@@ -97,39 +104,151 @@ cargo fmt --all -- --check
 stage "cargo clippy"
 cargo clippy --all-targets -- -D warnings
 
-stage "cargo test (the per-version tests of tests/versions.rs and tests/repro_java.rs run next, in the matrix)"
-cargo test --all-targets -- --skip v3_ --skip mixed_
+stage "the tests' build (cargo test --all-targets --no-run)"
+cargo test --all-targets --no-run
 
-stage "fuzz targets, 200,000 inputs each from a fixed seed, two at a time (scripts/fuzz.sh; fuzz/README.md)"
-scripts/fuzz.sh --runs 200000
+stage "the ZooKeeper release lines' fetch"
+fetch_wait
 
-if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
-  stage "zkfle as a Zab follower, elected leader and reconfigured member of ZooKeeper 3.9.5, plaintext, over quorum TLS and with quorum SASL, and the election restart on a newer config (tests/zab_java.rs, tests/zab_datadir.rs, tests/lead_java.rs, tests/tls_java.rs, tests/sasl_java.rs, tests/reconfig_java.rs, tests/reconfig_restart.rs with ZK_JARS)"
-  ZK_JARS=$(scripts/zk-fetch.sh 3.9.5 | tail -n1) cargo test --test zab_java --test zab_datadir --test lead_java --test tls_java --test sasl_java --test reconfig_java --test reconfig_restart
+# ---------------------------------------------------------------- side by side
+# What follows mostly waits: on election timeouts, Java's start, Docker. It runs side by side:
+#   - the Docker conformance runs (two at a time, each on its own bridge) and then the chaos
+#     campaigns, in the background;
+#   - the fuzz targets in the background, at nice 19 (scripts/fuzz.sh);
+#   - every test target, the ZK_JARS runs and the version matrix in a pool of POOL_SLOTS, each
+#     in a network namespace of its own (scripts/own-loopback.sh: its own 127.0.0.x, its own
+#     loopback lock), the longest first.
+# Each ends with its output printed whole, under a heading with its time.
+LANES=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-test.XXXXXX")
+lane_names=()
+lane_pids=()
+lane_failed=()
+# lane NAME COMMAND...: COMMAND in the background, its output in $LANES/NAME.log, its exit
+# status and start and end (seconds into the run) in $LANES/NAME.done.
+lane() {
+  local name=$1
+  shift
+  (
+    start=$SECONDS rc=0
+    "$@" >"$LANES/$name.log" 2>&1 </dev/null || rc=$?
+    echo "$rc $start $SECONDS" >"$LANES/$name.done"
+  ) &
+  lane_names+=("$name")
+  lane_pids+=("$!")
+}
+# The output of a lane that ended, under a heading that says how it went.
+lane_report() {
+  local name=$1 rc start end
+  read -r rc start end <"$LANES/$name.done"
+  echo "== $name: $([ "$rc" = 0 ] && echo ok || echo "FAILED (exit $rc)"), $(mmss $((end - start))) (from $(mmss "$start") to $(mmss "$end"))"
+  sed 's/^/   /' "$LANES/$name.log"
+  [ "$rc" = 0 ] || lane_failed+=("$name")
+}
+# Waits for the lanes NAME... in the order they end, reporting each.
+lanes_wait() {
+  local pending=("$@") name rest
+  while [ ${#pending[@]} -gt 0 ]; do
+    rest=()
+    for name in "${pending[@]}"; do
+      if [ -e "$LANES/$name.done" ]; then lane_report "$name"; else rest+=("$name"); fi
+    done
+    pending=(${rest[@]+"${rest[@]}"})
+    [ ${#pending[@]} -eq 0 ] || sleep 2
+  done
+}
 
-fi
-if [[ " $SKIPPED " != *" 3.6.3 "* ]]; then
-  stage "zkfle added by reconfig to ZooKeeper 3.6.3, and the election restart on a newer config (tests/reconfig_java.rs, tests/reconfig_restart.rs with ZK_JARS, ~80 s)"
-  ZK_JARS=$(scripts/zk-fetch.sh 3.6.3 | tail -n1) cargo test --test reconfig_java --test reconfig_restart
-fi
+docker_lane() {
+  # Images built once (cached by their inputs); every fault scenario on 3.9.5, the others'
+  # start and repro, hostname-join on 3.8.0, and the rolling upgrade 3.4.14 -> 3.9.5 with zkfle
+  # voting, as two runs side by side (each its own project, bridge and /24). Without a Docker
+  # engine conformance.sh prints !! SKIPPED and passes; the local-process tests ran.
+  local others="" v rc=0 pid=""
+  for v in 3.4.14 3.6.3 3.8.0; do
+    [[ " $SKIPPED " == *" $v "* ]] || others="$others $v"
+  done
+  ZKFLE_PROFILE=debug scripts/docker/build-images.sh || return 1
+  if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
+    ZKFLE_PROFILE=debug ZKFLE_CONFORMANCE_DIR="$LANES/conformance-3.9.5" \
+      scripts/docker/conformance.sh --ci --no-build --no-upgrade --versions 3.9.5 \
+      >"$LANES/conformance-3.9.5.out" 2>&1 &
+    pid=$!
+  fi
+  ZKFLE_PROFILE=debug ZKFLE_CONFORMANCE_DIR="$LANES/conformance-others" \
+    ZKFLE_CONFORMANCE_PROJECT=zkfle-conformance2 ZKFLE_DOCKER_SUBNET=172.28.1 ZKFLE_DOCKER_BRIDGE=br-zkfle2 \
+    scripts/docker/conformance.sh --ci --no-build --versions "${others# }" || rc=1
+  [ -z "$pid" ] || wait "$pid" || rc=1
+  echo "-- conformance on 3.9.5 (every scenario):"
+  cat "$LANES/conformance-3.9.5.out" 2>/dev/null || echo "(not run: 3.9.5 skipped)"
+  [ $rc = 0 ] || return 1
+  if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
+    echo "-- chaos campaigns in Docker, fixed seeds: random schedules with zkfle inside, and the disk-loss plan caught (scripts/docker/chaos.sh)"
+    ZKFLE_PROFILE=debug scripts/docker/chaos.sh --version 3.9.5
+  fi
+}
 
-stage "version matrix (scripts/matrix.sh --no-fetch: tests/versions.rs one by one, replay, decode, quorum TLS and SASL, and the repros of tests/repro_java.rs per version)"
-scripts/matrix.sh --no-fetch
+stage "side by side: Docker conformance and chaos, fuzz, every test, the ZK_JARS runs and the version matrix"
+lane docker docker_lane
+lane fuzz scripts/fuzz.sh --runs 200000
 
-# Docker: images built once (cached by their inputs), every fault scenario on 3.9.5, the others'
-# start with capture and probe checks, the rolling upgrade 3.4.14 -> 3.9.5 with zkfle voting.
-# Without a Docker engine it prints !! SKIPPED and passes; the local-process tests above ran.
-stage "ZooKeeper in Docker (scripts/docker/conformance.sh --ci)"
-docker_versions=""
-for v in 3.4.14 3.6.3 3.8.0 3.9.5; do
-  [[ " $SKIPPED " == *" $v "* ]] || docker_versions="$docker_versions $v"
+# The pool's units, longest first: NAME|ENV|CARGO ARGS. The per-version tests of
+# tests/versions.rs and tests/repro_java.rs run in the matrix (--skip v3_ --skip mixed_ here).
+units=("matrix|-|-")
+jars395=""
+jars363=""
+[[ " $SKIPPED " == *" 3.9.5 "* ]] || jars395=$(scripts/zk-fetch.sh --cached 3.9.5 | tail -n1)
+[[ " $SKIPPED " == *" 3.6.3 "* ]] || jars363=$(scripts/zk-fetch.sh --cached 3.6.3 | tail -n1)
+# zkfle as a Zab follower, elected leader and reconfigured member of 3.9.5 (plaintext, quorum
+# TLS and SASL, the election restart on a newer config); reconfig against 3.6.3.
+for t in tls_java reconfig_java lead_java sasl_java zab_java zab_datadir reconfig_restart; do
+  [ -z "$jars395" ] || units+=("$t-3.9.5|ZK_JARS=$jars395|--test $t")
 done
-ZKFLE_PROFILE=debug scripts/docker/conformance.sh --ci --versions "${docker_versions# }"
+for t in reconfig_java reconfig_restart; do
+  [ -z "$jars363" ] || units+=("$t-3.6.3|ZK_JARS=$jars363|--test $t")
+done
+for t in tls_java zab_java_faults reconfig_java lead_java sasl_java zab_java join_java_more \
+  join_hostile chaos visual client_port_java doctor_java probe_java join_java live_capture \
+  zab_datadir wireshark; do
+  units+=("$t|-|--test $t -- --skip v3_ --skip mixed_")
+done
+for f in tests/*.rs; do
+  t=$(basename "$f" .rs)
+  [[ " ${units[*]} " == *"|--test $t -- "* ]] || units+=("$t|-|--test $t -- --skip v3_ --skip mixed_")
+done
+for t in lib bins examples benches; do
+  units+=("$t|-|--$t -- --skip v3_ --skip mixed_")
+done
 
-if [[ " $SKIPPED " != *" 3.9.5 "* ]]; then
-  stage "chaos campaigns in Docker, fixed seeds: random schedules with zkfle inside, and the disk-loss plan caught (scripts/docker/chaos.sh)"
-  ZKFLE_PROFILE=debug scripts/docker/chaos.sh --version 3.9.5
-fi
+# unit_run NAME: one unit of the pool, in a network namespace of its own.
+unit_run() {
+  local u=$1 name env args
+  name=${u%%|*} u=${u#*|} env=${u%%|*} args=${u#*|}
+  if [ "$name" = matrix ]; then
+    # Its cells two at a time, each in a namespace of its own.
+    scripts/matrix.sh --no-fetch --jobs 2
+  elif [ "$env" = - ]; then
+    # shellcheck disable=SC2086 # ARGS are words
+    scripts/own-loopback.sh cargo test $args
+  else
+    # shellcheck disable=SC2086
+    env "$env" scripts/own-loopback.sh cargo test $args
+  fi
+}
+POOL_SLOTS=${ZKFLE_TEST_SLOTS:-3}
+running=()
+for u in "${units[@]}"; do
+  while :; do
+    still=()
+    for n in ${running[@]+"${running[@]}"}; do
+      if [ -e "$LANES/$n.done" ]; then lane_report "$n"; else still+=("$n"); fi
+    done
+    running=(${still[@]+"${still[@]}"})
+    [ ${#running[@]} -ge "$POOL_SLOTS" ] || break
+    sleep 1
+  done
+  lane "${u%%|*}" unit_run "$u"
+  running+=("${u%%|*}")
+done
+lanes_wait ${running[@]+"${running[@]}"} fuzz docker
 
 if [ -n "${SKIPPED// /}" ]; then
   echo "!! SKIPPED ZooKeeper versions (their tests passed without running):$SKIPPED" >&2
@@ -139,4 +258,14 @@ echo "== stages:"
 for i in "${!stage_names[@]}"; do
   printf '   %5s s  %s\n' "${stage_secs[$i]}" "${stage_names[$i]%% (*}"
 done
+echo "== side by side, each from its start (seconds into the run) to its end:"
+for name in "${lane_names[@]}"; do
+  read -r rc start end <"$LANES/$name.done"
+  printf '   %5s s  %-22s %5s-%-5s %s\n' $((end - start)) "$name" "$start" "$end" "$([ "$rc" = 0 ] && echo ok || echo FAILED)"
+done
+rm -rf "$LANES"
 echo "== done in $(mmss $SECONDS)"
+if [ ${#lane_failed[@]} -gt 0 ]; then
+  echo "!! failed: ${lane_failed[*]}" >&2
+  exit 1
+fi

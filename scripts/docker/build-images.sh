@@ -197,7 +197,7 @@ case "$PROFILE" in
   *) die "ZKFLE_PROFILE must be release or debug, not $PROFILE" ;;
 esac
 ctx=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-image.XXXXXX")
-cp "target/$PROFILE/zkfle" "$IMAGE_DIR/docker-entrypoint.sh" "$ctx/"
+cp "${CARGO_TARGET_DIR:-target}/$PROFILE/zkfle" "$IMAGE_DIR/docker-entrypoint.sh" "$ctx/"
 # `zkfle decode --interface` links libpcap: the image gets Debian's libpcap0.8 (and libdbus-1-3,
 # its one dependency beyond the base), the host's own bookworm packages, fetched by apt once and
 # kept in the cache: a rebuild with them there fetches nothing.

@@ -26,7 +26,7 @@ if ! docker info >/dev/null 2>&1; then
   echo "!! SKIPPED chaos campaigns: no Docker engine here" >&2
   exit 0
 fi
-ZKFLE=$PWD/target/${ZKFLE_PROFILE:-release}/zkfle
+ZKFLE=${CARGO_TARGET_DIR:-$PWD/target}/${ZKFLE_PROFILE:-release}/zkfle
 OUT=${ZKFLE_CHAOS_DIR:-${TMPDIR:-/tmp}/zkfle-chaos}
 rm -rf "$OUT"
 mkdir -p "$OUT"

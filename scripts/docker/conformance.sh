@@ -56,7 +56,7 @@
 # (repro x version, the shape of docs/repro.md's) at the end and exits 1 when anything failed.
 # With no Docker engine it says so loudly, marks everything skipped, exits 0.
 # Logs, captures and each container's output: ${ZKFLE_CONFORMANCE_DIR:-$TMPDIR/zkfle-conformance}.
-# Only the project's own containers and bridge (172.28.0.0/24) get traffic.
+# Only the project's own containers and bridge (172.28.0.0/24, or ZKFLE_DOCKER_SUBNET's) get traffic.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -86,10 +86,14 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-PROJECT=zkfle-conformance
+# ZKFLE_CONFORMANCE_PROJECT, ZKFLE_DOCKER_SUBNET and ZKFLE_DOCKER_BRIDGE give a second run its
+# own containers, /24 and bridge, beside the first (scripts/test.sh runs two side by side).
+PROJECT=${ZKFLE_CONFORMANCE_PROJECT:-zkfle-conformance}
+SUBNET=${ZKFLE_DOCKER_SUBNET:-172.28.0}
+export ZKFLE_DOCKER_SUBNET=$SUBNET
 NET=${PROJECT}_zkfle
 OUT=${ZKFLE_CONFORMANCE_DIR:-${TMPDIR:-/tmp}/zkfle-conformance}
-ZKFLE=$ROOT/target/${ZKFLE_PROFILE:-release}/zkfle
+ZKFLE=${CARGO_TARGET_DIR:-$ROOT/target}/${ZKFLE_PROFILE:-release}/zkfle
 ZKFLE_IMAGE=zkfle/zkfle:latest
 mkdir -p "$OUT"
 declare -A RESULT
@@ -97,7 +101,7 @@ declare -A RESULT
 # docs/repro.md's matrix.
 REPRO_ROWS="port-out-of-range bad-config-server-id ZOOKEEPER-3769 ZOOKEEPER-2164 ZOOKEEPER-4787 ZOOKEEPER-3109 ZOOKEEPER-3109(maxTimeToWaitForEpoch=0) ZOOKEEPER-4685 ZOOKEEPER-2201"
 declare -A REPRO_VERDICT
-REPRO_MEMBERS="server.1=172.28.0.11:2888:3888;2181 server.2=172.28.0.12:2888:3888;2181 server.3=172.28.0.13:2888:3888;2181"
+REPRO_MEMBERS="server.1=$SUBNET.11:2888:3888;2181 server.2=$SUBNET.12:2888:3888;2181 server.3=$SUBNET.13:2888:3888;2181"
 
 # The local matrix's verdict for ROW on VERSION. The row with the fix switched on is not in the
 # matrix: tests/repro_java.rs asserts 3.4 vulnerable (no such setting), 3.6+ not_vulnerable.
@@ -225,7 +229,7 @@ refresh_ids() {
 }
 cid() { echo "${CID[$1]:-}"; }
 pid_of() { echo "${PID[$1]:-0}"; }
-ip_of() { echo "172.28.0.1${1#zoo}"; }
+ip_of() { echo "$SUBNET.1${1#zoo}"; }
 JAVA=(zoo2 zoo3 zoo4)
 ALL=(zoo1 zoo2 zoo3 zoo4)
 
@@ -445,7 +449,7 @@ sc_start() {
   local cap=$OUT/$V/start.pcap summary winner sids
   mkdir -p "$OUT/$V"
   teardown
-  tcpdump -i any -s 0 -U -w "$cap" 'net 172.28.0.0/24 and tcp port 3888' 2>"$OUT/$V/tcpdump.log" &
+  tcpdump -i any -s 0 -U -w "$cap" "net $SUBNET.0/24 and tcp port 3888" 2>"$OUT/$V/tcpdump.log" &
   PCAP_PID=$!
   ZK_IMAGE=zkfle/zookeeper:$V dc up -d >"$OUT/$V/up.log" 2>&1 || { cat "$OUT/$V/up.log"; stop_capture; return 1; }
   refresh_ids
@@ -683,7 +687,7 @@ sc_zkfle-cut() {
 # image) reads zkfle's status as a follower.
 JOIN_TRIALS=${ZKFLE_JOIN_TRIALS:-5}
 [ -n "$FULL_VERSIONS" ] && JOIN_TRIALS=${ZKFLE_JOIN_TRIALS:-3}
-JOIN_CONTAINER=zkfle-conformance-zoo1
+JOIN_CONTAINER=$PROJECT-zoo1
 join_rm() { docker rm -f "$JOIN_CONTAINER" >/dev/null 2>&1 || true; }
 # Every Java server tries zoo1:3888 now (a V1 initial message from sid 1, in one write, as
 # Java reads it): while zoo1 does not exist, each one's lookup fails and is cached.
@@ -745,7 +749,7 @@ sc_hostname-join() {
   log "  zoo1 (zkfle) removed; ${JOIN_TRIALS} joins each as Java $V and as zkfle --release $V, by hostname, each into a fresh zoo2-zoo4 whose lookups of zoo1 failed and are cached"
   dc rm -sf zoo1 >/dev/null 2>&1
   refresh_ids
-  tcpdump -i any -s 0 -U -w "$cap" 'net 172.28.0.0/24 and tcp port 3888' 2>"$OUT/$V/tcpdump-join.log" &
+  tcpdump -i any -s 0 -U -w "$cap" "net $SUBNET.0/24 and tcp port 3888" 2>"$OUT/$V/tcpdump-join.log" &
   PCAP_PID=$!
   sleep 1
   for t in $(seq "$JOIN_TRIALS"); do
@@ -883,7 +887,7 @@ run_upgrade() {
   # peer: 40-byte notifications to a 3.4 server, 44+N bytes (with the config) once it is 3.5+.
   local cap=$OUT/upgrade.pcap
   declare -A LEFT_34
-  tcpdump -i any -s 0 -U -w "$cap" 'net 172.28.0.0/24 and tcp port 3888' 2>"$OUT/upgrade-tcpdump.log" &
+  tcpdump -i any -s 0 -U -w "$cap" "net $SUBNET.0/24 and tcp port 3888" 2>"$OUT/upgrade-tcpdump.log" &
   PCAP_PID=$!
   ZK_IMAGE=zkfle/zookeeper:$from dc up -d >"$OUT/upgrade-up.log" 2>&1 || { cat "$OUT/upgrade-up.log"; stop_capture; return 1; }
   refresh_ids
@@ -1121,7 +1125,7 @@ sc_repro() {
   local marks=() s
   for s in zoo2 zoo3; do marks+=("$(jlog_lines "$s")"); done
   repro_run ZOOKEEPER-2201 ZOOKEEPER-2201 zoo2 "${member[@]}" -- --destructive --peer-sid 1 \
-    --config /conf/repro.cfg --client 172.28.0.12:2181 || ok=1
+    --config /conf/repro.cfg --client "$SUBNET.12:2181" || ok=1
   if verdict_is ZOOKEEPER-2201 not_vulnerable; then
     # The leader (either) gives up on zkfle's stalled socket and says goodbye.
     { jlog zoo2 "${marks[0]}"; jlog zoo3 "${marks[1]}"; } | grep -F GOODBYE >/dev/null &&
