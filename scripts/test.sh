@@ -98,31 +98,27 @@ fetch_wait() {
 stage "Chromium and tshark for the page and dissector tests (scripts/viewers-env.sh)"
 scripts/viewers-env.sh
 
-stage "cargo fmt --check"
-cargo fmt --all -- --check
-
-stage "cargo clippy"
-cargo clippy --all-targets -- -D warnings
-
-stage "the tests' build (cargo test --all-targets --no-run)"
-cargo test --all-targets --no-run
-
-stage "the ZooKeeper release lines' fetch"
-fetch_wait
-
 # ---------------------------------------------------------------- side by side
-# What follows mostly waits: on election timeouts, Java's start, Docker. It runs side by side:
-#   - the Docker conformance runs (two at a time, each on its own bridge) and the chaos
-#     campaigns, in the background;
-#   - the fuzz targets in the background, at nice 19 (scripts/fuzz.sh);
-#   - every test target, the ZK_JARS runs and the version matrix in a pool of POOL_SLOTS, each
-#     in a network namespace of its own (scripts/own-loopback.sh: its own 127.0.0.x, its own
-#     loopback lock), the longest first.
+# Most of what follows waits: on election timeouts, Java's start, Docker. It runs side by side:
+#   - the fuzz targets, in the background from the start, at nice 19 (scripts/fuzz.sh: their
+#     optimised build is the one long stretch of CPU in the run);
+#   - once the tests are built, the Docker conformance runs (two at a time, each on its own
+#     bridge) and the chaos campaigns, in the background;
+#   - and every test target, the ZK_JARS runs and the version matrix in a pool of POOL_SLOTS,
+#     each in a network namespace of its own (scripts/own-loopback.sh: its own 127.0.0.x, its
+#     own loopback lock), the longest first.
 # Each ends with its output printed whole, under a heading with its time.
 LANES=$(mktemp -d "${TMPDIR:-/tmp}/zkfle-test.XXXXXX")
 lane_names=()
 lane_pids=()
 lane_failed=()
+# A run that stops early (a failed stage, Ctrl-C) takes the lanes still running with it.
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+trap 'for p in ${lane_pids[@]+"${lane_pids[@]}"}; do kill_tree "$p"; done' EXIT
 # lane NAME COMMAND...: COMMAND in the background, its output in $LANES/NAME.log, its exit
 # status and start and end (seconds into the run) in $LANES/NAME.done.
 lane() {
@@ -157,6 +153,21 @@ lanes_wait() {
   done
 }
 
+stage "cargo fmt --check"
+cargo fmt --all -- --check
+
+stage "the fuzz targets' build and runs start, in the background (scripts/fuzz.sh)"
+lane fuzz scripts/fuzz.sh --runs 200000
+
+stage "cargo clippy"
+cargo clippy --all-targets -- -D warnings
+
+stage "the tests' build (cargo test --all-targets --no-run)"
+cargo test --all-targets --no-run
+
+stage "the ZooKeeper release lines' fetch"
+fetch_wait
+
 docker_lane() {
   # Images built once (cached by their inputs); every fault scenario on 3.9.5, the others'
   # start and repro, hostname-join on 3.8.0, and the rolling upgrade 3.4.14 -> 3.9.5 with zkfle
@@ -189,9 +200,8 @@ docker_lane() {
   return $rc
 }
 
-stage "side by side: Docker conformance and chaos, fuzz, every test, the ZK_JARS runs and the version matrix"
+stage "side by side: Docker conformance and chaos, every test, the ZK_JARS runs and the version matrix (and the fuzz targets, since their start)"
 lane docker docker_lane
-lane fuzz scripts/fuzz.sh --runs 200000
 
 # The pool's units, longest first: NAME|ENV|CARGO ARGS. The per-version tests of
 # tests/versions.rs and tests/repro_java.rs run in the matrix (--skip v3_ --skip mixed_ here).

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use zkfle::capture::{self, TcpSegment};
-use zkfle::decode::{Decoder, Record};
+use zkfle::decode::{DecodeOptions, Decoder, Record};
 
 /// What must not change: everything but capture times.
 fn essence(records: &[Record]) -> Vec<String> {
@@ -172,4 +172,32 @@ fn captures_starting_mid_stream_resynchronise() {
         );
     }
     std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+/// Lent records (`next_record`) are the iterator's, in the same order, however the two calls
+/// are mixed.
+#[test]
+fn lent_records_are_the_iterators() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/staggered5/capture.pcap"
+    );
+    let open = || Decoder::from_capture(capture::open(path).unwrap(), DecodeOptions::default());
+    let all: Vec<Record> = open().collect();
+    assert!(all.len() > 100);
+    let mut d = open();
+    let mut mixed = Vec::new();
+    for i in 0.. {
+        let r = if i % 3 == 0 {
+            d.next()
+        } else {
+            d.next_record().cloned()
+        };
+        match r {
+            Some(r) => mixed.push(r),
+            None => break,
+        }
+    }
+    assert_eq!(mixed, all);
+    assert!(d.next_record().is_none() && d.next().is_none());
 }

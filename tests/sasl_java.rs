@@ -141,6 +141,14 @@ fn zkfle_follows_a_sasl_ensemble_and_a_wrong_password_is_refused() {
     write_all(leader, &paths("s", 10), Duration::from_secs(10));
     assert_eq!(read(leader, "/s9").as_deref(), Some(&b"/s9"[..]));
     e.run(&["start-node", &other.to_string()]);
+    // The restarted follower serves (it synced) before zkfle leaves: else the leader, left
+    // with no synced follower, loses its quorum and another election may move the leadership
+    // (seen under load, with the test command's tests side by side).
+    wait_for(
+        "the restarted Java follower serves",
+        Duration::from_secs(30),
+        || read(other, "/s9"),
+    );
     drop(n);
 
     // A wrong learner password: Java refuses it, and zkfle says the server refused.

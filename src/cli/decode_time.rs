@@ -174,7 +174,7 @@ mod tests {
 
     #[test]
     fn formats_as_zookeeper_logs() {
-        // The first line of fixtures/basic3/server.1.log is 2026-11-29 17:29:56,291 (UTC).
+        // A ZooKeeper log line's time: 2026-11-29 17:29:56,291 (UTC).
         let secs = days_from_civil(2026, 11, 29) * 86_400 + 17 * 3600 + 29 * 60 + 56;
         assert_eq!(
             format_wall(secs, 291_123_456, false),

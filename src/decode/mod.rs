@@ -1804,38 +1804,6 @@ mod tests {
             .collect()
     }
 
-    /// Lent records are the iterator's, in the same order, however the two calls are mixed.
-    #[test]
-    fn lent_records_are_the_iterators() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/fixtures/staggered5/capture.pcap"
-        );
-        let open = || {
-            Decoder::from_capture(
-                crate::capture::open(path).unwrap(),
-                DecodeOptions::default(),
-            )
-        };
-        let all: Vec<Record> = open().collect();
-        assert!(all.len() > 100);
-        let mut d = open();
-        let mut mixed = Vec::new();
-        for i in 0.. {
-            let r = if i % 3 == 0 {
-                d.next()
-            } else {
-                d.next_record().cloned()
-            };
-            match r {
-                Some(r) => mixed.push(r),
-                None => break,
-            }
-        }
-        assert_eq!(mixed, all);
-        assert!(d.next_record().is_none() && d.next().is_none());
-    }
-
     /// Quorum TLS on both ports: each connection is one `encrypted` warning, its bytes
     /// skipped; no malformed frames. A plaintext election connection beside them decodes.
     #[test]

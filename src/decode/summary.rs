@@ -312,7 +312,7 @@ pub enum LeaderFate {
     /// Its process ended: its host closed its connections (FIN or RST) and it did not come
     /// back in the capture. Killed, crashed or stopped: Java does nothing of its own on
     /// SIGTERM (no shutdown hook closes a socket), so a stop looks on the wire as `kill -9`
-    /// does (fixtures/running/v3.9.5-stop3 beside v3.9.5-kill3).
+    /// does (recorded on 3.9.5: a stop and a kill leave the same FINs within 60 µs).
     KilledOrStopped,
     /// As `KilledOrStopped`, and back later in the capture: a new process of the same sid
     /// looked again (`leader_back`).
@@ -461,8 +461,8 @@ struct Handover {
 
 /// A rejoin whose leader an election was already replacing when the server decided: Java's
 /// observers and followers can take a dead leader from answers sent before it died, then give
-/// it up when they cannot connect to it (`fixtures/big`: observer 6 took the killed leader 5
-/// and left it 0.4 s later, "Exception when observing the leader").
+/// it up when they cannot connect to it (an observer took a killed leader and left it 0.4 s
+/// later, logging "Exception when observing the leader").
 #[derive(Debug, Clone, PartialEq)]
 pub struct StaleRejoin {
     /// When the election replacing the leader began.
@@ -1697,8 +1697,8 @@ impl Summarizer {
             started = false;
         }
         // Its dials refused before its first vote reached anyone: it was looking by then (a
-        // leader that lost its quorum, alone: fixtures/running/v3.9.5-quorumloss3 logged
-        // `LEADER ELECTION TOOK - 5798 MS` from its first refused dial).
+        // leader that lost its quorum, alone, logs `LEADER ELECTION TOOK` counted from its
+        // first refused dial).
         if let Some(dial) = s.first_dial.take().filter(|d| *d < since) {
             since = dial;
             started = false;
@@ -1827,8 +1827,8 @@ impl Summarizer {
     /// When `sid`'s election began, if not at its first vote on the wire: a learner goes
     /// LOOKING the moment its Zab session ends, and when its first vote comes more than
     /// [`HELD_VOTE_SECS`] later, its votes had nowhere to go (no peer listening) and waited
-    /// for one (fixtures/v3.9.5-lagging3: sid 1, alone after its leader died, voted 4.6 s
-    /// later, when the old leader came back; Java logged `LEADER ELECTION TOOK - 4857 MS`).
+    /// for one (a server alone after its leader died voted 4.6 s later, when the old leader
+    /// came back, and Java logged `LEADER ELECTION TOOK - 4857 MS`).
     /// A server taken for gone (all its connections closed) qualifies only if its first vote
     /// continues its last round: a restarted JVM counts rounds from 1 again, and reaches a
     /// later round only from a peer.
@@ -1995,8 +1995,8 @@ impl Summarizer {
     /// Whether `to`, LOOKING, is sent a config newer than its own: Java's receiver takes it
     /// and restarts the election (`restarting leader election`) instead of counting the
     /// message, and drops what follows until the new election begins
-    /// (fixtures/v3.8.0-zkfle-added: a late server, and zkfle, sent version 0x100000000 by
-    /// the running ensemble). True when the message is not counted.
+    /// (a server started late, sent version 0x100000000 by the running ensemble). True when
+    /// the message is not counted.
     fn takes_newer_config(&mut self, to: i64, version: Option<u64>) -> bool {
         let Some(s) = self.servers.get_mut(&to) else {
             return false;
@@ -2170,15 +2170,15 @@ impl Summarizer {
                         s.gone,
                         s.own,
                         // Its Zab session ended since it decided: LOOKING again, in a new
-                        // election (after a reconfig, from round 1 again: fixtures/
-                        // v3.8.0-zkfle-observer, zkfle demoted to observer).
+                        // election (after a reconfig, from round 1 again: a voter demoted to
+                        // observer).
                         self.zab_end_since_decision(s).is_some(),
                     )
                 };
                 // Its own proposal with a newer zxid or epoch than its last one: a new
                 // lookForLeader even in a round it had reached. A reconfig restarts Java's
                 // election (a new FastLeaderElection, its logical clock back to 0), so the
-                // next election can be round 0x1 again (fixtures/v3.8.0-reconfig4).
+                // next election can be round 0x1 again.
                 let advanced = left_zab
                     || crate::election::newer_own_proposal(
                         crate::election::Proposal {
@@ -2304,8 +2304,8 @@ impl Summarizer {
                     self.check_quorum(from, time);
                 }
                 // Its leader's connections had all closed: it was no longer following, so what
-                // it did not answer it had queued (fixtures/v3.8.0-reconfig4: sid 1's queued
-                // vote from 3, 3 ms before its own first vote).
+                // it did not answer it had queued (after a reconfig: a vote queued 3 ms
+                // before the server's own first vote).
                 let leader_gone = self.servers[&from]
                     .decision
                     .map(|d| self.decisions[d].leader)
@@ -2406,8 +2406,7 @@ impl Summarizer {
                 if same && s.looking && !s.since_sent {
                     // Taken for gone when all its connections closed, it answers with the
                     // decision it had and no vote of its own came first: its peers went, it
-                    // did not (fixtures/v3.8.0-zkfle-added: the leader whose only follower,
-                    // zkfle, was killed).
+                    // did not (a leader whose only follower was killed).
                     let s = self.servers.entry(from);
                     s.looking = false;
                     s.pending = None;
@@ -2931,8 +2930,8 @@ impl Summarizer {
                 // Servers that began looking within REJOIN_GRACE_SECS of the leader's
                 // decision started with the election (servers started together).
                 // Learned from answers, with no LEADING decision in this round: the leader
-                // was established before (fixtures/v3.8.0-zkfle-added: zkfle, started late
-                // as a non-voter, answered in the leader's round 0).
+                // was established before (a server started late as a non-voter is answered
+                // in the leader's round 0).
                 // One that began with the election but learned the leader from answers more
                 // than that after it decided was cut off meanwhile (a partitioned old leader,
                 // back 13 s later): it rejoins, and the election's duration is the others'.
@@ -3107,8 +3106,8 @@ impl Summarizer {
                 .cloned()
                 .collect();
             // The round is the voters': an observer keeps a logical clock of its own, which
-            // runs ahead of theirs after a failover (fixtures/observer: voters 1 and 2 elect in
-            // round 0x2, observer 4 votes in 0x3). Observers name it only when no voter does.
+            // runs ahead of theirs after a failover (voters elect in round 0x2 while an
+            // observer votes in 0x3). Observers name it only when no voter does.
             let voters_round = |observers: bool| {
                 r.decisions
                     .iter()
@@ -3183,8 +3182,8 @@ impl Summarizer {
                         .fold(f64::INFINITY, f64::min);
                     // The old leader voting from the start lost its quorum; one whose first
                     // vote came later, after its connections had closed, was stopped and
-                    // restarted (fixtures/v3.8.0-zkfle-added: zkfle looked at once, the old
-                    // leader voted 2.6 s later).
+                    // restarted (its follower looked at once, the restarted old leader voted
+                    // 2.6 s later).
                     // (Or its first refused dial, which its decision counts from.)
                     let old_first_vote = r
                         .changes
@@ -3209,7 +3208,7 @@ impl Summarizer {
                         r.leader_lost = Some(t);
                         let evidence = self.silence_evidence(old, t, r.started);
                         // Back still LEADING in an older round: it had stopped, not been cut
-                        // off (fixtures/running/v3.9.5-freeze3, SIGSTOP for 35 s), unless
+                        // off (SIGSTOP for 35 s), unless
                         // what went to it waited for acknowledgements: a leader cut off for
                         // less than it takes to notice answers LEADING once the cut heals
                         // (Docker, iptables in its network namespace for 5 s).

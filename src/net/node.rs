@@ -522,8 +522,8 @@ impl Node {
     /// election, ours counts its rounds from 0 again when the membership changed: else a
     /// LOOKING zkfle observer one round ahead of a LOOKING Java voter answers each of its
     /// votes as a lagging voter's, the voter answers each of a non-voter's, and the two
-    /// exchange hundreds of notifications a second (seen in fixtures/v3.8.0-zkfle-observer's
-    /// first recording, after a demotion).
+    /// exchange hundreds of notifications a second (seen in a recording of zkfle demoted to
+    /// observer by reconfig).
     fn on_activated(&mut self, a: Activated) {
         if a.config.version() <= self.el.quorum().version() {
             return;

@@ -327,8 +327,8 @@ fn find_starts(
     let mut in_i = 0;
     let mut next_decision = 0;
     let mut seen = std::collections::HashSet::new();
-    // Who votes, as SID's own notifications say: a reconfig changes it (fixtures/
-    // v3.8.0-zkfle-added: sid 2's last elections are with 4, whom the first config lacks).
+    // Who votes, as SID's own notifications say: a reconfig changes it (a server added by
+    // reconfig votes in the last elections, though the first config lacks it).
     let mut voters = quorum.clone();
     for t in outbound {
         // What SID had been told before this message.
