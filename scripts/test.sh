@@ -3,15 +3,20 @@
 # 3.8.0 (Debian's `zookeeper`, through scripts/zk-env.sh) and the jars of 3.4.14, 3.6.3 and
 # 3.9.5 (scripts/zk-fetch.sh: PyPI's pyspark source packages, cached under
 # ${ZKFLE_CACHE:-~/.cache/zkfle} so later runs download nothing), and Debian's chromium and
-# tshark (scripts/viewers-env.sh, for tests/visual.rs and tests/wireshark.rs). Then it runs the format
-# check, the lints, every test, every fuzz target for 200,000 inputs from a fixed seed (scripts/fuzz.sh, which installs
-# cargo-fuzz when missing), the version matrix (scripts/matrix.sh: tests/versions.rs,
-# against real Java servers of every version and mixed ensembles, one test at a time), and the
-# Docker conformance scenarios (scripts/docker/conformance.sh; it builds its images, installing
-# debootstrap and tcpdump with apt-get where missing, and is skipped loudly without Docker).
+# tshark (scripts/viewers-env.sh, for tests/visual.rs and tests/wireshark.rs). Then it runs the
+# format check, the lints, every test, every fuzz target for 200,000 inputs from a fixed seed
+# (scripts/fuzz.sh, which installs cargo-fuzz when missing), the ZK_JARS runs against 3.9.5
+# and 3.6.3, the version matrix (scripts/matrix.sh: tests/versions.rs and tests/repro_java.rs
+# against real Java servers of every version and mixed ensembles), the Docker conformance
+# scenarios (scripts/docker/conformance.sh; it builds its images, installing debootstrap where
+# missing, and is skipped loudly without Docker) and the chaos campaigns.
+#
+# What waits on Java and Docker runs side by side (below, "side by side"): each test target,
+# ZK_JARS run and matrix cell in a network namespace of its own. docs/testing.md has the times.
 #
 # A version this machine cannot get is skipped loudly: the tests of that version print
 # SKIPPED and this script lists it at the end. ZKFLE_SKIP_VERSIONS="3.9.5 ..." skips on purpose.
+# ZKFLE_TEST_SLOTS (default 3) is how many test units of the pool run at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The build lives in the cache beside the jars and images (the fuzz targets' in its fuzz/), so

@@ -952,13 +952,38 @@ struct OutOfElection {
     counts: HashMap<(i64, i64), u32>,
 }
 
+/// Where a server is in its elections, as the wire shows it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Nothing from or to it yet.
+    #[default]
+    Unseen,
+    /// LOOKING (`lookForLeader`), since `Server::since`.
+    Looking,
+    /// LOOKING, and sent a config newer than its own: Java takes it and restarts its election
+    /// (shuts the election and its connections down), so what else reaches it is lost until
+    /// its new election's first vote.
+    Restarting,
+    /// FOLLOWING, LEADING or OBSERVING (its decision is `Server::decision`), or assumed so
+    /// from before the capture.
+    Decided,
+    /// Decided, then every connection it had closed: the process is gone (a LOOKING vote
+    /// from it now is a restart, even in an old round).
+    Gone,
+}
+
+impl Phase {
+    fn is_looking(self) -> bool {
+        matches!(self, Phase::Looking | Phase::Restarting)
+    }
+}
+
 /// One server as the model sees it.
 #[derive(Debug, Default)]
 struct Server {
-    seen: bool,
+    phase: Phase,
     /// Whether it sent a notification in the capture.
     sent: bool,
-    looking: bool,
     since: f64,
     round: i64,
     /// Its current proposal.
@@ -992,18 +1017,11 @@ struct Server {
     /// When it last answered decided, and how far its receiver was behind the wire then:
     /// from the answered message's arrival to the answer.
     answer_lag: (f64, f64),
-    /// Every connection it had closed after it decided: the process is gone (a LOOKING vote
-    /// from it now is a restart, even in an old round).
-    gone: bool,
     /// It sent a LOOKING proposal (counted in `lookers`).
     looker: bool,
     /// The newest config version it is known to hold (from its own notifications, or one it
     /// was sent while LOOKING and so took).
     config_version: Option<u64>,
-    /// LOOKING, it was sent a newer config: Java takes it and restarts its election (shuts
-    /// the election and its connections down), so what else reaches it is lost until its new
-    /// election's first vote.
-    config_restart: bool,
     /// When its last session as a learner ended (its quorum-port connection to a leader
     /// closed).
     left_zab: Option<f64>,
@@ -1564,11 +1582,10 @@ impl Summarizer {
             for sid in [q.leader, q.learner].into_iter().flatten() {
                 if !self.in_zab(sid)
                     && let Some(s) = self.servers.get_mut(&sid)
-                    && s.seen
+                    && s.phase == Phase::Decided
                     && s.open == 0
-                    && !s.looking
                 {
-                    s.gone = true;
+                    s.phase = Phase::Gone;
                 }
             }
             return;
@@ -1617,8 +1634,8 @@ impl Summarizer {
                     let in_zab = self.in_zab(sid);
                     let s = self.servers.entry(sid);
                     s.open = s.open.saturating_sub(1);
-                    if s.open == 0 && !s.looking && !in_zab {
-                        s.gone = true;
+                    if s.open == 0 && s.phase == Phase::Decided && !in_zab {
+                        s.phase = Phase::Gone;
                     }
                 }
             }
@@ -1642,7 +1659,7 @@ impl Summarizer {
             let Some(s) = self.servers.get(&sid) else {
                 continue;
             };
-            if s.generation != generation || s.pending != Some(deadline) || !s.looking {
+            if s.generation != generation || s.pending != Some(deadline) || !s.phase.is_looking() {
                 continue;
             }
             let Some(vote) = s.vote else { continue };
@@ -1685,8 +1702,9 @@ impl Summarizer {
         let index = self.decisions.len();
         let session_end = self.session_end_before_vote(sid);
         let s = self.servers.entry(sid);
-        s.looking = false;
-        s.config_restart = false;
+        if s.phase.is_looking() {
+            s.phase = Phase::Decided;
+        }
         s.pending = None;
         s.decision = Some(index);
         let mut since = s.since.min(time);
@@ -1774,7 +1792,12 @@ impl Summarizer {
         let Some(a) = &self.at_start else {
             return false;
         };
-        if self.decided_in_capture || self.servers.get(&sid).is_some_and(|s| s.seen) {
+        if self.decided_in_capture
+            || self
+                .servers
+                .get(&sid)
+                .is_some_and(|s| s.phase != Phase::Unseen)
+        {
             return false;
         }
         let state = if sid == a.leader {
@@ -1796,8 +1819,9 @@ impl Summarizer {
         let index = self.decisions.len();
         let since = self.at_start.as_ref().map_or(time, |a| a.since.min(time));
         let s = self.servers.entry(sid);
-        s.seen = true;
-        s.looking = false;
+        if s.phase != Phase::Gone {
+            s.phase = Phase::Decided;
+        }
         s.pending = None;
         s.decision = Some(index);
         s.since = since;
@@ -1848,8 +1872,8 @@ impl Summarizer {
 
     /// A server begins looking (a new `lookForLeader`).
     fn begin(&mut self, sid: i64, time: f64, round: i64) {
-        let first = !self.servers.get(&sid).is_some_and(|s| s.seen);
-        let gone = self.servers.get(&sid).is_some_and(|s| s.gone);
+        let phase = self.servers.get(&sid).map_or(Phase::Unseen, |s| s.phase);
+        let (first, gone) = (phase == Phase::Unseen, phase == Phase::Gone);
         let episode = self.episodes.len();
         self.episodes.push(Episode {
             sid,
@@ -1861,10 +1885,7 @@ impl Summarizer {
             first_vote: None,
         });
         let s = self.servers.entry(sid);
-        s.seen = true;
-        s.looking = true;
-        s.gone = false;
-        s.config_restart = false;
+        s.phase = Phase::Looking;
         s.since_sent = false;
         s.since = time;
         s.round = round;
@@ -1897,7 +1918,7 @@ impl Summarizer {
             return;
         };
         let Some(vote) = s.vote else { return };
-        if vote.leader == i64::MIN || !s.looking {
+        if vote.leader == i64::MIN || !s.phase.is_looking() {
             return;
         }
         if self.is_quorum(s.recv.agreeing(&vote), || s.recv.agreeing_sids(&vote)) {
@@ -2001,15 +2022,15 @@ impl Summarizer {
         let Some(s) = self.servers.get_mut(&to) else {
             return false;
         };
-        if s.config_restart {
+        if s.phase == Phase::Restarting {
             return true;
         }
         let newer = matches!((version, s.config_version), (Some(v), Some(mine)) if v > mine);
-        if !(newer && s.looking && s.since_sent) {
+        if !(newer && s.phase == Phase::Looking && s.since_sent) {
             return false;
         }
         s.config_version = version;
-        s.config_restart = true;
+        s.phase = Phase::Restarting;
         true
     }
 
@@ -2161,13 +2182,13 @@ impl Summarizer {
                 let (seen, looking, decided, last_sent, round, heard, gone, own, left_zab) = {
                     let s = &self.servers[&from];
                     (
-                        s.seen,
-                        s.looking,
+                        s.phase != Phase::Unseen,
+                        s.phase.is_looking(),
                         s.decision.map(|d| self.decisions[d].election_epoch),
                         s.last_sent,
                         s.round,
                         s.heard_round,
-                        s.gone,
+                        s.phase == Phase::Gone,
                         s.own,
                         // Its Zab session ended since it decided: LOOKING again, in a new
                         // election (after a reconfig, from round 1 again: a voter demoted to
@@ -2202,7 +2223,7 @@ impl Summarizer {
                     self.resent += 1;
                     return true;
                 }
-                if looking && self.servers[&from].config_restart {
+                if looking && self.servers[&from].phase == Phase::Restarting {
                     // Its new election after taking a newer config (logical clock from 0).
                     self.begin(from, time, vote.round);
                 } else if seen && !looking {
@@ -2309,7 +2330,9 @@ impl Summarizer {
                 let leader_gone = self.servers[&from]
                     .decision
                     .map(|d| self.decisions[d].leader)
-                    .is_some_and(|l| l != from && self.servers.get(&l).is_some_and(|s| s.gone));
+                    .is_some_and(|l| {
+                        l != from && self.servers.get(&l).is_some_and(|s| s.phase == Phase::Gone)
+                    });
                 // What reached it before its election began, it reads now.
                 for (at, peer, state, v) in queued {
                     // A decided server answers what it hears and drops it; only what came
@@ -2368,7 +2391,11 @@ impl Summarizer {
                         }
                         None => s.queued.clear(),
                     }
-                    (s.looking || !s.seen, s.pending, s.decision)
+                    (
+                        matches!(s.phase, Phase::Unseen | Phase::Looking | Phase::Restarting),
+                        s.pending,
+                        s.decision,
+                    )
                 };
                 if first_message && self.held_before_capture(from, n) {
                     self.before_capture(from, n, time);
@@ -2392,7 +2419,7 @@ impl Summarizer {
                 });
                 let s = &self.servers[&from];
                 if same
-                    && s.looking
+                    && s.phase.is_looking()
                     && s.since_sent
                     && s.pending.is_none()
                     && time - s.since <= ANSWER_REPLACED_SECS
@@ -2403,17 +2430,17 @@ impl Summarizer {
                     // voted at .421, and the answer went out at .422, after the vote).
                     return false;
                 }
-                if same && s.looking && !s.since_sent {
+                if same && s.phase.is_looking() && !s.since_sent {
                     // Taken for gone when all its connections closed, it answers with the
                     // decision it had and no vote of its own came first: its peers went, it
                     // did not (a leader whose only follower was killed).
                     let s = self.servers.entry(from);
-                    s.looking = false;
+                    s.phase = Phase::Decided;
                     s.pending = None;
                     return false;
                 }
                 if looking || !same {
-                    if !self.servers[&from].seen {
+                    if self.servers[&from].phase == Phase::Unseen {
                         self.begin(from, time, n.election_epoch);
                     }
                     // Decided earlier than the model could tell, or on something the wire
@@ -2452,7 +2479,7 @@ impl Summarizer {
             if state == ServerState::Looking {
                 s.heard_round = s.heard_round.max(vote.round);
             }
-            if !s.seen || s.gone {
+            if matches!(s.phase, Phase::Unseen | Phase::Gone) {
                 // A server just started (or restarted) is looking, before its own first vote
                 // shows.
                 self.begin(to, time, 0);
@@ -2463,7 +2490,7 @@ impl Summarizer {
             // A decided server answers at once; one that does not is already LOOKING and its
             // election has not begun: the message waits in its queue until it does (an answer
             // it sends shows it was still decided, and clears this).
-            if !s.looking || !s.since_sent {
+            if !s.phase.is_looking() || !s.since_sent {
                 // Its election has not begun: the message waits in its queue.
                 if s.queued.len() < MAX_QUEUED {
                     s.queued.push((time, from, state, vote));
@@ -2473,7 +2500,7 @@ impl Summarizer {
         }
         let (looking, pending, cur) = {
             let s = &self.servers[&to];
-            (s.looking, s.pending, s.vote)
+            (s.phase.is_looking(), s.pending, s.vote)
         };
         if !looking {
             return;
@@ -2978,7 +3005,7 @@ impl Summarizer {
             .filter(|e| {
                 self.servers
                     .get(&e.sid)
-                    .is_some_and(|s| s.looking && s.episode.is_some())
+                    .is_some_and(|s| s.phase.is_looking() && s.episode.is_some())
             })
             .filter(|e| {
                 self.servers[&e.sid]
