@@ -28,9 +28,10 @@
 #                    (without netem in the kernel: tc tbf 256 kbit/s + 10% loss by iptables)
 #   zkfle-cut        zkfle cut off from its leader (both directions), then healed
 #   hostname-join    zoo1 joins by hostname, as Java and as zkfle --release VERSION, each right
-#                    after the Java servers cached a failed lookup of zoo1: zkfle's median
-#                    within Java's + 1 s, the same initial messages and answers to a probe,
-#                    Debian's zkServer.sh status reads zkfle as a follower
+#                    after the Java servers cached a failed lookup of zoo1: zkfle's join
+#                    within 1 s of Java's (the median of the trials' differences), the
+#                    same initial messages and answers to a probe, Debian's zkServer.sh
+#                    status reads zkfle as a follower
 #   rolling-restart  every container restarted, one at a time, zkfle included
 #   repro            (last: it breaks servers) every `zkfle repro`, zkfle in a container of its
 #                    own on the bridge (in the member's network namespace when it plays one),
@@ -681,8 +682,8 @@ sc_zkfle-cut() {
 # Each join starts right after every Java server failed to look zoo1 up (a dial from sid 1
 # announcing zoo1:3888, which each dials back), so each holds the failure Java caches for 10 s
 # (networkaddress.cache.negative.ttl), as servers started before a member's container do. The
-# time is from `docker run` until zoo1's srvr says follower. Pass: zkfle's median is at most
-# Java's + 1 s (issue 44); in a capture, zoo1's initial messages and its answers to a
+# time is from `docker run` until zoo1's srvr says follower. Pass: the median of the trials'
+# differences (zkfle's join minus the Java join just before it) is at most 1 s (issue 44); in a capture, zoo1's initial messages and its answers to a
 # non-member (a probe) are field by field the same for both; Debian's own zkServer.sh (3.8.0's
 # image) reads zkfle's status as a follower.
 JOIN_TRIALS=${ZKFLE_JOIN_TRIALS:-5}
@@ -782,11 +783,16 @@ sc_hostname-join() {
   refresh_ids
   agree 120 "${ALL[@]}" && LEADER=$AGREED || return 1
   [ "$ok" = 0 ] || return 1
-  local jm zm
+  local jm zm dm i diffs=()
   jm=$(printf '%s\n' "${java[@]}" | median)
   zm=$(printf '%s\n' "${zkfle[@]}" | median)
-  log "  median join: Java $V ${jm} ms (${java[*]}), zkfle ${zm} ms (${zkfle[*]}); bound: Java's + 1000 ms"
-  [ "$zm" -le $((jm + 1000)) ] || { echo "zkfle joins in ${zm} ms, Java in ${jm} ms" >&2; ok=1; }
+  # Each trial's zkfle join against the Java join just before it: how long Java's cached
+  # failure still had to run differs from trial to trial by seconds (more so on a busy
+  # machine), and a pair shares it.
+  for i in "${!java[@]}"; do diffs+=($((zkfle[i] - java[i]))); done
+  dm=$(printf '%s\n' "${diffs[@]}" | median)
+  log "  median join: Java $V ${jm} ms (${java[*]}), zkfle ${zm} ms (${zkfle[*]}); zkfle - Java, trial by trial: ${diffs[*]} ms, median ${dm} ms (bound: 1000 ms)"
+  [ "$dm" -le 1000 ] || { echo "zkfle joins ${dm} ms later than Java (median of the trials' differences)" >&2; ok=1; }
   # The capture: what zoo1 sent as its initial message, and its answers to the probes, by kind.
   local map=() s w jsonl=$OUT/$V/hostname-join.jsonl
   for s in "${ALL[@]}"; do map+=(--sid-map "$(ip_of "$s"):3888=${s#zoo}"); done
