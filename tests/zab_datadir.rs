@@ -167,7 +167,13 @@ fn a_long_running_voter_rolls_snapshots_purges_and_restarts() {
     let v2 = data.join("version-2");
     let log = n.log();
     let taken = count(&log, "Snapshot 0x");
-    assert!(taken >= 10, "{taken} snapshots taken:\n{log}");
+    // Every roll of the log takes a snapshot unless the last one is still being written, when
+    // it is skipped as Java skips it ("Too busy to snap"): more are on a busy machine.
+    let skipped = count(&log, "Too busy to snap, skipping");
+    assert!(
+        taken + skipped >= 10 && taken > 3,
+        "{taken} snapshots taken, {skipped} skipped:\n{log}"
+    );
     assert!(log.contains("Removing file:"), "purged:\n{log}");
     assert!(!log.contains("digest mismatch"), "{log}");
     let snaps = files(&v2, "snapshot.");

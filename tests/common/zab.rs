@@ -238,8 +238,18 @@ pub fn write_all(sid: i64, paths: &[String], timeout: Duration) {
     }
 }
 
+/// `path`'s data on server `sid`; None when it has no such node, or when it takes no session
+/// or answers no read for 5 s (a server on a busy machine can be slow to, so a failed attempt
+/// is made again until then).
 pub fn read(sid: i64, path: &str) -> Option<Vec<u8>> {
-    Zk::connect(&client(sid)).ok()?.get(path).ok()?
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        match Zk::connect(&client(sid)).and_then(|mut zk| zk.get(path)) {
+            Ok(data) => return data,
+            Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(200)),
+            Err(_) => return None,
+        }
+    }
 }
 
 pub fn paths(prefix: &str, n: usize) -> Vec<String> {
