@@ -110,13 +110,10 @@ run_cell() {
   fi
 }
 cell_job() {
-  local name=$1 rc=0
+  local name=$1 rc=0 within=()
   shift
-  if [ "$JOBS" = 1 ]; then
-    cargo test "$@" -- --exact --nocapture >"$LOGS/$name.log" 2>&1 || rc=$?
-  else
-    "$HERE/own-loopback.sh" cargo test "$@" -- --exact --nocapture >"$LOGS/$name.log" 2>&1 || rc=$?
-  fi
+  [ "$JOBS" = 1 ] || within=("$HERE/own-loopback.sh")
+  ${within[@]+"${within[@]}"} cargo test "$@" -- --exact --nocapture >"$LOGS/$name.log" 2>&1 || rc=$?
   echo "$rc" >"$LOGS/$name.rc"
 }
 # pass / FAIL / skipped: reason (from SKIPPED: lines), for every queued cell.
