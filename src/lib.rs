@@ -51,6 +51,7 @@ pub mod replay;
 pub mod repro;
 pub mod sasl;
 pub mod storage;
+pub mod story;
 pub mod throttle;
 pub mod wire;
 pub mod zab;

@@ -7,9 +7,9 @@ mod common;
 use std::collections::HashMap;
 
 use common::*;
-use zkfle::decode::summary::{Evidence, Summarizer};
 use zkfle::decode::{Body, Severity};
 use zkfle::output::json::{JsonWriter, Message, message_from_json, record_value};
+use zkfle::story::{Evidence, Summarizer};
 use zkfle::wire::{InitialMessage, JavaView, Notification};
 
 #[test]
@@ -213,7 +213,7 @@ fn decoded_notifications_match_java_logs() {
 /// How far a summary time may be from the moment the server logged it.
 const LOG_TOLERANCE_SECS: f64 = 0.3;
 
-fn summarize(records: &[zkfle::decode::Record]) -> zkfle::decode::summary::Summary {
+fn summarize(records: &[zkfle::decode::Record]) -> zkfle::story::Summary {
     let mut summarizer = Summarizer::new(HashMap::new());
     for r in records {
         summarizer.add(r);
@@ -229,7 +229,7 @@ fn summarize(records: &[zkfle::decode::Record]) -> zkfle::decode::summary::Summa
 /// supporters`.
 #[test]
 fn summary_story_matches_java_logs() {
-    use zkfle::decode::summary::RoundKind;
+    use zkfle::story::RoundKind;
     let near = |a: f64, b: f64| (a - b).abs() <= LOG_TOLERANCE_SECS;
     let mut failures: Vec<String> = Vec::new();
     let mut texts: Vec<String> = Vec::new();
@@ -487,7 +487,7 @@ fn legacy_captures_need_the_config_for_sids() {
 /// from its first vote on the wire, and is no lower bound.
 #[test]
 fn an_election_won_by_newer_data_counts_from_the_lost_session() {
-    use zkfle::decode::summary::{Cause, RoundKind};
+    use zkfle::story::{Cause, RoundKind};
     use zkfle::wire::ServerState;
     let Some(dir) = all_fixtures()
         .into_iter()
@@ -531,7 +531,7 @@ fn an_election_won_by_newer_data_counts_from_the_lost_session() {
 /// election: each election begins when the followers' logs say they left their leader.
 #[test]
 fn faults_in_docker_are_told_as_the_logs_tell() {
-    use zkfle::decode::summary::{Cause, LeaderFate, RoundKind};
+    use zkfle::story::{Cause, LeaderFate, RoundKind};
     let Some(dir) = all_fixtures()
         .into_iter()
         .find(|d| d.ends_with("v3.9.5-docker4-faults"))

@@ -10,8 +10,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use zkfle::decode::summary::{Cause, LeaderFate, RoundKind, Summarizer, Summary};
 use zkfle::decode::{Body, Record};
+use zkfle::story::{Cause, LeaderFate, RoundKind, Summarizer, Summary};
 
 /// How far a reported decision may be from the server's `About to leave FLE instance`.
 const DECISION_TOLERANCE_SECS: f64 = 0.1;
@@ -65,7 +65,7 @@ fn scenario(name: &str) -> Vec<(PathBuf, Summary)> {
 }
 
 /// The first election of a fixture's summary.
-fn first_election<'a>(dir: &Path, summary: &'a Summary) -> &'a zkfle::decode::summary::Round {
+fn first_election<'a>(dir: &Path, summary: &'a Summary) -> &'a zkfle::story::Round {
     summary
         .rounds
         .iter()

@@ -15,8 +15,8 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use zkfle::capture::{TcpSegment, Timestamp};
-use zkfle::decode::summary::Summarizer;
 use zkfle::decode::{DecodeOptions, Decoder, Record};
+use zkfle::story::Summarizer;
 use zkfle::wire::{
     ElectionAddress, InitialMessage, Notification, ProtocolVersion, ServerState, encode_frame,
 };

@@ -147,7 +147,8 @@ fn native_leads_from_start(version: &str, wire: &str) -> Option<Vec<i64>> {
     for sid in [1, 2] {
         wait_for(
             &format!("Java {sid} ({version}) FOLLOWING native 3"),
-            Duration::from_secs(20),
+            // A JVM's start on a machine busy with other ensembles can take most of 20 s.
+            Duration::from_secs(60),
             || {
                 e.decisions(sid, 0)
                     .iter()

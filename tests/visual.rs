@@ -295,8 +295,8 @@ fn timeline_page_in_chromium_draws_every_message_server_and_decision() {
 /// (figures are measured in docs/visual.md, not in timed tests).
 #[test]
 fn timeline_page_holds_100k_messages() {
-    use zkfle::decode::summary::Summarizer;
     use zkfle::decode::{Body, Record};
+    use zkfle::story::Summarizer;
     let big = fixtures().into_iter().find(|d| d.ends_with("big")).unwrap();
     let base: Vec<Record> = decode_fixture(&big)
         .into_iter()

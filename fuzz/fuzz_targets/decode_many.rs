@@ -7,7 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use zkfle::capture::TcpSegments;
 use zkfle::capture::merge::{MergedSegments, SegmentIndex, align};
-use zkfle::decode::summary::Summarizer;
+use zkfle::story::Summarizer;
 use zkfle::decode::{DecodeOptions, Decoder};
 
 const SEP: &[u8] = b"\xff--\xff";

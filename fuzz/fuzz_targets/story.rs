@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use zkfle::capture::{ConnId, Timestamp};
-use zkfle::decode::summary::Summarizer;
+use zkfle::story::Summarizer;
 use zkfle::decode::{Body, Record};
 use zkfle::replay::{Recording, native};
 use zkfle::wire::{InitialMessage, Notification, ProtocolVersion, ServerState};

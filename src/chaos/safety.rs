@@ -12,8 +12,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::decode::summary::{RoundKind, Summarizer};
 use crate::decode::{Body, DecodeOptions, Decoder, SidSource};
+use crate::story::{RoundKind, Summarizer};
 use crate::wire::QuorumConfig;
 use crate::wire::quorum::packet::ptype;
 

@@ -17,12 +17,12 @@ use super::decode_time::{When, elapsed_text, format_wall, parse_when};
 use crate::capture::merge::{ClockOffset, Loss, MergedSegments};
 use crate::capture::{self, CaptureStats, SegmentSource, Timestamp};
 use crate::decode::live::LiveDecisions;
-use crate::decode::summary::Summarizer;
 use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity, SidSource};
 use crate::output::json::JsonWriter;
 use crate::output::merge::{clocks_json, clocks_text, losses_json, losses_text};
 use crate::output::printable;
 use crate::output::text::TextWriter;
+use crate::story::Summarizer;
 use crate::wire::ElectionAddress;
 
 #[derive(Debug, Args)]

@@ -20,7 +20,6 @@
 pub mod identity;
 pub mod live;
 mod record;
-pub mod summary;
 
 use std::borrow::Cow;
 use std::collections::VecDeque;

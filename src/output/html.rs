@@ -13,8 +13,8 @@ use serde_json::Value;
 
 use super::is_message;
 use super::json::{JsonWriter, record_value};
-use crate::decode::summary::Summary;
 use crate::decode::{Body, Record};
+use crate::story::Summary;
 
 /// Distinct config texts kept once each; more than this (never seen) stay in their records.
 const MAX_SHARED_CONFIGS: usize = 4096;
@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn data_cannot_close_the_script() {
         let summary = Summary {
-            anomalies: vec![crate::decode::summary::Anomaly {
+            anomalies: vec![crate::story::Anomaly {
                 kind: "test",
                 time: None,
                 message: "</script><b>".into(),

@@ -12,7 +12,7 @@
 //! - [`html`], [`mermaid`], [`shiviz`], [`wireshark`]: the drawn and exported formats: the
 //!   timeline page (`--format html`), Mermaid sequence diagrams, ShiViz logs, the generated
 //!   Wireshark dissector (`zkfle wireshark-dissector`). They are built from the decode's
-//!   [`Record`]s and the summary's JSON ([`crate::decode::summary::Summary::to_json`]), so
+//!   [`Record`]s and the summary's JSON ([`crate::story::Summary::to_json`]), so
 //!   fields the summary gains show up there without changes.
 //!
 //! The reports' `to_json`/`to_text` are inherent methods of the domain types, defined here.

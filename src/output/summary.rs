@@ -5,10 +5,8 @@
 use serde_json::{Value, json};
 
 use crate::decode::live::LiveDecision;
-use crate::decode::summary::{
-    Cause, Evidence, RoundKind, SilenceEvidence, StillLooking, Summary, SyncInfo,
-};
 use crate::output::printable;
+use crate::story::{Cause, Evidence, RoundKind, SilenceEvidence, StillLooking, Summary, SyncInfo};
 
 fn sync_json(s: &SyncInfo) -> Value {
     json!({
@@ -91,7 +89,7 @@ impl StillLooking {
 }
 
 /// A round's "no leader for ...; serving at ... (unavailable ...)".
-fn outage(r: &crate::decode::summary::Round, rel: &dyn Fn(f64) -> String) -> String {
+fn outage(r: &crate::story::Round, rel: &dyn Fn(f64) -> String) -> String {
     let mut s = String::new();
     if let Some(x) = r.no_leader {
         s.push_str(&format!("; no leader for {x:.3}s"));
@@ -332,7 +330,7 @@ impl Summary {
     /// One round's lines; `n` numbers it among the elections.
     fn round_text(
         &self,
-        r: &crate::decode::summary::Round,
+        r: &crate::story::Round,
         n: usize,
         rel: &dyn Fn(f64) -> String,
         verbose: bool,

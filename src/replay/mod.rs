@@ -3,7 +3,7 @@
 //! A [`Recording`] is what a capture tells about one recorded server SID: every notification the
 //! other servers sent it, with its time; every notification SID sent; the moments SID entered a
 //! new election ([`Start`]) with the initial vote it proposed there; and the decisions SID made
-//! (from [`crate::decode::summary`], whose decisions are checked against the Java servers' own
+//! (from [`crate::story`], whose decisions are checked against the Java servers' own
 //! logs by the fixture tests).
 //!
 //! The moments SID entered an election are learned from its own notifications, since their
@@ -29,9 +29,9 @@ pub mod native;
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::decode::summary::Summarizer;
 use crate::decode::{Body, Record};
 use crate::election::QuorumVerifier;
+use crate::story::Summarizer;
 use crate::wire::{InitialMessage, Notification, QuorumConfig, Role, ServerState};
 
 /// A notification in a recording: when (ms after the recording's first record), between whom.
@@ -226,12 +226,12 @@ impl RecordingBuilder {
             .map(|s| s.role())
             .ok_or(RecordingError::NotMember(sid))?;
         let summary = summarizer.finish();
-        let mut own: Vec<&crate::decode::summary::Decision> = summary
+        let mut own: Vec<&crate::story::Decision> = summary
             .rounds
             .iter()
             .flat_map(|r| r.decisions.iter())
             // (A reconfig's handover is no election: nothing to replay.)
-            .filter(|d| d.sid == sid && d.evidence != crate::decode::summary::Evidence::Reconfig)
+            .filter(|d| d.sid == sid && d.evidence != crate::story::Evidence::Reconfig)
             .collect();
         // Rounds and rejoins are listed by when they began; decisions go in time order.
         own.sort_by(|a, b| a.time.total_cmp(&b.time));

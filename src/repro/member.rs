@@ -174,6 +174,10 @@ fn state_of(target: &Target) -> Option<ServerState> {
 /// it sends zkfle (a probe shows only the last election's result while LOOKING), hands it to
 /// `check`, then votes for the target with that proposal until it leads (10 s at most).
 /// `Some((voter, when it led))`, or `None` with the evidence.
+/// How long zkfle's member votes for the target before calling the trigger failed: its
+/// finalizeWait is 200 ms, but a JVM on a busy machine can take seconds to act on a vote.
+const LEADING_WAIT: Duration = Duration::from_secs(20);
+
 async fn vote_into_leading(
     target: &Target,
     opts: &super::ReproOptions,
@@ -283,9 +287,19 @@ async fn vote_into_leading(
     voter.zxid = proposal.zxid;
     voter.round = proposal.election_epoch;
     voter.peer_epoch = proposal.effective_peer_epoch();
-    // 2. Vote for it until it leads.
+    // 2. Vote for it until it leads. A target that started a new round meanwhile (its
+    // election timed out on a slow machine) ignores votes of the old one: follow its round.
     let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
+    while start.elapsed() < LEADING_WAIT {
+        if let Some(n) = latest.lock().unwrap_or_else(|e| e.into_inner()).as_ref()
+            && n.state == ServerState::Looking
+            && n.leader == m.leader
+            && n.election_epoch > voter.round
+        {
+            voter.round = n.election_epoch;
+            voter.zxid = n.zxid;
+            voter.peer_epoch = n.effective_peer_epoch();
+        }
         voter
             .manager
             .to_send(m.leader, voter.vote(ServerState::Looking, m.leader));
@@ -308,8 +322,12 @@ async fn vote_into_leading(
         }
     }
     ev.push(format!(
-        "trigger: voted LOOKING for {} as member {} (zxid {:#x}, round {:#x}) for 10 s; the target never became LEADING",
-        m.leader, m.me, voter.zxid, voter.round
+        "trigger: voted LOOKING for {} as member {} (zxid {:#x}, round {:#x}) for {} s; the target never became LEADING",
+        m.leader,
+        m.me,
+        voter.zxid,
+        voter.round,
+        LEADING_WAIT.as_secs()
     ));
     voter.stop();
     None
