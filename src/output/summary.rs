@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use crate::decode::live::LiveDecision;
 use crate::output::printable;
+use crate::story::rules::Rule;
 use crate::story::{Cause, Evidence, RoundKind, SilenceEvidence, StillLooking, Summary, SyncInfo};
 
 fn sync_json(s: &SyncInfo) -> Value {
@@ -179,6 +180,7 @@ impl Summary {
                 "sid": st.sid, "state": st.state.name(), "from": st.from, "to": st.to,
             })).collect::<Vec<_>>(),
             "anomalies": anomalies,
+            "rules": self.rules.iter().map(|(r, n)| (r.name().to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
             "configs": self.configs.iter().map(|c| json!({
                 "time": c.time, "version": c.version, "voters": c.voters,
                 "observers": c.observers, "added": c.added, "removed": c.removed,
@@ -307,6 +309,19 @@ impl Summary {
                     Some(t) => s.push_str(&format!("  {}  {}\n", rel(t), printable(&a.message))),
                     None => s.push_str(&format!("  {}\n", printable(&a.message))),
                 }
+            }
+        }
+        if verbose && self.rules.iter().next().is_some() {
+            s.push_str(
+                "rules that inferred what the wire does not show (docs/summary.md#rules):\n",
+            );
+            for (rule, n) in self.rules.iter() {
+                s.push_str(&format!(
+                    "  {:<20} {:>5}x  {}\n",
+                    rule.name(),
+                    n,
+                    rule_words(rule)
+                ));
             }
         }
         s
@@ -533,6 +548,73 @@ impl Summary {
             _ => {}
         }
         s
+    }
+}
+
+/// What a rule of inference decided, for `--summary --verbose`.
+fn rule_words(rule: Rule) -> String {
+    let v = rule.secs();
+    match rule {
+        Rule::FinalizeWait => format!(
+            "a decision dated finalizeWait ({v} s) after the last notification its server received"
+        ),
+        Rule::CauseWindow => format!(
+            "the old leader's closed connections, up to {v} s before the election, taken as its cause"
+        ),
+        Rule::CloseAfterStart => format!(
+            "the old leader's connections closing up to {v} s after the first LOOKING vote counted as its loss"
+        ),
+        Rule::CloseBurst => format!(
+            "a killed leader's loss dated from the first close of its last burst (closes within {v} s)"
+        ),
+        Rule::CloseBeforeSilence => format!(
+            "a close up to {v} s before the old leader's last quorum packet counted as its loss"
+        ),
+        Rule::RejoinGrace => format!(
+            "a server that began looking over {v} s after the leader decided told as a rejoin"
+        ),
+        Rule::QueueWindow => format!(
+            "a message up to {v} s before a server's first vote read as waiting in its queue"
+        ),
+        Rule::HeldVote => format!(
+            "a learner's election dated from its Zab session's end (its first vote over {v} s later)"
+        ),
+        Rule::RefusedDials => {
+            format!("'took' a lower bound: refused dials within {v} s before the first vote")
+        }
+        Rule::AnswerReplaced => {
+            format!("an answer missing from the wire taken as replaced by a vote within {v} s")
+        }
+        Rule::LeaderSilence => {
+            format!("a leader silent on the quorum port for over {v} s taken as the cause")
+        }
+        Rule::HandoverWindow => format!(
+            "a learner syncing with the designated leader within {v} s of the reconfig counted in the handover"
+        ),
+        Rule::DelayedVote => {
+            format!("a LOOKING vote arriving over {v} s after its sender decided told as delayed")
+        }
+        Rule::LateSync => {
+            format!("a sync given to a decision estimated up to {v} s after it began")
+        }
+        Rule::StartedTogether => {
+            format!("most participants first heard within {v} s of the start: servers started")
+        }
+        Rule::LateFirstVote => {
+            format!("an old leader voting over {v} s after the election began told as restarted")
+        }
+        Rule::ServingEarly => format!(
+            "NEWLEADER ACKs up to {v} s before the leader's estimated decision counted for serving"
+        ),
+        Rule::ServingLate => {
+            format!("NEWLEADER ACKs up to {v} s past the next election's start counted for serving")
+        }
+        Rule::StaleReach => format!(
+            "a rejoin within {v} s of an election's last decision for another leader told as stale"
+        ),
+        Rule::ResendBackoff => {
+            format!("re-sent votes whose gaps grow by over {v}x told as notification timeouts")
+        }
     }
 }
 

@@ -354,6 +354,8 @@ pub struct Summary {
     pub cut_votes: u64,
     /// Notifications cut before the end of their vote: not counted.
     pub cut_votes_lost: u64,
+    /// How often each rule of inference decided something ([`super::rules`]).
+    pub rules: super::rules::Fired,
 }
 
 /// A span of one server's state, as the summary tells it: the page draws these bands.

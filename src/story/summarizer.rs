@@ -49,6 +49,8 @@ pub struct Summarizer {
     cut_votes: u64,
     /// Cut notifications whose vote was not all captured (not counted).
     cut_votes_lost: u64,
+    /// The rules of inference that decided something, counted.
+    fired: Fired,
     /// Election connections: the two sids, and whether each direction carried a message.
     links: ConnMap<Link>,
     /// Open election connections per pair (min, max): working ones (traffic both ways).
@@ -62,17 +64,17 @@ pub struct Summarizer {
     acks: HashMap<(i64, i64), (BTreeSet<i64>, Option<f64>)>,
     quorum_packets: u64,
     /// Per leader sid: its last quorum-port packet to a learner, and its silences (from, to)
-    /// of more than [`SILENCE_SECS`] between packets, the newest [`MAX_SILENCES`].
+    /// of more than [`Rule::LeaderSilence`] between packets, the newest [`MAX_SILENCES`].
     leader_heard: HashMap<i64, (f64, Vec<(f64, f64)>)>,
     /// Bytes that waited a second or more for a TCP acknowledgement: (since, until, sender,
     /// receiver). A leader whose peers' bytes wait so is unreachable, not frozen.
     unacked: Vec<(f64, f64, Option<i64>, Option<i64>)>,
     /// Notifications sent to a leader silent on the quorum port for over
-    /// [`SILENCE_SECS`]: (time, leader, whether it sent anything within a second after).
+    /// [`Rule::LeaderSilence`]: (time, leader, whether it sent anything within a second after).
     /// Acknowledged (none in `unacked`) and unanswered, they show its host alive while its
     /// process said nothing: frozen.
     sent_to_silent: Vec<(f64, i64, bool)>,
-    /// Notifications sent by a leader silent on the quorum port for over [`SILENCE_SECS`]:
+    /// Notifications sent by a leader silent on the quorum port for over [`Rule::LeaderSilence`]:
     /// (time, leader, whether to a member). One to a non-member (a probe) before any to a
     /// member shows its process running while its followers heard nothing: cut off.
     sent_by_silent: Vec<(f64, i64, bool)>,
@@ -295,7 +297,7 @@ impl Summarizer {
                     sid.filter(|s| {
                         self.leader_heard
                             .get(s)
-                            .is_some_and(|(last, _)| time - last > SILENCE_SECS)
+                            .is_some_and(|(last, _)| time - last > Rule::LeaderSilence.secs())
                     })
                 };
                 if let Some(to) = silent(r.to_sid) {
@@ -304,7 +306,7 @@ impl Summarizer {
                 if let Some(from) = silent(r.from_sid) {
                     // What was sent to it in the second before is answered.
                     for e in self.sent_to_silent.iter_mut().rev() {
-                        if e.0 < time - SILENCE_SECS {
+                        if e.0 < time - Rule::LeaderSilence.secs() {
                             break;
                         }
                         if e.1 == from {
@@ -563,6 +565,7 @@ impl Summarizer {
         if let Some(end) = session_end.filter(|end| *end < since) {
             since = end;
             started = false;
+            self.fired.note(Rule::HeldVote);
         }
         // Its dials refused before its first vote reached anyone: it was looking by then (a
         // leader that lost its quorum, alone, logs `LEADER ELECTION TOOK` counted from its
@@ -574,6 +577,18 @@ impl Summarizer {
         if let Some(e) = s.episode {
             self.episodes[e].decision = Some(index);
         }
+        let took_at_least = started && {
+            let at = self
+                .refused
+                .partition_point(|t| *t < since - Rule::RefusedDials.secs());
+            self.refused.get(at).is_some_and(|t| *t < since)
+        };
+        if took_at_least {
+            self.fired.note(Rule::RefusedDials);
+        }
+        if evidence == Evidence::ConvergedVotes {
+            self.fired.note(Rule::FinalizeWait);
+        }
         self.decisions.push(Decision {
             sid,
             state,
@@ -583,12 +598,7 @@ impl Summarizer {
             evidence,
             looking_since: since,
             took: time - since,
-            took_at_least: started && {
-                let at = self
-                    .refused
-                    .partition_point(|t| *t < since - REFUSED_WINDOW_SECS);
-                self.refused.get(at).is_some_and(|t| *t < since)
-            },
+            took_at_least,
             sync: None,
             before_capture: false,
         });
@@ -700,7 +710,7 @@ impl Summarizer {
 
     /// When `sid`'s election began, if not at its first vote on the wire: a learner goes
     /// LOOKING the moment its Zab session ends, and when its first vote comes more than
-    /// [`HELD_VOTE_SECS`] later, its votes had nowhere to go (no peer listening) and waited
+    /// [`Rule::HeldVote`] later, its votes had nowhere to go (no peer listening) and waited
     /// for one (a server alone after its leader died voted 4.6 s later, when the old leader
     /// came back, and Java logged `LEADER ELECTION TOOK - 4857 MS`).
     /// A server taken for gone (all its connections closed) qualifies only if its first vote
@@ -711,7 +721,7 @@ impl Summarizer {
         let episode = &self.episodes[s.episode?];
         let last = &self.decisions[s.decision?];
         let end = self.zab_end_since_decision(s)?;
-        if s.since - end <= HELD_VOTE_SECS {
+        if s.since - end <= Rule::HeldVote.secs() {
             return None;
         }
         let continued = episode.first_vote.is_some_and(|(round, heard)| {
@@ -772,7 +782,7 @@ impl Summarizer {
             return;
         }
         if self.is_quorum(s.recv.agreeing(&vote), || s.recv.agreeing_sids(&vote)) {
-            self.schedule(sid, time + FINALIZE_WAIT_SECS);
+            self.schedule(sid, time + Rule::FinalizeWait.secs());
         }
     }
 
@@ -971,7 +981,7 @@ impl Summarizer {
         let Some(decided_at) = self.servers[&from].decision.map(|d| self.decisions[d].time) else {
             return;
         };
-        if time - decided_at < DELAYED_VOTE_SECS
+        if time - decided_at < Rule::DelayedVote.secs()
             || (self.delayed.len() >= MAX_PAIRS && !self.delayed.contains_key(&(from, to)))
         {
             return;
@@ -985,6 +995,7 @@ impl Summarizer {
         if !sent_before {
             return;
         }
+        self.fired.note(Rule::DelayedVote);
         let d = self.delayed.entry((from, to)).or_insert(DelayedVotes {
             count: 0,
             round: vote.round,
@@ -1131,7 +1142,7 @@ impl Summarizer {
                 };
                 // Only a lag seen just before (a receiver behind long ago says nothing now).
                 let lag = match s.answer_lag {
-                    (answered, lag) if answered >= time - QUEUE_WINDOW_SECS => lag,
+                    (answered, lag) if answered >= time - Rule::QueueWindow.secs() => lag,
                     _ => 0.0,
                 };
                 // Whether it had not decided before this election (it just started).
@@ -1170,7 +1181,7 @@ impl Summarizer {
                 let pending = s.pending;
                 self.put_vote(from, from, vote);
                 if pending.is_some() {
-                    self.schedule(from, time + FINALIZE_WAIT_SECS);
+                    self.schedule(from, time + Rule::FinalizeWait.secs());
                 } else {
                     self.check_quorum(from, time);
                 }
@@ -1197,9 +1208,12 @@ impl Summarizer {
                     // read LOOKING).
                     let replaced = !was_fresh
                         && !leader_gone
-                        && at > time - ANSWER_REPLACED_SECS
+                        && at > time - Rule::AnswerReplaced.secs()
                         && at <= time - lag;
-                    if at >= time - QUEUE_WINDOW_SECS && !replaced {
+                    if replaced {
+                        self.fired.note(Rule::AnswerReplaced);
+                    } else if at >= time - Rule::QueueWindow.secs() {
+                        self.fired.note(Rule::QueueWindow);
                         self.receive(time, peer, from, state, v);
                     }
                 }
@@ -1223,7 +1237,7 @@ impl Summarizer {
                     // reached it before that answer left). With nothing from that peer held,
                     // everything held was read while decided.
                     // (What is older than the queue window is never read as queued.)
-                    s.queued.retain(|q| q.0 >= time - QUEUE_WINDOW_SECS);
+                    s.queued.retain(|q| q.0 >= time - Rule::QueueWindow.secs());
                     match s.queued.iter().position(|q| q.1 == to) {
                         Some(answered) => {
                             s.answer_lag = (time, time - s.queued[answered].0);
@@ -1272,8 +1286,9 @@ impl Summarizer {
                     && s.phase.is_looking()
                     && s.since_sent
                     && s.pending.is_none()
-                    && time - s.since <= ANSWER_REPLACED_SECS
+                    && time - s.since <= Rule::AnswerReplaced.secs()
                 {
+                    self.fired.note(Rule::AnswerReplaced);
                     // Its old decision, just after its first vote and on nothing the model
                     // saw: an answer it built while still decided, which left after the vote
                     // (a partitioned leader's follower answered 2's vote FOLLOWING at .418,
@@ -1360,7 +1375,7 @@ impl Summarizer {
             if self.better(&vote, cur.as_ref()) {
                 self.servers.get_mut(&to).expect("seen").pending = None;
             } else {
-                self.schedule(to, time + FINALIZE_WAIT_SECS);
+                self.schedule(to, time + Rule::FinalizeWait.secs());
                 return;
             }
         }
@@ -1456,14 +1471,12 @@ impl Summarizer {
         }
     }
 
-    /// When `leader` last sent on the quorum port before `at`, if it had then been silent for
-    /// more than [`SILENCE_SECS`] (and had been heard at all).
     /// What TCP says of a leader silent since `from` whose followers began an election at
     /// `started`: whether what went between it and its peers from then on waited for
     /// acknowledgements (its host unreachable), or what its followers sent it was
     /// acknowledged (its host alive, its process stopped).
     fn silence_evidence(&self, leader: i64, from: f64, started: f64) -> SilenceEvidence {
-        let until = started + CAUSE_WINDOW_SECS;
+        let until = started + Rule::CauseWindow.secs();
         let unreachable = self.unacked.iter().any(|&(since, end, a, b)| {
             (a == Some(leader) || b == Some(leader)) && end >= from && since <= until
         });
@@ -1473,7 +1486,7 @@ impl Summarizer {
         let acknowledged = self.sent_to_silent.iter().any(|&(at, to, answered)| {
             to == leader
                 && !answered
-                && at >= from + SILENCE_SECS
+                && at >= from + Rule::LeaderSilence.secs()
                 && at <= until
                 && at <= self.now - crate::capture::reassembly::UNACKNOWLEDGED_SECS
         });
@@ -1482,7 +1495,9 @@ impl Summarizer {
         let answered_outsider = self
             .sent_by_silent
             .iter()
-            .find(|&&(at, sid, _)| sid == leader && at >= from + SILENCE_SECS && at <= until)
+            .find(|&&(at, sid, _)| {
+                sid == leader && at >= from + Rule::LeaderSilence.secs() && at <= until
+            })
             .is_some_and(|&(_, _, to_member)| !to_member);
         if unreachable {
             SilenceEvidence::Unreachable
@@ -1495,14 +1510,16 @@ impl Summarizer {
         }
     }
 
+    /// When `leader` last sent on the quorum port before `at`, if it had then been silent for
+    /// more than [`Rule::LeaderSilence`] (and had been heard at all).
     fn silent_since(&self, leader: i64, at: f64) -> Option<f64> {
         let (last, silences) = self.leader_heard.get(&leader)?;
-        if *last <= at - SILENCE_SECS {
+        if *last <= at - Rule::LeaderSilence.secs() {
             return Some(*last);
         }
         silences
             .iter()
-            .find(|&&(from, to)| from <= at - SILENCE_SECS && to >= at)
+            .find(|&&(from, to)| from <= at - Rule::LeaderSilence.secs() && to >= at)
             .map(|&(from, _)| from)
     }
 
@@ -1579,7 +1596,7 @@ impl Summarizer {
                     .leader_heard
                     .entry(leader)
                     .or_insert((time, Vec::new()));
-                if time - *last > SILENCE_SECS {
+                if time - *last > Rule::LeaderSilence.secs() {
                     if silences.len() >= MAX_SILENCES {
                         silences.remove(0);
                     }
@@ -1724,6 +1741,7 @@ impl Summarizer {
             end: self.now,
             shutdown,
             configs: self.config_changes,
+            rules: self.fired,
         }
     }
 
@@ -1752,16 +1770,17 @@ impl Summarizer {
                 let d = &self.decisions[i];
                 sync.leader.is_none_or(|l| l == d.leader) && d.state != ServerState::Leading
             };
-            let Some(i) = list
-                .last_until(sync.started)
-                .filter(|&i| fits(i))
-                .or_else(|| {
-                    list.first_within(sync.started, sync.started + 0.5)
-                        .filter(|&i| fits(i))
-                })
-            else {
+            let before = list.last_until(sync.started).filter(|&i| fits(i));
+            let late = || {
+                list.first_within(sync.started, sync.started + Rule::LateSync.secs())
+                    .filter(|&i| fits(i))
+            };
+            let Some(i) = before.or_else(late) else {
                 continue;
             };
+            if before.is_none() {
+                self.fired.note(Rule::LateSync);
+            }
             let d = &mut self.decisions[i];
             {
                 d.sync = Some(SyncInfo {
@@ -1798,7 +1817,7 @@ impl Summarizer {
                 let d = &self.decisions[i];
                 self.votes(d.sid)
                     && (d.evidence != Evidence::QuorumReplies
-                        || d.looking_since < led + REJOIN_GRACE_SECS)
+                        || d.looking_since < led + Rule::RejoinGrace.secs())
             });
             let mut election = Round {
                 kind: RoundKind::Election,
@@ -1808,7 +1827,7 @@ impl Summarizer {
             };
             for &i in &list {
                 let d = self.decisions[i].clone();
-                // Servers that began looking within REJOIN_GRACE_SECS of the leader's
+                // Servers that began looking within Rule::RejoinGrace.secs() of the leader's
                 // decision started with the election (servers started together).
                 // Learned from answers, with no LEADING decision in this round: the leader
                 // was established before (a server started late as a non-voter is answered
@@ -1820,9 +1839,14 @@ impl Summarizer {
                     || (matches!(
                         d.evidence,
                         Evidence::QuorumReplies | Evidence::OwnNotification
-                    ) && (led.is_infinite() || d.looking_since >= led + REJOIN_GRACE_SECS))
-                    || (d.evidence == Evidence::QuorumReplies && d.time >= led + REJOIN_GRACE_SECS);
+                    ) && (led.is_infinite()
+                        || d.looking_since >= led + Rule::RejoinGrace.secs()))
+                    || (d.evidence == Evidence::QuorumReplies
+                        && d.time >= led + Rule::RejoinGrace.secs());
                 if rejoin {
+                    if voters_decided && led.is_finite() {
+                        self.fired.note(Rule::RejoinGrace);
+                    }
                     rounds.push(Round {
                         kind: RoundKind::Rejoin,
                         election_epoch: epoch,
@@ -1951,6 +1975,15 @@ impl Summarizer {
             })
             .map(|l| (l, f64::NEG_INFINITY));
         let handovers = self.handover_rounds(sids_unknown);
+        for (h, _) in &handovers {
+            for _ in h
+                .decisions
+                .iter()
+                .filter(|d| d.state != ServerState::Leading)
+            {
+                self.fired.note(Rule::HandoverWindow);
+            }
+        }
         let mut next_handover = 0;
         for i in 0..elections.len() {
             let next_start = elections.get(i + 1).map_or(f64::INFINITY, |r| r.started);
@@ -2019,7 +2052,7 @@ impl Summarizer {
                     !self.mid_run
                         && first_seen
                             .get(*sid)
-                            .is_some_and(|t| (t - r.started).abs() < 5.0)
+                            .is_some_and(|t| (t - r.started).abs() < Rule::StartedTogether.secs())
                 })
                 .count();
             match prev_leader {
@@ -2034,18 +2067,18 @@ impl Summarizer {
                     // Closes are in capture order.
                     let from = self
                         .closes
-                        .partition_point(|c| c.0 < r.started - CAUSE_WINDOW_SECS);
+                        .partition_point(|c| c.0 < r.started - Rule::CauseWindow.secs());
                     // A leader heard on the quorum port after a close was not lost by it (the
                     // stale connections of a healed partition close while it leads).
                     let silent_from = self.silent_since(old, r.started);
                     let closes: Vec<(f64, bool)> = self.closes[from..]
                         .iter()
-                        .take_while(|c| c.0 <= r.started + 0.5)
+                        .take_while(|c| c.0 <= r.started + Rule::CloseAfterStart.secs())
                         .filter(|(t, a, b, _)| {
-                            *t <= r.started + 0.5
-                                && *t >= r.started - CAUSE_WINDOW_SECS
+                            *t >= r.started - Rule::CauseWindow.secs()
                                 && *t > old_decided
-                                && silent_from.is_none_or(|s| *t >= s - 0.5)
+                                && silent_from
+                                    .is_none_or(|s| *t >= s - Rule::CloseBeforeSilence.secs())
                                 && (*a == Some(old) || *b == Some(old))
                         })
                         .map(|(t, _, _, q)| (*t, *q))
@@ -2058,7 +2091,7 @@ impl Summarizer {
                         .fold(f64::NEG_INFINITY, f64::max);
                     let lost = closes
                         .iter()
-                        .filter(|c| (c.1 || !quorum_only) && c.0 >= last - 1.0)
+                        .filter(|c| (c.1 || !quorum_only) && c.0 >= last - Rule::CloseBurst.secs())
                         .map(|c| c.0)
                         .fold(f64::INFINITY, f64::min);
                     // The old leader voting from the start lost its quorum; one whose first
@@ -2078,7 +2111,8 @@ impl Summarizer {
                                 .map(|d| d.looking_since),
                         )
                         .fold(f64::INFINITY, f64::min);
-                    let restarted = lost.is_finite() && old_first_vote > r.started + 1.0;
+                    let restarted =
+                        lost.is_finite() && old_first_vote > r.started + Rule::LateFirstVote.secs();
                     // Still connected but silent since before the election (a partition): its
                     // followers gave up on it, whatever it did after.
                     let silent = self
@@ -2097,6 +2131,7 @@ impl Summarizer {
                             *sid == old && *at > r.started && *round < r.election_epoch
                         });
                         r.silence = Some(evidence);
+                        self.fired.note(Rule::LeaderSilence);
                         if evidence == SilenceEvidence::Acknowledged {
                             r.cause = Cause::LeaderFrozen;
                             r.leader_resumed = back.map(|b| b.0);
@@ -2121,8 +2156,22 @@ impl Summarizer {
                         r.cause = Cause::LeaderLost;
                         r.leader_lost = Some(lost.min(r.started));
                         r.leader_closed = lost <= r.started;
+                        self.fired.note(Rule::CauseWindow);
+                        if restarted && r.participants.contains(&old) {
+                            self.fired.note(Rule::LateFirstVote);
+                        }
+                        if lost > r.started {
+                            self.fired.note(Rule::CloseAfterStart);
+                        }
+                        if lost < last {
+                            self.fired.note(Rule::CloseBurst);
+                        }
+                        if silent_from.is_some_and(|s| lost < s) {
+                            self.fired.note(Rule::CloseBeforeSilence);
+                        }
                     } else if firsts * 2 > r.participants.len() {
                         r.cause = Cause::ServersStarted;
+                        self.fired.note(Rule::StartedTogether);
                     } else {
                         r.cause = Cause::LeaderLost;
                         r.leader_lost = Some(r.started);
@@ -2194,10 +2243,18 @@ impl Summarizer {
                     .filter_map(|(_, t)| *t)
                     .filter(|t| {
                         *t >= r.started
-                            && lead.is_none_or(|l| *t >= l - 0.5)
-                            && *t < next_start + 60.0
+                            && lead.is_none_or(|l| *t >= l - Rule::ServingEarly.secs())
+                            && *t < next_start + Rule::ServingLate.secs()
                     })
                     .fold(None, |a: Option<f64>, t| Some(a.map_or(t, |a| a.min(t))));
+                if let Some(t) = r.serving {
+                    if lead.is_some_and(|l| t < l) {
+                        self.fired.note(Rule::ServingEarly);
+                    }
+                    if t >= next_start {
+                        self.fired.note(Rule::ServingLate);
+                    }
+                }
                 let lost = r.leader_lost.unwrap_or(r.started);
                 r.no_leader = lead.map(|l| l - lost);
                 r.unavailable = r.serving.map(|s| s - lost);
@@ -2242,7 +2299,7 @@ impl Summarizer {
     }
 
     /// The handovers, each with its designated leader, in time order: the learners that
-    /// began a sync with that leader within [`HANDOVER_WINDOW_SECS`] after the commit follow
+    /// began a sync with that leader within [`Rule::HandoverWindow`] after the commit follow
     /// it (the old leader among them, as a non-voter), and the leader led by the first of
     /// those syncs.
     fn handover_rounds(&self, sids_unknown: bool) -> Vec<(Round, i64)> {
@@ -2277,7 +2334,7 @@ impl Summarizer {
                 for (sync, &(learner, observer)) in self.syncs.iter().zip(&self.sync_learners) {
                     if sync.leader != Some(h.to)
                         || sync.started < h.time
-                        || sync.started > h.time + HANDOVER_WINDOW_SECS
+                        || sync.started > h.time + Rule::HandoverWindow.secs()
                         || decisions.iter().any(|d| d.sid == learner)
                     {
                         continue;
@@ -2345,7 +2402,7 @@ impl Summarizer {
 
     /// Marks rejoins made while an election was replacing their leader (stale decisions),
     /// when the server's next decision is for another leader.
-    fn mark_stale_rejoins(&self, rejoins: &mut [Round], elections: &[Round]) {
+    fn mark_stale_rejoins(&mut self, rejoins: &mut [Round], elections: &[Round]) {
         if rejoins.is_empty() {
             return;
         }
@@ -2357,7 +2414,7 @@ impl Summarizer {
             .iter()
             .scan(f64::NEG_INFINITY, |latest, e| {
                 if let Some(last) = e.decisions.last() {
-                    *latest = latest.max(last.time + 1.0);
+                    *latest = latest.max(last.time + Rule::StaleReach.secs());
                 }
                 Some(*latest)
             })
@@ -2372,7 +2429,7 @@ impl Summarizer {
                 e.winner.is_some_and(|w| w != d.leader)
                     && e.decisions
                         .last()
-                        .is_some_and(|last| d.time <= last.time + 1.0)
+                        .is_some_and(|last| d.time <= last.time + Rule::StaleReach.secs())
             });
             let Some(e) = replacing else {
                 continue;
@@ -2382,6 +2439,7 @@ impl Summarizer {
                 .and_then(|list| list.next_other_leader(d.time, d.leader))
                 .map(|i| &self.decisions[i]);
             if let Some(next) = next {
+                self.fired.note(Rule::StaleReach);
                 r.stale = Some(StaleRejoin {
                     election_started: e.started,
                     left_at: Some(next.time),
@@ -2438,7 +2496,10 @@ impl Summarizer {
             let times = times.as_slice();
             let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
             // Java re-sends an unchanged vote when its poll times out, doubling the wait.
-            let doubling = gaps.windows(2).filter(|g| g[1] > g[0] * 1.5).count();
+            let doubling = gaps
+                .windows(2)
+                .filter(|g| g[1] > g[0] * Rule::ResendBackoff.secs())
+                .count();
             if times.len() >= 4 && doubling + 1 >= gaps.len().saturating_sub(1) {
                 let g: Vec<String> = gaps.iter().map(|g| format!("{g:.1}")).collect();
                 // An observer proposes Long.MIN_VALUE: no leader.
@@ -2446,6 +2507,7 @@ impl Summarizer {
                     i64::MIN => "no leader".to_string(),
                     l => format!("leader {l}"),
                 };
+                self.fired.note(Rule::ResendBackoff);
                 self.anomalies.push(Anomaly {
                     kind: "notification_timeouts",
                     time: times.first().copied(),
@@ -2695,5 +2757,170 @@ mod tests {
             "{}",
             still.words()
         );
+    }
+
+    /// Records of a made-up ensemble (sid N at 127.0.0.N), for the rules no recorded capture
+    /// makes fire.
+    mod made_up {
+        use super::*;
+        use crate::decode::QuorumMessage;
+        use crate::wire::quorum::LearnerInfo;
+
+        fn record(ms: u64, conn: u64, from: i64, to: i64, body: Body, leader_port: bool) -> Record {
+            let addr =
+                |sid: i64, port: u16| std::net::SocketAddr::from(([127, 0, 0, sid as u8], port));
+            // The learner dials the leader's quorum port from an ephemeral one.
+            let (from_port, to_port) = if leader_port {
+                (2888, 40000)
+            } else {
+                (40000, 2888)
+            };
+            Record {
+                time: Timestamp {
+                    secs: 1000 + (ms / 1000) as i64,
+                    nanos: (ms % 1000) as u32 * 1_000_000,
+                },
+                conn: Some(ConnId(conn)),
+                src: Some(addr(from, from_port)),
+                dst: Some(addr(to, to_port)),
+                from_sid: Some(from),
+                to_sid: Some(to),
+                from_sid_source: None,
+                to_sid_source: None,
+                offset: None,
+                raw: Vec::new(),
+                body,
+            }
+        }
+
+        /// `from`'s LOOKING vote for `leader` in `round`, to `to`.
+        pub(super) fn looking(ms: u64, from: i64, to: i64, leader: i64, round: i64) -> Record {
+            let n = Notification {
+                state: ServerState::Looking,
+                leader,
+                zxid: 0,
+                election_epoch: round,
+                peer_epoch: Some(0),
+                version: Some(2),
+                config: None,
+                trailing: Vec::new(),
+            };
+            let conn = (from.min(to) * 10 + from.max(to)) as u64;
+            record(ms, conn, from, to, Body::Notification(n), false)
+        }
+
+        /// A quorum-port packet between `leader` and `learner`.
+        pub(super) fn zab(ms: u64, leader: i64, learner: i64, ptype: i32, zxid: i64) -> Record {
+            let by_leader = !matches!(
+                ptype,
+                crate::wire::quorum::ptype::FOLLOWERINFO | crate::wire::quorum::ptype::ACK
+            );
+            let q = QuorumMessage {
+                ptype,
+                zxid,
+                data_len: Some(0),
+                learner: (ptype == crate::wire::quorum::ptype::FOLLOWERINFO).then_some(
+                    LearnerInfo {
+                        sid: learner,
+                        protocol_version: 0x10000,
+                        config_version: 0,
+                    },
+                ),
+                designated_leader: None,
+                config: None,
+                snapshot_bytes: None,
+            };
+            let conn = 1000 + learner as u64;
+            let (from, to) = if by_leader {
+                (leader, learner)
+            } else {
+                (learner, leader)
+            };
+            record(ms, conn, from, to, Body::Quorum(q), by_leader)
+        }
+
+        /// The quorum-port connection of `learner` to `leader` closes.
+        pub(super) fn zab_closed(ms: u64, leader: i64, learner: i64) -> Record {
+            let body = Body::Closed {
+                reset: false,
+                quorum: true,
+            };
+            record(ms, 1000 + learner as u64, learner, leader, body, false)
+        }
+
+        pub(super) fn summary(servers: i64, records: &[Record]) -> Summary {
+            let members = (1..=servers).map(|sid| (sid, Role::Participant)).collect();
+            let mut s = Summarizer::new(members);
+            for r in records {
+                s.add(r);
+            }
+            s.finish()
+        }
+
+        /// Every server of `voters` votes for `leader` in `round` at `ms`.
+        pub(super) fn election(ms: u64, voters: &[i64], leader: i64, round: i64) -> Vec<Record> {
+            let mut out = Vec::new();
+            for &from in voters {
+                for &to in voters.iter().filter(|to| **to != from) {
+                    out.push(looking(ms + from as u64, from, to, leader, round));
+                }
+            }
+            out
+        }
+    }
+
+    /// NEWLEADER ACKs seen before the leader's estimated decision (its decision is dated
+    /// finalizeWait after its last notification; the ACKs are seen) still date the serving.
+    #[test]
+    fn rule_serving_early_counts_acks_just_before_the_leaders_decision() {
+        use crate::wire::quorum::ptype;
+        let mut records = made_up::election(0, &[1, 2, 3], 3, 1);
+        let epoch = 1i64 << 32;
+        records.push(made_up::zab(100, 3, 1, ptype::FOLLOWERINFO, 0));
+        records.push(made_up::zab(110, 3, 1, ptype::NEWLEADER, epoch));
+        records.push(made_up::zab(120, 3, 1, ptype::ACK, epoch));
+        records.push(made_up::zab(1000, 3, 1, ptype::PING, 0));
+        let summary = made_up::summary(3, &records);
+        assert_eq!(summary.rules.count(Rule::ServingEarly), 1, "{summary:?}");
+        let r = &summary.rounds[0];
+        assert_eq!(r.winner, Some(3));
+        assert!((r.serving.unwrap() - 1000.120).abs() < 1e-6, "{r:?}");
+    }
+
+    /// A quorum connection of the old leader closing just before its last quorum packet (a
+    /// dying leader's closes and its last pings cross on the wire) dates its loss: the election
+    /// that follows is a lost leader's, not a silent one's.
+    #[test]
+    fn rule_close_before_silence_counts_a_close_crossing_the_last_ping() {
+        use crate::wire::quorum::ptype;
+        let mut records = made_up::election(0, &[1, 2, 3, 4, 5], 5, 1);
+        for learner in 1..=4 {
+            records.push(made_up::zab(
+                300 + learner as u64,
+                5,
+                learner,
+                ptype::FOLLOWERINFO,
+                0,
+            ));
+        }
+        // Learner 1's session closes at 4.6 s, the leader's last PINGs to the others leave at
+        // 4.9 s; the others look at 7 s.
+        for tick in 0..10u64 {
+            for learner in 2..=4 {
+                records.push(made_up::zab(400 + tick * 500, 5, learner, ptype::PING, 0));
+            }
+        }
+        records.push(made_up::zab_closed(4600, 5, 1));
+        records.sort_by_key(|r| r.time);
+        records.extend(made_up::election(7000, &[2, 3, 4], 4, 2));
+        let summary = made_up::summary(5, &records);
+        assert_eq!(
+            summary.rules.count(Rule::CloseBeforeSilence),
+            1,
+            "{summary:?}"
+        );
+        let r = summary.rounds.last().unwrap();
+        assert_eq!((r.cause, r.winner), (Cause::LeaderLost, Some(4)), "{r:?}");
+        assert!((r.leader_lost.unwrap() - 1004.6).abs() < 1e-6, "{r:?}");
     }
 }
