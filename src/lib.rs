@@ -14,7 +14,10 @@
 //! - [`capture`]: reading pcap/pcapng captures and reassembling their TCP streams, per direction.
 //!   Knows packets and streams, not ZooKeeper.
 //! - [`decode`]: a capture's election traffic as messages with their senders' and receivers'
-//!   sids (who is who), and a summary of each election with its anomalies.
+//!   sids (who is who).
+//! - [`story`]: the story of each election, pure: records in, one model out (decisions with
+//!   their evidence, causes, syncs, anomalies, the rules of inference that decided what the
+//!   wire does not show), which every view in [`output`] reads.
 //! - [`net`]: the connection layer (QuorumCnxManager over tokio, its decisions sans-I/O) and the
 //!   driver that runs an [`election::Election`] on it: `zkfle join`.
 //! - [`storage`]: a follower's durable state in ZooKeeper's own on-disk formats (txn log,

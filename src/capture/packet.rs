@@ -26,6 +26,14 @@ impl Timestamp {
         self.secs as f64 + f64::from(self.nanos) * 1e-9
     }
 
+    /// The timestamp of a float of seconds since the epoch, to the microsecond (what a float
+    /// holds exactly for current dates).
+    pub fn from_secs_f64(t: f64) -> Timestamp {
+        let secs = t.floor();
+        let micros = (((t - secs) * 1e6).round() as u64).min(999_999);
+        Timestamp::from_fraction(secs as i64, micros, 1_000_000)
+    }
+
     /// Builds a timestamp from seconds and a sub-second count of `units_per_sec` units,
     /// normalising an out-of-range fraction (malformed captures) into the seconds.
     pub fn from_fraction(secs: i64, frac: u64, units_per_sec: u64) -> Timestamp {

@@ -16,7 +16,6 @@ use super::CliError;
 use super::decode_time::{When, elapsed_text, format_wall, parse_when};
 use crate::capture::merge::{ClockOffset, Loss, MergedSegments};
 use crate::capture::{self, CaptureStats, SegmentSource, Timestamp};
-use crate::decode::live::LiveDecisions;
 use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity, SidSource};
 use crate::output::json::JsonWriter;
 use crate::output::merge::{clocks_json, clocks_text, losses_json, losses_text};
@@ -478,7 +477,6 @@ struct Output {
     streaming: bool,
     filter: RecordFilter,
     summarizer: Summarizer,
-    live: LiveDecisions,
     /// The first record's time.
     first: Option<Timestamp>,
     /// The time of the previous record printed.
@@ -531,7 +529,6 @@ impl Output {
             streaming,
             filter,
             summarizer,
-            live: LiveDecisions::default(),
             first: None,
             previous: None,
             lines: JsonWriter::new(),
@@ -593,7 +590,6 @@ impl Output {
     }
 
     fn record(&mut self, record: &Record) -> Result<(), CliError> {
-        let time = record.time.as_secs_f64();
         let first = *self.first.get_or_insert(record.time);
         let start = first.as_secs_f64();
         match &record.body {
@@ -625,12 +621,13 @@ impl Output {
         if self.summary {
             self.summarizer.add(record);
             if self.streaming {
-                for d in self.live.see(record) {
+                let decided: Vec<_> = self.summarizer.take_new_decisions().cloned().collect();
+                for d in &decided {
                     match self.format {
-                        Format::Jsonl => writeln!(self.out, "{}", d.to_json(time)),
+                        Format::Jsonl => writeln!(self.out, "{}", d.live_json()),
                         _ => {
-                            let stamp = self.stamp(record.time, first);
-                            writeln!(self.out, "{}", d.to_text(&stamp))
+                            let stamp = self.stamp(Timestamp::from_secs_f64(d.time), first);
+                            writeln!(self.out, "{}", d.live_text(&stamp))
                         }
                     }
                     .map_err(CliError::writing)?;

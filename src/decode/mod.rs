@@ -18,7 +18,6 @@
 //! Connections closed by FIN or RST give a [`Body::Closed`] record.
 
 pub mod identity;
-pub mod live;
 mod record;
 
 use std::borrow::Cow;

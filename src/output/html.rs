@@ -176,9 +176,11 @@ mod tests {
     fn data_cannot_close_the_script() {
         let summary = Summary {
             anomalies: vec![crate::story::Anomaly {
-                kind: "test",
                 time: None,
-                message: "</script><b>".into(),
+                kind: crate::story::AnomalyKind::Malformed {
+                    what: "</script><b>".into(),
+                    count: 1,
+                },
             }],
             ..Summary::default()
         };

@@ -4,10 +4,12 @@
 
 use serde_json::{Value, json};
 
-use crate::decode::live::LiveDecision;
 use crate::output::printable;
 use crate::story::rules::Rule;
-use crate::story::{Cause, Evidence, RoundKind, SilenceEvidence, StillLooking, Summary, SyncInfo};
+use crate::story::{
+    Anomaly, AnomalyKind, Cause, Decision, Evidence, RoundEnd, RoundKind, SilenceEvidence,
+    StillLooking, Summary, SyncInfo,
+};
 
 fn sync_json(s: &SyncInfo) -> Value {
     json!({
@@ -149,7 +151,7 @@ impl Summary {
                     })),
                     "duration": r.duration,
                     "settled": r.settled,
-                    "end": r.end,
+                    "end": r.end.name(),
                     "still_looking": r.still_looking.iter().map(still_json).collect::<Vec<_>>(),
                     "config_version": r.config_version,
                 })
@@ -158,7 +160,7 @@ impl Summary {
         let anomalies: Vec<Value> = self
             .anomalies
             .iter()
-            .map(|a| json!({"kind": a.kind, "time": a.time, "message": a.message}))
+            .map(|a| json!({"kind": a.kind.name(), "time": a.time, "message": a.words()}))
             .collect();
         json!({
             "type": "summary",
@@ -306,8 +308,8 @@ impl Summary {
             s.push_str("anomalies:\n");
             for a in &self.anomalies {
                 match a.time {
-                    Some(t) => s.push_str(&format!("  {}  {}\n", rel(t), printable(&a.message))),
-                    None => s.push_str(&format!("  {}\n", printable(&a.message))),
+                    Some(t) => s.push_str(&format!("  {}  {}\n", rel(t), printable(&a.words()))),
+                    None => s.push_str(&format!("  {}\n", printable(&a.words()))),
                 }
             }
         }
@@ -541,13 +543,94 @@ impl Summary {
             s.push_str(&format!("  sid {} still LOOKING: {}\n", w.sid, w.words()));
         }
         match r.end {
-            "capture_end" => s.push_str("  the capture ended during this election\n"),
-            "shutdown" => s.push_str(
+            RoundEnd::CaptureEnd => s.push_str("  the capture ended during this election\n"),
+            RoundEnd::Shutdown => s.push_str(
                 "  the servers shut down during this election (their connections closed)\n",
             ),
-            _ => {}
+            RoundEnd::Decided => {}
         }
         s
+    }
+}
+
+impl Anomaly {
+    /// The anomaly in one line, for people.
+    pub fn words(&self) -> String {
+        match &self.kind {
+            AnomalyKind::AddressConflict(c) => c.describe(),
+            AnomalyKind::VoteForNonMember {
+                from,
+                leader,
+                removed_by: Some(v),
+            } => format!("sid {from} votes for {leader}, which config {v:#x} removed"),
+            AnomalyKind::VoteForNonMember {
+                from,
+                leader,
+                removed_by: None,
+            } => format!("sid {from} votes for {leader}, which is not a member"),
+            AnomalyKind::NotificationTimeouts {
+                from,
+                to,
+                leader,
+                round,
+                gaps,
+            } => {
+                let g: Vec<String> = gaps.iter().map(|g| format!("{g:.1}")).collect();
+                // An observer proposes Long.MIN_VALUE: no leader.
+                let leader = match *leader {
+                    i64::MIN => "no leader".to_string(),
+                    l => format!("leader {l}"),
+                };
+                format!(
+                    "sid {from} sent sid {to} the same vote ({leader}, round {round:#x}) {} times, gaps {} s: it timed out waiting for notifications",
+                    gaps.len() + 1,
+                    g.join(", ")
+                )
+            }
+            AnomalyKind::TieBreakDrop { from, to, times } => format!(
+                "sid {from} connected to larger sid {to} {times} time(s) and {to} dropped it (the sid tie-break: only connections initiated by the larger sid are kept; {to} dials back)"
+            ),
+            AnomalyKind::DelayedVotes {
+                from,
+                to,
+                count,
+                round,
+                late,
+            } => format!(
+                "sid {from}'s {count} LOOKING vote(s) of round {round:#x} reached sid {to} {late:.3} s after sid {from} had decided in that round: queued while sid {to} was out of reach, delivered when it came back (not a new election)"
+            ),
+            AnomalyKind::SaslRefused {
+                server,
+                learner,
+                user,
+                times,
+            } => {
+                let name = |sid: &Option<i64>| {
+                    sid.map_or("an unknown server".into(), |s| format!("sid {s}"))
+                };
+                let user = user
+                    .as_ref()
+                    .map_or(String::new(), |u| format!(" as user {u:?}"));
+                format!(
+                    "{} refused {}'s quorum SASL authentication{user} {times} time(s) (wrong password or unknown user: that learner cannot connect)",
+                    name(server),
+                    name(learner)
+                )
+            }
+            AnomalyKind::Malformed { what, count } => format!("{count} x {what}"),
+            AnomalyKind::SilentMember { sid } => {
+                format!("member sid {sid} never sent a notification in the capture")
+            }
+            AnomalyKind::ResentLastMessage { count } => format!(
+                "{count} LOOKING notification(s) from already-decided servers were their last message re-sent on a new connection (not new elections)"
+            ),
+            AnomalyKind::TooManyServers { count, bound } => format!(
+                "{count} notifications involve servers beyond the first {bound} sids and were not followed"
+            ),
+            AnomalyKind::UnknownSender { count } => format!(
+                "{count} notifications have an unknown sender or receiver (no initial message or address for it in the capture; give --config or --sid-map)"
+            ),
+        }
     }
 }
 
@@ -626,26 +709,23 @@ fn join_sids(sids: &[i64]) -> String {
         .join(", ")
 }
 
-impl LiveDecision {
-    /// The JSON line of a decision known live, `time` in capture seconds.
-    pub fn to_json(&self, time: f64) -> Value {
-        json!({"type": "decision", "time": time, "sid": self.sid, "state": self.state,
-               "leader": self.leader, "election_epoch": self.round, "evidence": self.evidence})
+impl Decision {
+    /// The JSON line of a decision as a live `--summary` learns it; `time` when it decided.
+    pub fn live_json(&self) -> Value {
+        json!({"type": "decision", "time": self.time, "sid": self.sid, "state": self.state.name(),
+               "leader": self.leader, "election_epoch": self.election_epoch,
+               "evidence": self.evidence.name()})
     }
 
-    /// The text line of a decision known live, after the time `stamp`.
-    pub fn to_text(&self, stamp: &str) -> String {
+    /// The text line of a decision as a live `--summary` learns it, after the time `stamp`.
+    pub fn live_text(&self, stamp: &str) -> String {
         format!(
-            "{stamp}  sid {} {} (leader {}, round {:#x}){}",
+            "{stamp}  sid {} {} (leader {}, round {:#x})  [{}]",
             self.sid,
-            self.state,
+            self.state.name(),
             self.leader,
-            self.round,
-            if self.evidence == "converged_votes" {
-                "  [a quorum's votes converged]"
-            } else {
-                ""
-            }
+            self.election_epoch,
+            self.evidence.words()
         )
     }
 }

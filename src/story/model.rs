@@ -286,8 +286,8 @@ pub struct Round {
     pub unavailable: Option<f64>,
     /// From leader lost to the new leader's decision (how long there was no leader).
     pub no_leader: Option<f64>,
-    /// How it ended: `decided`, or for an unfinished election `capture_end` or `shutdown`.
-    pub end: &'static str,
+    /// How it ended.
+    pub end: RoundEnd,
     pub still_looking: Vec<StillLooking>,
     /// For a rejoin: its leader was already being replaced, so the decision was stale.
     pub stale: Option<StaleRejoin>,
@@ -321,12 +321,101 @@ pub struct StaleRejoin {
     pub next_leader: Option<i64>,
 }
 
-/// Something worth a look.
+/// How a round ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RoundEnd {
+    #[default]
+    Decided,
+    /// Unfinished: the capture ended during it.
+    CaptureEnd,
+    /// Unfinished: the servers shut down (their connections closed).
+    Shutdown,
+}
+
+impl RoundEnd {
+    /// Its name in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            RoundEnd::Decided => "decided",
+            RoundEnd::CaptureEnd => "capture_end",
+            RoundEnd::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// Something worth a look: when (if it has one moment), and what.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Anomaly {
-    pub kind: &'static str,
     pub time: Option<f64>,
-    pub message: String,
+    pub kind: AnomalyKind,
+}
+
+/// What an anomaly is, with what the capture showed of it (`output/` words it).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AnomalyKind {
+    /// Two statements named one election address as different sids.
+    AddressConflict(crate::decode::identity::AddressConflict),
+    /// A vote for a sid no config in force names; `removed_by`: the config that removed it.
+    VoteForNonMember {
+        from: i64,
+        leader: i64,
+        removed_by: Option<u64>,
+    },
+    /// The same vote re-sent with growing gaps: Java's poll timing out.
+    NotificationTimeouts {
+        from: i64,
+        to: i64,
+        /// `i64::MIN` for an observer's vote (no leader).
+        leader: i64,
+        round: i64,
+        gaps: Vec<f64>,
+    },
+    /// Connections to a larger sid that it dropped (the sid tie-break).
+    TieBreakDrop { from: i64, to: i64, times: u32 },
+    /// LOOKING votes of a decided round that arrived `late` seconds after their sender decided.
+    DelayedVotes {
+        from: i64,
+        to: i64,
+        count: u32,
+        round: i64,
+        late: f64,
+    },
+    /// A server refused a learner's quorum SASL authentication.
+    SaslRefused {
+        server: Option<i64>,
+        learner: Option<i64>,
+        user: Option<String>,
+        times: u32,
+    },
+    /// Messages of one malformed kind (the decoder's description of it).
+    Malformed { what: String, count: u32 },
+    /// A member that sent no notification in the capture.
+    SilentMember { sid: i64 },
+    /// LOOKING votes that were decided servers' last messages re-sent on new connections.
+    ResentLastMessage { count: u64 },
+    /// Notifications between servers beyond the `bound` sids followed.
+    TooManyServers { count: u64, bound: usize },
+    /// Notifications with an unknown sender or receiver.
+    UnknownSender { count: u64 },
+}
+
+impl AnomalyKind {
+    /// Its name in JSON.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AnomalyKind::AddressConflict(_) => "address_conflict",
+            AnomalyKind::VoteForNonMember { .. } => "vote_for_non_member",
+            AnomalyKind::NotificationTimeouts { .. } => "notification_timeouts",
+            AnomalyKind::TieBreakDrop { .. } => "tie_break_drop",
+            AnomalyKind::DelayedVotes { .. } => "delayed_votes",
+            AnomalyKind::SaslRefused { .. } => "sasl_refused",
+            AnomalyKind::Malformed { .. } => "malformed",
+            AnomalyKind::SilentMember { .. } => "silent_member",
+            AnomalyKind::ResentLastMessage { .. } => "resent_last_message",
+            AnomalyKind::TooManyServers { .. } => "too_many_servers",
+            AnomalyKind::UnknownSender { .. } => "unknown_sender",
+        }
+    }
 }
 
 /// The summary of a capture.

@@ -51,6 +51,8 @@ pub struct Summarizer {
     cut_votes_lost: u64,
     /// The rules of inference that decided something, counted.
     fired: Fired,
+    /// How many of `decisions` [`Summarizer::take_new_decisions`] has handed out.
+    handed_out: usize,
     /// Election connections: the two sids, and whether each direction carried a message.
     links: ConnMap<Link>,
     /// Open election connections per pair (min, max): working ones (traffic both ways).
@@ -240,9 +242,8 @@ impl Summarizer {
                 {
                     self.address_conflicts += 1;
                     self.anomalies.push(Anomaly {
-                        kind: "address_conflict",
                         time: Some(time),
-                        message: c.describe(),
+                        kind: AnomalyKind::AddressConflict(c.clone()),
                     });
                 }
                 if let crate::decode::ProblemKind::Unacknowledged { since, .. } = p.kind {
@@ -846,17 +847,13 @@ impl Summarizer {
                 .rev()
                 .find(|c| c.removed.contains(&n.leader))
                 .map(|c| c.version);
-            let message = match removed_by {
-                Some(v) => format!(
-                    "sid {from} votes for {}, which config {v:#x} removed",
-                    n.leader
-                ),
-                None => format!("sid {from} votes for {}, which is not a member", n.leader),
-            };
             self.anomalies.push(Anomaly {
-                kind: "vote_for_non_member",
                 time: Some(time),
-                message,
+                kind: AnomalyKind::VoteForNonMember {
+                    from,
+                    leader: n.leader,
+                    removed_by,
+                },
             });
         }
         let version = n.config_version();
@@ -1675,6 +1672,15 @@ impl Summarizer {
     }
 
     /// Ends the input and returns the summary.
+    /// The decisions made since the last call, for a live `--summary` that prints each as it
+    /// becomes known: the servers' own, not the states assumed from before the capture. One
+    /// whose vote converged is known once a record after its finalizeWait arrives. The full
+    /// summary at the end weighs all the evidence again.
+    pub fn take_new_decisions(&mut self) -> impl Iterator<Item = &Decision> {
+        let from = std::mem::replace(&mut self.handed_out, self.decisions.len());
+        self.decisions[from..].iter().filter(|d| !d.before_capture)
+    }
+
     pub fn finish(mut self) -> Summary {
         self.advance(f64::INFINITY);
         // Syncs that never reached UPTODATE still tell their mode.
@@ -1854,7 +1860,7 @@ impl Summarizer {
                         participants: [d.sid].into(),
                         duration: Some(d.time - d.looking_since),
                         settled: true,
-                        end: "decided",
+                        end: RoundEnd::Decided,
                         winner: None,
                         serving: d.sync.as_ref().and_then(|s| s.uptodate),
                         decisions: vec![d],
@@ -1869,7 +1875,7 @@ impl Summarizer {
             if !election.decisions.is_empty() {
                 election.winner = (!sids_unknown).then_some(leader);
                 election.settled = true;
-                election.end = "decided";
+                election.end = RoundEnd::Decided;
                 elections.push(election);
             }
         }
@@ -1942,7 +1948,11 @@ impl Summarizer {
                 .participants
                 .iter()
                 .all(|s| self.servers.get(s).is_none_or(|s| s.open == 0));
-            r.end = if shutdown { "shutdown" } else { "capture_end" };
+            r.end = if shutdown {
+                RoundEnd::Shutdown
+            } else {
+                RoundEnd::CaptureEnd
+            };
             elections.push(r);
         }
         let mut first_seen: HashMap<i64, f64> = HashMap::default();
@@ -2007,7 +2017,7 @@ impl Summarizer {
                 .iter()
                 .map(|d| d.time)
                 .fold(r.started, f64::max)
-                .max(if r.end == "decided" {
+                .max(if r.end == RoundEnd::Decided {
                     r.started
                 } else {
                     next_start.min(self.now)
@@ -2258,7 +2268,7 @@ impl Summarizer {
                 let lost = r.leader_lost.unwrap_or(r.started);
                 r.no_leader = lead.map(|l| l - lost);
                 r.unavailable = r.serving.map(|s| s - lost);
-                if r.end == "decided" {
+                if r.end == RoundEnd::Decided {
                     prev_leader = Some((w, lead.unwrap_or(r.started)));
                 }
             }
@@ -2387,9 +2397,9 @@ impl Summarizer {
                     unavailable: serving.map(|t| t - h.time),
                     no_leader: led.map(|t| t - h.time),
                     end: if led.is_some() {
-                        "decided"
+                        RoundEnd::Decided
                     } else {
-                        "capture_end"
+                        RoundEnd::CaptureEnd
                     },
                     config_version: u64::try_from(h.zxid).ok(),
                     decisions,
@@ -2501,67 +2511,59 @@ impl Summarizer {
                 .filter(|g| g[1] > g[0] * Rule::ResendBackoff.secs())
                 .count();
             if times.len() >= 4 && doubling + 1 >= gaps.len().saturating_sub(1) {
-                let g: Vec<String> = gaps.iter().map(|g| format!("{g:.1}")).collect();
-                // An observer proposes Long.MIN_VALUE: no leader.
-                let leader = match vote.leader {
-                    i64::MIN => "no leader".to_string(),
-                    l => format!("leader {l}"),
-                };
                 self.fired.note(Rule::ResendBackoff);
                 self.anomalies.push(Anomaly {
-                    kind: "notification_timeouts",
                     time: times.first().copied(),
-                    message: format!(
-                        "sid {from} sent sid {to} the same vote ({leader}, round {:#x}) {} times, gaps {} s: it timed out waiting for notifications",
-                        vote.round,
-                        times.len(),
-                        g.join(", ")
-                    ),
+                    kind: AnomalyKind::NotificationTimeouts {
+                        from,
+                        to,
+                        leader: vote.leader,
+                        round: vote.round,
+                        gaps,
+                    },
                 });
             }
         }
         for ((from, to), n) in &self.tie_breaks {
             self.anomalies.push(Anomaly {
-                kind: "tie_break_drop",
                 time: None,
-                message: format!(
-                    "sid {from} connected to larger sid {to} {n} time(s) and {to} dropped it (the sid tie-break: only connections initiated by the larger sid are kept; {to} dials back)"
-                ),
+                kind: AnomalyKind::TieBreakDrop {
+                    from: *from,
+                    to: *to,
+                    times: *n,
+                },
             });
         }
         for ((from, to), d) in &self.delayed {
             self.anomalies.push(Anomaly {
-                kind: "delayed_votes",
                 time: Some(d.first),
-                message: format!(
-                    "sid {from}'s {} LOOKING vote(s) of round {:#x} reached sid {to} {:.3} s after sid {from} had decided in that round: queued while sid {to} was out of reach, delivered when it came back (not a new election)",
-                    d.count,
-                    d.round,
-                    d.first - d.decided_at,
-                ),
+                kind: AnomalyKind::DelayedVotes {
+                    from: *from,
+                    to: *to,
+                    count: d.count,
+                    round: d.round,
+                    late: d.first - d.decided_at,
+                },
             });
         }
         for ((server, learner), (n, user)) in &self.sasl_refused {
-            let name =
-                |sid: &Option<i64>| sid.map_or("an unknown server".into(), |s| format!("sid {s}"));
-            let user = user
-                .as_ref()
-                .map_or(String::new(), |u| format!(" as user {u:?}"));
             self.anomalies.push(Anomaly {
-                kind: "sasl_refused",
                 time: None,
-                message: format!(
-                    "{} refused {}'s quorum SASL authentication{user} {n} time(s) (wrong password or unknown user: that learner cannot connect)",
-                    name(server),
-                    name(learner)
-                ),
+                kind: AnomalyKind::SaslRefused {
+                    server: *server,
+                    learner: *learner,
+                    user: user.clone(),
+                    times: *n,
+                },
             });
         }
         for (what, n) in &self.malformed {
             self.anomalies.push(Anomaly {
-                kind: "malformed",
                 time: None,
-                message: format!("{n} x {what}"),
+                kind: AnomalyKind::Malformed {
+                    what: what.clone(),
+                    count: *n,
+                },
             });
         }
         let mut silent: Vec<i64> = self
@@ -2573,47 +2575,39 @@ impl Summarizer {
         silent.sort_unstable();
         for sid in silent {
             self.anomalies.push(Anomaly {
-                kind: "silent_member",
                 time: None,
-                message: format!("member sid {sid} never sent a notification in the capture"),
+                kind: AnomalyKind::SilentMember { sid },
             });
         }
         if self.resent > 0 {
             self.anomalies.push(Anomaly {
-                kind: "resent_last_message",
                 time: None,
-                message: format!(
-                    "{} LOOKING notification(s) from already-decided servers were their last message re-sent on a new connection (not new elections)",
-                    self.resent
-                ),
+                kind: AnomalyKind::ResentLastMessage { count: self.resent },
             });
         }
         if self.beyond_bound > 0 {
             self.anomalies.push(Anomaly {
-                kind: "too_many_servers",
                 time: None,
-                message: format!(
-                    "{} notifications involve servers beyond the first {MAX_SERVERS} sids and were not followed",
-                    self.beyond_bound
-                ),
+                kind: AnomalyKind::TooManyServers {
+                    count: self.beyond_bound,
+                    bound: MAX_SERVERS,
+                },
             });
         }
         if self.unknown_sids > 0 {
             self.anomalies.push(Anomaly {
-                kind: "unknown_sender",
                 time: None,
-                message: format!(
-                    "{} notifications have an unknown sender or receiver (no initial message or address for it in the capture; give --config or --sid-map)",
-                    self.unknown_sids
-                ),
+                kind: AnomalyKind::UnknownSender {
+                    count: self.unknown_sids,
+                },
             });
         }
+        // Stable: of one kind at one time, in the order found (by sid where they are listed).
         self.anomalies.sort_by(|a, b| {
             a.time
                 .unwrap_or(f64::MAX)
                 .total_cmp(&b.time.unwrap_or(f64::MAX))
-                .then(a.kind.cmp(b.kind))
-                .then(a.message.cmp(&b.message))
+                .then(a.kind.name().cmp(b.kind.name()))
         });
     }
 }
