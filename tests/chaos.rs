@@ -123,6 +123,36 @@ fn a_malformed_history_names_its_line() {
     );
 }
 
+/// `chaos campaign --compose` refuses, before touching Docker, what it cannot do: a file
+/// that is not there, a dry run (the voters are known only once the file runs), and the
+/// options that describe an ensemble of its own.
+#[test]
+fn a_compose_campaign_refuses_what_it_cannot_do_before_docker() {
+    let out = zkfle(
+        &["chaos", "campaign", "--compose", "/nonexistent/compose.yml"],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/nonexistent/compose.yml: no such file"),
+        "{err}"
+    );
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/docker/compose.yml");
+    let file = file.to_str().unwrap();
+    let out = zkfle(&["chaos", "campaign", "--compose", file, "--dry-run"], b"");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--dry-run needs the voters"), "{err}");
+    let out = zkfle(
+        &["chaos", "campaign", "--compose", file, "--images", "a,b,c"],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot be used with"), "{err}");
+}
+
 /// The composed disk-loss schedule on a real Java ensemble, by hand: with server 3 down, the
 /// workload's writes reach 1 and 2; then 1 and 2 are killed, 2's data directory is wiped, and
 /// 2 and 3 form a quorum without the writes, to which 1, restarted, syncs. `chaos run` must

@@ -7,7 +7,11 @@
 #   1. four voters, three Java servers of VERSION and one `zkfle join`, three random schedules
 #      from seed 1 (12 s of workload each): every schedule must run (no error) and be valid;
 #   2. the composed disk-loss plan (--destructive) on three Java voters: the campaign must
-#      catch it (exit 1), as lost acknowledged writes (missing at the end, or not linearizable).
+#      catch it (exit 1), as lost acknowledged writes (missing at the end, or not linearizable);
+#   3. a user's compose file: scripts/docker/compose.yml (zkfle's zoo1 and three Java servers
+#      of VERSION, its own tickTime 2 s) run with --compose on a bridge of its own, two random
+#      schedules from seed 1: each valid, zkfle's replica (copied out of its container) among
+#      the final reads, and nothing of the project left afterwards.
 #
 # ZKFLE_PROFILE=debug uses target/debug/zkfle (as scripts/test.sh builds it); release by
 # default. Without a Docker engine it says so loudly and exits 0. Output in
@@ -68,3 +72,28 @@ if [ "$status" -ne 1 ] || [ "$(jq '.invalid' "$OUT/disk-loss.json")" -ne 1 ] || 
   exit 1
 fi
 echo "chaos: disk loss caught: $lost acknowledged writes lost at the end, $unordered keys whose acknowledged writes are not linearizable"
+
+echo "chaos: 2 random schedules from seed 1 on a compose file (scripts/docker/compose.yml)"
+status=0
+ZK_IMAGE="zkfle/zookeeper:$VERSION" ZKFLE_RELEASE="$VERSION" ZKFLE_DOCKER_SUBNET=172.28.3 \
+  ZKFLE_DOCKER_BRIDGE=br-zkfle-chaos "$ZKFLE" chaos campaign --compose scripts/docker/compose.yml \
+  --schedules 2 --seed 1 --window 15 --recovery 60 --out "$OUT/compose" --format json \
+  >"$OUT/compose.json" 2>"$OUT/compose.err" || status=$?
+jq -r '"chaos: \(.schedules) schedules on \(.images | join(", ")) (tickTime \(.tick_ms) ms): \(.valid) valid, \(.invalid) invalid, \(.unknown) unknown, \(.errors) errors, \(.seconds) s"' "$OUT/compose.json" || true
+if [ "$status" -ne 0 ] || [ "$(jq '.valid' "$OUT/compose.json")" -ne 2 ]; then
+  echo "chaos: the compose campaign did not pass (exit $status); see $OUT/compose" >&2
+  cat "$OUT/compose.err" >&2
+  jq -c '.failing[] | {schedule, seed, verdict, error, actions}' "$OUT/compose.json" >&2 || true
+  exit 1
+fi
+with_zkfle=$(jq -s '[.[] | select(any(.report.finals.servers[]; contains("zkfle")))] | length' "$OUT/compose/campaign.jsonl")
+if [ "$with_zkfle" -ne 2 ]; then
+  echo "chaos: zkfle's replica was compared in $with_zkfle of 2 compose schedules" >&2
+  exit 1
+fi
+left=$(docker ps -aq --filter label=com.docker.compose.project | xargs -r docker inspect --format '{{index .Config.Labels "com.docker.compose.project"}}' | grep -c '^zkfle-chaos-' || true)
+if [ "$left" -ne 0 ] || docker network ls --format '{{.Name}}' | grep -q '^zkfle-chaos-'; then
+  echo "chaos: the compose campaign left containers or networks behind" >&2
+  exit 1
+fi
+echo "chaos: the compose file's ensemble: both schedules valid, zkfle's replica agreed, nothing left"

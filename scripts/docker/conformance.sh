@@ -689,7 +689,7 @@ sc_zkfle-cut() {
 JOIN_TRIALS=${ZKFLE_JOIN_TRIALS:-5}
 [ -n "$FULL_VERSIONS" ] && JOIN_TRIALS=${ZKFLE_JOIN_TRIALS:-3}
 JOIN_CONTAINER=$PROJECT-zoo1
-join_rm() { docker rm -f "$JOIN_CONTAINER" >/dev/null 2>&1 || true; }
+join_rm() { docker rm -f -v "$JOIN_CONTAINER" >/dev/null 2>&1 || true; }
 # Every Java server tries zoo1:3888 now (a V1 initial message from sid 1, in one write, as
 # Java reads it): while zoo1 does not exist, each one's lookup fails and is cached.
 poison_lookup() {
@@ -751,7 +751,7 @@ sc_hostname-join() {
   local cap=$OUT/$V/hostname-join.pcap t kind ms ok=0 java=() zkfle=() windows=()
   mkdir -p "$OUT/$V"
   log "  zoo1 (zkfle) removed; ${JOIN_TRIALS} joins each as Java $V and as zkfle --release $V, by hostname, each into a fresh zoo2-zoo4 whose lookups of zoo1 failed and are cached"
-  dc rm -sf zoo1 >/dev/null 2>&1
+  dc rm -sfv zoo1 >/dev/null 2>&1
   refresh_ids
   tcpdump -i any -s 0 -U -w "$cap" "net $SUBNET.0/24 and tcp port 3888" 2>"$OUT/$V/tcpdump-join.log" &
   PCAP_PID=$!
@@ -1041,7 +1041,7 @@ hold_address() {
 release_address() {
   local s names=()
   for s in "$@"; do names+=("$PROJECT-hold-$s"); done
-  docker rm -f "${names[@]}" >/dev/null 2>&1
+  docker rm -f -v "${names[@]}" >/dev/null 2>&1
 }
 
 repro_member_dc() {

@@ -177,7 +177,7 @@ impl Campaign {
             self.opts.plan,
             seed,
             self.ensemble.voters.len(),
-            self.ensemble.voters.iter().filter(|v| v.zkfle).count(),
+            self.ensemble.faultable().len(),
             self.opts.window,
             self.opts.destructive,
         );
@@ -374,17 +374,18 @@ impl Campaign {
             .map(|(s, why)| format!("{s}: {why}"))
             .collect();
         // zkfle voters' replicas, from their data directories.
-        for v in e.voters.iter().filter(|v| v.zkfle) {
+        for (i, v) in e.voters.iter().enumerate().filter(|(_, v)| v.zkfle) {
             let client = std::net::SocketAddr::from((v.ip, 2181));
             let name = format!("{client} (zkfle sid {}, its data directory)", v.sid);
-            if let Err(why) = workload::final_from_data_dir(
+            let read = workload::final_from_data_dir(
                 &wopts,
                 &recorder,
                 &name,
                 client,
-                &v.data.join("data"),
+                || e.data_on_host(i, dir),
                 self.opts.recovery,
-            ) {
+            );
+            if let Err(why) = read {
                 result.unread.push(format!("{name}: {why}"));
             }
         }
@@ -526,17 +527,14 @@ impl Campaign {
                         e.wipe(v)
                             .map(|()| format!("wiped {} and started it empty", name(v)))
                     }
-                    Fault::Member { zkfle, fault } => {
-                        let zkfles = e.voters.iter().enumerate().filter(|(_, v)| v.zkfle);
-                        match zkfles.map(|(v, _)| v).nth(*zkfle) {
-                            Some(v) => {
-                                hit[i] = Some(v);
-                                e.member_faults(v, Some(fault))
-                                    .map(|()| format!("{}: {fault}", name(v)))
-                            }
-                            None => Err(format!("no zkfle voter {zkfle}")),
+                    Fault::Member { zkfle, fault } => match e.faultable().get(*zkfle).copied() {
+                        Some(v) => {
+                            hit[i] = Some(v);
+                            e.member_faults(v, Some(fault))
+                                .map(|()| format!("{}: {fault}", name(v)))
                         }
-                    }
+                        None => Err(format!("no zkfle voter {zkfle}")),
+                    },
                 }
             } else {
                 match &step.fault {

@@ -25,8 +25,14 @@ pub struct Voter {
     pub zkfle: bool,
     pub container: String,
     pub ip: Ipv4Addr,
-    /// The host directory mounted at `/data` (and `/datalog` beside it).
-    pub data: PathBuf,
+    /// Its data directory in the container (`/data`, or a zkfle voter's `--data-dir`).
+    pub data_dir: String,
+    /// The host directories of its `/data` and `/datalog` that the campaign created (its own
+    /// directories, or volumes its compose project made): only these are ever wiped.
+    pub wipeable: Vec<PathBuf>,
+    /// The host file a zkfle voter reads its own faults from (`join --chaos-faults` on a
+    /// path the host reaches); `None`: its faults cannot be set.
+    pub fault_file: Option<PathBuf>,
 }
 
 /// What to start.
@@ -39,6 +45,17 @@ pub struct EnsembleSpec {
     pub sync_limit: u32,
     /// Where the voters' data and configs live on the host.
     pub dir: PathBuf,
+    /// A compose file of the user's to run instead of `images` (its services are the voters).
+    pub compose: Option<PathBuf>,
+}
+
+/// A compose project the campaign started: `docker-compose -p PROJECT -f FILE -f OVERRIDE`.
+struct Compose {
+    command: Vec<String>,
+    project: String,
+    file: PathBuf,
+    /// The labels the campaign adds to every service (see [`LABEL`]).
+    overlay: PathBuf,
 }
 
 pub struct DockerEnsemble {
@@ -46,10 +63,15 @@ pub struct DockerEnsemble {
     pub network: String,
     /// The bridge's interface on the host, for tcpdump.
     pub bridge: String,
+    /// tickTime (ms), initLimit and syncLimit (ticks) the voters run with.
+    pub timing: (u32, u32, u32),
     label: String,
+    compose: Option<Compose>,
 }
 
 const LABEL: &str = "zkfle.chaos";
+/// A campaign's compose project is named this and its process id.
+const COMPOSE_PREFIX: &str = "zkfle-chaos-";
 /// The fault file of a zkfle voter, in its data directory (`join --chaos-faults`).
 const MEMBER_FAULT_FILE: &str = "zkfle-chaos-faults";
 
@@ -68,6 +90,50 @@ pub fn docker(args: &[&str]) -> Result<String, String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ))
     }
+}
+
+/// Runs `command ARGS` (a compose command): its stdout, or an error with its stderr.
+fn run(command: &[String], args: &[&str]) -> Result<String, String> {
+    let (program, first) = command.split_first().ok_or("no compose command")?;
+    let out = Command::new(program)
+        .args(first)
+        .args(args)
+        .output()
+        .map_err(|e| format!("running {program}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "{} {}: {}",
+            command.join(" "),
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// `docker compose` (the plugin) or `docker-compose`, whichever answers.
+fn compose_command() -> Result<Vec<String>, String> {
+    let answers = |c: &[&str]| {
+        Command::new(c[0])
+            .args(&c[1..])
+            .arg("version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if answers(&["docker", "compose"]) {
+        Ok(vec!["docker".into(), "compose".into()])
+    } else if answers(&["docker-compose"]) {
+        Ok(vec!["docker-compose".into()])
+    } else {
+        Err("--compose needs `docker compose` or `docker-compose`, and neither answers here".into())
+    }
+}
+
+fn path_str(p: &Path) -> Result<String, String> {
+    p.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("{}: not UTF-8", p.display()))
 }
 
 /// Whether `image` runs `zkfle join` rather than a Java server.
@@ -118,6 +184,30 @@ fn remove_labelled(which: impl Fn(&str) -> bool) {
             let _ = docker(&["network", "rm", &name]);
         }
     }
+    // A compose campaign's networks and volumes carry its project's name, not the label.
+    for what in ["network", "volume"] {
+        let listed = docker(&[
+            what,
+            "ls",
+            "--filter",
+            "label=com.docker.compose.project",
+            "--format",
+            "{{.Name}} {{.Label \"com.docker.compose.project\"}}",
+        ])
+        .unwrap_or_default();
+        for line in listed.lines() {
+            let mut f = line.split_whitespace();
+            let (Some(name), Some(project)) = (f.next(), f.next()) else {
+                continue;
+            };
+            if project
+                .strip_prefix(COMPOSE_PREFIX)
+                .is_some_and(|pid| pid.bytes().all(|b| b.is_ascii_digit()) && which(pid))
+            {
+                let _ = docker(&[what, "rm", name]);
+            }
+        }
+    }
 }
 
 /// From now on, SIGINT or SIGTERM removes this process's containers and bridge before it
@@ -155,8 +245,11 @@ fn remove_when_signalled() {
 }
 
 impl DockerEnsemble {
-    /// Creates the bridge and starts every voter.
+    /// Creates the bridge and starts every voter (or the user's compose file).
     pub fn start(spec: &EnsembleSpec) -> Result<DockerEnsemble, String> {
+        if let Some(file) = &spec.compose {
+            return Self::start_compose(file, &spec.dir);
+        }
         if spec.images.len() < 3 || spec.images.len() > 7 {
             return Err(format!(
                 "{} voters: a campaign runs 3 to 7",
@@ -202,7 +295,9 @@ impl DockerEnsemble {
             voters: Vec::new(),
             network,
             bridge,
+            timing: (spec.tick_ms, spec.init_limit, spec.sync_limit),
             label,
+            compose: None,
         };
         let n = spec.images.len();
         let servers: Vec<String> = (1..=n)
@@ -287,11 +382,306 @@ impl DockerEnsemble {
                 zkfle,
                 container,
                 ip,
-                data,
+                data_dir: "/data".into(),
+                wipeable: vec![data.join("data"), data.join("datalog")],
+                fault_file: zkfle.then(|| data.join("data").join(MEMBER_FAULT_FILE)),
             });
             docker(&args)?;
         }
         Ok(ensemble)
+    }
+
+    /// Runs the user's compose file as its own project, with the campaign's label added to
+    /// every service, and finds the voters in it: each container's sid (`ZOO_MY_ID`, the
+    /// official image's interface), address on the network they share, and what of it the
+    /// campaign may touch.
+    fn start_compose(file: &Path, dir: &Path) -> Result<DockerEnsemble, String> {
+        remove_stale();
+        let command = compose_command()?;
+        let pid = std::process::id();
+        let project = format!("{COMPOSE_PREFIX}{pid}");
+        let file = std::path::absolute(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let services = run(&command, &["-f", &path_str(&file)?, "config", "--services"])?;
+        let services: Vec<&str> = services.lines().filter(|l| !l.is_empty()).collect();
+        if services.is_empty() {
+            return Err(format!("{}: no services", file.display()));
+        }
+        let overlay = dir.join("compose-labels.yml");
+        let mut text = String::from(
+            "# The campaign's label on every service (zkfle chaos campaign --compose).\nservices:\n",
+        );
+        for s in &services {
+            text.push_str(&format!(
+                "  {s:?}:\n    labels:\n      {LABEL}: \"{pid}\"\n"
+            ));
+        }
+        std::fs::write(&overlay, text).map_err(|e| format!("{}: {e}", overlay.display()))?;
+        let mut ensemble = DockerEnsemble {
+            voters: Vec::new(),
+            network: String::new(),
+            bridge: String::new(),
+            timing: (2000, 5, 2),
+            label: pid.to_string(),
+            compose: Some(Compose {
+                command,
+                project,
+                file,
+                overlay,
+            }),
+        };
+        // From here on, dropping the ensemble takes the project down, whatever failed.
+        ensemble.compose_run(&["up", "-d"])?;
+        let ids = ensemble.compose_run(&["ps", "-q"])?;
+        let mut found = Vec::new();
+        // Services without ZOO_MY_ID are not voters (a client, a monitor): left to run.
+        let mut others = Vec::new();
+        for id in ids.lines().filter(|l| !l.is_empty()) {
+            let text = docker(&["inspect", id])?;
+            let info: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| format!("docker inspect {id}: {e}"))?;
+            match ensemble.compose_voter(&info[0])? {
+                Some(voter) => found.push(voter),
+                None => others.push(
+                    info[0]["Name"]
+                        .as_str()
+                        .unwrap_or(id)
+                        .trim_start_matches('/')
+                        .to_string(),
+                ),
+            }
+        }
+        if !(3..=7).contains(&found.len()) {
+            return Err(format!(
+                "{} voters in the compose file (services with ZOO_MY_ID, each voter's sid as the official image takes it){}: a campaign runs 3 to 7",
+                found.len(),
+                if others.is_empty() {
+                    String::new()
+                } else {
+                    format!("; not voters: {}", others.join(", "))
+                }
+            ));
+        }
+        // The network every voter is on: the campaign's bridge.
+        let mut shared: Option<Vec<(String, Ipv4Addr)>> = None;
+        for (_, nets, _) in &found {
+            shared = Some(match shared {
+                None => nets.clone(),
+                Some(s) => s
+                    .into_iter()
+                    .filter(|(n, _)| nets.iter().any(|(m, _)| m == n))
+                    .collect(),
+            });
+        }
+        let mut shared = shared.unwrap_or_default();
+        shared.sort();
+        let network = shared
+            .first()
+            .map(|(n, _)| n.clone())
+            .ok_or("the compose file's voters share no network")?;
+        for (mut voter, nets, timing) in found {
+            voter.ip = nets
+                .iter()
+                .find(|(n, _)| *n == network)
+                .map(|(_, ip)| *ip)
+                .unwrap_or(voter.ip);
+            if let Some(t) = timing {
+                ensemble.timing = t;
+            }
+            ensemble.voters.push(voter);
+        }
+        ensemble.voters.sort_by_key(|v| v.sid);
+        let sids: std::collections::BTreeSet<u64> = ensemble.voters.iter().map(|v| v.sid).collect();
+        if sids.len() != ensemble.voters.len() {
+            return Err("two services have the same ZOO_MY_ID".into());
+        }
+        if ensemble.voters.iter().all(|v| v.zkfle) {
+            return Err(
+                "every voter is zkfle: at least one Java server must serve the clients".into(),
+            );
+        }
+        let bridge = docker(&[
+            "network",
+            "inspect",
+            "--format",
+            "{{index .Options \"com.docker.network.bridge.name\"}} {{.Id}}",
+            &network,
+        ])?;
+        let mut parts = bridge.split_whitespace();
+        let (name, id) = match (parts.next(), parts.next()) {
+            (Some(id), None) => (None, id),
+            (Some(name), Some(id)) => (Some(name), id),
+            _ => return Err(format!("docker network inspect {network}: no id")),
+        };
+        ensemble.bridge = match name.filter(|n| *n != "<no" && !n.is_empty()) {
+            Some(n) => n.to_string(),
+            None => format!("br-{}", &id[..id.len().min(12)]),
+        };
+        ensemble.network = network;
+        Ok(ensemble)
+    }
+
+    /// `docker-compose -p PROJECT -f FILE -f OVERLAY ARGS`.
+    fn compose_run(&self, args: &[&str]) -> Result<String, String> {
+        let c = self.compose.as_ref().ok_or("not a compose ensemble")?;
+        let mut all = vec![
+            "-p".to_string(),
+            c.project.clone(),
+            "-f".into(),
+            path_str(&c.file)?,
+            "-f".into(),
+            path_str(&c.overlay)?,
+        ];
+        all.extend(args.iter().map(|a| a.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        run(&c.command, &all)
+    }
+
+    /// One voter of a compose project from its container's `docker inspect`: the voter, its
+    /// networks with its address on each, and the timing its environment gives (Java's);
+    /// `None` for a container without `ZOO_MY_ID` (not a voter).
+    #[allow(clippy::type_complexity)]
+    fn compose_voter(
+        &self,
+        info: &serde_json::Value,
+    ) -> Result<Option<(Voter, Vec<(String, Ipv4Addr)>, Option<(u32, u32, u32)>)>, String> {
+        let container = info["Name"]
+            .as_str()
+            .unwrap_or("")
+            .trim_start_matches('/')
+            .to_string();
+        let env: Vec<&str> = info["Config"]["Env"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        let var = |k: &str| {
+            env.iter()
+                .find_map(|e| e.strip_prefix(k).and_then(|r| r.strip_prefix('=')))
+        };
+        let Some(sid) = var("ZOO_MY_ID") else {
+            return Ok(None);
+        };
+        let sid: u64 = sid
+            .trim()
+            .parse()
+            .map_err(|_| format!("{container}: ZOO_MY_ID {sid:?} is not a sid"))?;
+        let image = info["Config"]["Image"].as_str().unwrap_or("").to_string();
+        let args: Vec<&str> = std::iter::once(info["Path"].as_str().unwrap_or(""))
+            .chain(
+                info["Args"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|v| v.as_str()).collect::<Vec<_>>())
+                    .unwrap_or_default(),
+            )
+            .collect();
+        let zkfle = is_zkfle_image(&image)
+            || args
+                .windows(2)
+                .any(|w| w[0].ends_with("zkfle") && w[1] == "join");
+        let after = |flag: &str| {
+            args.windows(2)
+                .find(|w| w[0] == flag)
+                .map(|w| w[1].to_string())
+        };
+        let data_dir = if zkfle {
+            after("--data-dir").unwrap_or_else(|| "/data".into())
+        } else {
+            "/data".into()
+        };
+        // Mounts: (container path, host path, created by this project).
+        let mounts: Vec<(String, PathBuf, bool)> = info["Mounts"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|m| {
+                        let dest = m["Destination"].as_str()?.to_string();
+                        let source = PathBuf::from(m["Source"].as_str()?);
+                        let ours = m["Type"] == "volume"
+                            && m["Name"].as_str().is_some_and(|n| self.volume_is_ours(n));
+                        Some((dest, source, ours))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let on_host = |path: &str| {
+            mounts
+                .iter()
+                .filter(|(dest, _, _)| path == dest || path.starts_with(&format!("{dest}/")))
+                .max_by_key(|(dest, _, _)| dest.len())
+                .map(|(dest, source, ours)| {
+                    (
+                        source.join(path[dest.len()..].trim_start_matches('/')),
+                        *ours,
+                    )
+                })
+        };
+        let wipeable: Vec<PathBuf> = [data_dir.as_str(), "/datalog"]
+            .iter()
+            .filter_map(|p| on_host(p))
+            .filter(|(_, ours)| *ours)
+            .map(|(p, _)| p)
+            .collect();
+        let fault_file = after("--chaos-faults")
+            .and_then(|f| on_host(&f))
+            .map(|(p, _)| p);
+        let nets: Vec<(String, Ipv4Addr)> = info["NetworkSettings"]["Networks"]
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .filter_map(|(name, n)| {
+                        Some((name.clone(), n["IPAddress"].as_str()?.parse().ok()?))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let ip = nets
+            .first()
+            .map(|(_, ip)| *ip)
+            .ok_or_else(|| format!("{container}: no IPv4 address"))?;
+        let num = |k: &str, default: u32| {
+            var(k)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(default)
+        };
+        let timing = (!zkfle).then(|| {
+            (
+                num("ZOO_TICK_TIME", 2000),
+                num("ZOO_INIT_LIMIT", 5),
+                num("ZOO_SYNC_LIMIT", 2),
+            )
+        });
+        Ok(Some((
+            Voter {
+                sid,
+                image,
+                zkfle,
+                container,
+                ip,
+                data_dir,
+                wipeable,
+                fault_file,
+            },
+            nets,
+            timing,
+        )))
+    }
+
+    /// Whether volume `name` was made by this campaign's compose project (named in its file,
+    /// or anonymous: made with a container of the project).
+    fn volume_is_ours(&self, name: &str) -> bool {
+        let Some(c) = &self.compose else { return false };
+        docker(&[
+            "volume",
+            "inspect",
+            "--format",
+            "{{index .Labels \"com.docker.compose.project\"}}|{{index .Labels \"com.docker.volume.anonymous\"}}",
+            name,
+        ])
+        .is_ok_and(|labels| {
+            let (project, anonymous) = labels.split_once('|').unwrap_or((&labels, ""));
+            project == c.project
+                || (anonymous != "<no value>" && !anonymous.is_empty())
+                || (name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit()))
+        })
     }
 
     /// The members as a config (IP addresses), for decoding the bridge's capture.
@@ -465,10 +855,16 @@ impl DockerEnsemble {
     /// Kills voter `i`, empties its data directories (myid is written again from ZOO_MY_ID),
     /// and starts it.
     pub fn wipe(&self, i: usize) -> Result<(), String> {
+        let v = &self.voters[i];
+        if v.wipeable.is_empty() {
+            return Err(format!(
+                "z{}'s data is not the campaign's to wipe (a bind mount or no volume): only directories the campaign created are",
+                v.sid
+            ));
+        }
         let _ = self.kill(i);
-        for sub in ["data", "datalog"] {
-            let dir = self.voters[i].data.join(sub);
-            let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for dir in &v.wipeable {
+            let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             for e in entries.flatten() {
                 let p = e.path();
                 let removed = if p.is_dir() {
@@ -484,15 +880,47 @@ impl DockerEnsemble {
 
     /// Sets zkfle voter `i`'s own faults (`None`: none).
     pub fn member_faults(&self, i: usize, faults: Option<&str>) -> Result<(), String> {
-        let path = self.voters[i].data.join("data").join(MEMBER_FAULT_FILE);
+        let v = &self.voters[i];
+        let path = v.fault_file.as_ref().ok_or_else(|| {
+            format!(
+                "z{} runs without `--chaos-faults` on a path the host reaches: its own faults cannot be set",
+                v.sid
+            )
+        })?;
         let done = match faults {
-            Some(text) => std::fs::write(&path, format!("{text}\n")),
-            None => match std::fs::remove_file(&path) {
+            Some(text) => std::fs::write(path, format!("{text}\n")),
+            None => match std::fs::remove_file(path) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                 other => other,
             },
         };
         done.map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The zkfle voters whose own faults can be set ([`Voter::fault_file`]), by index.
+    pub fn faultable(&self) -> Vec<usize> {
+        (0..self.voters.len())
+            .filter(|&i| self.voters[i].zkfle && self.voters[i].fault_file.is_some())
+            .collect()
+    }
+
+    /// Voter `i`'s data directory, readable on the host: where it lives when the campaign made
+    /// it, else a copy (`docker cp`) in `scratch`.
+    pub fn data_on_host(&self, i: usize, scratch: &Path) -> Result<PathBuf, String> {
+        let v = &self.voters[i];
+        if self.compose.is_none()
+            && let Some(dir) = v.wipeable.first()
+        {
+            return Ok(dir.clone());
+        }
+        let copy = scratch.join(format!("z{}-data", v.sid));
+        let _ = std::fs::remove_dir_all(&copy);
+        docker(&[
+            "cp",
+            &format!("{}:{}", v.container, v.data_dir),
+            &path_str(&copy)?,
+        ])?;
+        Ok(copy)
     }
 
     /// Every voter's output so far (the servers log to stdout in these images).
@@ -513,6 +941,11 @@ impl DockerEnsemble {
 
 impl Drop for DockerEnsemble {
     fn drop(&mut self) {
+        if self.compose.is_some() {
+            // Its containers, networks and the volumes it made (never a bind mount).
+            let _ = self.compose_run(&["down", "-v", "--remove-orphans"]);
+            return;
+        }
         for v in &self.voters {
             let _ = docker(&["rm", "-f", "-v", &v.container]);
         }

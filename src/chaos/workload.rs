@@ -371,15 +371,16 @@ fn srvr_zxid(server: SocketAddr, timeout: Duration) -> Result<i64, String> {
 }
 
 /// A zkfle voter's replica, as `final` lines: zkfle serves no client, so the keys are read
-/// from the data directory it writes (`data_dir`, holding `version-2`), once its `srvr`
-/// (at `client`) states at least the newest zxid the other servers' do, within `within`.
+/// from the data directory it writes (the one `data_dir` gives, holding `version-2`; asked
+/// for only then), once its `srvr` (at `client`) states at least the newest zxid the other
+/// servers' do, within `within`.
 /// `server` names it in the history. Its files are only read, while it runs.
 pub fn final_from_data_dir(
     opts: &WorkloadOptions,
     recorder: &Recorder,
     server: &str,
     client: SocketAddr,
-    data_dir: &std::path::Path,
+    data_dir: impl FnOnce() -> Result<std::path::PathBuf, String>,
     within: Duration,
 ) -> Result<(), String> {
     let give_up = Instant::now() + within;
@@ -402,6 +403,8 @@ pub fn final_from_data_dir(
             _ => std::thread::sleep(Duration::from_millis(300)),
         }
     }
+    // Read once it caught up (a copy of a container's directory is taken only now).
+    let data_dir = data_dir()?;
     let loaded = crate::storage::db::load_tree(&data_dir.join("version-2"))
         .map_err(|e| format!("reading {}: {e}", data_dir.display()))?;
     for k in 0..opts.keys {

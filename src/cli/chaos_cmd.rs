@@ -98,6 +98,12 @@ pub struct CampaignArgs {
     /// (any image with the official zookeeper image's interface; zkfle/zkfle:* runs zkfle).
     #[arg(long, value_delimiter = ',')]
     pub images: Vec<String>,
+    /// Run this compose file's services as the ensemble instead (3-7 voters, each with
+    /// ZOO_MY_ID; zkfle/zkfle:* images or `zkfle join` commands are zkfle voters), as its own
+    /// project: taken down with the volumes it made at the end. Its timing is its own
+    /// (--tick is not used); wipes touch only volumes the project made.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["images", "voters", "zkfle_voters", "version", "tick"])]
+    pub compose: Option<PathBuf>,
     /// Schedules to run.
     #[arg(long, default_value_t = 10)]
     pub schedules: u64,
@@ -173,7 +179,20 @@ pub fn run(cmd: ChaosCommand) -> Result<(), CliError> {
 }
 
 fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
-    let images: Vec<String> = if args.images.is_empty() {
+    let images: Vec<String> = if let Some(file) = &args.compose {
+        if args.dry_run {
+            return Err(CliError::input(
+                "--dry-run needs the voters before anything runs: give --images or --voters, not --compose",
+            ));
+        }
+        if !file.is_file() {
+            return Err(CliError::input(format!(
+                "--compose {}: no such file",
+                file.display()
+            )));
+        }
+        Vec::new()
+    } else if args.images.is_empty() {
         if args.zkfle_voters >= args.voters {
             return Err(CliError::input(
                 "--zkfle-voters must leave at least one Java server (zkfle serves no clients)",
@@ -191,15 +210,16 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
     } else {
         args.images.clone()
     };
-    if !(3..=7).contains(&images.len()) {
+    if args.compose.is_none() && !(3..=7).contains(&images.len()) {
         return Err(CliError::input(format!(
             "{} voters: a campaign runs 3 to 7",
             images.len()
         )));
     }
-    if images
-        .iter()
-        .all(|i| crate::chaos::docker::is_zkfle_image(i))
+    if args.compose.is_none()
+        && images
+            .iter()
+            .all(|i| crate::chaos::docker::is_zkfle_image(i))
     {
         return Err(CliError::input(
             "every voter is zkfle: at least one Java server must serve the clients",
@@ -282,6 +302,7 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
             init_limit: 10,
             sync_limit: 5,
             dir: dir.clone(),
+            compose: args.compose.clone(),
         },
         schedules: args.schedules,
         seed,
@@ -298,17 +319,49 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
         replays: args.replays.min(10),
         shrink: !args.no_shrink,
     };
-    eprintln!(
-        "zkfle chaos campaign: seed {seed}, {} schedules of {:.0} s on {} (tickTime {} ms, initLimit 10, syncLimit 5); writing {}",
-        args.schedules,
-        args.window,
-        images.join(", "),
-        args.tick,
-        dir.display()
-    );
+    match &args.compose {
+        None => eprintln!(
+            "zkfle chaos campaign: seed {seed}, {} schedules of {:.0} s on {} (tickTime {} ms, initLimit 10, syncLimit 5); writing {}",
+            args.schedules,
+            args.window,
+            images.join(", "),
+            args.tick,
+            dir.display()
+        ),
+        Some(file) => eprintln!(
+            "zkfle chaos campaign: seed {seed}, {} schedules of {:.0} s on the services of {}; writing {}",
+            args.schedules,
+            args.window,
+            file.display(),
+            dir.display()
+        ),
+    }
     let started = Instant::now();
     let mut c = campaign::Campaign::start(opts)
         .map_err(|e| CliError::failure(format!("chaos campaign: {e}")))?;
+    let (tick, init_limit, sync_limit) = c.ensemble.timing;
+    let images: Vec<String> = c.ensemble.voters.iter().map(|v| v.image.clone()).collect();
+    if args.compose.is_some() {
+        let voters: Vec<String> = c
+            .ensemble
+            .voters
+            .iter()
+            .map(|v| {
+                format!(
+                    "z{} {} ({}{})",
+                    v.sid,
+                    v.container,
+                    v.image,
+                    if v.zkfle { ", zkfle" } else { "" }
+                )
+            })
+            .collect();
+        eprintln!(
+            "voters: {}; tickTime {tick} ms, initLimit {init_limit}, syncLimit {sync_limit}; bridge {}",
+            voters.join(", "),
+            c.ensemble.bridge
+        );
+    }
     let bar = if std::io::stderr().is_terminal() {
         let bar = indicatif::ProgressBar::new(args.schedules);
         bar.set_style(
@@ -379,7 +432,9 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
             serde_json::json!({
                 "seed": seed,
                 "images": images,
-                "tick_ms": args.tick,
+                "tick_ms": tick,
+                "init_limit": init_limit,
+                "sync_limit": sync_limit,
                 "window": args.window,
                 "schedules": results.len(),
                 "valid": count("valid"),
