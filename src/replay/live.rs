@@ -14,7 +14,9 @@
 //!   that the next probe confirms is a decision. Notifications it sends to the impersonated
 //!   peers are kept for comparison.
 //!
-//! The replay stops after the last recorded election's messages and a settling second, when the
+//! The replay stops after the last recorded election's messages and a settling 1.5 s (up to
+//! 10 s while the target is still LOOKING in an election the recording has it decide: a busy
+//! server, its handshakes slow, can decide seconds later than it did when recorded), when the
 //! target starts an election the recording does not have, or after a deadline.
 
 use std::collections::HashMap;
@@ -41,6 +43,9 @@ use super::{Decided, Recording, Report, Sent};
 
 const POLL: Duration = Duration::from_millis(50);
 const SETTLE: Duration = Duration::from_millis(1500);
+/// How long after the last message a target still LOOKING is given to decide, when the
+/// recording has it decide in its last election.
+const WAIT_DECISION: Duration = Duration::from_secs(10);
 /// How long to wait for the target to enter its next election.
 const WAIT_TARGET: Duration = Duration::from_secs(60);
 /// How long to wait, by default, for the target to answer at all (a server being started).
@@ -459,6 +464,11 @@ fn drive(
         ..ProbeOptions::default()
     };
     let mut watch = Watch::new(wait_looking(target, &opts, wait_answer)?);
+    // Whether the recording has SID decide after its last election began.
+    let decides_last = rec
+        .starts
+        .last()
+        .is_some_and(|s| rec.decisions.iter().any(|d| d.at_ms >= s.at_ms));
     let mut episode = 0usize;
     let mut ep_start = Instant::now();
     let mut next = 0usize;
@@ -487,7 +497,12 @@ fn drive(
         if finished_episode && episode + 1 >= episodes.len() && done_at.is_none() {
             done_at = Some(Instant::now());
         }
-        if done_at.is_some_and(|d| d.elapsed() > SETTLE) {
+        if let Some(done) = done_at
+            && done.elapsed() > SETTLE
+            && !(watch.state == ServerState::Looking
+                && decides_last
+                && done.elapsed() < WAIT_DECISION)
+        {
             break;
         }
         if last_probe.elapsed() >= POLL {
