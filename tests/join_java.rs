@@ -90,13 +90,8 @@ fn java_follows_the_native_leader() {
         &["--tick", "100", "--init-limit", "10", "--no-start"],
     );
     let n = Native::start(&e, 3, &["--zxid", "0", "--peer-epoch", "0"]);
-    for sid in ["1", "2"] {
-        let out = e.cmd(&["start-node", sid]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    for sid in [1, 2] {
+        e.start_node(sid);
     }
     for sid in [1, 2] {
         wait_for(

@@ -136,13 +136,8 @@ fn native_leads_from_start(version: &str, wire: &str) -> Option<Vec<i64>> {
         &["--tick", "100", "--init-limit", "20", "--no-start"],
     );
     let n = start_native(&e, 3, &["--wire", wire]);
-    for sid in ["1", "2"] {
-        let out = e.cmd(&["start-node", sid]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    for sid in [1, 2] {
+        e.start_node(sid);
     }
     for sid in [1, 2] {
         wait_for(
@@ -224,13 +219,8 @@ fn mixed(old: &str, new: &str) {
         &["--tick", "200", "--no-start"],
     );
     let n = start_native(&e, 1, &[]);
-    for sid in ["2", "3"] {
-        let out = e.cmd(&["start-node", sid]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+    for sid in [2, 3] {
+        e.start_node(sid);
     }
     e.wait_stable_within(45);
     let leader = status_leader(&e).expect("a Java leader");

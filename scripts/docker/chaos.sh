@@ -39,22 +39,30 @@ for image in "zkfle/zookeeper:$VERSION" zkfle/zkfle:latest; do
     { echo "chaos: no image $image: run scripts/docker/build-images.sh first" >&2; exit 1; }
 done
 
+# all_valid NAME N STATUS: the campaign written to $OUT/NAME.json and $OUT/NAME/ ran N
+# schedules and exited STATUS: every schedule must be valid, with zkfle's replica (its data
+# directory, or a copy of it) among its final reads.
+all_valid() {
+  local name=$1 n=$2 status=$3 json=$OUT/$1.json with_zkfle
+  jq -r '"chaos: \(.schedules) schedules on \(.images | join(", ")) (tickTime \(.tick_ms) ms): \(.valid) valid, \(.invalid) invalid, \(.unknown) unknown, \(.errors) errors, \(.not_recovered) not whole again, \(.seconds) s"' "$json" || true
+  if [ "$status" -ne 0 ] || [ "$(jq '.valid' "$json")" -ne "$n" ]; then
+    echo "chaos: the $name schedules did not all pass (exit $status); see $OUT/$name" >&2
+    if [ -s "$OUT/$name.err" ]; then cat "$OUT/$name.err" >&2; fi
+    jq -c '.failing[] | {schedule, seed, verdict, error, actions}' "$json" >&2 || true
+    exit 1
+  fi
+  with_zkfle=$(jq -s '[.[] | select(any(.report.finals.servers[]; contains("zkfle")))] | length' "$OUT/$name/campaign.jsonl")
+  if [ "$with_zkfle" -ne "$n" ]; then
+    echo "chaos: zkfle's replica was compared in $with_zkfle of $n $name schedules" >&2
+    exit 1
+  fi
+}
+
 echo "chaos: 3 random schedules from seed 1 on 3 x $VERSION + zkfle"
 status=0
 "$ZKFLE" chaos campaign --voters 4 --zkfle-voters 1 --version "$VERSION" --schedules 3 \
   --seed 1 --window 12 --out "$OUT/random" --format json >"$OUT/random.json" || status=$?
-jq -r '"chaos: \(.schedules) schedules: \(.valid) valid, \(.invalid) invalid, \(.unknown) unknown, \(.errors) errors, \(.not_recovered) not whole again, \(.seconds) s"' "$OUT/random.json"
-if [ "$status" -ne 0 ] || [ "$(jq '.valid' "$OUT/random.json")" -ne 3 ]; then
-  echo "chaos: the random schedules did not all pass (exit $status); see $OUT/random" >&2
-  jq -c '.failing[] | {schedule, seed, verdict, error, actions}' "$OUT/random.json" >&2 || true
-  exit 1
-fi
-# zkfle's replica, read from its data directory, is among every schedule's final reads.
-with_zkfle=$(jq -s '[.[] | select(any(.report.finals.servers[]; contains("zkfle")))] | length' "$OUT/random/campaign.jsonl")
-if [ "$with_zkfle" -ne 3 ]; then
-  echo "chaos: zkfle's replica was compared in $with_zkfle of 3 schedules" >&2
-  exit 1
-fi
+all_valid random 3 "$status"
 echo "chaos: zkfle's replica (its data directory) agreed with the Java servers' in all 3"
 
 echo "chaos: the disk-loss plan on 3 x $VERSION (must be caught)"
@@ -79,18 +87,7 @@ ZK_IMAGE="zkfle/zookeeper:$VERSION" ZKFLE_RELEASE="$VERSION" ZKFLE_DOCKER_SUBNET
   ZKFLE_DOCKER_BRIDGE=br-zkfle-chaos "$ZKFLE" chaos campaign --compose scripts/docker/compose.yml \
   --schedules 2 --seed 1 --window 15 --recovery 60 --out "$OUT/compose" --format json \
   >"$OUT/compose.json" 2>"$OUT/compose.err" || status=$?
-jq -r '"chaos: \(.schedules) schedules on \(.images | join(", ")) (tickTime \(.tick_ms) ms): \(.valid) valid, \(.invalid) invalid, \(.unknown) unknown, \(.errors) errors, \(.seconds) s"' "$OUT/compose.json" || true
-if [ "$status" -ne 0 ] || [ "$(jq '.valid' "$OUT/compose.json")" -ne 2 ]; then
-  echo "chaos: the compose campaign did not pass (exit $status); see $OUT/compose" >&2
-  cat "$OUT/compose.err" >&2
-  jq -c '.failing[] | {schedule, seed, verdict, error, actions}' "$OUT/compose.json" >&2 || true
-  exit 1
-fi
-with_zkfle=$(jq -s '[.[] | select(any(.report.finals.servers[]; contains("zkfle")))] | length' "$OUT/compose/campaign.jsonl")
-if [ "$with_zkfle" -ne 2 ]; then
-  echo "chaos: zkfle's replica was compared in $with_zkfle of 2 compose schedules" >&2
-  exit 1
-fi
+all_valid compose 2 "$status"
 left=$(docker ps -aq --filter label=com.docker.compose.project | xargs -r docker inspect --format '{{index .Config.Labels "com.docker.compose.project"}}' | grep -c '^zkfle-chaos-' || true)
 if [ "$left" -ne 0 ] || docker network ls --format '{{.Name}}' | grep -q '^zkfle-chaos-'; then
   echo "chaos: the compose campaign left containers or networks behind" >&2
