@@ -15,6 +15,7 @@ use super::history;
 use super::linearizable::Budget;
 use super::nemesis::{self, Fault, Plan, Target};
 use super::safety::{self, ElectionCheck};
+use super::server_logs;
 use super::workload::{self, Recorder, WorkloadOptions, WorkloadStats};
 use crate::wire::ServerState;
 
@@ -81,6 +82,12 @@ pub struct ScheduleResult {
     pub recovered_in: Option<f64>,
     /// Servers that could not be read at the end.
     pub unread: Vec<String>,
+    /// Log lines in which a server's own digest check found its tree disagreeing with a txn's
+    /// digest during the schedule (`zN: line`): a replica diverged, even if the final reads
+    /// agree.
+    pub digest_mismatches: Vec<String>,
+    /// Known Java bugs whose signature a server logged during the schedule (`zN`, the bug).
+    pub known_bugs: Vec<(String, server_logs::KnownBug)>,
     /// The longest time, in seconds of the history, in which no write was acknowledged: how
     /// long the clients could not write.
     pub write_gap: Option<f64>,
@@ -114,6 +121,10 @@ impl ScheduleResult {
             "unknown": self.stats.unknown,
             "recovered_in": self.recovered_in,
             "unread": self.unread,
+            "digest_mismatches": self.digest_mismatches,
+            "known_bugs": self.known_bugs.iter().map(|(server, k)| json!({
+                "server": server, "jira": k.jira, "name": k.name, "what": k.what, "line": k.line, "count": k.count,
+            })).collect::<Vec<_>>(),
             "longest_write_gap": self.write_gap.map(|g| (g * 1000.0).round() / 1000.0),
             "seconds": (self.seconds * 10.0).round() / 10.0,
             "error": self.error,
@@ -273,6 +284,8 @@ impl Campaign {
             stats: WorkloadStats::default(),
             recovered_in: None,
             unread: Vec::new(),
+            digest_mismatches: Vec::new(),
+            known_bugs: Vec::new(),
             write_gap: None,
             seconds: 0.0,
             dir: dir.to_path_buf(),
@@ -351,6 +364,9 @@ impl Campaign {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs_f64();
+        // Docker reads whole seconds and fractions as decimals: from a second before, so no
+        // line of the schedule is missed (the wait before it only logs a healthy ensemble).
+        let logs_since = format!("{:.0}", origin.floor() - 1.0);
         let start = Instant::now();
         let stats = std::thread::scope(|scope| {
             let load = scope.spawn(|| workload::run(&wopts, &recorder));
@@ -390,6 +406,32 @@ impl Campaign {
             }
         }
         drop(recorder);
+        // What each server's own log says: its digest check, known Java bugs.
+        for (i, v) in e.voters.iter().enumerate() {
+            let found = match e.log_since(i, &logs_since) {
+                Ok(text) => server_logs::scan(&text),
+                Err(why) => {
+                    result.unread.push(format!("z{}'s log: {why}", v.sid));
+                    continue;
+                }
+            };
+            let server = format!("z{}", v.sid);
+            let more = found.digest_lines - found.digest_mismatches.len();
+            result.digest_mismatches.extend(
+                found
+                    .digest_mismatches
+                    .iter()
+                    .map(|l| format!("{server}: {l}")),
+            );
+            if more > 0 {
+                result
+                    .digest_mismatches
+                    .push(format!("{server}: {more} more such lines"));
+            }
+            result
+                .known_bugs
+                .extend(found.known_bugs.into_iter().map(|k| (server.clone(), k)));
+        }
         match capture.as_mut().map(Capture::stop) {
             Some(Ok(())) => {
                 match safety::check_capture(&capture_path, &self.ensemble.config(), origin) {
@@ -411,7 +453,7 @@ impl Campaign {
             .as_ref()
             .is_some_and(|c| !c.violations.is_empty());
         result.verdict = match report.valid() {
-            _ if two_leaders => "invalid",
+            _ if two_leaders || !result.digest_mismatches.is_empty() => "invalid",
             Some(true) if result.unread.is_empty() => "valid",
             Some(true) => "unknown",
             Some(false) => "invalid",

@@ -924,6 +924,24 @@ impl DockerEnsemble {
     }
 
     /// Every voter's output so far (the servers log to stdout in these images).
+    /// Voter `i`'s output since `since` (Unix seconds), both streams.
+    pub fn log_since(&self, i: usize, since: &str) -> Result<String, String> {
+        let o = Command::new("docker")
+            .args(["logs", "--since", since, &self.voters[i].container])
+            .output()
+            .map_err(|e| format!("docker logs: {e}"))?;
+        if !o.status.success() {
+            return Err(format!(
+                "docker logs {}: {}",
+                self.voters[i].container,
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+        }
+        let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&o.stderr));
+        Ok(text)
+    }
+
     pub fn logs(&self, i: usize) -> String {
         let out = Command::new("docker")
             .args(["logs", "--timestamps", &self.voters[i].container])

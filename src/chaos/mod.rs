@@ -11,7 +11,8 @@
 //! - [`nemesis`]: a schedule's faults drawn from its seed, pure; [`docker`]: the campaign's
 //!   ensemble in Docker and the nemesis's hands on it; [`campaign`]: schedules run one after
 //!   another, healed, read and checked (`zkfle chaos campaign`); [`safety`]: one leader per
-//!   epoch and each election's time, from the campaign's capture decoded by zkfle.
+//!   epoch and each election's time, from the campaign's capture decoded by zkfle;
+//!   [`server_logs`]: what the servers' own logs say (their digest check, known Java bugs).
 pub mod campaign;
 pub mod check;
 pub mod docker;
@@ -19,4 +20,5 @@ pub mod history;
 pub mod linearizable;
 pub mod nemesis;
 pub mod safety;
+pub mod server_logs;
 pub mod workload;

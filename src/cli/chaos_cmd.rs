@@ -393,11 +393,21 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
                 None => "NOT whole again within the recovery bound".into(),
             }
         );
+        let known: Vec<String> = r
+            .known_bugs
+            .iter()
+            .map(|(server, k)| format!("{} on {server}", k.name))
+            .collect();
+        let line = if known.is_empty() {
+            line
+        } else {
+            format!("{line}; servers logged: {}", known.join(", "))
+        };
         match &bar {
             Some(b) => {
                 b.set_message(format!("last: {}", r.verdict));
                 b.inc(1);
-                if r.verdict != "valid" || r.recovered_in.is_none() {
+                if r.verdict != "valid" || r.recovered_in.is_none() || !known.is_empty() {
                     b.println(&line);
                 }
             }
@@ -415,8 +425,27 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
         .iter()
         .filter(|r| r.verdict != "valid" || r.recovered_in.is_none())
         .collect();
+    // Known bugs the servers logged: in how many schedules each.
+    let mut known: std::collections::BTreeMap<&str, usize> = Default::default();
+    for r in &results {
+        let mut names: Vec<&str> = r.known_bugs.iter().map(|(_, k)| k.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        for n in names {
+            *known.entry(n).or_default() += 1;
+        }
+    }
+    let known_text: String = known
+        .iter()
+        .map(|(n, k)| {
+            format!(
+                "; {n} logged in {k} schedule{}",
+                if *k == 1 { "" } else { "s" }
+            )
+        })
+        .collect();
     let summary = format!(
-        "campaign seed {seed}: {} schedules in {:.0} s: {} valid, {} invalid, {} unknown, {} errors; {} not whole again after the heal; {}",
+        "campaign seed {seed}: {} schedules in {:.0} s: {} valid, {} invalid, {} unknown, {} errors; {} not whole again after the heal{known_text}; {}",
         results.len(),
         started.elapsed().as_secs_f64(),
         count("valid"),
@@ -442,6 +471,7 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
                 "unknown": count("unknown"),
                 "errors": count("error"),
                 "not_recovered": stuck,
+                "known_bugs": known,
                 "seconds": started.elapsed().as_secs_f64().round(),
                 "dir": dir,
                 "failing": failing.iter().map(|r| r.to_json()).collect::<Vec<_>>(),
@@ -490,6 +520,15 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
                     for v in &e.violations {
                         t.push_str(&format!("  TWO LEADERS: {v}\n"));
                     }
+                }
+                for m in &r.digest_mismatches {
+                    t.push_str(&format!("  DIGEST MISMATCH: {m}\n"));
+                }
+                for (server, k) in &r.known_bugs {
+                    t.push_str(&format!(
+                        "  known: {} on {server} ({} lines): {}\n    first: {}\n",
+                        k.name, k.count, k.what, k.line
+                    ));
                 }
                 if let Some(e) = &r.error {
                     t.push_str(&format!("  error: {e}\n"));

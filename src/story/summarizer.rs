@@ -746,8 +746,7 @@ impl Summarizer {
             first_vote: None,
         });
         let s = self.servers.entry(sid);
-        s.phase = Phase::Looking;
-        s.since_sent = false;
+        s.phase = Phase::Queuing;
         s.since = time;
         s.round = round;
         s.pending = None;
@@ -883,7 +882,7 @@ impl Summarizer {
             return true;
         }
         let newer = matches!((version, s.config_version), (Some(v), Some(mine)) if v > mine);
-        if !(newer && s.phase == Phase::Looking && s.since_sent) {
+        if !(newer && s.phase == Phase::Looking) {
             return false;
         }
         s.config_version = version;
@@ -1068,9 +1067,7 @@ impl Summarizer {
                         from,
                         own.map(|o| (o.peer_epoch, o.zxid)),
                     );
-                let since_sent = self.servers[&from].since_sent;
-                if looking
-                    && !since_sent
+                if self.servers[&from].phase == Phase::Queuing
                     && last_sent == Some(vote)
                     && decided.is_some_and(|r| vote.round <= r)
                     && !advanced
@@ -1100,7 +1097,7 @@ impl Summarizer {
                     self.begin(from, time, vote.round);
                 } else if !seen {
                     self.begin(from, time, vote.round);
-                } else if !self.servers[&from].since_sent {
+                } else if self.servers[&from].phase == Phase::Queuing {
                     // Looking since a message reached it; its election began with its own
                     // first vote.
                     let s = self.servers.get_mut(&from).expect("seen");
@@ -1132,10 +1129,10 @@ impl Summarizer {
                     e.2.push(time);
                 }
                 let s = self.servers.get_mut(&from).expect("begun");
-                let queued = if s.since_sent {
-                    Vec::new()
-                } else {
+                let queued = if s.phase == Phase::Queuing {
                     std::mem::take(&mut s.queued)
+                } else {
+                    Vec::new()
                 };
                 // Only a lag seen just before (a receiver behind long ago says nothing now).
                 let lag = match s.answer_lag {
@@ -1144,13 +1141,15 @@ impl Summarizer {
                 };
                 // Whether it had not decided before this election (it just started).
                 let was_fresh = s.decision.is_none_or(|d| self.decisions[d].time >= s.since);
-                if !s.since_sent
+                if s.phase == Phase::Queuing
                     && let Some(e) = s.episode
                     && self.episodes[e].first_vote.is_none()
                 {
                     self.episodes[e].first_vote = Some((vote.round, s.heard_round));
                 }
-                s.since_sent = true;
+                if s.phase == Phase::Queuing {
+                    s.phase = Phase::Looking;
+                }
                 if s.last_sent != Some(vote) {
                     self.changes.push(VoteChange {
                         time,
@@ -1253,7 +1252,7 @@ impl Summarizer {
                         None => s.queued.clear(),
                     }
                     (
-                        matches!(s.phase, Phase::Unseen | Phase::Looking | Phase::Restarting),
+                        matches!(s.phase, Phase::Unseen) || s.phase.is_looking(),
                         s.pending,
                         s.decision,
                     )
@@ -1280,8 +1279,7 @@ impl Summarizer {
                 });
                 let s = &self.servers[&from];
                 if same
-                    && s.phase.is_looking()
-                    && s.since_sent
+                    && s.phase.is_voting()
                     && s.pending.is_none()
                     && time - s.since <= Rule::AnswerReplaced.secs()
                 {
@@ -1292,7 +1290,7 @@ impl Summarizer {
                     // voted at .421, and the answer went out at .422, after the vote).
                     return false;
                 }
-                if same && s.phase.is_looking() && !s.since_sent {
+                if same && s.phase == Phase::Queuing {
                     // Taken for gone when all its connections closed, it answers with the
                     // decision it had and no vote of its own came first: its peers went, it
                     // did not (a leader whose only follower was killed).
@@ -1352,7 +1350,7 @@ impl Summarizer {
             // A decided server answers at once; one that does not is already LOOKING and its
             // election has not begun: the message waits in its queue until it does (an answer
             // it sends shows it was still decided, and clears this).
-            if !s.phase.is_looking() || !s.since_sent {
+            if !s.phase.is_voting() {
                 // Its election has not begun: the message waits in its queue.
                 if s.queued.len() < MAX_QUEUED {
                     s.queued.push((time, from, state, vote));

@@ -442,7 +442,11 @@ pub(super) enum Phase {
     /// Nothing from or to it yet.
     #[default]
     Unseen,
-    /// LOOKING (`lookForLeader`), since `Server::since`.
+    /// LOOKING as the wire first showed it: a voter's message it left unanswered, or its
+    /// (re)start, before its own first vote of the election. What reaches it waits in its
+    /// queue (`Server::queued`) until that vote, and the election is dated from it.
+    Queuing,
+    /// LOOKING (`lookForLeader`), its own votes on the wire, since `Server::since`.
     Looking,
     /// LOOKING, and sent a config newer than its own: Java takes it and restarts its election
     /// (shuts the election and its connections down), so what else reaches it is lost until
@@ -458,6 +462,11 @@ pub(super) enum Phase {
 
 impl Phase {
     pub(super) fn is_looking(self) -> bool {
+        matches!(self, Phase::Queuing | Phase::Looking | Phase::Restarting)
+    }
+
+    /// LOOKING with its own votes on the wire (its election has begun).
+    pub(super) fn is_voting(self) -> bool {
         matches!(self, Phase::Looking | Phase::Restarting)
     }
 }
@@ -494,8 +503,6 @@ pub(super) struct Server {
     pub(super) open: u32,
     /// Last time it sent anything.
     pub(super) last_active: f64,
-    /// Whether `since` is its own first vote (not a message that reached it first).
-    pub(super) since_sent: bool,
     /// Messages that reached it before its own first vote (it reads them once it looks).
     pub(super) queued: Vec<(f64, i64, ServerState, VoteKey)>,
     /// When it last answered decided, and how far its receiver was behind the wire then:
