@@ -311,6 +311,16 @@ impl Campaign {
         result: &mut ScheduleResult,
     ) -> Result<(), String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // The servers' logs are read from here (a second early, in Docker's whole seconds):
+        // a voter restarted below replays its log, and that is this schedule's to report.
+        let logs_since = format!(
+            "{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs()
+                .saturating_sub(1)
+        );
         let e = &self.ensemble;
         let first = match e.wait_stable(self.opts.recovery) {
             Ok(l) => l,
@@ -364,9 +374,6 @@ impl Campaign {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs_f64();
-        // Docker reads whole seconds and fractions as decimals: from a second before, so no
-        // line of the schedule is missed (the wait before it only logs a healthy ensemble).
-        let logs_since = format!("{:.0}", origin.floor() - 1.0);
         let start = Instant::now();
         let stats = std::thread::scope(|scope| {
             let load = scope.spawn(|| workload::run(&wopts, &recorder));
