@@ -83,14 +83,24 @@ echo "chaos: disk loss caught: $lost acknowledged writes lost at the end, $unord
 
 echo "chaos: 2 random schedules from seed 1 on a compose file (scripts/docker/compose.yml)"
 status=0
+# In the background for its process id: its project is zkfle-chaos-PID, and only what that
+# project made is looked for afterwards (other campaigns may run on this machine).
 ZK_IMAGE="zkfle/zookeeper:$VERSION" ZKFLE_RELEASE="$VERSION" ZKFLE_DOCKER_SUBNET=172.28.3 \
   ZKFLE_DOCKER_BRIDGE=br-zkfle-chaos "$ZKFLE" chaos campaign --compose scripts/docker/compose.yml \
   --schedules 2 --seed 1 --window 15 --recovery 60 --out "$OUT/compose" --format json \
-  >"$OUT/compose.json" 2>"$OUT/compose.err" || status=$?
+  >"$OUT/compose.json" 2>"$OUT/compose.err" &
+campaign=$!
+wait "$campaign" || status=$?
 all_valid compose 2 "$status"
-left=$(docker ps -aq --filter label=com.docker.compose.project | xargs -r docker inspect --format '{{index .Config.Labels "com.docker.compose.project"}}' | grep -c '^zkfle-chaos-' || true)
-if [ "$left" -ne 0 ] || docker network ls --format '{{.Name}}' | grep -q '^zkfle-chaos-'; then
-  echo "chaos: the compose campaign left containers or networks behind" >&2
+project=zkfle-chaos-$campaign
+left=$(
+  for what in "ps -aq" "network ls -q" "volume ls -q"; do
+    # shellcheck disable=SC2086
+    docker $what --filter "label=com.docker.compose.project=$project"
+  done | wc -l
+)
+if [ "$left" -ne 0 ]; then
+  echo "chaos: the compose campaign left $left containers, networks or volumes of project $project behind" >&2
   exit 1
 fi
 echo "chaos: the compose file's ensemble: both schedules valid, zkfle's replica agreed, nothing left"
