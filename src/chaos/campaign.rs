@@ -659,6 +659,49 @@ impl Campaign {
         for (i, v) in self.ensemble.voters.iter().enumerate() {
             let _ = std::fs::write(dir.join(format!("z{}.log", v.sid)), self.ensemble.logs(i));
         }
+        if result.verdict == "invalid" {
+            let _ = std::fs::write(dir.join("issue.md"), result.issue_draft(&self.setting()));
+        }
+    }
+
+    /// What the schedules run on, and the command that runs one again.
+    fn setting(&self) -> crate::output::chaos::ScheduleSetting<'_> {
+        let o = &self.opts;
+        let e = &self.ensemble;
+        let ensemble = match &o.spec.compose {
+            Some(file) => format!("--compose {}", file.display()),
+            None => format!(
+                "--images {} --tick {}",
+                e.voters
+                    .iter()
+                    .map(|v| v.image.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                e.timing.0
+            ),
+        };
+        let plan = match o.plan {
+            PlanKind::Random => "",
+            PlanKind::DiskLoss => " --plan disk-loss",
+        };
+        crate::output::chaos::ScheduleSetting {
+            voters: e
+                .voters
+                .iter()
+                .map(|v| (v.sid, v.image.as_str(), v.zkfle))
+                .collect(),
+            timing: e.timing,
+            clients: o.clients,
+            keys: o.keys,
+            window: o.window,
+            rerun: format!(
+                "zkfle chaos campaign {ensemble}{plan}{} --window {} --clients {} --keys {}",
+                if o.destructive { " --destructive" } else { "" },
+                o.window,
+                o.clients,
+                o.keys,
+            ),
+        }
     }
 }
 

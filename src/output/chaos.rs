@@ -296,3 +296,267 @@ impl Report {
         out
     }
 }
+
+/// What a campaign's schedule ran on, for its draft report.
+pub struct ScheduleSetting<'a> {
+    /// Each voter: sid, image, whether it is zkfle.
+    pub voters: Vec<(u64, &'a str, bool)>,
+    /// tickTime (ms), initLimit, syncLimit.
+    pub timing: (u32, u32, u32),
+    pub clients: usize,
+    pub keys: usize,
+    pub window: f64,
+    /// The campaign's command, but for its seed and schedules.
+    pub rerun: String,
+}
+
+impl crate::chaos::campaign::ScheduleResult {
+    /// A failing schedule as a bug report, ready to file (`issue.md` beside its evidence):
+    /// what ran, what was done, what was expected and what happened, and the known issues
+    /// whose signatures the servers logged.
+    pub fn issue_draft(&self, setting: &ScheduleSetting) -> String {
+        let java: Vec<&str> = {
+            let mut v: Vec<&str> = setting
+                .voters
+                .iter()
+                .filter(|(_, _, zkfle)| !zkfle)
+                .map(|(_, image, _)| image.rsplit(':').next().unwrap_or(image))
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let faults: Vec<String> = self
+            .shrunk
+            .as_ref()
+            .unwrap_or(&self.plan)
+            .steps
+            .iter()
+            .map(|s| s.fault.describe())
+            .collect();
+        let mut wrong: Vec<String> = Vec::new();
+        if let Some(r) = &self.report {
+            if !r.finals.lost.is_empty() {
+                wrong.push(count(
+                    r.finals.lost.len(),
+                    "acknowledged write lost",
+                    "acknowledged writes lost",
+                ));
+            }
+            if !r.finals.disagreements.is_empty() {
+                wrong.push(count(
+                    r.finals.disagreements.len(),
+                    "key on which the replicas disagree",
+                    "keys on which the replicas disagree",
+                ));
+            }
+            if !r.writes.violations.is_empty() {
+                wrong.push(count(
+                    r.writes.violations.len(),
+                    "key whose writes are not linearizable",
+                    "keys whose writes are not linearizable",
+                ));
+            }
+            if !r.sessions.violations.is_empty() {
+                wrong.push(count(
+                    r.sessions.violations.len(),
+                    "read older than its session had seen",
+                    "reads older than their session had seen",
+                ));
+            }
+        }
+        if let Some(e) = &self.election
+            && !e.violations.is_empty()
+        {
+            wrong.push(count(
+                e.violations.len(),
+                "epoch with two leaders",
+                "epochs with two leaders",
+            ));
+        }
+        if !self.digest_mismatches.is_empty() {
+            let servers: std::collections::BTreeSet<&str> = self
+                .digest_mismatches
+                .iter()
+                .filter_map(|l| l.split(':').next())
+                .collect();
+            wrong.push(format!(
+                "the digest check failed on {}",
+                servers.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        let mut jiras: Vec<&str> = self.known_bugs.iter().filter_map(|(_, k)| k.jira).collect();
+        jiras.sort_unstable();
+        jiras.dedup();
+        let mut t = format!(
+            "# ZooKeeper {}: {} after {}{}\n\n",
+            java.join(" and "),
+            if wrong.is_empty() {
+                "a failed schedule".to_string()
+            } else {
+                wrong.join("; ")
+            },
+            faults.join(", then "),
+            if jiras.is_empty() {
+                String::new()
+            } else {
+                format!(" (known: {})", jiras.join(", "))
+            },
+        );
+        t.push_str(&format!(
+            "Found by `zkfle chaos campaign` (zkfle {}): schedule {}, seed {}.",
+            env!("CARGO_PKG_VERSION"),
+            self.index,
+            self.seed
+        ));
+        if let Some((k, n)) = self.confirmed {
+            t.push_str(&format!(
+                " Replayed {n} times with the same faults: it failed again {k} times."
+            ));
+        }
+        t.push_str("\n\n## Ensemble\n\n");
+        for (sid, image, zkfle) in &setting.voters {
+            t.push_str(&format!(
+                "- server {sid}: {image}{}\n",
+                if *zkfle {
+                    " (`zkfle join`: votes and follows, serves no clients)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        let (tick, init, sync) = setting.timing;
+        t.push_str(&format!(
+            "- tickTime {tick} ms, initLimit {init}, syncLimit {sync}; one Docker container per server on one bridge\n\n## Steps\n\n{} client sessions work on {} znodes for {} s (create, setData with and without a version, getData, sync then getData) while:\n\n",
+            setting.clients, setting.keys, setting.window
+        ));
+        for a in &self.actions {
+            t.push_str(&format!("    {}\n", a.trim_start()));
+        }
+        if let Some(p) = &self.shrunk {
+            t.push_str(&format!(
+                "\nThe fewest faults that still failed: {}.\n",
+                p.steps
+                    .iter()
+                    .map(|s| s.fault.describe())
+                    .collect::<Vec<_>>()
+                    .join(", then ")
+            ));
+        }
+        t.push_str(&format!(
+            "\nTo run it again: `{} --seed {} --schedules 1`\n\n",
+            setting.rerun, self.seed
+        ));
+        t.push_str("## Expected\n\nAfter the heal every server holds the same tree, ZooKeeper's digest check passes on every server, every acknowledged write is there, writes are linearizable, a session never reads older than it has seen, and each epoch has one leader.\n\n## Actual\n\n");
+        if let Some(r) = &self.report {
+            t.push_str(
+                "The clients' history, checked (`zkfle chaos check history.jsonl`):\n\n```\n",
+            );
+            t.push_str(&r.to_text());
+            t.push_str("```\n\n");
+        }
+        if let Some(e) = &self.election {
+            for v in &e.violations {
+                t.push_str(&format!("- two leaders: {v}\n"));
+            }
+        }
+        if !self.digest_mismatches.is_empty() {
+            t.push_str("Digest check, as the servers logged it:\n\n```\n");
+            for l in &self.digest_mismatches {
+                t.push_str(l);
+                t.push('\n');
+            }
+            t.push_str("```\n\n");
+        }
+        t.push_str("## Known issues\n\n");
+        if self.known_bugs.is_empty() {
+            t.push_str("No known issue's signature is in the servers' logs.\n\n");
+        }
+        for (server, k) in &self.known_bugs {
+            t.push_str(&format!(
+                "- {} on {server} ({}): {}. First:\n\n      {}\n\n",
+                k.jira.unwrap_or(k.name),
+                count(k.count, "line", "lines"),
+                k.what,
+                k.line
+            ));
+        }
+        t.push_str("## Attached\n\n`history.jsonl` (every operation, zkfle's history format), `capture.pcap` (the election and quorum ports of the bridge), `zN.log` (each server's output), `report.txt`, `schedule.json`.\n");
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ScheduleSetting;
+    use crate::chaos::campaign::{PlanKind, ScheduleResult, plan_for};
+    use crate::chaos::server_logs::scan;
+
+    #[test]
+    fn an_invalid_schedule_s_draft_names_what_ran_what_failed_and_the_known_issue() {
+        let history = crate::chaos::history::read(std::io::Cursor::new(Vec::new())).unwrap();
+        let log = "java.lang.NullPointerException: Cannot read field \"hdr\" because \"pif\" is null\n\
+                   \tat org.apache.zookeeper.server.quorum.Learner.syncWithLeader(Learner.java:655)\n\
+                   2026-12-07 16:40:45,045 [myid:2] - ERROR [main:DataTree@1818] - First digest mismatch on txn: 72057645893156871,782,34359744288,1796661620363,5\n";
+        let found = scan(log);
+        let plan = plan_for(PlanKind::Random, 2003, 4, 1, 15.0, false);
+        let result = ScheduleResult {
+            index: 3,
+            seed: 2003,
+            plan: plan.clone(),
+            verdict: "invalid",
+            report: Some(crate::chaos::check::check(&history, Default::default())),
+            error: None,
+            stats: Default::default(),
+            recovered_in: Some(0.1),
+            unread: Vec::new(),
+            digest_mismatches: found
+                .digest_mismatches
+                .iter()
+                .map(|l| format!("z2: {l}"))
+                .collect(),
+            known_bugs: found
+                .known_bugs
+                .into_iter()
+                .map(|k| ("z2".to_string(), k))
+                .collect(),
+            write_gap: None,
+            seconds: 16.0,
+            dir: "/tmp/x".into(),
+            actions: vec!["  5.8s  restarted every server in turn".into()],
+            election: None,
+            capture_error: None,
+            confirmed: Some((2, 2)),
+            shrunk: None,
+            shrunk_dir: None,
+            shrink_tries: 0,
+        };
+        let setting = ScheduleSetting {
+            voters: vec![
+                (1, "zkfle/zookeeper:3.8.0", false),
+                (2, "zkfle/zookeeper:3.8.0", false),
+                (3, "zkfle/zookeeper:3.8.0", false),
+                (4, "zkfle/zkfle:latest", true),
+            ],
+            timing: (500, 10, 5),
+            clients: 4,
+            keys: 3,
+            window: 15.0,
+            rerun: "zkfle chaos campaign --images A --tick 500 --window 15 --clients 4 --keys 3"
+                .into(),
+        };
+        let draft = result.issue_draft(&setting);
+        let title = draft.lines().next().unwrap();
+        assert!(
+            title.starts_with("# ZooKeeper 3.8.0: the digest check failed on z2 after "),
+            "{title}"
+        );
+        assert!(title.ends_with(" (known: ZOOKEEPER-4394)"), "{title}");
+        assert!(draft.contains("failed again 2 times"));
+        assert!(draft.contains("- server 4: zkfle/zkfle:latest (`zkfle join`"));
+        assert!(draft.contains("5.8s  restarted every server in turn"));
+        assert!(draft.contains("--keys 3 --seed 2003 --schedules 1`"));
+        assert!(draft.contains("- ZOOKEEPER-4394 on z2 (1 line)"));
+        assert!(draft.contains("First digest mismatch on txn: 72057645893156871"));
+    }
+}
