@@ -153,6 +153,26 @@ fn a_compose_campaign_refuses_what_it_cannot_do_before_docker() {
     assert!(err.contains("cannot be used with"), "{err}");
 }
 
+/// `--images` names every voter: a count or a version beside it is refused, not ignored.
+#[test]
+fn images_and_a_voter_count_are_refused_together() {
+    let out = zkfle(
+        &[
+            "chaos",
+            "campaign",
+            "--images",
+            "a,b,c",
+            "--zkfle-voters",
+            "1",
+            "--dry-run",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot be used with"), "{err}");
+}
+
 /// The composed disk-loss schedule on a real Java ensemble, by hand: with server 3 down, the
 /// workload's writes reach 1 and 2; then 1 and 2 are killed, 2's data directory is wiped, and
 /// 2 and 3 form a quorum without the writes, to which 1, restarted, syncs. `chaos run` must

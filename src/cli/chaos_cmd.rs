@@ -96,7 +96,7 @@ pub struct CampaignArgs {
     pub zkfle_voters: usize,
     /// Every voter's image, comma-separated, instead of --voters/--version/--zkfle-voters
     /// (any image with the official zookeeper image's interface; zkfle/zkfle:* runs zkfle).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["voters", "zkfle_voters", "version"])]
     pub images: Vec<String>,
     /// Run this compose file's services as the ensemble instead (3-7 voters, each with
     /// ZOO_MY_ID; zkfle/zkfle:* images or `zkfle join` commands are zkfle voters), as its own
