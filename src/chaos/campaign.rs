@@ -83,8 +83,10 @@ pub struct ScheduleResult {
     /// Servers that could not be read at the end.
     pub unread: Vec<String>,
     /// Log lines in which a server's own digest check found its tree disagreeing with a txn's
-    /// digest during the schedule (`zN: line`): a replica diverged, even if the final reads
-    /// agree.
+    /// digest during the schedule (`zN: line`): a replica's tree passed through a state the
+    /// leader's never had. Reported beside the verdict: ZooKeeper promises replicas that agree
+    /// when they serve, which the final reads check, and a replica replaying txns its tree
+    /// already holds (a fuzzy snapshot, a doubled log) mismatches until it has caught up.
     pub digest_mismatches: Vec<String>,
     /// Known Java bugs whose signature a server logged during the schedule (`zN`, the bug).
     pub known_bugs: Vec<(String, server_logs::KnownBug)>,
@@ -110,6 +112,12 @@ pub struct ScheduleResult {
 }
 
 impl ScheduleResult {
+    /// A server's own digest check failed: a finding beside the verdict, kept with its
+    /// evidence.
+    pub fn flagged(&self) -> bool {
+        !self.digest_mismatches.is_empty()
+    }
+
     pub fn to_json(&self) -> Value {
         json!({
             "schedule": self.index,
@@ -212,7 +220,7 @@ impl Campaign {
             }
         }
         let failed = result.verdict != "valid" || result.recovered_in.is_none();
-        if failed {
+        if failed || result.flagged() {
             self.save_evidence(&dir, &result);
         } else if !self.opts.keep_all {
             let _ = std::fs::remove_dir_all(&dir);
@@ -460,7 +468,7 @@ impl Campaign {
             .as_ref()
             .is_some_and(|c| !c.violations.is_empty());
         result.verdict = match report.valid() {
-            _ if two_leaders || !result.digest_mismatches.is_empty() => "invalid",
+            _ if two_leaders => "invalid",
             Some(true) if result.unread.is_empty() => "valid",
             Some(true) => "unknown",
             Some(false) => "invalid",
@@ -659,7 +667,7 @@ impl Campaign {
         for (i, v) in self.ensemble.voters.iter().enumerate() {
             let _ = std::fs::write(dir.join(format!("z{}.log", v.sid)), self.ensemble.logs(i));
         }
-        if result.verdict == "invalid" {
+        if result.verdict == "invalid" || result.flagged() {
             let _ = std::fs::write(dir.join("issue.md"), result.issue_draft(&self.setting()));
         }
     }

@@ -407,7 +407,11 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
             Some(b) => {
                 b.set_message(format!("last: {}", r.verdict));
                 b.inc(1);
-                if r.verdict != "valid" || r.recovered_in.is_none() || !known.is_empty() {
+                if r.verdict != "valid"
+                    || r.recovered_in.is_none()
+                    || r.flagged()
+                    || !known.is_empty()
+                {
                     b.println(&line);
                 }
             }
@@ -425,6 +429,12 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
         .iter()
         .filter(|r| r.verdict != "valid" || r.recovered_in.is_none())
         .collect();
+    // Failing, or flagged by a server's digest check: listed with their evidence.
+    let listed: Vec<&campaign::ScheduleResult> = results
+        .iter()
+        .filter(|r| r.verdict != "valid" || r.recovered_in.is_none() || r.flagged())
+        .collect();
+    let flagged = results.iter().filter(|r| r.flagged()).count();
     // Known bugs the servers logged: in how many schedules each.
     let mut known: std::collections::BTreeMap<&str, usize> = Default::default();
     for r in &results {
@@ -445,7 +455,7 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
         })
         .collect();
     let summary = format!(
-        "campaign seed {seed}: {} schedules in {:.0} s: {} valid, {} invalid, {} unknown, {} errors; {} not whole again after the heal{known_text}; {}",
+        "campaign seed {seed}: {} schedules in {:.0} s: {} valid, {} invalid, {} unknown, {} errors; {} not whole again after the heal; {flagged} with a server's digest check failing{known_text}; {}",
         results.len(),
         started.elapsed().as_secs_f64(),
         count("valid"),
@@ -471,20 +481,27 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
                 "unknown": count("unknown"),
                 "errors": count("error"),
                 "not_recovered": stuck,
+                "digest_flagged": flagged,
                 "known_bugs": known,
                 "seconds": started.elapsed().as_secs_f64().round(),
                 "dir": dir,
                 "failing": failing.iter().map(|r| r.to_json()).collect::<Vec<_>>(),
+                "flagged": listed
+                    .iter()
+                    .filter(|r| !failing.iter().any(|f| f.index == r.index))
+                    .map(|r| r.to_json())
+                    .collect::<Vec<_>>(),
             })
         ),
         Format::Text => {
             let mut t = String::new();
-            for r in &failing {
+            for r in &listed {
                 t.push_str(&format!(
-                    "schedule {} (seed {}): {}; replay: zkfle chaos campaign --seed {} --schedules 1 ...; evidence in {}\n",
+                    "schedule {} (seed {}): {}{}; replay: zkfle chaos campaign --seed {} --schedules 1 ...; evidence in {}\n",
                     r.index,
                     r.seed,
                     r.verdict,
+                    if r.flagged() { ", flagged: a server's digest check failed" } else { "" },
                     r.seed,
                     r.dir.display()
                 ));
