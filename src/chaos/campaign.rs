@@ -118,6 +118,11 @@ impl ScheduleResult {
         !self.digest_mismatches.is_empty()
     }
 
+    /// Not valid, or not whole again after the heal: the campaign fails.
+    pub fn failed(&self) -> bool {
+        self.verdict != "valid" || self.recovered_in.is_none()
+    }
+
     pub fn to_json(&self) -> Value {
         json!({
             "schedule": self.index,
@@ -219,8 +224,7 @@ impl Campaign {
                 self.shrink(&mut result);
             }
         }
-        let failed = result.verdict != "valid" || result.recovered_in.is_none();
-        if failed || result.flagged() {
+        if result.failed() || result.flagged() {
             self.save_evidence(&dir, &result);
         } else if !self.opts.keep_all {
             let _ = std::fs::remove_dir_all(&dir);

@@ -923,37 +923,36 @@ impl DockerEnsemble {
         Ok(copy)
     }
 
-    /// Every voter's output so far (the servers log to stdout in these images).
     /// Voter `i`'s output since `since` (Unix seconds), both streams.
     pub fn log_since(&self, i: usize, since: &str) -> Result<String, String> {
+        self.docker_logs(i, &["--since", since])
+    }
+
+    /// Every voter's output so far (the servers log to stdout in these images), with
+    /// Docker's timestamps; what went wrong in its place when it cannot be had.
+    pub fn logs(&self, i: usize) -> String {
+        self.docker_logs(i, &["--timestamps"])
+            .unwrap_or_else(|why| why)
+    }
+
+    /// `docker logs OPTIONS CONTAINER` of voter `i`: stdout, then stderr.
+    fn docker_logs(&self, i: usize, options: &[&str]) -> Result<String, String> {
+        let container = &self.voters[i].container;
         let o = Command::new("docker")
-            .args(["logs", "--since", since, &self.voters[i].container])
+            .arg("logs")
+            .args(options)
+            .arg(container)
             .output()
             .map_err(|e| format!("docker logs: {e}"))?;
         if !o.status.success() {
             return Err(format!(
-                "docker logs {}: {}",
-                self.voters[i].container,
+                "docker logs {container}: {}",
                 String::from_utf8_lossy(&o.stderr).trim()
             ));
         }
         let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
         text.push_str(&String::from_utf8_lossy(&o.stderr));
         Ok(text)
-    }
-
-    pub fn logs(&self, i: usize) -> String {
-        let out = Command::new("docker")
-            .args(["logs", "--timestamps", &self.voters[i].container])
-            .output();
-        match out {
-            Ok(o) => {
-                let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
-                s.push_str(&String::from_utf8_lossy(&o.stderr));
-                s
-            }
-            Err(e) => format!("docker logs: {e}"),
-        }
     }
 }
 

@@ -407,11 +407,7 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
             Some(b) => {
                 b.set_message(format!("last: {}", r.verdict));
                 b.inc(1);
-                if r.verdict != "valid"
-                    || r.recovered_in.is_none()
-                    || r.flagged()
-                    || !known.is_empty()
-                {
+                if r.failed() || r.flagged() || !known.is_empty() {
                     b.println(&line);
                 }
             }
@@ -425,14 +421,11 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
     drop(c);
     let count = |v: &str| results.iter().filter(|r| r.verdict == v).count();
     let stuck = results.iter().filter(|r| r.recovered_in.is_none()).count();
-    let failing: Vec<&campaign::ScheduleResult> = results
-        .iter()
-        .filter(|r| r.verdict != "valid" || r.recovered_in.is_none())
-        .collect();
+    let failing: Vec<&campaign::ScheduleResult> = results.iter().filter(|r| r.failed()).collect();
     // Failing, or flagged by a server's digest check: listed with their evidence.
     let listed: Vec<&campaign::ScheduleResult> = results
         .iter()
-        .filter(|r| r.verdict != "valid" || r.recovered_in.is_none() || r.flagged())
+        .filter(|r| r.failed() || r.flagged())
         .collect();
     let flagged = results.iter().filter(|r| r.flagged()).count();
     // Known bugs the servers logged: in how many schedules each.
@@ -488,7 +481,7 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
                 "failing": failing.iter().map(|r| r.to_json()).collect::<Vec<_>>(),
                 "flagged": listed
                     .iter()
-                    .filter(|r| !failing.iter().any(|f| f.index == r.index))
+                    .filter(|r| !r.failed())
                     .map(|r| r.to_json())
                     .collect::<Vec<_>>(),
             })

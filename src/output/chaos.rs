@@ -334,37 +334,37 @@ impl crate::chaos::campaign::ScheduleResult {
             .iter()
             .map(|s| s.fault.describe())
             .collect();
-        let mut wrong: Vec<String> = Vec::new();
-        if let Some(r) = &self.report {
-            if !r.finals.lost.is_empty() {
-                wrong.push(count(
-                    r.finals.lost.len(),
-                    "acknowledged write lost",
-                    "acknowledged writes lost",
-                ));
-            }
-            if !r.finals.disagreements.is_empty() {
-                wrong.push(count(
-                    r.finals.disagreements.len(),
-                    "key on which the replicas disagree",
-                    "keys on which the replicas disagree",
-                ));
-            }
-            if !r.writes.violations.is_empty() {
-                wrong.push(count(
-                    r.writes.violations.len(),
-                    "key whose writes are not linearizable",
-                    "keys whose writes are not linearizable",
-                ));
-            }
-            if !r.sessions.violations.is_empty() {
-                wrong.push(count(
-                    r.sessions.violations.len(),
-                    "read older than its session had seen",
-                    "reads older than their session had seen",
-                ));
-            }
-        }
+        // What failed, each with its count (a check that found nothing is left out).
+        let mut wrong: Vec<String> = self
+            .report
+            .iter()
+            .flat_map(|r| {
+                [
+                    (
+                        r.finals.lost.len(),
+                        "acknowledged write lost",
+                        "acknowledged writes lost",
+                    ),
+                    (
+                        r.finals.disagreements.len(),
+                        "key on which the replicas disagree",
+                        "keys on which the replicas disagree",
+                    ),
+                    (
+                        r.writes.violations.len(),
+                        "key whose writes are not linearizable",
+                        "keys whose writes are not linearizable",
+                    ),
+                    (
+                        r.sessions.violations.len(),
+                        "read older than its session had seen",
+                        "reads older than their session had seen",
+                    ),
+                ]
+            })
+            .filter(|(n, _, _)| *n > 0)
+            .map(|(n, one, many)| count(n, one, many))
+            .collect();
         if let Some(e) = &self.election
             && !e.violations.is_empty()
         {
@@ -433,14 +433,10 @@ impl crate::chaos::campaign::ScheduleResult {
         for a in &self.actions {
             t.push_str(&format!("    {}\n", a.trim_start()));
         }
-        if let Some(p) = &self.shrunk {
+        if self.shrunk.is_some() {
             t.push_str(&format!(
                 "\nThe fewest faults that still failed: {}.\n",
-                p.steps
-                    .iter()
-                    .map(|s| s.fault.describe())
-                    .collect::<Vec<_>>()
-                    .join(", then ")
+                faults.join(", then ")
             ));
         }
         t.push_str(&format!(
