@@ -34,7 +34,7 @@ fn every_message_round_trips_byte_exactly() {
                         Severity::Error,
                         "{}: {}",
                         dir.display(),
-                        p.message
+                        zkfle::output::problem_words(p, r.time)
                     );
                     continue;
                 }

@@ -197,7 +197,7 @@ fn each_connection_is_reported_once_with_sids_from_every_file() {
                     matches!(p.kind, ProblemKind::Unfinished { .. }),
                     "{}: {}",
                     dir.display(),
-                    p.message
+                    zkfle::output::problem_words(p, r.time)
                 );
             }
             assert!(

@@ -13,7 +13,7 @@ fn essence(records: &[Record]) -> Vec<String> {
         .iter()
         .map(|r| {
             let what = match &r.body {
-                zkfle::decode::Body::Problem(p) => p.message.clone(),
+                zkfle::decode::Body::Problem(p) => zkfle::output::problem_words(p, r.time),
                 _ => hex::encode(&r.raw),
             };
             format!(
@@ -146,7 +146,7 @@ fn captures_starting_mid_stream_resynchronise() {
                         zkfle::decode::Severity::Warning,
                         "{}: {}",
                         dir.display(),
-                        p.message
+                        zkfle::output::problem_words(p, r.time)
                     )
                 }
                 _ => {

@@ -54,7 +54,8 @@ fn cut_captures_say_so_and_keep_the_fields_present() {
         let mut partial = 0;
         for r in &records {
             let Body::Problem(p) = &r.body else { continue };
-            assert_ne!(p.severity, Severity::Error, "-s {snaplen}: {}", p.message);
+            let words = zkfle::output::problem_words(p, r.time);
+            assert_ne!(p.severity, Severity::Error, "-s {snaplen}: {words}");
             let ProblemKind::Cut {
                 partial: Some(part),
                 ..
@@ -62,7 +63,7 @@ fn cut_captures_say_so_and_keep_the_fields_present() {
             else {
                 continue;
             };
-            assert!(p.message.contains("tcpdump -s 0"), "{}", p.message);
+            assert!(words.contains("tcpdump -s 0"), "{words}");
             // The frame's payload starts 4 bytes after the problem's offset.
             let n = by_place[&(r.src, r.dst, r.offset)];
             assert_eq!(part.state, Some(n.state));

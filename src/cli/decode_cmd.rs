@@ -20,6 +20,7 @@ use crate::decode::{AddressBook, Body, DecodeOptions, Decoder, Record, Severity,
 use crate::output::json::JsonWriter;
 use crate::output::merge::{clocks_json, clocks_text, losses_json, losses_text};
 use crate::output::printable;
+use crate::output::problem_words;
 use crate::output::text::TextWriter;
 use crate::story::Summarizer;
 use crate::wire::ElectionAddress;
@@ -595,7 +596,8 @@ impl Output {
         match &record.body {
             Body::Problem(p) => {
                 if self.first_problem.is_none() {
-                    self.first_problem = Some(printable(&p.message).into_owned());
+                    self.first_problem =
+                        Some(printable(&problem_words(p, record.time)).into_owned());
                 }
             }
             _ => self.decoded += 1,
@@ -605,7 +607,7 @@ impl Output {
         {
             self.errors += 1;
             self.first_error
-                .get_or_insert_with(|| printable(&p.message).into_owned());
+                .get_or_insert_with(|| printable(&problem_words(p, record.time)).into_owned());
         }
         if !self.filter.keeps(record, start) {
             return Ok(());

@@ -59,18 +59,6 @@ pub enum SidSource {
 }
 
 impl SidSource {
-    /// What said it, for people.
-    pub fn describe(self) -> &'static str {
-        match self {
-            SidSource::Initial => "an initial message",
-            SidSource::SidMap => "--sid-map",
-            SidSource::Config => "--config",
-            SidSource::NotificationConfig => "the config carried in notifications",
-            SidSource::Address => "the IP it dialled from",
-            SidSource::Vote => "its first vote",
-        }
-    }
-
     /// The name in JSON of any source, [`SidSource::Initial`] included (`initial`).
     pub fn key(self) -> &'static str {
         self.name().unwrap_or("initial")
@@ -134,21 +122,6 @@ pub struct AddressConflict {
     pub was: (i64, SidSource),
     /// The sid it names now, and how that was learned.
     pub now: (i64, SidSource),
-}
-
-impl AddressConflict {
-    /// One line for people.
-    pub fn describe(&self) -> String {
-        format!(
-            "election address {} is sid {} by {} and sid {} by {}; sid {} is used from here on",
-            self.address,
-            self.was.0,
-            self.was.1.describe(),
-            self.now.0,
-            self.now.1.describe(),
-            self.now.0
-        )
-    }
 }
 
 /// Conflicts remembered, so that each is reported once.

@@ -44,7 +44,9 @@ use crate::wire::{
 };
 
 pub use identity::{AddressBook, SidSource};
-pub use record::{Body, Problem, ProblemKind, QuorumMessage, Record, Severity};
+pub use record::{
+    Body, Boundary, MalformedUnit, Problem, ProblemKind, QuorumMessage, Record, SaslJudge, Severity,
+};
 
 /// The default election port.
 pub const DEFAULT_ELECTION_PORT: u16 = 3888;
@@ -411,16 +413,12 @@ impl Hunt {
     }
 
     /// The warning for the bytes skipped before a boundary found at `at` in `held`, if any.
-    fn skipped(&self, at: usize, what: &str) -> Option<(u64, Problem)> {
+    fn skipped(&self, at: usize, to: Boundary) -> Option<(u64, Problem)> {
         let skipped = self.start + at as u64 - self.from;
         (skipped > 0).then(|| {
             (
                 self.from,
-                Problem::new(
-                    Severity::Warning,
-                    ProblemKind::Resynced { skipped },
-                    format!("skipped {skipped} bytes to the next {what}"),
-                ),
+                Problem::new(ProblemKind::Resynced { skipped, to }),
             )
         })
     }
@@ -618,11 +616,9 @@ impl<S: SegmentSource> Decoder<S> {
                     to_sid_source: None,
                     offset: file_offset(&e),
                     raw: Vec::new(),
-                    body: Body::Problem(Problem {
-                        severity: Severity::Error,
-                        kind: ProblemKind::Capture,
-                        message: e.to_string(),
-                    }),
+                    body: Body::Problem(Problem::new(ProblemKind::Capture {
+                        detail: e.to_string(),
+                    })),
                 });
             }
             None => self.finish(),
@@ -724,10 +720,10 @@ impl State {
                 }
                 let (initiator, acceptor) = (opening.initiator, opening.acceptor);
                 self.conns.insert(conn, opening.conn());
-                let message = format!(
-                    "connection {initiator} -> {acceptor} started before the capture; joining it at the first frame boundary"
-                );
-                let problem = Problem::new(Severity::Warning, ProblemKind::MidStream, message);
+                let problem = Problem::new(ProblemKind::MidStream {
+                    initiator,
+                    acceptor,
+                });
                 let r = self.problem(conn, CapDir::FromInitiator, time, 0, problem);
                 self.push(r);
             }
@@ -795,37 +791,21 @@ impl State {
                     d.hunt = Some(Hunt::at(offset + missing));
                     (partial, partial_sid)
                 };
-                let (severity, kind, what) = match self.cut {
-                    // Cut by the snap length: say so plainly, with what was captured.
-                    Some(kept) => (
-                        Severity::Warning,
-                        ProblemKind::Cut { missing, partial },
-                        format!(
-                            "packet cut by the capture's snap length after {kept} payload bytes, {missing} bytes not captured (capture whole packets: tcpdump -s 0){}",
-                            match (partial, partial_sid) {
-                                (Some(p), _) => format!(
-                                    "; partial notification ({} of {} bytes): {}",
-                                    p.captured,
-                                    p.size,
-                                    partial_words(&p)
-                                ),
-                                (None, Some(sid)) =>
-                                    format!("; partial initial message: sid {sid}"),
-                                (None, None) => String::new(),
-                            }
-                        ),
-                    ),
-                    None => (
-                        Severity::Error,
-                        ProblemKind::Gap { missing },
-                        format!("{missing} bytes missing from the capture; resynchronising"),
-                    ),
+                let kind = match self.cut {
+                    // Cut by the snap length: with what was captured.
+                    Some(kept) => ProblemKind::Cut {
+                        missing,
+                        kept: kept as u64,
+                        partial,
+                        initial_sid: partial_sid.filter(|_| partial.is_none()),
+                    },
+                    None => ProblemKind::Gap { missing },
                 };
                 // A cut notification is reported where its frame starts, as a whole one is.
                 let at = partial.map_or(offset, |p| {
                     offset.saturating_sub((p.captured + LENGTH_BYTES) as u64)
                 });
-                let r = self.problem(conn, dir, time, at, Problem::new(severity, kind, what));
+                let r = self.problem(conn, dir, time, at, Problem::new(kind));
                 self.push(r);
             }
             StreamEvent::Unacknowledged {
@@ -839,21 +819,7 @@ impl State {
                     return;
                 };
                 let dir = self.conns[slot].our_dir(dir);
-                let waited = time.as_secs_f64() - since.as_secs_f64();
-                let what = if acked {
-                    format!(
-                        "bytes sent waited {waited:.3} s for an acknowledgement, which came now: the other end's host was unreachable"
-                    )
-                } else {
-                    format!(
-                        "bytes sent were still unacknowledged {waited:.3} s later, when the connection or the capture ended: the other end's host was unreachable"
-                    )
-                };
-                let problem = Problem::new(
-                    Severity::Warning,
-                    ProblemKind::Unacknowledged { since, acked },
-                    what,
-                );
+                let problem = Problem::new(ProblemKind::Unacknowledged { since, acked });
                 let r = self.record(conn, dir, time, None, Body::Problem(problem));
                 self.push(r);
             }
@@ -880,13 +846,12 @@ impl State {
                 None => {
                     let tls = tls_record_start(bytes);
                     c.tls = Some(tls.is_some());
-                    if let Some(what) = tls {
-                        let (from, to) = (c.initiator, c.acceptor);
-                        let message = format!(
-                            "connection {from} -> {to} speaks TLS ({what} seen; quorum TLS, sslQuorum=true): its bytes are encrypted and skipped"
-                        );
-                        let problem =
-                            Problem::new(Severity::Warning, ProblemKind::Encrypted, message);
+                    if let Some(seen) = tls {
+                        let problem = Problem::new(ProblemKind::Encrypted {
+                            initiator: c.initiator,
+                            acceptor: c.acceptor,
+                            seen,
+                        });
                         let r = self.problem(conn, dir, time, 0, problem);
                         self.push(r);
                         return;
@@ -1000,11 +965,11 @@ impl State {
                         AuthStatus::Error => false,
                     };
                     let user = c.sasl_user.clone();
-                    let body = Body::Problem(Problem {
-                        severity: Severity::Warning,
-                        message: sasl_verdict("server", accepted, user.as_deref()),
-                        kind: ProblemKind::Sasl { accepted, user },
-                    });
+                    let body = Body::Problem(Problem::new(ProblemKind::Sasl {
+                        accepted,
+                        user,
+                        by: SaslJudge::Server,
+                    }));
                     (body, raw)
                 }
             };
@@ -1054,14 +1019,12 @@ impl State {
                 }
                 Err(e) => {
                     let e = e.at(at + LENGTH_BYTES as u64);
-                    Body::Problem(Problem {
-                        severity: Severity::Error,
-                        message: format!(
-                            "malformed notification ({} bytes), Java drops it: {e}",
-                            payload.len()
-                        ),
-                        kind: ProblemKind::Malformed(e),
-                    })
+                    Body::Problem(Problem::new(ProblemKind::Malformed {
+                        error: e,
+                        unit: MalformedUnit::Notification {
+                            bytes: payload.len(),
+                        },
+                    }))
                 }
             };
         let mut r = self.record(conn, dir, time, Some(at), body);
@@ -1090,7 +1053,7 @@ impl State {
             h.hold(bytes, time);
             match find_packet_start(&h.held) {
                 FrameSearch::Found(at) => {
-                    problems.extend(h.skipped(at, "quorum packet"));
+                    problems.extend(h.skipped(at, Boundary::QuorumPacket));
                     d.base = h.start + at as u64;
                     d.decoder = QuorumStreamDecoder::new();
                     held = h.held.split_off(at);
@@ -1130,14 +1093,11 @@ impl State {
                     };
                     problems.push((
                         d.base + offset,
-                        Problem::new(
-                            Severity::Warning,
-                            ProblemKind::Sasl {
-                                accepted,
-                                user: None,
-                            },
-                            sasl_verdict("leader", accepted, None),
-                        ),
+                        Problem::new(ProblemKind::Sasl {
+                            accepted,
+                            user: None,
+                            by: SaslJudge::Leader,
+                        }),
                     ));
                 }
                 Ok(None) => break,
@@ -1145,11 +1105,10 @@ impl State {
                     let at = d.base + e.offset;
                     problems.push((
                         at,
-                        Problem::new(
-                            Severity::Error,
-                            ProblemKind::Malformed(e.clone()),
-                            format!("malformed quorum packet: {e}; resynchronising"),
-                        ),
+                        Problem::new(ProblemKind::Malformed {
+                            error: e.clone(),
+                            unit: MalformedUnit::QuorumPacket,
+                        }),
                     ));
                     d.hunt = Some(Hunt::holding(input.to_vec(), d.base + d.decoder.position()));
                     d.snap = None;
@@ -1192,11 +1151,7 @@ impl State {
     /// [`identity::AddressConflict`]), before its own record.
     fn report_conflicts(&mut self, conn: ConnId, dir: CapDir, time: Timestamp, at: u64) {
         for conflict in self.book.take_conflicts() {
-            let problem = Problem::new(
-                Severity::Warning,
-                ProblemKind::AddressConflict(conflict.clone()),
-                conflict.describe(),
-            );
+            let problem = Problem::new(ProblemKind::AddressConflict(conflict));
             let r = self.problem(conn, dir, time, at, problem);
             self.push(r);
         }
@@ -1235,20 +1190,15 @@ impl State {
             && c.recognising.is_none();
         {
             for (dir, at, bytes) in unfinished {
-                let end = match how {
-                    CloseKind::CaptureEnd => "the capture ended",
-                    _ => "the connection closed",
-                };
                 let r = self.problem(
                     conn,
                     dir,
                     time,
                     at,
-                    Problem::new(
-                        Severity::Warning,
-                        ProblemKind::Unfinished { bytes },
-                        format!("{end} in the middle of a message ({bytes} bytes of it captured)"),
-                    ),
+                    Problem::new(ProblemKind::Unfinished {
+                        bytes,
+                        capture_ended: how == CloseKind::CaptureEnd,
+                    }),
                 );
                 self.push(r);
             }
@@ -1605,7 +1555,7 @@ fn hunt(
         FrameSearch::Found(at) => {
             let resume = h.start + at as u64;
             let rest = h.held.split_off(at);
-            problems.extend(h.skipped(at, "frame boundary"));
+            problems.extend(h.skipped(at, Boundary::Frame));
             d.hunt = None;
             d.decoder.resync(resume);
             decode_all(d, &rest, initials, items, problems);
@@ -1637,11 +1587,10 @@ fn decode_all(
             Err(e) => {
                 problems.push((
                     e.offset,
-                    Problem::new(
-                        Severity::Error,
-                        ProblemKind::Malformed(e.clone()),
-                        format!("{e}; Java closes the connection here; resynchronising"),
-                    ),
+                    Problem::new(ProblemKind::Malformed {
+                        error: e.clone(),
+                        unit: MalformedUnit::Frame,
+                    }),
                 ));
                 // What follows in this piece is hunted through like any resync.
                 d.hunt = Some(Hunt::at(d.decoder.position()));
@@ -1649,19 +1598,6 @@ fn decode_all(
             }
         }
     }
-}
-
-/// The fields of a cut notification in the words of ZooKeeper's log, `?` where missing.
-pub fn partial_words(p: &PartialNotification) -> String {
-    let num = |v: Option<i64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
-    let hex = |v: Option<i64>| v.map_or_else(|| "?".to_string(), |v| format!("{v:#x}"));
-    format!(
-        "n.state:{}, n.leader:{}, n.zxid:{}, n.round:{}",
-        p.state.map_or("?", |s| s.name()),
-        num(p.leader),
-        hex(p.zxid),
-        hex(p.election_epoch)
-    )
 }
 
 /// Where in the file a read error happened, when it says.
@@ -1685,19 +1621,6 @@ impl<S: SegmentSource> Iterator for Decoder<S> {
         self.wait_ready()
             .then(|| self.state.out.pop_oldest().map(|p| p.record))
             .flatten()
-    }
-}
-
-/// The text of a quorum SASL verdict: `server` ("server", "leader") accepted or refused the
-/// learner, named by `user` when the capture shows it.
-fn sasl_verdict(server: &str, accepted: bool, user: Option<&str>) -> String {
-    let named = user.map_or(String::new(), |u| format!(" user {u:?}"));
-    if accepted {
-        format!("quorum SASL: the {server} accepted the learner{named}")
-    } else {
-        format!(
-            "quorum SASL: the {server} refused the learner{named} (status ERROR: wrong password, unknown user, or a failed exchange)"
-        )
     }
 }
 
@@ -1833,21 +1756,21 @@ mod tests {
             false,
             data.clone(),
         ));
+        use crate::wire::TlsRecord;
         let records = decode(segments, DecodeOptions::default());
-        let encrypted: Vec<&Problem> = records
+        let encrypted: Vec<TlsRecord> = records
             .iter()
             .filter_map(|r| match &r.body {
-                Body::Problem(p) if p.kind == ProblemKind::Encrypted => Some(p),
+                Body::Problem(Problem {
+                    kind: ProblemKind::Encrypted { seen, .. },
+                    ..
+                }) => Some(*seen),
                 _ => None,
             })
             .collect();
         assert_eq!(encrypted.len(), 3, "{records:#?}");
-        assert!(
-            encrypted[0]
-                .message
-                .contains("speaks TLS (a TLS handshake record seen")
-        );
-        assert!(encrypted[2].message.contains("TLS application data seen"));
+        assert_eq!(encrypted[0], TlsRecord::Handshake);
+        assert_eq!(encrypted[2], TlsRecord::ApplicationData);
         assert!(
             !records
                 .iter()
@@ -1954,7 +1877,7 @@ mod tests {
         assert_eq!(t, ["DIFF", "NEWLEADER", "UPTODATE"]);
         assert!(records.iter().any(|r| matches!(
             &r.body,
-            Body::Problem(p) if p.kind == ProblemKind::MidStream
+            Body::Problem(p) if matches!(p.kind, ProblemKind::MidStream { .. })
         )));
     }
 
@@ -1981,7 +1904,7 @@ mod tests {
                     Body::Initial(m) => format!("initial {}", m.sid),
                     Body::Notification(n) => format!("notification {}", n.leader),
                     Body::Problem(Problem {
-                        kind: ProblemKind::Malformed(_),
+                        kind: ProblemKind::Malformed { .. },
                         ..
                     }) => "malformed".to_string(),
                     Body::Problem(p) => format!("{:?}", p.kind),
@@ -2051,6 +1974,7 @@ mod tests {
         // The bad length's four bytes are read, then the hunt skips the junk.
         let skipped = ProblemKind::Resynced {
             skipped: junk as u64,
+            to: Boundary::Frame,
         };
         assert_eq!(
             whole

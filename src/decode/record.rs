@@ -111,22 +111,24 @@ impl QuorumMessage {
     }
 }
 
-/// Something that could not be decoded, or a caveat about what follows.
+/// Something that could not be decoded, or a caveat about what follows. Its words are
+/// [`crate::output::problem_words`]'s.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     pub severity: Severity,
     pub kind: ProblemKind,
-    /// One line for people.
-    pub message: String,
 }
 
 impl Problem {
-    pub fn new(severity: Severity, kind: ProblemKind, message: String) -> Problem {
-        Problem {
-            severity,
-            kind,
-            message,
-        }
+    /// The problem of this kind, with its kind's severity.
+    pub fn new(kind: ProblemKind) -> Problem {
+        let severity = match kind {
+            ProblemKind::Malformed { .. }
+            | ProblemKind::Gap { .. }
+            | ProblemKind::Capture { .. } => Severity::Error,
+            _ => Severity::Warning,
+        };
+        Problem { severity, kind }
     }
 }
 
@@ -139,37 +141,84 @@ pub enum Severity {
     Warning,
 }
 
+/// What a malformed message was, which tells what Java does with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MalformedUnit {
+    /// The election connection's framing (a length or an initial message): Java closes the
+    /// connection.
+    Frame,
+    /// A notification of this many bytes: Java drops it and reads on.
+    Notification { bytes: usize },
+    /// A quorum-port packet.
+    QuorumPacket,
+}
+
+/// What a resynchronisation found after skipping bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Boundary {
+    /// An election frame boundary.
+    Frame,
+    /// A quorum packet's start.
+    QuorumPacket,
+}
+
+/// Which side of a quorum SASL authentication gave the verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaslJudge {
+    /// The server answering a learner's connection (the election port's SASL exchange).
+    Server,
+    /// The leader, on the quorum port.
+    Leader,
+}
+
 /// The kinds of [`Problem`], for programs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProblemKind {
     /// A message Java rejects; `error` names field and offset within the message.
-    Malformed(WireError),
+    Malformed {
+        error: WireError,
+        unit: MalformedUnit,
+    },
     /// Bytes missing from the capture.
     Gap { missing: u64 },
     /// A packet cut short by the capture's snap length: `missing` bytes of its payload were
-    /// not recorded, and the fields of the notification they belonged to that were (partial).
+    /// not recorded after the `kept` that were, and the fields of the notification they
+    /// belonged to that were (`partial`), or the sid of the initial message they cut
+    /// (`initial_sid`).
     Cut {
         missing: u64,
+        kept: u64,
         partial: Option<PartialNotification>,
+        initial_sid: Option<i64>,
     },
-    /// Joined a stream at a frame boundary after skipping bytes.
-    Resynced { skipped: u64 },
-    /// The connection started before the capture.
-    MidStream,
-    /// The capture file itself is damaged.
-    Capture,
-    /// The capture ended (or the connection closed) in the middle of a message: these bytes
-    /// of it were never completed.
-    Unfinished { bytes: u64 },
-    /// The connection speaks TLS (quorum TLS, `sslQuorum=true`): a TLS record opens it, and
-    /// its bytes are encrypted, so they are skipped, not decoded.
-    Encrypted,
-    /// The server's verdict on a quorum SASL learner (`quorum.auth.enableSasl`): the one
-    /// record a connection's authentication makes (the exchange's other packets make none).
+    /// Joined a stream at a boundary after skipping bytes.
+    Resynced { skipped: u64, to: Boundary },
+    /// The connection from `initiator` to `acceptor` started before the capture.
+    MidStream {
+        initiator: SocketAddr,
+        acceptor: SocketAddr,
+    },
+    /// The capture file itself is damaged; `detail` is the capture reader's error.
+    Capture { detail: String },
+    /// The capture ended (`capture_ended`), or the connection closed, in the middle of a
+    /// message: these bytes of it were never completed.
+    Unfinished { bytes: u64, capture_ended: bool },
+    /// The connection from `initiator` to `acceptor` speaks TLS (quorum TLS,
+    /// `sslQuorum=true`): a TLS record (`seen`) opens it, and its bytes are encrypted, so they
+    /// are skipped, not decoded.
+    Encrypted {
+        initiator: SocketAddr,
+        acceptor: SocketAddr,
+        seen: crate::wire::TlsRecord,
+    },
+    /// The verdict of a quorum SASL authentication (`quorum.auth.enableSasl`) on a learner:
+    /// the one record a connection's authentication makes (the exchange's other packets make
+    /// none).
     Sasl {
         accepted: bool,
         /// The user the learner answered as, when the capture shows its response.
         user: Option<String>,
+        by: SaslJudge,
     },
     /// Bytes this direction sent waited a second or more for the other end's TCP
     /// acknowledgement, from `since` to the record's time: its host was unreachable (cut off,

@@ -144,7 +144,7 @@ impl JsonWriter {
                     b",\"quorum_port\":false"
                 });
             }
-            Body::Problem(p) => write_problem(out, p),
+            Body::Problem(p) => write_problem(out, p, r.time),
         }
         out.push(b'}');
     }
@@ -272,13 +272,13 @@ fn notification_note(n: &Notification) -> Option<std::borrow::Cow<'static, str>>
 }
 
 /// A problem's entries: `severity`, `kind` and its details, `what`.
-fn write_problem(out: &mut Vec<u8>, p: &crate::decode::Problem) {
+fn write_problem(out: &mut Vec<u8>, p: &crate::decode::Problem, time: crate::capture::Timestamp) {
     out.extend_from_slice(match p.severity {
         Severity::Error => b",\"severity\":\"error\",\"kind\":",
         Severity::Warning => b",\"severity\":\"warning\",\"kind\":",
     });
     match &p.kind {
-        ProblemKind::Malformed(w) => {
+        ProblemKind::Malformed { error: w, .. } => {
             out.extend_from_slice(b"\"malformed\",\"field\":");
             json_str(out, w.field);
             out.extend_from_slice(b",\"field_offset\":");
@@ -288,7 +288,9 @@ fn write_problem(out: &mut Vec<u8>, p: &crate::decode::Problem) {
             out.extend_from_slice(b"\"gap\",\"missing\":");
             json_int(out, *missing);
         }
-        ProblemKind::Cut { missing, partial } => {
+        ProblemKind::Cut {
+            missing, partial, ..
+        } => {
             out.extend_from_slice(b"\"cut\",\"missing\":");
             json_int(out, *missing);
             if let Some(p) = partial {
@@ -307,17 +309,17 @@ fn write_problem(out: &mut Vec<u8>, p: &crate::decode::Problem) {
                 );
             }
         }
-        ProblemKind::Resynced { skipped } => {
+        ProblemKind::Resynced { skipped, .. } => {
             out.extend_from_slice(b"\"resynced\",\"skipped\":");
             json_int(out, *skipped);
         }
-        ProblemKind::MidStream => out.extend_from_slice(b"\"mid_stream\""),
-        ProblemKind::Capture => out.extend_from_slice(b"\"capture\""),
-        ProblemKind::Unfinished { bytes } => {
+        ProblemKind::MidStream { .. } => out.extend_from_slice(b"\"mid_stream\""),
+        ProblemKind::Capture { .. } => out.extend_from_slice(b"\"capture\""),
+        ProblemKind::Unfinished { bytes, .. } => {
             out.extend_from_slice(b"\"unfinished\",\"bytes\":");
             json_int(out, *bytes);
         }
-        ProblemKind::Encrypted => out.extend_from_slice(b"\"encrypted\""),
+        ProblemKind::Encrypted { .. } => out.extend_from_slice(b"\"encrypted\""),
         ProblemKind::AddressConflict(c) => {
             out.extend_from_slice(b"\"address_conflict\",\"address\":");
             json_str(out, &c.address);
@@ -339,7 +341,7 @@ fn write_problem(out: &mut Vec<u8>, p: &crate::decode::Problem) {
                 b",\"acked\":false"
             });
         }
-        ProblemKind::Sasl { accepted, user } => {
+        ProblemKind::Sasl { accepted, user, .. } => {
             out.extend_from_slice(b"\"sasl\",\"accepted\":");
             out.extend_from_slice(if *accepted { b"true" } else { b"false" });
             out.extend_from_slice(b",\"user\":");
@@ -350,7 +352,7 @@ fn write_problem(out: &mut Vec<u8>, p: &crate::decode::Problem) {
         }
     }
     out.extend_from_slice(b",\"what\":");
-    json_str(out, &p.message);
+    json_str(out, &super::problem_words(p, time));
 }
 
 /// A record's JSON object as a value (for outputs that add to it).
@@ -1021,11 +1023,14 @@ mod tests {
             Body::Notification(cur),
             Body::Initial(InitialMessage::legacy(3).into()),
             Body::Initial(InitialMessage::legacy(-3).into()),
-            Body::Problem(crate::decode::Problem {
-                severity: Severity::Warning,
-                kind: ProblemKind::Resynced { skipped: 3 },
-                message: "skipped \"3\" bytes".into(),
-            }),
+            Body::Problem(crate::decode::Problem::new(ProblemKind::Resynced {
+                skipped: 3,
+                to: crate::decode::Boundary::Frame,
+            })),
+            // A capture reader's words, escaped.
+            Body::Problem(crate::decode::Problem::new(ProblemKind::Capture {
+                detail: "skipped \"3\" bytes\t\u{1}".into(),
+            })),
         ];
         for (ptype, data_len, learner, snapshot_bytes, designated_leader) in [
             (11, Some(20), Some((3, 0x10000, 0x1_0000_0002)), None, None),

@@ -27,6 +27,7 @@ pub mod json;
 pub mod merge;
 pub mod mermaid;
 pub mod probe;
+pub mod problem;
 pub mod prometheus;
 pub mod replay;
 pub mod repro;
@@ -35,6 +36,8 @@ pub mod shiviz;
 pub mod summary;
 pub mod text;
 pub mod wireshark;
+
+pub use problem::problem_words;
 
 use std::fmt;
 use std::net::SocketAddr;

@@ -59,7 +59,7 @@ fn describe(r: &Record) -> String {
             if *reset { "reset" } else { "closed" },
             r.time.as_secs_f64()
         ),
-        Body::Problem(p) => p.message.clone(),
+        Body::Problem(p) => super::problem_words(p, r.time),
     }
 }
 

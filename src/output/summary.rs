@@ -557,7 +557,7 @@ impl Anomaly {
     /// The anomaly in one line, for people.
     pub fn words(&self) -> String {
         match &self.kind {
-            AnomalyKind::AddressConflict(c) => c.describe(),
+            AnomalyKind::AddressConflict(c) => super::problem::address_conflict_words(c),
             AnomalyKind::VoteForNonMember {
                 from,
                 leader,

@@ -60,7 +60,7 @@ impl TextWriter {
                     Severity::Error => b"error: ",
                     Severity::Warning => b"warning: ",
                 });
-                write_printable(out, &p.message);
+                write_printable(out, &super::problem_words(p, r.time));
                 Ok(())
             }
         };

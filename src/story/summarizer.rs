@@ -234,7 +234,9 @@ impl Summarizer {
                 self.link(r);
             }
             Body::Problem(p) => {
-                if p.kind == crate::decode::ProblemKind::MidStream && !self.decided_in_capture {
+                if matches!(p.kind, crate::decode::ProblemKind::MidStream { .. })
+                    && !self.decided_in_capture
+                {
                     self.mid_run = true;
                 }
                 if let crate::decode::ProblemKind::AddressConflict(c) = &p.kind
@@ -253,6 +255,7 @@ impl Summarizer {
                 if let crate::decode::ProblemKind::Sasl {
                     accepted: false,
                     user,
+                    ..
                 } = &p.kind
                     && (self.sasl_refused.len() < MAX_PAIRS
                         || self.sasl_refused.contains_key(&(r.from_sid, r.to_sid)))
@@ -265,13 +268,13 @@ impl Summarizer {
                 }
                 if p.severity == Severity::Error {
                     let key = match &p.kind {
-                        crate::decode::ProblemKind::Malformed(e) => {
+                        crate::decode::ProblemKind::Malformed { error: e, .. } => {
                             format!("malformed {}", e.field)
                         }
                         crate::decode::ProblemKind::Gap { .. } => {
                             "bytes missing from the capture".into()
                         }
-                        crate::decode::ProblemKind::Capture => "damaged capture file".into(),
+                        crate::decode::ProblemKind::Capture { .. } => "damaged capture file".into(),
                         other => format!("{other:?}"),
                     };
                     *self.malformed.entry(key).or_default() += 1;

@@ -45,3 +45,4 @@ pub use frame::{Direction, StreamDecoder, StreamItem, encode_frame};
 pub use initial::{InitialCache, InitialMessage, ProtocolVersion};
 pub use notification::{JavaView, Notification, PartialNotification, ServerState};
 pub use reader::{FrameReader, ReadError};
+pub use resync::TlsRecord;

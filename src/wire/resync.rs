@@ -101,12 +101,21 @@ pub fn recognise(held: &[u8]) -> Recognition {
 /// connection's first bytes under TLS), or application data (a TLS connection joined mid-way).
 /// Plaintext election and quorum streams cannot start so: an initial message starts with a
 /// negative protocol version or a sid, a quorum packet with a length far below 0x16030000.
-pub fn tls_record_start(bytes: &[u8]) -> Option<&'static str> {
+pub fn tls_record_start(bytes: &[u8]) -> Option<TlsRecord> {
     match bytes {
-        [0x16, 0x03, 0x00..=0x04, ..] => Some("a TLS handshake record"),
-        [0x17, 0x03, 0x03, ..] => Some("TLS application data"),
+        [0x16, 0x03, 0x00..=0x04, ..] => Some(TlsRecord::Handshake),
+        [0x17, 0x03, 0x03, ..] => Some(TlsRecord::ApplicationData),
         _ => None,
     }
+}
+
+/// The TLS record a connection opened with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsRecord {
+    /// A handshake record (ClientHello, or a ServerHello when the capture joined late).
+    Handshake,
+    /// Application data (the capture joined after the handshake).
+    ApplicationData,
 }
 
 /// A payload that is a notification as some real server sent one: a known state, and exactly
