@@ -118,6 +118,16 @@ impl ScheduleResult {
         !self.digest_mismatches.is_empty()
     }
 
+    /// The servers whose digest check failed (`zN`), in order.
+    pub fn digest_failed_on(&self) -> Vec<&str> {
+        let servers: std::collections::BTreeSet<&str> = self
+            .digest_mismatches
+            .iter()
+            .filter_map(|l| l.split(':').next())
+            .collect();
+        servers.into_iter().collect()
+    }
+
     /// Not valid, or not whole again after the heal: the campaign fails.
     pub fn failed(&self) -> bool {
         self.verdict != "valid" || self.recovered_in.is_none()

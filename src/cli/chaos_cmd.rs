@@ -398,6 +398,14 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
             .iter()
             .map(|(server, k)| format!("{} on {server}", k.name))
             .collect();
+        let line = if r.flagged() {
+            format!(
+                "{line}; FLAGGED: the digest check failed on {}",
+                r.digest_failed_on().join(", ")
+            )
+        } else {
+            line
+        };
         let line = if known.is_empty() {
             line
         } else {

@@ -374,15 +374,10 @@ impl crate::chaos::campaign::ScheduleResult {
                 "epochs with two leaders",
             ));
         }
-        if !self.digest_mismatches.is_empty() {
-            let servers: std::collections::BTreeSet<&str> = self
-                .digest_mismatches
-                .iter()
-                .filter_map(|l| l.split(':').next())
-                .collect();
+        if self.flagged() {
             wrong.push(format!(
                 "the digest check failed on {}",
-                servers.into_iter().collect::<Vec<_>>().join(", ")
+                self.digest_failed_on().join(", ")
             ));
         }
         let mut jiras: Vec<&str> = self.known_bugs.iter().filter_map(|(_, k)| k.jira).collect();
