@@ -747,6 +747,16 @@ fn longest_write_gap(h: &history::History, window: f64) -> Option<f64> {
     Some(gap)
 }
 
+/// Whether tcpdump runs here: without it a campaign checks no election.
+pub fn tcpdump_available() -> bool {
+    std::process::Command::new("tcpdump")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// tcpdump on the campaign's bridge, election and quorum ports, for the schedule.
 struct Capture {
     child: std::process::Child,

@@ -336,6 +336,11 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
             dir.display()
         ),
     }
+    if !campaign::tcpdump_available() {
+        eprintln!(
+            "zkfle chaos campaign: warning: no tcpdump here: elections will not be checked (one leader per epoch, failover times); install tcpdump for them"
+        );
+    }
     let started = Instant::now();
     let mut c = campaign::Campaign::start(opts)
         .map_err(|e| CliError::failure(format!("chaos campaign: {e}")))?;
@@ -455,8 +460,20 @@ fn run_campaign(args: CampaignArgs) -> Result<(), CliError> {
             )
         })
         .collect();
+    let checked: Vec<&crate::chaos::safety::ElectionCheck> =
+        results.iter().filter_map(|r| r.election.as_ref()).collect();
+    let elections_text = if checked.is_empty() {
+        "elections not checked (no capture)".to_string()
+    } else {
+        let elections: usize = checked.iter().map(|e| e.elections.len()).sum();
+        let two_leaders: usize = checked.iter().map(|e| e.violations.len()).sum();
+        format!(
+            "{elections} elections captured in {} schedules, {two_leaders} epochs with two leaders",
+            checked.len()
+        )
+    };
     let summary = format!(
-        "campaign seed {seed}: {} schedules in {:.0} s: {} valid, {} invalid, {} unknown, {} errors; {} not whole again after the heal; {flagged} with a server's digest check failing{known_text}; {}",
+        "campaign seed {seed}: {} schedules in {:.0} s: {} valid, {} invalid, {} unknown, {} errors; {} not whole again after the heal; {flagged} with a server's digest check failing{known_text}; {elections_text}; {}",
         results.len(),
         started.elapsed().as_secs_f64(),
         count("valid"),

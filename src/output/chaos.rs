@@ -472,7 +472,11 @@ impl crate::chaos::campaign::ScheduleResult {
                 k.line
             ));
         }
-        t.push_str("## Attached\n\n`history.jsonl` (every operation, zkfle's history format), `capture.pcap` (the election and quorum ports of the bridge), `zN.log` (each server's output), `report.txt`, `schedule.json`.\n");
+        let capture = match &self.capture_error {
+            None => "`capture.pcap` (the election and quorum ports of the bridge), ".to_string(),
+            Some(why) => format!("no capture ({why}), "),
+        };
+        t.push_str(&format!("## Attached\n\n`history.jsonl` (every operation, zkfle's history format), {capture}`zN.log` (each server's output), `report.txt`, `schedule.json`.\n"));
         t
     }
 }
