@@ -1,7 +1,7 @@
 //! The FastLeaderElection state machine: Java's `WorkerReceiver` (reference C) and
 //! `lookForLeader` (reference D) over one explicit receive queue, driven by calls.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 use crate::throttle::{LogThrottle, suppressed};
 
@@ -11,6 +11,7 @@ use crate::wire::{JavaView, Notification, QuorumConfig, Role, ServerState};
 
 use super::java_log_line;
 use super::quorum::QuorumVerifier;
+use super::tally::Tally;
 use super::vote::{Proposal, Vote, total_order_predicate};
 
 /// What a server runs the election with.
@@ -159,8 +160,8 @@ pub struct Election {
     lc: i64,
     proposal: Proposal,
     current_vote: Vote,
-    recvset: BTreeMap<i64, Vote>,
-    outofelection: BTreeMap<i64, Vote>,
+    recvset: Tally,
+    outofelection: Tally,
     throttle: LogThrottle,
     /// Java's `recvqueue`.
     queue: VecDeque<Received>,
@@ -208,8 +209,8 @@ impl Election {
                 peer_epoch: 0,
             },
             current_vote,
-            recvset: BTreeMap::new(),
-            outofelection: BTreeMap::new(),
+            recvset: Tally::default(),
+            outofelection: Tally::default(),
             throttle: LogThrottle::new(),
             queue: VecDeque::new(),
             phase: Phase::Polling,
@@ -708,22 +709,23 @@ impl Election {
         }
     }
 
-    fn has_quorum(&self, votes: &BTreeMap<i64, Vote>, target: &Vote) -> bool {
+    fn has_quorum(&self, votes: &Tally, target: &Vote) -> bool {
+        let matching = votes.matching_sids(target);
         let quorum_of = |q: &QuorumVerifier| {
-            let acks: BTreeSet<i64> = votes
+            let acks: BTreeSet<i64> = matching
                 .iter()
-                .filter(|(sid, v)| q.is_voter(**sid) && target.java_eq(v))
-                .map(|(sid, _)| *sid)
+                .copied()
+                .filter(|sid| q.is_voter(*sid))
                 .collect();
             q.contains_quorum(&acks)
         };
         quorum_of(&self.cfg.quorum) && self.next.as_ref().is_none_or(quorum_of)
     }
 
-    fn check_leader(&self, votes: &BTreeMap<i64, Vote>, leader: i64, election_epoch: i64) -> bool {
+    fn check_leader(&self, votes: &Tally, leader: i64, election_epoch: i64) -> bool {
         if leader != self.cfg.my_id {
             votes
-                .get(&leader)
+                .get(leader)
                 .is_some_and(|v| v.state == ServerState::Leading)
         } else {
             self.lc == election_epoch

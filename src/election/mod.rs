@@ -55,6 +55,7 @@
 pub mod decided;
 pub mod fle;
 pub mod quorum;
+pub mod tally;
 pub mod vote;
 
 #[cfg(test)]
@@ -66,6 +67,7 @@ mod sim_test;
 pub(crate) use fle::Output;
 pub use fle::{Election, ElectionConfig, Event, Network, NewConfig, Ready};
 pub use quorum::{QuorumError, QuorumVerifier};
+pub use tally::Tally;
 pub use vote::{Proposal, Vote, newer_own_proposal, total_order_predicate};
 
 use crate::wire::{JavaView, Notification, ServerState};
