@@ -13,6 +13,18 @@ pub struct VoteKey {
 }
 
 impl VoteKey {
+    /// The vote as Java's tally holds it, in `state`, with the message's `version`.
+    pub(crate) fn java(self, state: ServerState, version: i32) -> crate::election::Vote {
+        crate::election::Vote {
+            leader: self.leader,
+            zxid: self.zxid,
+            election_epoch: self.round,
+            peer_epoch: self.peer_epoch,
+            state,
+            version,
+        }
+    }
+
     pub(crate) fn of(n: &Notification) -> Self {
         VoteKey {
             leader: n.leader,

@@ -755,7 +755,7 @@ impl Summarizer {
         s.pending = None;
         s.episode = Some(episode);
         s.recv.clear();
-        s.out = None;
+        s.out.clear();
     }
 
     /// Records a LOOKING vote of `from` in `to`'s round.
@@ -764,7 +764,7 @@ impl Summarizer {
             return;
         }
         let s = self.servers.entry(to);
-        s.recv.insert(from, vote, ServerState::Looking);
+        s.recv.insert(from, vote.java(ServerState::Looking, 0));
     }
 
     /// Clears a server's votes for a new round.
@@ -784,7 +784,8 @@ impl Summarizer {
         if vote.leader == i64::MIN || !s.phase.is_looking() {
             return;
         }
-        if self.is_quorum(s.recv.agreeing(&vote), || s.recv.agreeing_sids(&vote)) {
+        let target = vote.java(ServerState::Looking, 0);
+        if self.is_quorum(s.recv.matching(&target), || s.recv.matching_sids(&target)) {
             self.schedule(sid, time + Rule::FinalizeWait.secs());
         }
     }
@@ -1194,7 +1195,7 @@ impl Summarizer {
                         l != from && self.servers.get(&l).is_some_and(|s| s.phase == Phase::Gone)
                     });
                 // What reached it before its election began, it reads now.
-                for (at, peer, state, v) in queued {
+                for (at, peer, state, v, version) in queued {
                     // A decided server answers what it hears and drops it; only what came
                     // after it turned LOOKING (just before its election began) waits for it.
                     // An answer is missing from the wire also when the server's first vote
@@ -1213,7 +1214,7 @@ impl Summarizer {
                         self.fired.note(Rule::AnswerReplaced);
                     } else if at >= time - Rule::QueueWindow.secs() {
                         self.fired.note(Rule::QueueWindow);
-                        self.receive(time, peer, from, state, v);
+                        self.receive(time, peer, from, state, v, version);
                     }
                 }
                 false
@@ -1328,10 +1329,24 @@ impl Summarizer {
 
     /// The receiver's side: Java's `lookForLeader` handling one received notification.
     fn receiver(&mut self, time: f64, from: i64, to: i64, n: &Notification) {
-        self.receive(time, from, to, n.state, VoteKey::of(n));
+        let version = match n.java_view() {
+            crate::wire::JavaView::Accepted { version, .. } => version,
+            crate::wire::JavaView::Dropped(_) => return,
+        };
+        self.receive(time, from, to, n.state, VoteKey::of(n), version);
     }
 
-    fn receive(&mut self, time: f64, from: i64, to: i64, state: ServerState, vote: VoteKey) {
+    /// `vote` in `state`, as `to` reads it; `version`, the message's as Java reads it (only a
+    /// FOLLOWING/LEADING answer's matters, [`crate::election::Vote::java_eq`]).
+    fn receive(
+        &mut self,
+        time: f64,
+        from: i64,
+        to: i64,
+        state: ServerState,
+        vote: VoteKey,
+        version: i32,
+    ) {
         if from == to || !self.votes(from) {
             // Non-voters' messages are answered before the election loop sees them.
             return;
@@ -1356,7 +1371,7 @@ impl Summarizer {
             if !s.phase.is_voting() {
                 // Its election has not begun: the message waits in its queue.
                 if s.queued.len() < MAX_QUEUED {
-                    s.queued.push((time, from, state, vote));
+                    s.queued.push((time, from, state, vote, version));
                 }
                 return;
             }
@@ -1403,17 +1418,20 @@ impl Summarizer {
                 self.check_quorum(to, time);
             }
             ServerState::Following | ServerState::Leading => {
-                let key = (vote.leader, vote.peer_epoch);
+                // Java's tally: the answer as the message has it (the target and the
+                // out-of-election entry), and without its version in the round's votes.
+                let target = vote.java(state, version);
                 let round = self.servers[&to].round;
                 if vote.round == round {
                     let s = self.servers.get_mut(&to).expect("seen");
-                    s.recv.insert(from, vote, state);
+                    s.recv.insert(from, vote.java(state, 0));
                     let s = &self.servers[&to];
-                    let have = self.is_quorum(s.recv.backing(&vote), || s.recv.backing_sids(&vote));
+                    let have =
+                        self.is_quorum(s.recv.matching(&target), || s.recv.matching_sids(&target));
                     let leader_ok = if vote.leader == to {
                         true
                     } else {
-                        s.recv.state_of(vote.leader) == Some(ServerState::Leading)
+                        s.recv.get(vote.leader).map(|v| v.state) == Some(ServerState::Leading)
                     };
                     if have && leader_ok {
                         let state = self.state_for(to, vote.leader);
@@ -1429,28 +1447,13 @@ impl Summarizer {
                     }
                 }
                 let s = self.servers.get_mut(&to).expect("seen");
-                let out = s.out.get_or_insert_with(Box::default);
-                if let Some((l, e, _)) = out.votes.insert(from, (vote.leader, key.1, state))
-                    && let Some(c) = out.counts.get_mut(&(l, e))
-                {
-                    *c = c.saturating_sub(1);
-                }
-                *out.counts.entry(key).or_default() += 1;
+                s.out.insert(from, target);
                 let s = &self.servers[&to];
-                let out = s.out.as_deref().expect("just filled");
-                let have = self.is_quorum(out.counts[&key] as usize, || {
-                    out.votes
-                        .iter()
-                        .filter(|(_, (l, e, _))| (*l, *e) == key)
-                        .map(|(sid, _)| *sid)
-                        .collect()
-                });
+                let have = self.is_quorum(s.out.matching(&target), || s.out.matching_sids(&target));
                 let leader_ok = if vote.leader == to {
                     s.round == vote.round
                 } else {
-                    out.votes
-                        .get(&vote.leader)
-                        .is_some_and(|(_, _, st)| *st == ServerState::Leading)
+                    s.out.get(vote.leader).map(|v| v.state) == Some(ServerState::Leading)
                 };
                 if have && leader_ok {
                     self.servers.get_mut(&to).expect("seen").round = vote.round;
@@ -2464,7 +2467,9 @@ impl Summarizer {
     fn why_looking(&self, sid: i64, since: f64, others: &[i64]) -> StillLooking {
         let s = &self.servers[&sid];
         let need = self.need();
-        let agreeing = s.vote.map_or(0, |v| s.recv.agreeing(&v));
+        let agreeing = s
+            .vote
+            .map_or(0, |v| s.recv.matching(&v.java(ServerState::Looking, 0)));
         let holds: BTreeMap<i64, i64> = s
             .recv
             .iter()

@@ -5,7 +5,6 @@ use crate::capture::ConnId;
 use crate::wire::quorum::ptype;
 use crate::wire::{Notification, ServerState};
 use rustc_hash::FxHashMap as HashMap;
-use std::collections::BTreeSet;
 
 /// Messages kept for a server whose election has not begun yet.
 pub(super) const MAX_QUEUED: usize = 256;
@@ -123,168 +122,6 @@ pub(super) fn cut_vote(p: &crate::wire::PartialNotification) -> Option<Notificat
     })
 }
 
-/// Votes a server holds from voters (Java's `recvset`), counted the way Java's vote tracker
-/// compares them: a LOOKING tracker vote matches entries equal in leader, zxid, round and peer
-/// epoch; a FOLLOWING/LEADING one matches LOOKING entries the same way and answers by leader
-/// alone (Java stores those without a version, and a version mismatch compares only the id).
-///
-/// Most servers hold a handful of votes (one per voter of an ensemble): those are kept in one
-/// small list and counted by scanning it; past [`SMALL_VOTES`] the set moves to maps with
-/// counts kept as they change, so that a large one costs the same per message.
-#[derive(Debug, Default)]
-pub(super) struct VoteSet {
-    pub(super) small: Vec<(i64, VoteKey, ServerState)>,
-    pub(super) big: Option<Box<VoteMaps>>,
-}
-
-/// Votes held in the small list before [`VoteSet`] switches to maps.
-pub(super) const SMALL_VOTES: usize = 16;
-
-impl VoteSet {
-    pub(super) fn clear(&mut self) {
-        self.small.clear();
-        self.big = None;
-    }
-
-    pub(super) fn insert(&mut self, sid: i64, vote: VoteKey, state: ServerState) {
-        if let Some(big) = &mut self.big {
-            return big.insert(sid, vote, state);
-        }
-        match self.small.iter_mut().find(|e| e.0 == sid) {
-            Some(e) => *e = (sid, vote, state),
-            None => self.small.push((sid, vote, state)),
-        }
-        if self.small.len() > SMALL_VOTES {
-            let mut big = Box::<VoteMaps>::default();
-            for (sid, vote, state) in self.small.drain(..) {
-                big.insert(sid, vote, state);
-            }
-            self.big = Some(big);
-        }
-    }
-
-    /// Entries a LOOKING proposal `vote` gathers.
-    pub(super) fn agreeing(&self, vote: &VoteKey) -> usize {
-        match &self.big {
-            Some(big) => big.agreeing(vote),
-            None => self.small.iter().filter(|e| e.1 == *vote).count(),
-        }
-    }
-
-    /// Entries a FOLLOWING/LEADING `vote` gathers.
-    pub(super) fn backing(&self, vote: &VoteKey) -> usize {
-        match &self.big {
-            Some(big) => big.backing(vote),
-            None => self
-                .small
-                .iter()
-                .filter(|e| match e.2 {
-                    ServerState::Looking => e.1 == *vote,
-                    _ => e.1.leader == vote.leader,
-                })
-                .count(),
-        }
-    }
-
-    pub(super) fn state_of(&self, sid: i64) -> Option<ServerState> {
-        match &self.big {
-            Some(big) => big.state_of(sid),
-            None => self.small.iter().find(|e| e.0 == sid).map(|e| e.2),
-        }
-    }
-
-    /// The sids [`VoteSet::agreeing`] counts (for a hierarchical quorum, which weighs who).
-    pub(super) fn agreeing_sids(&self, vote: &VoteKey) -> BTreeSet<i64> {
-        self.entries()
-            .filter(|e| e.1 == *vote)
-            .map(|e| e.0)
-            .collect()
-    }
-
-    /// The sids [`VoteSet::backing`] counts.
-    pub(super) fn backing_sids(&self, vote: &VoteKey) -> BTreeSet<i64> {
-        self.entries()
-            .filter(|e| match e.2 {
-                ServerState::Looking => e.1 == *vote,
-                _ => e.1.leader == vote.leader,
-            })
-            .map(|e| e.0)
-            .collect()
-    }
-
-    pub(super) fn entries(&self) -> Box<dyn Iterator<Item = (i64, VoteKey, ServerState)> + '_> {
-        match &self.big {
-            Some(big) => Box::new(big.votes.iter().map(|(k, (v, st))| (*k, *v, *st))),
-            None => Box::new(self.small.iter().copied()),
-        }
-    }
-
-    /// Every vote held: (sid, vote).
-    pub(super) fn iter(&self) -> Box<dyn Iterator<Item = (i64, VoteKey)> + '_> {
-        match &self.big {
-            Some(big) => Box::new(big.votes.iter().map(|(k, (v, _))| (*k, *v))),
-            None => Box::new(self.small.iter().map(|e| (e.0, e.1))),
-        }
-    }
-}
-
-/// A large [`VoteSet`]: the votes, and counts kept as they change.
-#[derive(Debug, Default)]
-pub(super) struct VoteMaps {
-    pub(super) votes: HashMap<i64, (VoteKey, ServerState)>,
-    /// By full vote: every entry, and the LOOKING ones.
-    pub(super) full: HashMap<VoteKey, VoteCounts>,
-    /// FOLLOWING/LEADING entries by leader.
-    pub(super) decided: HashMap<i64, u32>,
-}
-
-/// Entries holding one vote: all of them, and those from LOOKING servers.
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct VoteCounts {
-    pub(super) all: u32,
-    pub(super) looking: u32,
-}
-
-impl VoteMaps {
-    pub(super) fn insert(&mut self, sid: i64, vote: VoteKey, state: ServerState) {
-        let looking = state == ServerState::Looking;
-        if let Some((old, st)) = self.votes.insert(sid, (vote, state)) {
-            let was_looking = st == ServerState::Looking;
-            if let Some(c) = self.full.get_mut(&old) {
-                c.all -= 1;
-                c.looking -= u32::from(was_looking);
-                if c.all == 0 {
-                    self.full.remove(&old);
-                }
-            }
-            if !was_looking {
-                dec(&mut self.decided, &old.leader);
-            }
-        }
-        let c = self.full.entry(vote).or_default();
-        c.all += 1;
-        c.looking += u32::from(looking);
-        if !looking {
-            *self.decided.entry(vote.leader).or_default() += 1;
-        }
-    }
-
-    /// Entries a LOOKING proposal `vote` gathers.
-    pub(super) fn agreeing(&self, vote: &VoteKey) -> usize {
-        self.full.get(vote).map_or(0, |c| c.all) as usize
-    }
-
-    /// Entries a FOLLOWING/LEADING `vote` gathers.
-    pub(super) fn backing(&self, vote: &VoteKey) -> usize {
-        (self.full.get(vote).map_or(0, |c| c.looking)
-            + self.decided.get(&vote.leader).copied().unwrap_or(0)) as usize
-    }
-
-    pub(super) fn state_of(&self, sid: i64) -> Option<ServerState> {
-        self.votes.get(&sid).map(|(_, s)| *s)
-    }
-}
-
 /// Connections, closes and refused dials the summary follows at most (reassembly follows
 /// as many connections at once).
 pub(super) const MAX_TRACKED: usize = 65536;
@@ -319,16 +156,6 @@ pub(super) fn bounded_push<T>(list: &mut Vec<T>, item: T) {
         list.drain(..MAX_TRACKED);
     }
     list.push(item);
-}
-
-/// Takes one from a count, forgetting it at zero (so that the maps hold only votes in use).
-pub(super) fn dec<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, u32>, key: &K) {
-    if let Some(c) = counts.get_mut(key) {
-        *c -= 1;
-        if *c == 0 {
-            counts.remove(key);
-        }
-    }
 }
 
 /// The times of consecutive identical votes from one server to another, kept inline (one per
@@ -427,15 +254,6 @@ impl std::ops::Index<&i64> for ServerTable {
     }
 }
 
-/// FOLLOWING/LEADING answers from other rounds (Java's `outofelection`): from sid ->
-/// (leader, peer epoch, state), and counts per (leader, peer epoch). Most servers never hold
-/// one, so it is allocated when first needed.
-#[derive(Debug, Default)]
-pub(super) struct OutOfElection {
-    pub(super) votes: HashMap<i64, (i64, i64, ServerState)>,
-    pub(super) counts: HashMap<(i64, i64), u32>,
-}
-
 /// Where a server is in its elections, as the wire shows it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Phase {
@@ -489,9 +307,9 @@ pub(super) struct Server {
     pub(super) heard_round: i64,
     /// LOOKING votes of its round, from voters (itself included), and their counts.
     /// (Java's `recvset`, with LOOKING votes and FOLLOWING/LEADING answers of its round.)
-    pub(super) recv: VoteSet,
+    pub(super) recv: crate::election::Tally,
     /// FOLLOWING/LEADING answers from other rounds (Java's `outofelection`).
-    pub(super) out: Option<Box<OutOfElection>>,
+    pub(super) out: crate::election::Tally,
     /// The decision deadline while its vote holds a quorum, and its generation in the heap.
     pub(super) pending: Option<f64>,
     pub(super) generation: u64,
@@ -504,7 +322,7 @@ pub(super) struct Server {
     /// Last time it sent anything.
     pub(super) last_active: f64,
     /// Messages that reached it before its own first vote (it reads them once it looks).
-    pub(super) queued: Vec<(f64, i64, ServerState, VoteKey)>,
+    pub(super) queued: Vec<(f64, i64, ServerState, VoteKey, i32)>,
     /// When it last answered decided, and how far its receiver was behind the wire then:
     /// from the answered message's arrival to the answer.
     pub(super) answer_lag: (f64, f64),
