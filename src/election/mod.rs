@@ -68,7 +68,7 @@ pub(crate) use fle::Output;
 pub use fle::{Election, ElectionConfig, Event, Network, NewConfig, Ready};
 pub use quorum::{QuorumError, QuorumVerifier};
 pub use tally::Tally;
-pub use vote::{Proposal, Vote, newer_own_proposal, total_order_predicate};
+pub use vote::{Proposal, Vote, beats, newer_own_proposal, total_order_predicate};
 
 use crate::wire::{JavaView, Notification, ServerState};
 

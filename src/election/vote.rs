@@ -62,9 +62,13 @@ pub struct Proposal {
 /// the new proposal beats the current one. A zero-weight leader never wins; otherwise the higher
 /// peer epoch, then the higher zxid, then the higher sid wins. All comparisons are signed.
 pub fn total_order_predicate(q: &QuorumVerifier, new: Proposal, cur: Proposal) -> bool {
-    if q.weight(new.leader) == 0 {
-        return false;
-    }
+    q.weight(new.leader) != 0 && beats(new, cur)
+}
+
+/// The total order itself, for a leader that may win: the higher peer epoch, then the higher
+/// zxid, then the higher sid (the story of a capture, which may not know the weights, checks
+/// who may win its own way).
+pub fn beats(new: Proposal, cur: Proposal) -> bool {
     (new.peer_epoch, new.zxid, new.leader) > (cur.peer_epoch, cur.zxid, cur.leader)
 }
 

@@ -25,6 +25,15 @@ impl VoteKey {
         }
     }
 
+    /// What it proposes, for the total order.
+    pub(crate) fn proposal(self) -> crate::election::Proposal {
+        crate::election::Proposal {
+            leader: self.leader,
+            zxid: self.zxid,
+            peer_epoch: self.peer_epoch,
+        }
+    }
+
     pub(crate) fn of(n: &Notification) -> Self {
         VoteKey {
             leader: n.leader,

@@ -208,7 +208,7 @@ impl Summarizer {
             return false;
         }
         let Some(cur) = cur else { return true };
-        (new.peer_epoch, new.zxid, new.leader) > (cur.peer_epoch, cur.zxid, cur.leader)
+        crate::election::beats(new.proposal(), cur.proposal())
     }
 
     /// Feeds one record.
@@ -1063,11 +1063,7 @@ impl Summarizer {
                 // next election can be round 0x1 again.
                 let advanced = left_zab
                     || crate::election::newer_own_proposal(
-                        crate::election::Proposal {
-                            leader: vote.leader,
-                            zxid: vote.zxid,
-                            peer_epoch: vote.peer_epoch,
-                        },
+                        vote.proposal(),
                         from,
                         own.map(|o| (o.peer_epoch, o.zxid)),
                     );
