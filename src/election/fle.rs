@@ -37,6 +37,10 @@ pub struct ElectionConfig {
     pub next_quorum: Option<QuorumVerifier>,
 }
 
+/// Java's `finalizeWait` (a constant in `FastLeaderElection`): how long a server whose vote
+/// has a quorum waits for a better one. The story of a capture decides by the same wait.
+pub const FINALIZE_WAIT_MS: u64 = 200;
+
 impl ElectionConfig {
     /// Java's defaults: participant, zxid 0, epoch 0, intervals 200/60000, finalize wait 200.
     pub fn new(my_id: i64, quorum: QuorumVerifier) -> Self {
@@ -48,7 +52,7 @@ impl ElectionConfig {
             current_epoch: 0,
             min_notification_interval_ms: 200,
             max_notification_interval_ms: 60000,
-            finalize_wait_ms: 200,
+            finalize_wait_ms: FINALIZE_WAIT_MS,
             reconfig_enabled: false,
             next_quorum: None,
         }

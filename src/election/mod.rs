@@ -65,7 +65,7 @@ mod sim_test;
 
 #[cfg(test)]
 pub(crate) use fle::Output;
-pub use fle::{Election, ElectionConfig, Event, Network, NewConfig, Ready};
+pub use fle::{Election, ElectionConfig, Event, FINALIZE_WAIT_MS, Network, NewConfig, Ready};
 pub use quorum::{QuorumError, QuorumVerifier};
 pub use tally::Tally;
 pub use vote::{Proposal, Vote, beats, newer_own_proposal, total_order_predicate};

@@ -50,7 +50,7 @@ pub const RULES: [RuleRow; 20] = [
     row(
         Rule::FinalizeWait,
         "finalize_wait",
-        0.2,
+        crate::election::FINALIZE_WAIT_MS as f64 / 1000.0,
         "decisions[].evidence=converged_votes",
     ),
     // How far before an election's first LOOKING vote a closed connection of the old leader
