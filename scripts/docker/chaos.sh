@@ -7,7 +7,8 @@
 #   1. four voters, three Java servers of VERSION and one `zkfle join`, three random schedules
 #      from seed 1 (12 s of workload each): every schedule must run (no error) and be valid;
 #   2. the composed disk-loss plan (--destructive) on three Java voters: the campaign must
-#      catch it (exit 1), as lost acknowledged writes (missing at the end, or not linearizable);
+#      catch it (exit 1), as lost acknowledged writes (missing at the end, or not linearizable),
+#      in one of two attempts (an attempt whose ensemble acknowledged nothing to lose is valid);
 #   3. a user's compose file: scripts/docker/compose.yml (zkfle's zoo1 and three Java servers
 #      of VERSION, its own tickTime 2 s) run with --compose on a bridge of its own, two random
 #      schedules from seed 1: each valid, zkfle's replica (copied out of its container) among
@@ -66,17 +67,30 @@ all_valid random 3 "$status"
 echo "chaos: zkfle's replica (its data directory) agreed with the Java servers' in all 3"
 
 echo "chaos: the disk-loss plan on 3 x $VERSION (must be caught)"
-status=0
-"$ZKFLE" chaos campaign --voters 3 --version "$VERSION" --plan disk-loss --destructive \
-  --schedules 1 --seed 1 --window 16 --replays 0 --out "$OUT/disk-loss" --format json \
-  >"$OUT/disk-loss.json" || status=$?
 # Caught as acknowledged writes missing at the end, or, when the workload's later writes to
 # the same keys hid that (more so on a busy machine, whose timings move), as an acknowledged
-# write the history's order cannot hold (not linearizable).
-lost=$(jq '[.failing[].report.finals.lost | length] | add // 0' "$OUT/disk-loss.json")
-unordered=$(jq '[.failing[].report.writes | select(.linearizable == false) | .violations | length] | add // 0' "$OUT/disk-loss.json")
-if [ "$status" -ne 1 ] || [ "$(jq '.invalid' "$OUT/disk-loss.json")" -ne 1 ] || [ $((lost + unordered)) -eq 0 ]; then
-  echo "chaos: the disk-loss plan was not caught as lost writes (exit $status, $lost lost, $unordered keys not linearizable)" >&2
+# write the history's order cannot hold (not linearizable). The plan makes loss only when the
+# ensemble acknowledged writes between the isolation and the kill; once, on a machine busy
+# with the rest of the test command, it acknowledged none there (the killed leader logged 3
+# txns past the isolated follower, their outcomes unknown), so nothing was lost and the
+# schedule was rightly valid. A second attempt runs then; both must not come out valid.
+caught=0
+for attempt in 1 2; do
+  status=0
+  "$ZKFLE" chaos campaign --voters 3 --version "$VERSION" --plan disk-loss --destructive \
+    --schedules 1 --seed 1 --window 16 --replays 0 --out "$OUT/disk-loss-$attempt" \
+    --format json >"$OUT/disk-loss-$attempt.json" || status=$?
+  json="$OUT/disk-loss-$attempt.json"
+  lost=$(jq '[.failing[].report.finals.lost | length] | add // 0' "$json")
+  unordered=$(jq '[.failing[].report.writes | select(.linearizable == false) | .violations | length] | add // 0' "$json")
+  if [ "$status" -eq 1 ] && [ "$(jq '.invalid' "$json")" -eq 1 ] && [ $((lost + unordered)) -gt 0 ]; then
+    caught=1
+    break
+  fi
+  echo "chaos: attempt $attempt of the disk-loss plan was not caught as lost writes (exit $status, $lost lost, $unordered keys not linearizable): $json" >&2
+done
+if [ "$caught" -ne 1 ]; then
+  echo "chaos: the disk-loss plan was not caught as lost writes in 2 attempts" >&2
   exit 1
 fi
 echo "chaos: disk loss caught: $lost acknowledged writes lost at the end, $unordered keys whose acknowledged writes are not linearizable"
