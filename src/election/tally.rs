@@ -141,13 +141,6 @@ impl Tally {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        match &self.big {
-            Some(big) => big.votes.is_empty(),
-            None => self.small.is_empty(),
-        }
-    }
-
     /// Every vote held: (sid, vote).
     pub fn iter(&self) -> Box<dyn Iterator<Item = (i64, &Vote)> + '_> {
         match &self.big {
