@@ -358,7 +358,8 @@ fn summary_text_for_operators() {
     assert!(!s.contains("never reached a quorum"), "{s}");
 
     // `--time absolute` writes the summary's times as the timeline and the logs do: the
-    // leader's decision at the time of the timeline's record that shows it, to the µs.
+    // election's start at sid 2's first dial (its initial message to 3), the leader's decision
+    // at the time of the timeline's record that shows it, to the µs.
     let out = zkfle(
         &[
             "decode",
@@ -371,7 +372,7 @@ fn summary_text_for_operators() {
     );
     let s = text(&out.stdout);
     assert!(
-        s.contains("election 1 at 2026-11-29 17:29:56,213683, round 0x1"),
+        s.contains("election 1 at 2026-11-29 17:29:56,195207, round 0x1"),
         "{s}"
     );
     assert!(

@@ -587,3 +587,42 @@ fn faults_in_docker_are_told_as_the_logs_tell() {
         assert!(delayed.contains(&(from, 4)), "{delayed:?}");
     }
 }
+
+/// Each election the story finds a Java server in began when its log says `New election`: at
+/// its first dial since its previous notification, or when its Zab session ended, or at its
+/// first vote (within [`LOG_TOLERANCE_SECS`]). Not a server's first election of the capture:
+/// a process just started may have begun before the wire shows anything of it (its `took` is
+/// then a lower bound). `zkfle replay` starts its elections from these.
+#[test]
+fn each_election_begins_where_java_logged_new_election() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for dir in all_fixtures() {
+        let summary = summarize(&decode_fixture(&dir));
+        for sid in fixture_sids(&dir) {
+            let logged = logged_story(&dir, sid).new_elections;
+            if logged.is_empty() {
+                // Not a Java server's log (zkfle's), or none kept.
+                continue;
+            }
+            for l in summary.lookings.iter().filter(|l| l.sid == sid).skip(1) {
+                checked += 1;
+                let nearest = logged
+                    .iter()
+                    .copied()
+                    .min_by(|a, b| (a - l.began).abs().total_cmp(&(b - l.began).abs()))
+                    .expect("logged");
+                if (nearest - l.began).abs() > LOG_TOLERANCE_SECS {
+                    failures.push(format!(
+                        "{}: sid {sid}: an election began at {:.3} (first vote {:.3}); the nearest `New election` is at {nearest:.3}",
+                        dir.display(),
+                        l.began,
+                        l.first_vote
+                    ));
+                }
+            }
+        }
+    }
+    assert!(checked >= 50, "only {checked} elections checked");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

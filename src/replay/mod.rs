@@ -6,19 +6,13 @@
 //! (from [`crate::story`], whose decisions are checked against the Java servers' own
 //! logs by the fixture tests).
 //!
-//! The moments SID entered an election are learned from its own notifications, since their
-//! cause (a lost leader on the synchronisation port, a restart) is not on the election port. A
-//! LOOKING notification from SID starts a new election when it is SID's first, when its round
-//! went down (a new process: the logical clock starts again at 0), when SID had been seen
-//! decided since its last start (it sent FOLLOWING/LEADING/OBSERVING, or the summary has it
-//! deciding in a lower round), or when its round is above any round a peer had shown SID (only SID's own
-//! `lookForLeader` raises its clock that way). A LOOKING vote SID had already sent in the same
-//! process is a queued message or QCM's re-send on a new connection, and never starts one.
-//! An election after a decision began no later than the first LOOKING message from a voter that
-//! SID did not answer after that decision: a FOLLOWING or LEADING server answers those at once,
-//! and Java sets LOOKING (queueing what arrives) a little before `lookForLeader` broadcasts.
-//! The initial vote (zxid, peer epoch) is the one SID proposed for itself in that election,
-//! else the previous election's.
+//! The moments SID entered an election are the story's ([`crate::story::Looking`]): it began
+//! at its first connection attempt since its previous notification, or (after a decision in
+//! the same process) at the first LOOKING vote it left unanswered, whichever came before its
+//! first vote; a round that went down is a new process, and a newer config its votes carry
+//! starts the election again under that config (Java's logical clock back at 0), the one before
+//! stopped when the config reached it. The initial vote (zxid, peer epoch) is the one SID
+//! proposed for itself in that election, else the previous election's.
 //!
 //! Targets: [`native::replay`] runs an [`crate::election::Election`] on a virtual clock;
 //! [`live::replay`] impersonates every other recorded peer towards a live server over TCP.
@@ -61,6 +55,9 @@ pub struct Start {
     /// Java's election with its logical clock at 0): its quorum is in
     /// [`Recording::configs`].
     pub config: Option<u64>,
+    /// When the election before stopped, sent a newer config (Java drops what it receives
+    /// from then until this one begins).
+    pub stopped_ms: Option<u64>,
 }
 
 /// A decision: the state SID left LOOKING for and the leader it backs.
@@ -128,7 +125,6 @@ pub struct RecordingBuilder {
     inbound: Vec<Timed>,
     outbound: Vec<Timed>,
     peer_initials: BTreeMap<i64, InitialMessage>,
-    own_initials: Vec<u64>,
     summarizer: Summarizer,
     last_seen: u64,
     /// Notifications with an end whose sid is unknown (any of them may be SID's).
@@ -143,7 +139,6 @@ impl RecordingBuilder {
             inbound: Vec::new(),
             outbound: Vec::new(),
             peer_initials: BTreeMap::new(),
-            own_initials: Vec::new(),
             summarizer: Summarizer::new(HashMap::new()),
             last_seen: 0,
             unnamed: 0,
@@ -157,14 +152,10 @@ impl RecordingBuilder {
         let t0 = *self.t0.get_or_insert(r.time.as_secs_f64());
         let at_ms = ms(r.time.as_secs_f64(), t0);
         match (&r.body, r.from_sid, r.to_sid) {
-            (Body::Initial(m), Some(from), _) => {
-                if from == sid {
-                    self.own_initials.push(at_ms);
-                } else {
-                    self.peer_initials
-                        .entry(from)
-                        .or_insert_with(|| InitialMessage::clone(m));
-                }
+            (Body::Initial(m), Some(from), _) if from != sid => {
+                self.peer_initials
+                    .entry(from)
+                    .or_insert_with(|| InitialMessage::clone(m));
             }
             (Body::Notification(n), Some(from), Some(to))
                 if from != to && (to == sid || from == sid) =>
@@ -198,7 +189,6 @@ impl RecordingBuilder {
             inbound,
             outbound,
             peer_initials,
-            own_initials,
             summarizer,
             last_seen,
             unnamed,
@@ -245,8 +235,7 @@ impl RecordingBuilder {
             })
             .collect();
         let end_ms = decisions.iter().map(|d| d.at_ms).fold(last_seen, u64::max);
-        let (starts, configs) =
-            find_starts(sid, &quorum, &inbound, &outbound, &own_initials, &decisions);
+        let (starts, configs) = starts_of(sid, &quorum, &summary.lookings, &outbound, t0);
         if starts.is_empty() {
             // Every notification SID sent answers from a decided state (or goes to a
             // non-voter): there is no election of SID's in the capture to run again.
@@ -305,211 +294,61 @@ impl Recording {
     }
 }
 
-/// The elections SID entered, from its own notifications (see the module docs).
-fn find_starts(
+/// SID's elections, as the story found them, with the quorum each runs under: a newer config
+/// than the one before starts Java's election again (its logical clock at 0), under that
+/// config's quorum.
+fn starts_of(
     sid: i64,
     quorum: &QuorumVerifier,
-    inbound: &[Timed],
+    lookings: &[crate::story::Looking],
     outbound: &[Timed],
-    own_initials: &[u64],
-    decisions: &[Decided],
+    t0: f64,
 ) -> (Vec<Start>, BTreeMap<u64, QuorumVerifier>) {
-    let mut starts: Vec<Start> = Vec::new();
-    let mut configs = BTreeMap::new();
-    let mut version = quorum.version();
-    // SID's newest proposal for itself: (peer epoch, zxid).
-    let mut own_proposal: Option<(i64, i64)> = None;
-    let mut prev_round: Option<i64> = None;
-    let mut prev_sent_ms = 0u64;
-    let mut prev_sent_order = 0u64;
-    let mut decided_since_start = false;
-    let mut heard_max = i64::MIN;
-    let mut in_i = 0;
-    let mut next_decision = 0;
-    let mut seen = std::collections::HashSet::new();
-    // Who votes, as SID's own notifications say: a reconfig changes it (a server added by
-    // reconfig votes in the last elections, though the first config lacks it).
-    let mut voters = quorum.clone();
+    // The quorums of the configs SID's notifications carried, by version.
+    let mut known: BTreeMap<u64, QuorumVerifier> = BTreeMap::new();
     for t in outbound {
-        // What SID had been told before this message.
-        while in_i < inbound.len() && inbound[in_i].at_ms <= t.at_ms {
-            heard_max = heard_max.max(inbound[in_i].notification.election_epoch);
-            in_i += 1;
-        }
-        let n = &t.notification;
-        // Parsed once: who votes from now on, and the config a new election begins under.
-        let newer_config = newer_config(n, version);
-        if let Some(q) = newer_config
-            .as_ref()
-            .filter(|q| q.version() > voters.version())
+        if let Some(v) = t.notification.config_version()
+            && v > quorum.version()
+            && !known.contains_key(&v)
+            && let Some(q) = t
+                .notification
+                .config_text()
+                .and_then(|text| QuorumConfig::parse(&text).ok())
+                .and_then(|c| QuorumVerifier::from_config(&c).ok())
         {
-            voters = q.clone();
+            known.insert(v, q);
         }
-        if !voters.is_voter(t.to) {
-            // Non-voters get the last election's result at once, whatever SID is doing.
-            continue;
-        }
-        if n.state != ServerState::Looking {
-            decided_since_start = true;
-            prev_sent_ms = t.at_ms;
-            prev_sent_order = t.order;
-            continue;
-        }
-        let round = n.election_epoch;
-        let key = (n.leader, n.zxid, round, n.effective_peer_epoch());
-        // Its own proposal with newer data than any before: a new lookForLeader, whatever the
-        // round (a reconfig restarts the election with its logical clock at 0).
-        let proposal = (n.effective_peer_epoch(), n.zxid);
-        let fresh = crate::election::newer_own_proposal(
-            crate::election::Proposal {
-                leader: n.leader,
-                zxid: n.zxid,
-                peer_epoch: n.effective_peer_epoch(),
-            },
-            sid,
-            own_proposal,
-        );
-        if n.leader == sid {
-            own_proposal = Some(own_proposal.map_or(proposal, |o| o.max(proposal)));
-        }
-        if prev_round.is_some_and(|p| round <= p) && !fresh && !seen.insert(key) {
-            // A vote SID had already sent: a queued message or QCM's re-send of the last
-            // message on a new connection, not a new election.
-            prev_sent_ms = t.at_ms;
-            prev_sent_order = t.order;
-            continue;
-        }
-        seen.insert(key);
-        // SID decided in a round below this one: it is in a new election.
-        let after_decision = decisions
-            .get(next_decision)
-            .is_some_and(|d| d.at_ms <= t.at_ms && round > d.round);
-        let restart = prev_round.is_some_and(|p| round < p);
-        let is_start = match prev_round {
-            None => true,
-            Some(p) => {
-                restart
-                    || fresh
-                    || decided_since_start
-                    || after_decision
-                    || (round > p && round > heard_max)
-            }
+    }
+    let mut version = quorum.version();
+    let mut configs = BTreeMap::new();
+    let mut starts: Vec<Start> = Vec::new();
+    for l in lookings.iter().filter(|l| l.sid == sid) {
+        let config = l
+            .config_version
+            .filter(|v| *v > version)
+            .and_then(|v| known.get(&v).map(|q| (v, q)))
+            .map(|(v, q)| {
+                version = v;
+                configs.insert(v, q.clone());
+                v
+            });
+        // Its initial vote: the first it proposed for itself here, else the election before's.
+        let (last_zxid, current_epoch) = match (l.own_vote, starts.last()) {
+            (Some(v), _) => (v.zxid, v.peer_epoch),
+            (None, Some(prev)) => (prev.last_zxid, prev.current_epoch),
+            (None, None) => (0, 0),
         };
-        if is_start {
-            let at_ms = start_time(
-                t,
-                own_initials,
-                (prev_sent_ms, prev_sent_order),
-                prev_round.is_some() && !restart,
-                decisions,
-                inbound,
-                &voters,
-            );
-            let config = newer_config.map(|q| {
-                version = q.version();
-                configs.insert(version, q);
-                version
-            });
-            // Its initial vote is filled in below, once every start is known.
-            starts.push(Start {
-                at_ms,
-                restart,
-                last_zxid: 0,
-                current_epoch: 0,
-                round,
-                config,
-            });
-            decided_since_start = false;
-            next_decision += decisions[next_decision..]
-                .iter()
-                .take_while(|d| d.at_ms <= t.at_ms)
-                .count();
-            if restart || config.is_some() {
-                heard_max = i64::MIN;
-                seen.clear();
-                seen.insert(key);
-            }
-        }
-        prev_round = Some(round);
-        prev_sent_ms = t.at_ms;
-        prev_sent_order = t.order;
-    }
-    fill_initial_votes(sid, quorum, outbound, &mut starts);
-    (starts, configs)
-}
-
-/// The config `n` carries when it is newer than `version` (the one SID's election runs under).
-fn newer_config(n: &Notification, version: u64) -> Option<QuorumVerifier> {
-    n.config_version()
-        .filter(|v| *v > version)
-        .and_then(|_| QuorumConfig::parse(&n.config_text()?).ok())
-        .and_then(|c| QuorumVerifier::from_config(&c).ok())
-}
-
-/// When an election that SID's message `t` shows began: no later than SID's first connection
-/// attempt since its previous message, nor (`answerable`: a later election, not a restart)
-/// than a LOOKING voter's message SID left unanswered since then; a FOLLOWING or LEADING
-/// server replies at once, so SID was already LOOKING then (it becomes LOOKING a little
-/// before lookForLeader broadcasts, and queues what arrives meanwhile).
-fn start_time(
-    t: &Timed,
-    own_initials: &[u64],
-    (prev_sent_ms, prev_sent_order): (u64, u64),
-    answerable: bool,
-    decisions: &[Decided],
-    inbound: &[Timed],
-    voters: &QuorumVerifier,
-) -> u64 {
-    let at_ms = own_initials
-        .iter()
-        .copied()
-        .find(|&i| i > prev_sent_ms && i <= t.at_ms)
-        .unwrap_or(t.at_ms);
-    if !answerable {
-        return at_ms;
-    }
-    let decided_ms = decisions
-        .iter()
-        .filter(|d| d.at_ms <= t.at_ms)
-        .map(|d| d.at_ms)
-        .max()
-        .unwrap_or(0);
-    let unanswered = inbound
-        .iter()
-        .filter(|m| {
-            // After SID's previous message in the capture, even within its millisecond.
-            (m.at_ms, m.order) > (prev_sent_ms, prev_sent_order)
-                && m.at_ms > decided_ms
-                && m.at_ms < at_ms
-        })
-        .filter(|m| m.notification.state == ServerState::Looking)
-        .filter(|m| voters.is_voter(m.from))
-        .map(|m| m.at_ms)
-        .min();
-    at_ms.min(unanswered.unwrap_or(at_ms))
-}
-
-/// The initial vote of each election: the first vote SID sent for itself in it (else the
-/// election before's).
-fn fill_initial_votes(sid: i64, quorum: &QuorumVerifier, outbound: &[Timed], starts: &mut [Start]) {
-    for i in 0..starts.len() {
-        let from = starts[i].at_ms;
-        let to = starts.get(i + 1).map(|s| s.at_ms).unwrap_or(u64::MAX);
-        let own = outbound.iter().find(|t| {
-            t.at_ms >= from
-                && t.at_ms < to
-                && quorum.is_voter(t.to)
-                && t.notification.state == ServerState::Looking
-                && t.notification.leader == sid
+        starts.push(Start {
+            at_ms: ms(l.looking, t0),
+            restart: l.restart,
+            last_zxid,
+            current_epoch,
+            round: l.round,
+            config,
+            stopped_ms: l.config_stopped.map(|t| ms(t, t0)),
         });
-        if let Some(t) = own {
-            starts[i].last_zxid = t.notification.zxid;
-            starts[i].current_epoch = t.notification.effective_peer_epoch();
-        } else if i > 0 {
-            starts[i].last_zxid = starts[i - 1].last_zxid;
-            starts[i].current_epoch = starts[i - 1].current_epoch;
-        }
     }
+    (starts, configs)
 }
 
 /// A notification a target sent, for comparison with the recording.

@@ -8,6 +8,9 @@ use crate::wire::Notification;
 use super::{Decided, Recording, Report, Sent};
 
 enum Event<'a> {
+    /// SID's election stops (it took a newer config): deliveries are dropped until the next
+    /// start.
+    Stop,
     Start(super::Start),
     Deliver(i64, &'a Notification),
 }
@@ -17,6 +20,9 @@ pub fn replay(rec: &Recording) -> Report {
     let mut events: Vec<(u64, usize, Event)> = Vec::new();
     // Starts sort before deliveries of the same millisecond.
     for s in &rec.starts {
+        if let Some(at) = s.stopped_ms {
+            events.push((at, 0, Event::Stop));
+        }
         events.push((s.at_ms, 0, Event::Start(*s)));
     }
     for (i, t) in rec.inbound.iter().enumerate() {
@@ -36,6 +42,7 @@ pub fn replay(rec: &Recording) -> Report {
         Election::new(cfg)
     };
     let mut election: Option<Election> = None;
+    let mut stopped = false;
     let mut decided = Vec::new();
     let mut sent = Vec::new();
     let drain = |e: &mut Election, now: u64, decided: &mut Vec<Decided>, sent: &mut Vec<Sent>| {
@@ -73,7 +80,12 @@ pub fn replay(rec: &Recording) -> Report {
             run_timers(e, at, &mut decided, &mut sent);
         }
         match ev {
+            Event::Stop => {
+                election = None;
+                stopped = true;
+            }
             Event::Start(s) => {
+                stopped = false;
                 let e = match election.as_mut() {
                     // A process restart, or a reconfig (Java's election restarts under the new
                     // config, its logical clock at 0): a new election.
@@ -86,6 +98,7 @@ pub fn replay(rec: &Recording) -> Report {
                 e.start(at);
                 drain(e, at, &mut decided, &mut sent);
             }
+            Event::Deliver(_, _) if stopped => {}
             Event::Deliver(from, n) => {
                 // Before SID's first election its process may not be up; Java queues what
                 // arrives before lookForLeader, and so does Election.

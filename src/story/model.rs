@@ -466,6 +466,38 @@ pub struct Summary {
     pub cut_votes_lost: u64,
     /// How often each rule of inference decided something ([`super::rules`]).
     pub rules: super::rules::Fired,
+    /// Every election a server entered with a vote of its own on the wire, in the order they
+    /// began (each server's in time order): what `zkfle replay` runs again.
+    pub lookings: Vec<Looking>,
+}
+
+/// One server's election (a `lookForLeader`) whose votes are on the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Looking {
+    pub sid: i64,
+    /// When its election (`lookForLeader`) began: its first connection attempt since its
+    /// previous notification (sending its first vote opens its connections), if before its
+    /// first vote. Its decision's `looking_since` is no later.
+    pub began: f64,
+    /// When it turned LOOKING: its election's beginning, or (after a decision in the same
+    /// process) the first LOOKING vote it left unanswered, if earlier. Java turns LOOKING
+    /// before its election begins (a follower shuts down first) and queues what it receives
+    /// meanwhile: a replay's election starts here to read it.
+    pub looking: f64,
+    /// Its first vote on the wire.
+    pub first_vote: f64,
+    /// That vote's round.
+    pub round: i64,
+    /// A new process: its round went down since its last vote (the logical clock starts
+    /// again at 0).
+    pub restart: bool,
+    /// The config version its first vote carried (3.5 and later).
+    pub config_version: Option<u64>,
+    /// The first proposal for itself it sent in this election (its initial vote), if any.
+    pub own_vote: Option<VoteKey>,
+    /// When its election before this one stopped: LOOKING, it was sent a newer config, which
+    /// Java takes, restarting its election; what came until this one began was dropped.
+    pub config_stopped: Option<f64>,
 }
 
 /// A span of one server's state, as the summary tells it: the page draws these bands.

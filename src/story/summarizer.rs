@@ -12,6 +12,52 @@ use rustc_hash::FxHashSet as HashSet;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
+/// What the model says of an election's beginning at `from`'s first vote in it, `vote` (the
+/// notification `n`), `s` being `from` before this vote; `queued`, what reached it before;
+/// `dialled`, its first dial since its previous notification to a voter, at `notified`.
+#[allow(clippy::too_many_arguments)]
+fn first_looking(
+    from: i64,
+    time: f64,
+    vote: VoteKey,
+    n: &Notification,
+    s: &Server,
+    queued: &[(f64, i64, ServerState, VoteKey, i32)],
+    dialled: Option<f64>,
+    notified: Option<f64>,
+) -> Looking {
+    // Within a process a logical clock only goes up.
+    let restart = s.last_sent.is_some_and(|l| vote.round < l.round);
+    let began = dialled.filter(|d| *d <= time).unwrap_or(time);
+    let mut looking = began;
+    // A decided server answers a LOOKING vote at once: one it left unanswered since its last
+    // notification reached it LOOKING (Java turns LOOKING a little before it votes). Not in a
+    // process's first election: a server just started hears before its election begins.
+    if s.last_sent.is_some() && !restart {
+        let after = notified.unwrap_or(f64::NEG_INFINITY);
+        if let Some(first) = queued
+            .iter()
+            .filter(|q| q.0 > after && q.0 >= time - Rule::QueueWindow.secs())
+            .filter(|q| q.2 == ServerState::Looking)
+            .map(|q| q.0)
+            .reduce(f64::min)
+        {
+            looking = looking.min(first);
+        }
+    }
+    Looking {
+        sid: from,
+        began,
+        looking,
+        first_vote: time,
+        round: vote.round,
+        restart,
+        config_version: n.config_version(),
+        own_vote: (vote.leader == from).then_some(vote),
+        config_stopped: None,
+    }
+}
+
 /// Builds a [`Summary`] from records fed in capture order.
 #[derive(Debug, Default)]
 pub struct Summarizer {
@@ -32,6 +78,8 @@ pub struct Summarizer {
     repeats: HashMap<(i64, i64), u32>,
     runs: Vec<((i64, i64), VoteKey, Repeats)>,
     tie_breaks: BTreeMap<(i64, i64), u32>,
+    /// (lower sid, higher sid) whose dial the higher one has yet to answer by dialling back.
+    dial_backs: HashSet<(i64, i64)>,
     /// Quorum SASL refusals: (server sid, learner sid) -> how many; the text of the first
     /// (it names the learner's user when the capture shows it).
     sasl_refused: BTreeMap<SidPair, (u32, Option<String>)>,
@@ -225,11 +273,26 @@ impl Summarizer {
                 {
                     *self.tie_breaks.entry((from, to)).or_default() += 1;
                 }
+                // A server dialled by a lower sid drops that connection and dials back
+                // (QuorumCnxManager), whatever it is doing: only other dials show it looking.
+                let dial_back = match (r.from_sid, r.to_sid) {
+                    (Some(from), Some(to)) if from < to => {
+                        if self.dial_backs.len() < MAX_PAIRS {
+                            self.dial_backs.insert((from, to));
+                        }
+                        false
+                    }
+                    (Some(from), Some(to)) => self.dial_backs.remove(&(to, from)),
+                    _ => false,
+                };
                 if let Some(from) = r.from_sid
                     && (self.servers.len() < MAX_SERVERS || self.servers.contains_key(&from))
                 {
                     let s = self.servers.entry(from);
                     s.last_active = time;
+                    if !dial_back {
+                        s.dialled.get_or_insert((time, r.conn));
+                    }
                 }
                 self.link(r);
             }
@@ -458,12 +521,27 @@ impl Summarizer {
                 Some(dialler)
                     if self.servers.contains_key(&dialler) || self.servers.len() < MAX_SERVERS =>
                 {
-                    self.servers.entry(dialler).first_dial.get_or_insert(time);
+                    let s = self.servers.entry(dialler);
+                    s.first_dial.get_or_insert(time);
+                    s.dialled.get_or_insert((time, None));
                 }
                 Some(_) => {}
             }
         }
         let link = self.links.remove(&conn);
+        // A dial to a lower sid closed before its dialler sent a vote on it carried no election
+        // (Java dials new members after a reconfig, and a peer that restarted its election).
+        if let Some(Link {
+            a: Some(a),
+            b: Some(b),
+            ..
+        }) = link
+            && a > b
+            && let Some(s) = self.servers.get_mut(&a)
+            && s.dialled.is_some_and(|d| d.1 == Some(conn))
+        {
+            s.dialled = None;
+        }
         if link.is_none() && !reset && (r.from_sid.is_some() || r.to_sid.is_some()) {
             // An idle connection open before the capture (a steady ensemble's election
             // connections carry nothing): its close tells who went.
@@ -571,6 +649,15 @@ impl Summarizer {
             started = false;
             self.fired.note(Rule::HeldVote);
         }
+        // Its election began before its first vote could leave (its dials show it).
+        if let Some(began) = s
+            .episode
+            .and_then(|e| self.episodes[e].looking.as_ref())
+            .map(|l| l.began)
+            .filter(|b| *b < since)
+        {
+            since = began;
+        }
         // Its dials refused before its first vote reached anyone: it was looking by then (a
         // leader that lost its quorum, alone, logs `LEADER ELECTION TOOK` counted from its
         // first refused dial).
@@ -579,7 +666,13 @@ impl Summarizer {
             started = false;
         }
         if let Some(e) = s.episode {
-            self.episodes[e].decision = Some(index);
+            let episode = &mut self.episodes[e];
+            episode.decision = Some(index);
+            // What the decision found of its beginning is the election's.
+            if let Some(l) = episode.looking.as_mut() {
+                l.began = l.began.min(since);
+                l.looking = l.looking.min(since);
+            }
         }
         let took_at_least = started && {
             let at = self
@@ -747,6 +840,7 @@ impl Summarizer {
             first,
             started: first || gone,
             first_vote: None,
+            looking: None,
         });
         let s = self.servers.entry(sid);
         s.phase = Phase::Queuing;
@@ -867,7 +961,7 @@ impl Summarizer {
         // A re-sent last vote tells nothing of its sender, but its receiver reads it all the
         // same.
         self.sender(time, conn, from, to, n);
-        if self.takes_newer_config(to, version) {
+        if self.takes_newer_config(to, version, time) {
             return;
         }
         self.receiver(time, from, to, n);
@@ -878,7 +972,7 @@ impl Summarizer {
     /// message, and drops what follows until the new election begins
     /// (a server started late, sent version 0x100000000 by the running ensemble). True when
     /// the message is not counted.
-    fn takes_newer_config(&mut self, to: i64, version: Option<u64>) -> bool {
+    fn takes_newer_config(&mut self, to: i64, version: Option<u64>, time: f64) -> bool {
         let Some(s) = self.servers.get_mut(&to) else {
             return false;
         };
@@ -891,6 +985,7 @@ impl Summarizer {
         }
         s.config_version = version;
         s.phase = Phase::Restarting;
+        s.config_taken = Some(time);
         true
     }
 
@@ -1019,11 +1114,18 @@ impl Summarizer {
         if n.state == ServerState::Leading && n.leader == from {
             bounded_push(&mut self.leading_answers, (time, from, n.election_epoch));
         }
-        {
+        let to_voter = self.votes(to);
+        // Its first dial since its previous notification to a voter, and that notification.
+        let (dialled, notified) = {
             let s = self.servers.entry(from);
             s.last_active = time;
             s.sent = true;
-        }
+            if to_voter {
+                (s.dialled.take().map(|d| d.0), s.notified.replace(time))
+            } else {
+                (None, s.notified)
+            }
+        };
         match n.state {
             ServerState::Looking if n.election_epoch == 0 || !self.votes(to) => {
                 // Java sends its proposals to voters only. To a non-voter it answers with its
@@ -1146,6 +1248,10 @@ impl Summarizer {
                     && self.episodes[e].first_vote.is_none()
                 {
                     self.episodes[e].first_vote = Some((vote.round, s.heard_round));
+                    let mut looking =
+                        first_looking(from, time, vote, n, s, &queued, dialled, notified);
+                    looking.config_stopped = s.config_taken.take();
+                    self.episodes[e].looking = Some(looking);
                 }
                 if s.phase == Phase::Queuing {
                     s.phase = Phase::Looking;
@@ -1160,6 +1266,11 @@ impl Summarizer {
                 s.last_sent = Some(vote);
                 if vote.leader == from {
                     s.own = Some(vote);
+                    if let Some(e) = s.episode
+                        && let Some(l) = self.episodes[e].looking.as_mut()
+                    {
+                        l.own_vote.get_or_insert(vote);
+                    }
                 }
                 // Within a round a proposal only gets better: a worse one on the wire was
                 // queued before the server took the better one that the model already saw.
@@ -1748,6 +1859,11 @@ impl Summarizer {
             shutdown,
             configs: self.config_changes,
             rules: self.fired,
+            lookings: self
+                .episodes
+                .into_iter()
+                .filter_map(|e| e.looking)
+                .collect(),
         }
     }
 
@@ -1917,14 +2033,15 @@ impl Summarizer {
             .map(|r| r.decisions.iter().map(|d| d.time).fold(r.started, f64::max))
             .collect();
         for e in &still {
+            let since = e.began();
             // One that began while an election was still deciding belongs to it (the latest
             // one begun before it).
-            let at = elections.partition_point(|r| r.started <= e.since);
+            let at = elections.partition_point(|r| r.started <= since);
             let into = at
                 .checked_sub(1)
-                .filter(|&i| e.since <= ends[i])
+                .filter(|&i| since <= ends[i])
                 .map(|i| &mut elections[i]);
-            let why = self.why_looking(e.sid, e.since, &others);
+            let why = self.why_looking(e.sid, since, &others);
             match into {
                 Some(r) => {
                     r.participants.insert(e.sid);
@@ -1933,10 +2050,10 @@ impl Summarizer {
                 None => {
                     let r = unfinished.get_or_insert_with(|| Round {
                         kind: RoundKind::Election,
-                        started: e.since,
+                        started: since,
                         ..Round::default()
                     });
-                    r.started = r.started.min(e.since);
+                    r.started = r.started.min(since);
                     r.election_epoch = r.election_epoch.max(e.round);
                     r.participants.insert(e.sid);
                     r.still_looking.push(why);
@@ -2208,7 +2325,7 @@ impl Summarizer {
                                 .episodes
                                 .iter()
                                 .filter(|e| e.sid == old && e.started && e.since >= lost)
-                                .map(|e| e.since)
+                                .map(Episode::began)
                                 .reduce(f64::min);
                             Some(if r.leader_back.is_some() {
                                 LeaderFate::Restarted

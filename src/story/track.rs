@@ -337,6 +337,14 @@ pub(super) struct Server {
     /// Its first refused election-port dial since its last decision (the capture names the
     /// dialler by its address): it was looking by then, its votes going nowhere.
     pub(super) first_dial: Option<f64>,
+    /// Its first connection attempt (a dial, answered or refused) since its last notification
+    /// to a voter, and the connection: a server begins looking a little before its first vote
+    /// can leave.
+    pub(super) dialled: Option<(f64, Option<crate::capture::ConnId>)>,
+    /// When it last sent a notification to a voter.
+    pub(super) notified: Option<f64>,
+    /// When, LOOKING, it was sent a newer config, which stopped its election.
+    pub(super) config_taken: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -352,6 +360,18 @@ pub(super) struct Episode {
     pub(super) started: bool,
     /// Its first own vote's round, and the highest round a peer had shown it before.
     pub(super) first_vote: Option<(i64, i64)>,
+    /// What the model says of this election's beginning once its first vote is on the wire.
+    pub(super) looking: Option<super::model::Looking>,
+}
+
+impl Episode {
+    /// When its election began: at its first vote on the wire, or earlier where the model
+    /// found it ([`super::model::Looking::began`]).
+    pub(super) fn began(&self) -> f64 {
+        self.looking
+            .as_ref()
+            .map_or(self.since, |l| l.began.min(self.since))
+    }
 }
 
 /// A quorum-port connection's sync, as it happens.
