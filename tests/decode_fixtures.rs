@@ -30,7 +30,7 @@ fn every_message_round_trips_byte_exactly() {
                 Body::Quorum(_) | Body::Closed { .. } => continue,
                 Body::Problem(p) => {
                     assert_ne!(
-                        p.severity,
+                        p.severity(),
                         Severity::Error,
                         "{}: {}",
                         dir.display(),

@@ -142,7 +142,7 @@ fn captures_starting_mid_stream_resynchronise() {
             match &r.body {
                 zkfle::decode::Body::Problem(p) => {
                     assert_eq!(
-                        p.severity,
+                        p.severity(),
                         zkfle::decode::Severity::Warning,
                         "{}: {}",
                         dir.display(),

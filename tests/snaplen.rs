@@ -55,7 +55,7 @@ fn cut_captures_say_so_and_keep_the_fields_present() {
         for r in &records {
             let Body::Problem(p) = &r.body else { continue };
             let words = zkfle::output::problem_words(p, r.time);
-            assert_ne!(p.severity, Severity::Error, "-s {snaplen}: {words}");
+            assert_ne!(p.severity(), Severity::Error, "-s {snaplen}: {words}");
             let ProblemKind::Cut {
                 partial: Some(part),
                 ..

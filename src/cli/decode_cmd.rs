@@ -603,7 +603,7 @@ impl Output {
             _ => self.decoded += 1,
         }
         if let Body::Problem(p) = &record.body
-            && p.severity == Severity::Error
+            && p.severity() == Severity::Error
         {
             self.errors += 1;
             self.first_error

@@ -83,7 +83,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     // Decoded record by record: only what the recording keeps is held, not the capture.
     let mut builder = RecordingBuilder::new(args.sid);
     let mut feed = |record: &Record| match &record.body {
-        Body::Problem(p) if p.severity == Severity::Error => Err(CliError::failure(format!(
+        Body::Problem(p) if p.severity() == Severity::Error => Err(CliError::failure(format!(
             "{name}: {}",
             crate::output::problem_words(p, record.time)
         ))),

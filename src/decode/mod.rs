@@ -1774,7 +1774,7 @@ mod tests {
         assert!(
             !records
                 .iter()
-                .any(|r| matches!(&r.body, Body::Problem(p) if p.severity == Severity::Error)),
+                .any(|r| matches!(&r.body, Body::Problem(p) if p.severity() == Severity::Error)),
             "{records:#?}"
         );
         assert!(

@@ -115,20 +115,23 @@ impl QuorumMessage {
 /// [`crate::output::problem_words`]'s.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
-    pub severity: Severity,
     pub kind: ProblemKind,
 }
 
 impl Problem {
-    /// The problem of this kind, with its kind's severity.
     pub fn new(kind: ProblemKind) -> Problem {
-        let severity = match kind {
+        Problem { kind }
+    }
+
+    /// How bad it is, by its kind: bytes lost or undecodable, or a damaged file, are errors;
+    /// the rest are caveats.
+    pub fn severity(&self) -> Severity {
+        match self.kind {
             ProblemKind::Malformed { .. }
             | ProblemKind::Gap { .. }
             | ProblemKind::Capture { .. } => Severity::Error,
             _ => Severity::Warning,
-        };
-        Problem { severity, kind }
+        }
     }
 }
 

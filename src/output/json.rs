@@ -273,7 +273,7 @@ fn notification_note(n: &Notification) -> Option<std::borrow::Cow<'static, str>>
 
 /// A problem's entries: `severity`, `kind` and its details, `what`.
 fn write_problem(out: &mut Vec<u8>, p: &crate::decode::Problem, time: crate::capture::Timestamp) {
-    out.extend_from_slice(match p.severity {
+    out.extend_from_slice(match p.severity() {
         Severity::Error => b",\"severity\":\"error\",\"kind\":",
         Severity::Warning => b",\"severity\":\"warning\",\"kind\":",
     });

@@ -56,7 +56,7 @@ impl TextWriter {
             Body::Closed { reset: true, .. } => write!(out, "connection reset (RST)"),
             Body::Closed { reset: false, .. } => write!(out, "connection closed (FIN)"),
             Body::Problem(p) => {
-                out.extend_from_slice(match p.severity {
+                out.extend_from_slice(match p.severity() {
                     Severity::Error => b"error: ",
                     Severity::Warning => b"warning: ",
                 });

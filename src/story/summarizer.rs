@@ -329,7 +329,7 @@ impl Summarizer {
                         .or_insert_with(|| (0, user.clone()));
                     e.0 += 1;
                 }
-                if p.severity == Severity::Error {
+                if p.severity() == Severity::Error {
                     let key = match &p.kind {
                         crate::decode::ProblemKind::Malformed { error: e, .. } => {
                             format!("malformed {}", e.field)
