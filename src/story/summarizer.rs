@@ -71,6 +71,9 @@ pub struct Summarizer {
     heap: BinaryHeap<Reverse<(Time, i64, u64)>>,
     decisions: Vec<Decision>,
     episodes: Vec<Episode>,
+    /// The episodes' elections with a vote on the wire ([`Looking`]), in the order of their
+    /// first votes.
+    lookings: Vec<Looking>,
     changes: Vec<VoteChange>,
     anomalies: Vec<Anomaly>,
     /// (from, to) -> its slot in `runs`: the vote and times of consecutive identical LOOKING
@@ -652,8 +655,8 @@ impl Summarizer {
         // Its election began before its first vote could leave (its dials show it).
         if let Some(began) = s
             .episode
-            .and_then(|e| self.episodes[e].looking.as_ref())
-            .map(|l| l.began)
+            .and_then(|e| self.episodes[e].looking)
+            .map(|l| self.lookings[l as usize].began)
             .filter(|b| *b < since)
         {
             since = began;
@@ -669,7 +672,7 @@ impl Summarizer {
             let episode = &mut self.episodes[e];
             episode.decision = Some(index);
             // What the decision found of its beginning is the election's.
-            if let Some(l) = episode.looking.as_mut() {
+            if let Some(l) = episode.looking.map(|l| &mut self.lookings[l as usize]) {
                 l.began = l.began.min(since);
                 l.looking = l.looking.min(since);
             }
@@ -825,6 +828,13 @@ impl Summarizer {
             last.election_epoch >= 1 && round == last.election_epoch + 1 && heard < round
         });
         (!episode.started || continued).then_some(end)
+    }
+
+    /// When an episode's election began: at its first vote on the wire, or earlier where the
+    /// model found it ([`Looking::began`]).
+    fn episode_began(&self, e: &Episode) -> f64 {
+        e.looking
+            .map_or(e.since, |l| self.lookings[l as usize].began.min(e.since))
     }
 
     /// A server begins looking (a new `lookForLeader`).
@@ -1251,7 +1261,8 @@ impl Summarizer {
                     let mut looking =
                         first_looking(from, time, vote, n, s, &queued, dialled, notified);
                     looking.config_stopped = s.config_taken.take();
-                    self.episodes[e].looking = Some(looking);
+                    self.episodes[e].looking = Some(self.lookings.len() as u32);
+                    self.lookings.push(looking);
                 }
                 if s.phase == Phase::Queuing {
                     s.phase = Phase::Looking;
@@ -1267,8 +1278,9 @@ impl Summarizer {
                 if vote.leader == from {
                     s.own = Some(vote);
                     if let Some(e) = s.episode
-                        && let Some(l) = self.episodes[e].looking.as_mut()
+                        && let Some(l) = self.episodes[e].looking
                     {
+                        let l = &mut self.lookings[l as usize];
                         l.own_vote.get_or_insert(vote);
                     }
                 }
@@ -1859,11 +1871,7 @@ impl Summarizer {
             shutdown,
             configs: self.config_changes,
             rules: self.fired,
-            lookings: self
-                .episodes
-                .into_iter()
-                .filter_map(|e| e.looking)
-                .collect(),
+            lookings: self.lookings,
         }
     }
 
@@ -2033,7 +2041,7 @@ impl Summarizer {
             .map(|r| r.decisions.iter().map(|d| d.time).fold(r.started, f64::max))
             .collect();
         for e in &still {
-            let since = e.began();
+            let since = self.episode_began(e);
             // One that began while an election was still deciding belongs to it (the latest
             // one begun before it).
             let at = elections.partition_point(|r| r.started <= since);
@@ -2325,7 +2333,7 @@ impl Summarizer {
                                 .episodes
                                 .iter()
                                 .filter(|e| e.sid == old && e.started && e.since >= lost)
-                                .map(Episode::began)
+                                .map(|e| self.episode_began(e))
                                 .reduce(f64::min);
                             Some(if r.leader_back.is_some() {
                                 LeaderFate::Restarted

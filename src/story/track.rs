@@ -360,18 +360,9 @@ pub(super) struct Episode {
     pub(super) started: bool,
     /// Its first own vote's round, and the highest round a peer had shown it before.
     pub(super) first_vote: Option<(i64, i64)>,
-    /// What the model says of this election's beginning once its first vote is on the wire.
-    pub(super) looking: Option<super::model::Looking>,
-}
-
-impl Episode {
-    /// When its election began: at its first vote on the wire, or earlier where the model
-    /// found it ([`super::model::Looking::began`]).
-    pub(super) fn began(&self) -> f64 {
-        self.looking
-            .as_ref()
-            .map_or(self.since, |l| l.began.min(self.since))
-    }
+    /// What the model says of this election once its first vote is on the wire (index into
+    /// the summarizer's `lookings`).
+    pub(super) looking: Option<u32>,
 }
 
 /// A quorum-port connection's sync, as it happens.
