@@ -96,6 +96,10 @@ const WHERE: &[(Rule, FiresOn)] = &[
         Rule::ResendBackoff,
         FiresOn::Capture(&["fixtures/big/capture.pcap"]),
     ),
+    (
+        Rule::DialBeforeVote,
+        FiresOn::Capture(&["fixtures/basic3/capture.pcap"]),
+    ),
 ];
 
 fn decode(files: &[&str], args: &[&str]) -> String {

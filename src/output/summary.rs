@@ -698,6 +698,9 @@ fn rule_words(rule: Rule) -> String {
         Rule::ResendBackoff => {
             format!("re-sent votes whose gaps grow by over {v}x told as notification timeouts")
         }
+        Rule::DialBeforeVote => {
+            format!("an election dated from its server's first dial, up to {v} s before its vote")
+        }
     }
 }
 

@@ -28,7 +28,9 @@ fn first_looking(
 ) -> Looking {
     // Within a process a logical clock only goes up.
     let restart = s.last_sent.is_some_and(|l| vote.round < l.round);
-    let began = dialled.filter(|d| *d <= time).unwrap_or(time);
+    let began = dialled
+        .filter(|d| *d <= time && *d >= time - Rule::DialBeforeVote.secs())
+        .unwrap_or(time);
     let mut looking = began;
     // A decided server answers a LOOKING vote at once: one it left unanswered since its last
     // notification reached it LOOKING (Java turns LOOKING a little before it votes). Not in a
@@ -1261,6 +1263,9 @@ impl Summarizer {
                     let mut looking =
                         first_looking(from, time, vote, n, s, &queued, dialled, notified);
                     looking.config_stopped = s.config_taken.take();
+                    if looking.began < time {
+                        self.fired.note(Rule::DialBeforeVote);
+                    }
                     self.episodes[e].looking = Some(self.lookings.len() as u32);
                     self.lookings.push(looking);
                 }
