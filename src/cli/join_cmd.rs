@@ -393,6 +393,11 @@ pub fn node_config(args: &JoinArgs) -> Result<NodeConfig, CliError> {
     election.current_epoch = args.peer_epoch.unwrap_or(0);
     election.role = me.role();
     election.reconfig_enabled = cfg.reconfig_enabled();
+    if me.client.is_none()
+        && let Some(port) = cfg.int("clientPort").and_then(|p| u16::try_from(p).ok())
+    {
+        election.static_client = Some((cfg.other.get("clientPortAddress").cloned(), port));
+    }
     if cfg.reconfig_enabled() && !cfg.other.contains_key("dynamicConfigFile") {
         // As QuorumPeerConfig.backupOldConfig: the static file is kept as zoo.cfg.bak before
         // the first activation rewrites it.

@@ -7,7 +7,7 @@ use crate::throttle::{LogThrottle, suppressed};
 
 use tracing::{debug, info, warn};
 
-use crate::wire::{JavaView, Notification, QuorumConfig, Role, ServerState};
+use crate::wire::{ConfigLine, JavaView, Notification, QuorumConfig, Role, ServerState};
 
 use super::java_log_line;
 use super::quorum::QuorumVerifier;
@@ -35,6 +35,12 @@ pub struct ElectionConfig {
     pub reconfig_enabled: bool,
     /// The last seen config (`zoo.cfg.dynamic.next`), see [`Election::set_next_config`].
     pub next_quorum: Option<QuorumVerifier>,
+    /// My client address as Java fills it in from `clientPort` (and `clientPortAddress`) when
+    /// my server line has none (`QuorumPeerConfig.setupClientPort`): host (none: every
+    /// address) and port. Java never writes it into a config it sends, and its
+    /// `QuorumServer.equals` compares client addresses, so a newer config from a peer is
+    /// unequal to mine even with the same members, and restarts the election.
+    pub static_client: Option<(Option<String>, u16)>,
 }
 
 /// Java's `finalizeWait` (a constant in `FastLeaderElection`): how long a server whose vote
@@ -55,6 +61,7 @@ impl ElectionConfig {
             finalize_wait_ms: FINALIZE_WAIT_MS,
             reconfig_enabled: false,
             next_quorum: None,
+            static_client: None,
         }
     }
 }
@@ -271,6 +278,9 @@ impl Election {
         self.config_bytes = quorum.config_text().as_bytes().to_vec();
         self.cfg.quorum = quorum;
         self.cfg.role = role;
+        // Java's QuorumPeer takes the new config's entry for me as it is (setQuorumVerifier):
+        // no client address filled in any more.
+        self.cfg.static_client = None;
     }
 
     /// Java's `restartLeaderElection` after a reconfig that changed the membership, outside an
@@ -543,8 +553,18 @@ impl Election {
             debug!("Skip processReconfig(), state: {}", self.state.name());
             return;
         }
-        // `!rqv.equals(curQV)`, with the config in force before processReconfig.
-        let other_members = !crate::reconfig::same_members(self.cfg.quorum.config(), &rqv);
+        // `!rqv.equals(curQV)`, with the config in force before processReconfig as Java holds
+        // it: my entry with the client address it filled in.
+        let mut held = self.cfg.quorum.config().clone();
+        if let Some(client) = &self.cfg.static_client
+            && let Some(me) = held.lines.iter_mut().find_map(|l| match l {
+                ConfigLine::Server(s) if s.id == self.cfg.my_id && s.client.is_none() => Some(s),
+                _ => None,
+            })
+        {
+            me.client = Some(client.clone());
+        }
+        let other_members = !crate::reconfig::same_members(&held, &rqv);
         if self.cfg.reconfig_enabled {
             let a = crate::reconfig::process_reconfig(
                 true,
@@ -929,6 +949,32 @@ mod reconfig_tests {
         assert_eq!(e.logical_clock(), i64::MAX);
         e.start(20);
         assert_eq!(e.logical_clock(), i64::MIN);
+    }
+
+    /// Java fills in a server's client address from `clientPort` when its server line has none,
+    /// and never writes that address into a config it sends: the config it holds is unequal to
+    /// any newer one from a peer, even with the same members, and the election restarts
+    /// (3.8.0: a server started late with a static config logged `restarting leader election`
+    /// on the ensemble's version 0x100000000 of the same three servers). Without such an
+    /// address, only other members restart it.
+    #[test]
+    fn a_newer_config_of_the_same_members_restarts_a_server_whose_client_address_is_from_client_port()
+     {
+        for (static_client, halts) in [(Some((None, 2181)), true), (None, false)] {
+            let mut cfg = ElectionConfig::new(4, QuorumVerifier::majority(&[1, 2, 3, 4], &[]));
+            cfg.static_client = static_client.clone();
+            let mut e = Election::new(cfg);
+            e.start(0);
+            e.take_outputs();
+            let c = newer(&[1, 2, 3, 4], "version=100000000");
+            e.on_notification(5, 1, &from_peer(&c));
+            let out = e.take_outputs();
+            assert_eq!(
+                out.contains(&Output::Network(Network::Halt)),
+                halts,
+                "{static_client:?}: {out:?}"
+            );
+        }
     }
 
     /// Java's FastLeaderElection takes a newer config from a notification while LOOKING, shuts

@@ -12,20 +12,18 @@ use rustc_hash::FxHashSet as HashSet;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
-/// What the model says of an election's beginning at `from`'s first vote in it, `vote` (the
-/// notification `n`), `s` being `from` before this vote; `queued`, what reached it before;
-/// `dialled`, its first dial since its previous notification to a voter, at `notified`.
-#[allow(clippy::too_many_arguments)]
+/// What the model says of an election at `from`'s first vote in it, `n` at `time`, `s` being
+/// `from` before this vote; `queued`, what reached it before; `dialled`, its first dial since
+/// its previous notification to a voter, sent at `notified`.
 fn first_looking(
     from: i64,
-    time: f64,
-    vote: VoteKey,
     n: &Notification,
+    time: f64,
     s: &Server,
     queued: &[(f64, i64, ServerState, VoteKey, i32)],
-    dialled: Option<f64>,
-    notified: Option<f64>,
+    (dialled, notified): (Option<f64>, Option<f64>),
 ) -> Looking {
+    let vote = VoteKey::of(n);
     // Within a process a logical clock only goes up.
     let restart = s.last_sent.is_some_and(|l| vote.round < l.round);
     let began = dialled
@@ -535,7 +533,8 @@ impl Summarizer {
         }
         let link = self.links.remove(&conn);
         // A dial to a lower sid closed before its dialler sent a vote on it carried no election
-        // (Java dials new members after a reconfig, and a peer that restarted its election).
+        // (a reconfig makes Java dial the new config's members, then restart its election,
+        // which closes those connections).
         if let Some(Link {
             a: Some(a),
             b: Some(b),
@@ -1260,8 +1259,7 @@ impl Summarizer {
                     && self.episodes[e].first_vote.is_none()
                 {
                     self.episodes[e].first_vote = Some((vote.round, s.heard_round));
-                    let mut looking =
-                        first_looking(from, time, vote, n, s, &queued, dialled, notified);
+                    let mut looking = first_looking(from, n, time, s, &queued, (dialled, notified));
                     looking.config_stopped = s.config_taken.take();
                     if looking.began < time {
                         self.fired.note(Rule::DialBeforeVote);
