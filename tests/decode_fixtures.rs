@@ -623,6 +623,9 @@ fn each_election_begins_where_java_logged_new_election() {
             }
         }
     }
-    assert!(checked >= 50, "only {checked} elections checked");
+    // (scripts/matrix.sh checks one version's fixtures at a time: fewer elections.)
+    if std::env::var("ZKFLE_FIXTURE_VERSION").is_err() {
+        assert!(checked >= 50, "only {checked} elections checked");
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -478,3 +478,51 @@ fn zkfle_killed_between_a_reconfig_proposal_and_its_commit() {
     assert_eq!(read(leader, "/after2").as_deref(), Some(&b"/after2"[..]));
     capture.stop_and_keep(&e);
 }
+
+/// zkfle started late as sid 3 of a static zoo.cfg (version 0, its client address from
+/// `clientPort`) into servers 1 and 2, whose first leader made the config dynamic (version
+/// 0x1<epoch>00000000 of the same three members): the first answer carrying that config
+/// restarts its election, as it restarts Java's (docs/java-behaviour.md: `QuorumServer.equals`
+/// compares the client address Java filled in, which no config on the wire carries); the new
+/// election's votes carry the ensemble's config, and zkfle follows.
+#[test]
+fn zkfle_started_late_restarts_its_election_on_the_ensembles_first_dynamic_config() {
+    let _l = lock_loopback();
+    let e = Ensemble::start(
+        "late-dynamic",
+        "1:participant,2:participant,3:participant:external",
+        &["--tick", "200", "--no-start"],
+    );
+    for sid in 1..=2 {
+        let p = e.dir.join(format!("{sid}/zoo.cfg"));
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, format!("{text}\n{RECONFIG_KEYS}")).unwrap();
+        e.run(&["start-node", &sid.to_string()]);
+    }
+    e.run(&["wait-stable", "--timeout", "30"]);
+    let leader = [1, 2]
+        .into_iter()
+        .find(|s| e.log(*s).contains("LEADING - LEADER ELECTION TOOK"))
+        .expect("a Java leader");
+    let zdir = e.dir.join("zkfle");
+    std::fs::create_dir_all(&zdir).unwrap();
+    let cfg = zdir.join("zoo.cfg");
+    let own = std::fs::read_to_string(e.dir.join("external-3.cfg")).unwrap();
+    assert!(own.contains("clientPort="), "{own}");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{own}\n{RECONFIG_KEYS}dataDir={}\n",
+            zdir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let n = Native::start_in(&zdir, &cfg, 3, &[]);
+    let followed = wait_for("zkfle follows", Duration::from_secs(20), || {
+        following(&n, 0).filter(|_| n.log().contains("synced with leader"))
+    });
+    assert_eq!(followed, leader);
+    let log = n.log();
+    assert!(log.contains("restarting leader election"), "{log}");
+    assert!(log.contains("activated config version"), "{log}");
+}
