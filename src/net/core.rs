@@ -4,6 +4,7 @@
 //! they can be tested without a network.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use crate::wire::{ElectionAddress, InitialMessage};
 
@@ -58,6 +59,14 @@ pub fn keep_outgoing(my_sid: i64, remote_sid: i64) -> bool {
     remote_sid < my_sid
 }
 
+/// How long after our dial to a larger sid was dropped by the tie-break a message queued for it
+/// waits for that sid's dial back instead of dialling again. The dial back comes within
+/// milliseconds (30 ms at most in Docker); a second dial meanwhile makes the acceptor close
+/// the dial back it just opened, and Java's acceptor may then dial no more, leaving the
+/// message for the next notification timeout (docs/java-behaviour.md, "A smaller sid's second
+/// dial"). Java's `toSend` dials again at once; `connectAll` (a poll timeout) dials here too.
+pub const DIAL_BACK_WAIT: Duration = Duration::from_millis(100);
+
 /// One peer's send state.
 #[derive(Debug, Default, Clone)]
 struct Slot {
@@ -71,6 +80,9 @@ struct Slot {
     started: bool,
     /// An outgoing connect is in progress (`inprogressConnections`).
     connecting: bool,
+    /// When our last dial was dropped by the tie-break (the peer's sid is larger: it dials
+    /// back), until its dial back arrives.
+    dropped_at: Option<Instant>,
 }
 
 /// The per-peer send queues and connections of one manager.
@@ -95,11 +107,18 @@ impl SendQueues {
         SendQueues::default()
     }
 
-    /// `toSend(sid, m)`: queue `m` (replacing a pending one) and say whether a connect is
-    /// needed (no connection and none in progress). Marks the connect as in progress when so.
-    pub fn queue(&mut self, sid: i64, payload: Vec<u8>) -> bool {
+    /// `toSend(sid, m)` at `now`: queue `m` (replacing a pending one) and say whether a connect
+    /// is needed (no connection, none in progress, and no dial back awaited: see
+    /// [`DIAL_BACK_WAIT`]). Marks the connect as in progress when so.
+    pub fn queue(&mut self, sid: i64, payload: Vec<u8>, now: Instant) -> bool {
         let slot = self.slots.entry(sid).or_default();
         slot.queued = Some(payload);
+        if slot
+            .dropped_at
+            .is_some_and(|t| now.saturating_duration_since(t) < DIAL_BACK_WAIT)
+        {
+            return false;
+        }
         Self::claim_connect(slot)
     }
 
@@ -125,11 +144,12 @@ impl SendQueues {
             .collect()
     }
 
-    /// An outgoing connect ended without a kept connection (failed, or dropped by the
-    /// tie-break).
-    pub fn connect_done(&mut self, sid: i64) {
+    /// An outgoing connect ended without a kept connection: failed, or (`dropped` at that
+    /// time) dropped by the tie-break, the peer to dial back.
+    pub fn connect_done(&mut self, sid: i64, dropped: Option<Instant>) {
         if let Some(slot) = self.slots.get_mut(&sid) {
             slot.connecting = false;
+            slot.dropped_at = dropped;
         }
     }
 
@@ -139,6 +159,7 @@ impl SendQueues {
         let slot = self.slots.entry(sid).or_default();
         slot.connecting = false;
         slot.started = false;
+        slot.dropped_at = None;
         slot.conn.replace(conn).filter(|old| *old != conn)
     }
 
@@ -253,9 +274,16 @@ mod tests {
 
     #[test]
     fn queue_has_capacity_one_and_last_message_is_resent() {
+        let now = Instant::now();
         let mut q = SendQueues::new();
-        assert!(q.queue(2, b"a".to_vec()), "first send starts a connect");
-        assert!(!q.queue(2, b"b".to_vec()), "connect already in progress");
+        assert!(
+            q.queue(2, b"a".to_vec(), now),
+            "first send starts a connect"
+        );
+        assert!(
+            !q.queue(2, b"b".to_vec(), now),
+            "connect already in progress"
+        );
         assert!(!q.have_delivered());
         assert_eq!(q.queued(2), Some(&b"b"[..]), "newest wins");
         assert_eq!(q.attach(2, 10), None);
@@ -268,18 +296,44 @@ mod tests {
         assert_eq!(q.next(2, 11), Next::Send(b"b".to_vec()));
         assert_eq!(q.next(2, 11), Next::Wait);
         // Queued while connected: sent, no re-send before it.
-        q.queue(2, b"c".to_vec());
+        q.queue(2, b"c".to_vec(), now);
         assert_eq!(q.next(2, 11), Next::Send(b"c".to_vec()));
         // Disconnected: a send asks for a connect; connectAll does not ask twice.
         assert!(q.detach(2, 11));
         assert!(!q.detach(2, 11));
-        assert!(q.queue(2, b"d".to_vec()));
+        assert!(q.queue(2, b"d".to_vec(), now));
         assert!(q.connect_all().is_empty());
-        q.connect_done(2);
+        q.connect_done(2, None);
         assert_eq!(q.connect_all(), vec![2]);
         // On the next connection the queued message goes first, then nothing more.
         q.attach(2, 12);
         assert_eq!(q.next(2, 12), Next::Send(b"d".to_vec()));
         assert_eq!(q.next(2, 12), Next::Wait);
+    }
+
+    /// Our dial to a larger sid is dropped by the tie-break, and that sid dials back: a message
+    /// queued meanwhile waits for the dial back (a second dial would make the acceptor close
+    /// it), for at most DIAL_BACK_WAIT; a poll timeout's connectAll dials all the same.
+    #[test]
+    fn a_message_waits_for_the_dial_back_of_a_dropped_dial() {
+        let t0 = Instant::now();
+        let mut q = SendQueues::new();
+        assert!(q.queue(4, b"a".to_vec(), t0));
+        q.connect_done(4, Some(t0));
+        let soon = t0 + DIAL_BACK_WAIT / 2;
+        assert!(!q.queue(4, b"b".to_vec(), soon), "waits for the dial back");
+        assert_eq!(q.attach(4, 20), None);
+        assert_eq!(q.next(4, 20), Next::Send(b"b".to_vec()));
+        // No dial back within the wait: the next send dials again.
+        assert!(q.detach(4, 20));
+        q.connect_done(4, Some(soon));
+        assert!(!q.queue(4, b"c".to_vec(), soon));
+        assert!(q.queue(4, b"d".to_vec(), soon + DIAL_BACK_WAIT));
+        // And connectAll does not wait.
+        q.connect_done(4, Some(soon + DIAL_BACK_WAIT));
+        assert_eq!(q.connect_all(), vec![4]);
+        // A failed dial awaits nothing.
+        q.connect_done(4, None);
+        assert!(q.queue(4, b"e".to_vec(), soon + DIAL_BACK_WAIT));
     }
 }

@@ -481,6 +481,17 @@ pub(crate) async fn read_initial(
     }
 }
 
+/// How a dial ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dial {
+    /// The connection is the peer's now.
+    Kept,
+    /// Dropped by the tie-break after the initial message: the peer (a larger sid) dials back.
+    Dropped,
+    /// No connection (refused, unresolved, timed out, or shut down).
+    Failed,
+}
+
 impl Shared {
     /// [`Manager::to_send`]'s work, shared with the delayed sends.
     fn to_send(self: &Arc<Self>, sid: i64, payload: Vec<u8>) {
@@ -490,7 +501,7 @@ impl Shared {
                 debug!("Not queueing a message for non-member {sid}: no connection");
                 return;
             }
-            let connect = st.queues.queue(sid, payload);
+            let connect = st.queues.queue(sid, payload, std::time::Instant::now());
             wake(&st, sid);
             connect
         };
@@ -776,13 +787,14 @@ impl Shared {
         let s = self.clone();
         tokio::spawn(async move {
             let guest_dial = addrs.is_some() && !s.is_member(sid);
-            let kept = s.connect(sid, addrs).await;
+            let dial = s.connect(sid, addrs).await;
             if guest_dial {
                 s.guest_dials.fetch_sub(1, Ordering::SeqCst);
             }
-            if !kept {
+            if dial != Dial::Kept {
+                let dropped = (dial == Dial::Dropped).then(std::time::Instant::now);
                 let mut st = lock(&s.state);
-                st.queues.connect_done(sid);
+                st.queues.connect_done(sid, dropped);
                 // A non-member (dialled back at the address it announced) keeps no state
                 // without a connection.
                 if st.queues.connection(sid).is_none() && !s.is_member(sid) {
@@ -793,9 +805,9 @@ impl Shared {
     }
 
     /// Dials `sid` and sends the initial message; returns whether the connection was kept.
-    async fn connect(self: &Arc<Self>, sid: i64, addrs: Option<Vec<ElectionAddress>>) -> bool {
+    async fn connect(self: &Arc<Self>, sid: i64, addrs: Option<Vec<ElectionAddress>>) -> Dial {
         if self.closed.load(Ordering::SeqCst) {
-            return false;
+            return Dial::Failed;
         }
         let addrs = match addrs {
             Some(a) => a,
@@ -803,7 +815,7 @@ impl Shared {
         };
         if addrs.is_empty() {
             warn!("Invalid server id: {sid} (no election address known)");
-            return false;
+            return Dial::Failed;
         }
         for addr in &addrs {
             let target = match addr.socket_addr() {
@@ -891,7 +903,7 @@ impl Shared {
                     "Have smaller server identifier, so dropping the connection: (myId:{} --> sid:{sid})",
                     self.my_sid()
                 );
-                return false;
+                return Dial::Dropped;
             }
             self.establish(
                 sid,
@@ -901,9 +913,9 @@ impl Shared {
                 target,
                 None,
             );
-            return true;
+            return Dial::Kept;
         }
-        false
+        Dial::Failed
     }
 
     /// Makes `stream` the connection to `sid` (closing the one it replaces) and starts its
