@@ -25,8 +25,13 @@
 //! **Cost.** Each record is handled in O(1) amortised (vote counts are kept per vote, pending
 //! decisions in a heap), so the summary is linear in messages and servers.
 //!
+//! **Elections entered.** Each election a server entered with a vote of its own is a
+//! [`Looking`]: when it began (its first dial, [`rules::Rule::DialBeforeVote`]), when it turned
+//! LOOKING, its round, restart and config. A decision's `looking_since` is that beginning, and
+//! `zkfle replay` runs these elections again.
+//!
 //! **Layout.** [`model`]: what the story says (rounds, decisions, causes, anomalies), read by
-//! every view in [`crate::output`]; [`rules`]: what the wire cannot show, inferred by named
+//! every view in [`crate::output`] and by replay; [`rules`]: what the wire cannot show, inferred by named
 //! rules, each with its constant; `track`: each server's election followed through the
 //! messages; `summarizer`: the [`Summarizer`] that builds a [`Summary`] from records.
 
