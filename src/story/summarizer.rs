@@ -1138,7 +1138,7 @@ impl Summarizer {
             }
         };
         match n.state {
-            ServerState::Looking if n.election_epoch == 0 || !self.votes(to) => {
+            ServerState::Looking if n.election_epoch == 0 || !to_voter => {
                 // Java sends its proposals to voters only. To a non-voter it answers with its
                 // current (last decided) vote, in round 0 before its first election: not a
                 // proposal.
